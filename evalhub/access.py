@@ -1,0 +1,65 @@
+"""Who may do what: role checks for pages, token checks for the API.
+
+Pages return 404 for what a user may not see and 403 for what they may see but not change.
+API endpoints answer 401 without a valid token and 403 when the token lacks the scope.
+"""
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from evalhub.models import ApiToken, hash_token
+
+
+def lead_required(view: Callable) -> Callable:
+    """Pages only leads (and admins) may use: reviewers get 403."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_lead:
+            raise PermissionDenied("Only leads may do this.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def token_required(scope: str) -> Callable:
+    """An API view reachable only with a bearer token that carries `scope`.
+
+    The view gets the token as `request.api_token`. Sessions do not count: scripts hold tokens,
+    people hold sessions, and neither reaches the other's endpoints.
+    """
+
+    def decorator(view: Callable) -> Callable:
+        @login_not_required
+        @csrf_exempt
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            header = request.headers.get("Authorization", "")
+            kind, _, raw = header.partition(" ")
+            if kind.lower() != "bearer" or not raw.strip():
+                return _api_error(401, "Send an API token as 'Authorization: Bearer <token>'.")
+            token = ApiToken.objects.filter(token_hash=hash_token(raw.strip()), revoked_at__isnull=True).first()
+            if token is None:
+                return _api_error(401, "The API token is unknown or revoked.")
+            if scope not in token.scopes:
+                return _api_error(403, f"This token lacks the scope {scope!r}.")
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+            request.api_token = token
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+def _api_error(status: int, message: str) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    if status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="evalhub"'
+    return response

@@ -1,0 +1,207 @@
+"""evalhub settings: one module, read from the environment.
+
+Unset DATABASE_URL and CELERY_BROKER_URL give the embedded default (SQLite, and Celery on kombu's
+filesystem transport in a folder beside the database). A bad value stops start-up with a message
+that names the variable.
+"""
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = env_str(name).lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use 1/0, true/false, yes/no or on/off.")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = env_str(name)
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+
+
+DATA_DIR = Path(env_str("EVALHUB_DATA_DIR") or BASE_DIR / "var")
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY, else a random key kept in a file of the data folder (never in the database)."""
+    if key := env_str("DJANGO_SECRET_KEY"):
+        return key
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in env_str("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",") if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "evalhub",
+    "labeling",
+    "judges",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs login; API views opt out and authenticate with a token instead.
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "evalhub.urls"
+WSGI_APPLICATION = "evalhub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = env_str("DATABASE_URL")
+    if not url:
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "evalhub.sqlite3"}
+    scheme = urlsplit(url).scheme
+    if scheme not in {"postgres", "postgresql", "sqlite"}:
+        raise ImproperlyConfigured(
+            f"DATABASE_URL has the scheme {scheme!r}; evalhub supports postgres:// (psycopg 3) or sqlite://."
+        )
+    try:
+        return dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL could not be read: {exc}") from None
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_USER_MODEL = "evalhub.User"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token travels in hx-headers on <body>.
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+# Agent outputs are untrusted text: no inline script may run, whatever slips into a page.
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
+
+# Uploads: the import page enforces its own limit with a clear message (labeling.importing).
+EVALHUB_IMPORT_MAX_BYTES = env_int("EVALHUB_IMPORT_MAX_BYTES", 200 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+
+
+def _broker() -> tuple[str, dict]:
+    url = env_str("CELERY_BROKER_URL")
+    if not url:
+        # No broker server: kombu's filesystem transport in folders beside the database.
+        folder = DATA_DIR / "broker"
+        for sub in ("queue", "processed"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        return "filesystem://", {
+            "data_folder_in": str(folder / "queue"),
+            "data_folder_out": str(folder / "queue"),
+            "processed_folder": str(folder / "processed"),
+            "store_processed": False,
+        }
+    if urlsplit(url).scheme not in {"redis", "rediss"}:
+        raise ImproperlyConfigured(
+            f"CELERY_BROKER_URL has the scheme {urlsplit(url).scheme!r}; evalhub uses redis:// or rediss://."
+        )
+    # Redis redelivers an unacknowledged task only after visibility_timeout; chunk leases are shorter
+    # still, so this only bounds how long a lost message waits.
+    return url, {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 600)}
+
+
+CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = _broker()
+CELERY_TASK_ALWAYS_EAGER = False  # eager mode is for unit tests only, set by their fixtures
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("EVALHUB_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,191 @@
+import hashlib
+import json
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+
+def case_split(external_id: str) -> str:
+    """DESIGN: holdout when the first 8 hex digits of sha256(external_id) mod 100 are below 30."""
+    digest = hashlib.sha256(external_id.encode()).hexdigest()
+    return "holdout" if int(digest[:8], 16) % 100 < 30 else "dev"
+
+
+def labeled_content_hash(*, input: str, output: str, trace: dict) -> str:
+    """What a reviewer judged: a label stops counting when this changes under it."""
+    payload = json.dumps([input, output, trace], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+class Verdict(models.TextChoices):
+    PASS = "pass", "Pass"
+    FAIL = "fail", "Fail"
+
+
+class Dataset(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    reviewers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="assigned_datasets")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
+class Case(models.Model):
+    class Split(models.TextChoices):
+        DEV = "dev", "dev"
+        HOLDOUT = "holdout", "holdout"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="cases")
+    external_id = models.CharField(max_length=200)
+    input = models.TextField()
+    output = models.TextField()
+    trace = models.JSONField(default=dict, blank=True)
+    golden_answer = models.TextField(blank=True)
+    expected_behaviour = models.TextField(blank=True)
+    expected_tool = models.CharField(max_length=200, null=True, blank=True)
+    # SQL NULL means "the argument is not checked"; any JSON value (a JSON null included) is compared.
+    expected_tool_argument = models.JSONField(null=True, blank=True)
+    expected_source = models.CharField(max_length=500, null=True, blank=True)
+    category = models.CharField(max_length=100, blank=True, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    split = models.CharField(max_length=8, choices=Split.choices, editable=False)
+    # Hash of input, output and trace: labels given against another hash no longer count.
+    content_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    # Last time anything a judge sees changed: runs finished before it are stale.
+    content_changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["dataset", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["dataset", "external_id"], name="case_unique_external_id"),
+        ]
+        indexes = [
+            models.Index(fields=["dataset", "category"], name="case_dataset_category"),
+            models.Index(fields=["dataset", "content_changed_at"], name="case_dataset_changed"),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Rubric(models.Model):
+    """The question reviewers and judges both answer about a case."""
+
+    class Stage(models.TextChoices):
+        DRAFT = "draft", "draft"
+        OBSERVE = "observe", "observe"
+        WARN = "warn", "warn"
+        GATE = "gate", "gate"
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=300, help_text="The question, e.g. “Does the answer follow the return policy?”")
+    criteria = models.TextField(help_text="Labeling instructions for reviewers; copied into each judge config.")
+    labels_per_case = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(10)],
+        help_text="How many reviewers should label each case.",
+    )
+    # Stage, thresholds and fail_closed change only through the audited promotion services.
+    stage = models.CharField(max_length=8, choices=Stage.choices, default=Stage.DRAFT)
+    fail_closed = models.BooleanField(default=False)
+    min_cases = models.PositiveIntegerField(default=30)
+    min_repeats = models.PositiveSmallIntegerField(default=2)
+    agreement_floor = models.FloatField(default=0.80)
+    agreement_ceiling = models.FloatField(default=1.00)
+    min_true_pass_rate = models.FloatField(default=0.70)
+    min_true_fail_rate = models.FloatField(default=0.70)
+    max_flip_rate = models.FloatField(default=0.05)
+    min_coverage = models.FloatField(default=0.95)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Label(models.Model):
+    """One reviewer's verdict on one case for one rubric."""
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="labels")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="labels")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="labels")
+    verdict = models.CharField(max_length=4, choices=Verdict.choices)
+    note = models.TextField(blank=True)
+    # The case content this label was given against; it counts only while it equals case.content_hash.
+    content_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["case", "rubric", "reviewer"], name="label_one_per_reviewer"),
+        ]
+        indexes = [
+            models.Index(fields=["rubric", "case"], name="label_rubric_case"),
+            models.Index(fields=["reviewer", "-updated_at"], name="label_reviewer_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} {self.verdict} {self.case} ({self.rubric})"
+
+    def revise(self, *, verdict: str, note: str, content_hash: str) -> None:
+        """Confirm or change this label against the case content the reviewer saw."""
+        self.verdict = verdict
+        self.note = note
+        self.content_hash = content_hash
+        self.updated_at = timezone.now()
+        self.save(update_fields=["verdict", "note", "content_hash", "updated_at"])
+
+
+class Skip(models.Model):
+    """A reviewer passed on a case for now: it comes back to them only after the rest."""
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="skips")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="skips")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="skips")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["case", "rubric", "reviewer"], name="skip_one_per_reviewer"),
+        ]
+
+
+class Adjudication(models.Model):
+    """A lead's decision on a (case, rubric): it is the human verdict, whatever the labels say."""
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="adjudications")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="adjudications")
+    verdict = models.CharField(max_length=4, choices=Verdict.choices)
+    note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["case", "rubric"], name="adjudication_one_per_case_rubric"),
+        ]
+
+
+class LabelRequest(models.Model):
+    """A lead asked for one more label on a case (contested cases, say)."""
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="label_requests")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="label_requests")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["rubric", "case"], name="labelrequest_rubric_case")]

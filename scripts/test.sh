@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the whole test suite against PostgreSQL and Redis on 127.0.0.1 (installing what is missing).
+# Extra arguments go to pytest, e.g. scripts/test.sh tests/labeling -x
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+. scripts/_env.sh
+ensure_venv "$root"
+ensure_chromium
+ensure_postgres_and_redis
+export DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/evalhub}"
+export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}"
+export EVALHUB_DATA_DIR="${EVALHUB_DATA_DIR:-$root/var/test}"
+exec .venv/bin/python -m pytest "$@"

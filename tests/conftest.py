@@ -1,0 +1,85 @@
+"""The small cast every test module shares: a reviewer, a lead, an outsider, an admin."""
+
+import os
+
+import pytest
+from django.conf import settings
+
+from evalhub.models import Role, User
+from labeling.models import Dataset, Rubric
+
+PASSWORD = "correct-horse-battery"
+
+
+def pytest_configure(config) -> None:
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine and not os.environ.get("EVALHUB_TESTS_ALLOW_SQLITE"):
+        pytest.exit(
+            "The tests run on PostgreSQL: set DATABASE_URL=postgres://… or use scripts/test.sh "
+            "(EVALHUB_TESTS_ALLOW_SQLITE=1 runs them on SQLite anyway).",
+            returncode=2,
+        )
+
+
+def make_user(username: str, role: str = Role.REVIEWER, **extra) -> User:
+    return User.objects.create_user(username=username, password=PASSWORD, role=role, **extra)
+
+
+@pytest.fixture
+def dataset(db) -> Dataset:
+    return Dataset.objects.create(slug="store-support", name="Store support")
+
+
+@pytest.fixture
+def other_dataset(db) -> Dataset:
+    return Dataset.objects.create(slug="other", name="Other team's data")
+
+
+@pytest.fixture
+def rubric(db) -> Rubric:
+    return Rubric.objects.create(
+        slug="return-policy", name="Does the answer follow the return policy?",
+        criteria="Pass when the answer states the 30-day return window correctly.",
+    )
+
+
+@pytest.fixture
+def reviewer(db, dataset) -> User:
+    user = make_user("rita")
+    dataset.reviewers.add(user)
+    return user
+
+
+@pytest.fixture
+def second_reviewer(db, dataset) -> User:
+    user = make_user("rob")
+    dataset.reviewers.add(user)
+    return user
+
+
+@pytest.fixture
+def outsider(db) -> User:
+    """A reviewer assigned to no dataset of these tests."""
+    return make_user("olga")
+
+
+@pytest.fixture
+def lead(db) -> User:
+    return make_user("lena", role=Role.LEAD)
+
+
+@pytest.fixture
+def admin_user(db) -> User:
+    return make_user("ada", role=Role.ADMIN, is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def reviewer_client(client, reviewer):
+    client.force_login(reviewer)
+    return client
+
+
+@pytest.fixture
+def lead_client(client, lead):
+    client.force_login(lead)
+    return client

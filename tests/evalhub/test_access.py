@@ -1,0 +1,69 @@
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
+
+from evalhub.models import ApiToken, Scope, hash_token
+
+
+@pytest.mark.parametrize("url_name", ["home", "labeling:dataset_list", "labeling:rubric_list", "password_change"])
+def test_it_sends_anonymous_users_to_login(client, db, url_name):
+    response = client.get(reverse(url_name))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.parametrize("url_name", ["labeling:dataset_list", "labeling:rubric_list"])
+def test_it_refuses_lead_pages_to_reviewers(reviewer_client, url_name):
+    assert reviewer_client.get(reverse(url_name)).status_code == 403
+
+
+def test_it_shows_reviewers_only_their_datasets(reviewer_client, dataset, other_dataset):
+    body = reviewer_client.get(reverse("home")).content.decode()
+    assert dataset.name in body
+    assert other_dataset.name not in body
+
+
+def test_it_logs_in_and_out(client, reviewer):
+    response = client.post(reverse("login"), {"username": "rita", "password": "correct-horse-battery"})
+    assert response.status_code == 302
+    assert client.get(reverse("home")).status_code == 200
+    client.post(reverse("logout"))
+    assert client.get(reverse("home")).status_code == 302
+
+
+def test_it_stores_only_the_hash_of_a_token(lead):
+    token, raw = ApiToken.issue(name="ci", scopes=[Scope.GATES_READ], created_by=lead)
+    token.refresh_from_db()
+    assert raw.startswith("evh_") and len(raw) > 40
+    assert token.token_hash == hash_token(raw)
+    assert raw not in (token.token_hash, token.prefix, str(token.scopes))
+
+
+def test_it_creates_a_token_in_the_admin_and_shows_it_once(client, admin_user):
+    client.force_login(admin_user)
+    response = client.post(
+        reverse("admin:evalhub_apitoken_add"), {"name": "ci", "scopes": [Scope.GATES_READ, Scope.RESULTS_WRITE]}
+    )
+    assert response.status_code == 200
+    raw = response.context["plain_token"]
+    token = ApiToken.objects.get()
+    assert token.token_hash == hash_token(raw)
+    assert token.scopes == [Scope.GATES_READ, Scope.RESULTS_WRITE]
+    change_page = client.get(reverse("admin:evalhub_apitoken_change", args=[token.pk])).content.decode()
+    assert raw not in change_page
+
+
+def test_it_fails_loudly_on_a_bad_database_url(monkeypatch):
+    from evalhub import settings as settings_module
+
+    monkeypatch.setenv("DATABASE_URL", "mysql://root@localhost/evalhub")
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL"):
+        settings_module._database()
+
+
+def test_it_fails_loudly_on_a_bad_broker_url(monkeypatch):
+    from evalhub import settings as settings_module
+
+    monkeypatch.setenv("CELERY_BROKER_URL", "amqp://guest@localhost//")
+    with pytest.raises(ImproperlyConfigured, match="CELERY_BROKER_URL"):
+        settings_module._broker()
