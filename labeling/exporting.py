@@ -1,0 +1,114 @@
+"""Cases and labels out, in their import formats (an export imports again unchanged), and a report CSV.
+
+Every export is a generator of text pieces over `QuerySet.iterator()`, so a page streams it
+(StreamingHttpResponse) and a command writes it to a file without holding 100k cases in memory.
+"""
+
+import csv
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
+
+from labeling.importing import CASE_FIELDS, LABEL_FIELDS, Format
+from labeling.models import Adjudication, Case, Dataset, Label, Rubric
+from labeling.selectors import cases_with_human_verdict
+
+CHUNK = 2_000
+REPORT_FIELDS = ("external_id", "category", "split", "input", "output")
+
+
+class _Echo:
+    """A file-like object whose write() returns the line, so csv.writer can feed a generator."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _case_rows(dataset: Dataset) -> Iterator[dict]:
+    """Each case as its import record, in import field order; an unchecked argument is left out."""
+    cases = (
+        Case.objects.filter(dataset=dataset)
+        .annotate(checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False),
+                                                         output_field=BooleanField()))
+        .order_by("pk")
+    )
+    for case in cases.iterator(chunk_size=CHUNK):
+        record = {name: getattr(case, name) for name in CASE_FIELDS}
+        if not case.checks_tool_argument:
+            del record["expected_tool_argument"]  # SQL NULL: not checked (a JSON null is checked)
+        yield record
+
+
+def cases_export(*, dataset: Dataset, fmt: Format) -> Iterator[str]:
+    """The dataset's cases as JSONL (one object per line) or CSV (JSON text in trace/metadata cells)."""
+    if fmt == Format.JSONL:
+        for record in _case_rows(dataset):
+            yield _json_text(record) + "\n"
+        return
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CASE_FIELDS)
+    for record in _case_rows(dataset):
+        cells = []
+        for name in CASE_FIELDS:
+            value = record.get(name)
+            if name in ("trace", "metadata"):
+                cells.append(_json_text(value))
+            elif name == "expected_tool_argument":
+                cells.append(_json_text(value) if name in record else "")  # empty cell: not checked
+            else:
+                cells.append("" if value is None else value)
+        yield writer.writerow(cells)
+
+
+def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format) -> Iterator[str]:
+    """Every label of `rubric` on the dataset's cases, one per (case, reviewer), in the import format.
+
+    Labels that stopped counting (the case changed since) are exported too: importing the file
+    again confirms them against the current content, as a reviewer confirming would.
+    """
+    rows = (
+        Label.objects.filter(rubric=rubric, case__dataset=dataset)
+        .order_by("case_id", "reviewer__username")
+        .values_list("case__external_id", "reviewer__username", "verdict", "note")
+    )
+    if fmt == Format.JSONL:
+        for row in rows.iterator(chunk_size=CHUNK):
+            yield _json_text(dict(zip(LABEL_FIELDS, row, strict=True))) + "\n"
+        return
+    writer = csv.writer(_Echo())
+    yield writer.writerow(LABEL_FIELDS)
+    for row in rows.iterator(chunk_size=CHUNK):
+        yield writer.writerow(row)
+
+
+def report_rubrics(*, dataset: Dataset) -> list[Rubric]:
+    """The rubrics with a label or an adjudication on this dataset: the report's verdict columns."""
+    on_dataset = {"case__dataset": dataset, "rubric": OuterRef("pk")}
+    return list(
+        Rubric.objects.filter(Q(Exists(Label.objects.filter(**on_dataset)))
+                              | Q(Exists(Adjudication.objects.filter(**on_dataset))))
+        .order_by("slug")
+    )
+
+
+def report_export(*, dataset: Dataset) -> Iterator[str]:
+    """A CSV of cases with their human verdict per rubric (empty: none yet, or a tie).
+
+    One query per rubric builds {case id: verdict} (a few MB for 100k cases), then the cases stream.
+    """
+    rubrics = report_rubrics(dataset=dataset)
+    verdicts = []
+    for rubric in rubrics:
+        rows = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset=dataset))
+        verdicts.append({pk: v for pk, v in rows.values_list("pk", "human_verdict").order_by() if v})
+    writer = csv.writer(_Echo())
+    yield writer.writerow([*REPORT_FIELDS, *(rubric.slug for rubric in rubrics)])
+    cases = Case.objects.filter(dataset=dataset).order_by("pk").values_list("pk", *REPORT_FIELDS)
+    for pk, *fields in cases.iterator(chunk_size=CHUNK):
+        yield writer.writerow([*fields, *(by_case.get(pk, "") for by_case in verdicts)])

@@ -1,0 +1,25 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from labeling.exporting import cases_export
+from labeling.importing import Format
+from labeling.management.commands._files import FORMAT_CHOICES, resolve_format, write_output
+from labeling.models import Dataset
+
+
+class Command(BaseCommand):
+    help = "Export a dataset's cases as JSONL or CSV, the import format: the file imports again unchanged."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("dataset", help="the dataset's slug")
+        parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
+        parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+
+    def handle(self, *args, dataset: str, file: str, format: str | None, **options) -> None:
+        target = Dataset.objects.filter(slug=dataset).first()
+        if target is None:
+            raise CommandError(f"No dataset {dataset!r}.")
+        fmt = resolve_format(file, format, default=Format.JSONL)
+        pieces = write_output(file, cases_export(dataset=target, fmt=fmt))
+        if file != "-":
+            rows = pieces - (fmt == Format.CSV)  # the CSV header is not a case
+            self.stdout.write(self.style.SUCCESS(f"Exported {rows} cases of {dataset} to {file} ({fmt})."))

@@ -1,0 +1,30 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from labeling.exporting import labels_export
+from labeling.importing import Format
+from labeling.management.commands._files import FORMAT_CHOICES, resolve_format, write_output
+from labeling.models import Dataset, Rubric
+
+
+class Command(BaseCommand):
+    help = "Export one rubric's labels on a dataset as JSONL or CSV, the format import_labels reads."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("dataset", help="the dataset's slug")
+        parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
+        parser.add_argument("--rubric", required=True, help="the rubric's slug")
+        parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+
+    def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, **options) -> None:
+        target = Dataset.objects.filter(slug=dataset).first()
+        if target is None:
+            raise CommandError(f"No dataset {dataset!r}.")
+        question = Rubric.objects.filter(slug=rubric).first()
+        if question is None:
+            raise CommandError(f"No rubric {rubric!r}.")
+        fmt = resolve_format(file, format, default=Format.JSONL)
+        pieces = write_output(file, labels_export(dataset=target, rubric=question, fmt=fmt))
+        if file != "-":
+            rows = pieces - (fmt == Format.CSV)
+            done = f"Exported {rows} labels of {rubric} on {dataset} to {file}."
+            self.stdout.write(self.style.SUCCESS(done))

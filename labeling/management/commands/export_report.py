@@ -1,0 +1,25 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from labeling.exporting import report_export
+from labeling.management.commands._files import write_output
+from labeling.models import Dataset
+
+
+class Command(BaseCommand):
+    help = (
+        "Export a report CSV of a dataset's cases (external_id, category, split, input, output) with "
+        "their human verdict per rubric, one column per rubric that has labels on the dataset."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("dataset", help="the dataset's slug")
+        parser.add_argument("file", help="a .csv file; - writes to stdout")
+
+    def handle(self, *args, dataset: str, file: str, **options) -> None:
+        target = Dataset.objects.filter(slug=dataset).first()
+        if target is None:
+            raise CommandError(f"No dataset {dataset!r}.")
+        pieces = write_output(file, report_export(dataset=target))
+        if file != "-":
+            done = f"Wrote the report of {pieces - 1} cases of {dataset} to {file}."
+            self.stdout.write(self.style.SUCCESS(done))

@@ -1,0 +1,47 @@
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import validate_slug
+from django.db import transaction
+
+from labeling.importing import ImportRejected, cases_import
+from labeling.management.commands._files import (
+    FORMAT_CHOICES,
+    open_input,
+    report_rejection,
+    resolve_format,
+)
+from labeling.models import Dataset
+
+
+class Command(BaseCommand):
+    help = (
+        "Import cases from a JSONL or CSV file into a dataset (created if missing). All or nothing: "
+        "any bad line rejects the file, and every error is listed with its line number."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("dataset", help="the dataset's slug")
+        parser.add_argument("file", help="a .jsonl or .csv file; - reads stdin (with --format)")
+        parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+        parser.add_argument("--update", action="store_true",
+                            help="update cases whose external_id exists already (otherwise an error)")
+        parser.add_argument("--name", help="the dataset's name, if this creates it")
+
+    def handle(self, *args, dataset: str, file: str, format: str | None, update: bool, name: str | None,
+               **options) -> None:
+        try:
+            validate_slug(dataset)
+        except ValidationError:
+            raise CommandError(f"{dataset!r} is not a valid slug (letters, digits, - and _).") from None
+        fmt = resolve_format(file, format)
+        try:
+            # The dataset is created in the same transaction: a rejected file leaves no empty dataset.
+            with open_input(file) as stream, transaction.atomic():
+                target, created = Dataset.objects.get_or_create(
+                    slug=dataset, defaults={"name": name or dataset}
+                )
+                result = cases_import(dataset=target, stream=stream, fmt=fmt, update=update)
+        except ImportRejected as rejected:
+            raise report_rejection(self, file, rejected) from None
+        made = " (a new dataset)" if created else ""
+        self.stdout.write(self.style.SUCCESS(f"Imported {file} into {dataset}{made}: {result}."))

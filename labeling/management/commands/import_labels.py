@@ -1,0 +1,36 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from labeling.importing import ImportRejected, labels_import
+from labeling.management.commands._files import (
+    FORMAT_CHOICES,
+    open_input,
+    report_rejection,
+    resolve_format,
+)
+from labeling.models import Dataset
+
+
+class Command(BaseCommand):
+    help = (
+        "Import reviewers' labels (external_id, reviewer, verdict, note) for one rubric. The rubric is "
+        "created as a draft if missing; reviewers named in the file get accounts (no usable password) "
+        "and are assigned to the dataset; a reviewer's existing label is revised. All or nothing."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("dataset", help="the dataset's slug (it must exist)")
+        parser.add_argument("file", help="a .jsonl or .csv file; - reads stdin (with --format)")
+        parser.add_argument("--rubric", required=True, help="the rubric's slug")
+        parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+
+    def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, **options) -> None:
+        target = Dataset.objects.filter(slug=dataset).first()
+        if target is None:
+            raise CommandError(f"No dataset {dataset!r}: import its cases first (import_cases).")
+        fmt = resolve_format(file, format)
+        try:
+            with open_input(file) as stream:
+                result = labels_import(dataset=target, rubric_slug=rubric, stream=stream, fmt=fmt)
+        except ImportRejected as rejected:
+            raise report_rejection(self, file, rejected) from None
+        self.stdout.write(self.style.SUCCESS(f"Imported {file} into {dataset} for {rubric}: {result}."))

@@ -1,0 +1,136 @@
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from evalhub.models import Role, User
+from labeling.importing import Format, ImportRejected, labels_import
+from labeling.models import Case, Label, Rubric, labeled_content_hash
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cases(dataset) -> dict[str, Case]:
+    made = {}
+    for external_id in ("a", "b"):
+        made[external_id] = Case.objects.create(
+            dataset=dataset, external_id=external_id, input="q", output=f"answer {external_id}", split="dev",
+            content_hash=labeled_content_hash(input="q", output=f"answer {external_id}", trace={}),
+        )
+    return made
+
+
+def jsonl(*objects) -> bytes:
+    return "".join((o if isinstance(o, str) else json.dumps(o)) + "\n" for o in objects).encode()
+
+
+def run(dataset, content: bytes, rubric_slug="return-policy", fmt=Format.JSONL):
+    return labels_import(dataset=dataset, rubric_slug=rubric_slug, stream=io.BytesIO(content), fmt=fmt)
+
+
+def rejected(dataset, content: bytes, **kwargs) -> list[tuple]:
+    with pytest.raises(ImportRejected) as info:
+        run(dataset, content, **kwargs)
+    return [(e.row, e.field, e.message) for e in info.value.errors]
+
+
+def test_it_creates_labels_against_the_current_content(dataset, rubric, cases, reviewer):
+    result = run(dataset, jsonl(
+        {"external_id": "a", "reviewer": "rita", "verdict": " PASS ", "note": "cites the window"},
+        {"external_id": "b", "reviewer": "rita", "verdict": "Fail"},
+    ))
+
+    assert (result.created, result.revised, result.unchanged) == (2, 0, 0)
+    assert not result.rubric_created and result.new_reviewers == []
+    labels = {label.case.external_id: label for label in Label.objects.select_related("case")}
+    assert (labels["a"].verdict, labels["a"].note, labels["b"].verdict) == ("pass", "cites the window", "fail")
+    assert all(label.content_hash == label.case.content_hash for label in labels.values())
+    assert all(label.rubric == rubric and label.reviewer == reviewer for label in labels.values())
+
+
+def test_it_creates_the_rubric_as_a_draft_and_reviewers_without_a_password(dataset, cases):
+    result = run(dataset, jsonl({"external_id": "a", "reviewer": "newbie", "verdict": "pass"}),
+                 rubric_slug="tone")
+
+    assert result.rubric_created and result.new_reviewers == ["newbie"]
+    rubric = Rubric.objects.get(slug="tone")
+    assert rubric.stage == Rubric.Stage.DRAFT
+    newbie = User.objects.get(username="newbie")
+    assert newbie.role == Role.REVIEWER and not newbie.has_usable_password()
+    assert dataset.reviewers.filter(pk=newbie.pk).exists()
+
+
+def test_it_revises_a_reviewers_existing_label(dataset, rubric, cases, reviewer):
+    stale = Label.objects.create(case=cases["a"], rubric=rubric, reviewer=reviewer, verdict="fail",
+                                 content_hash="0" * 64)
+    kept = Label.objects.create(case=cases["b"], rubric=rubric, reviewer=reviewer, verdict="pass",
+                                content_hash=cases["b"].content_hash)
+
+    result = run(dataset, jsonl(
+        {"external_id": "a", "reviewer": "rita", "verdict": "pass", "note": "re-checked"},
+        {"external_id": "b", "reviewer": "rita", "verdict": "pass", "note": ""},
+    ))
+
+    assert (result.created, result.revised, result.unchanged) == (0, 1, 1)
+    stale.refresh_from_db()
+    assert (stale.verdict, stale.note, stale.content_hash) == ("pass", "re-checked", cases["a"].content_hash)
+    assert Label.objects.get(pk=kept.pk).updated_at == kept.updated_at
+    assert Label.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    ("row", "field", "message"),
+    [
+        ({"external_id": "zzz", "reviewer": "rita", "verdict": "pass"}, "external_id", "is not a case of"),
+        ({"external_id": "a", "reviewer": "rita", "verdict": "maybe"}, "verdict", "must be pass or fail"),
+        ({"external_id": "a", "reviewer": "rita"}, "verdict", "is required"),
+        ({"external_id": "a", "verdict": "pass"}, "reviewer", "is required"),
+        ({"external_id": "a", "reviewer": "rita ann", "verdict": "pass"}, "reviewer", "not a valid username"),
+        ({"external_id": "a", "reviewer": "rita", "verdict": "pass", "note": 3}, "note", "must be a string"),
+        ({"external_id": "a", "reviewer": "rita", "verdict": "pass", "score": 3}, "score", "not a label field"),
+        ({"external_id": "b", "reviewer": "rob", "verdict": "fail"}, "reviewer", "labels 'b' twice"),
+    ],
+)
+def test_it_rejects_a_bad_row_and_writes_nothing(dataset, cases, row, field, message):
+    content = jsonl({"external_id": "b", "reviewer": "rob", "verdict": "pass"}, row)
+
+    errors = rejected(dataset, content, rubric_slug="new-rubric")
+
+    assert [(r, f) for r, f, _ in errors] == [(2, field)]
+    assert message in errors[0][2]
+    assert not Label.objects.exists()
+    assert not Rubric.objects.filter(slug="new-rubric").exists()
+    assert not User.objects.filter(username="rob").exists()
+
+
+def test_it_imports_csv_labels(dataset, rubric, cases):
+    content = b'external_id,reviewer,verdict,note\r\na,rita,pass,"fine, really"\r\nb,rob,fail,\r\n'
+    assert run(dataset, content, fmt=Format.CSV).created == 2
+    assert set(Label.objects.values_list("reviewer__username", "verdict", "note")) == {
+        ("rita", "pass", "fine, really"), ("rob", "fail", ""),
+    }
+
+
+def test_it_refuses_a_bad_rubric_slug(dataset, cases):
+    errors = rejected(dataset, jsonl({"external_id": "a", "reviewer": "rita", "verdict": "pass"}),
+                      rubric_slug="not a slug")
+    assert errors == [(None, "rubric", "'not a slug' is not a valid slug")]
+
+
+def test_the_command_imports_and_lists_errors(dataset, cases, tmp_path, capsys):
+    good, bad = tmp_path / "labels.jsonl", tmp_path / "bad.csv"
+    good.write_bytes(jsonl({"external_id": "a", "reviewer": "rita", "verdict": "pass"}))
+    bad.write_bytes(b"external_id,reviewer,verdict\r\nnope,rita,pass\r\na,rita,yes\r\n")
+
+    call_command("import_labels", dataset.slug, str(good), "--rubric", "tone")
+    assert "1 created, 0 revised, 0 unchanged" in capsys.readouterr().out
+
+    with pytest.raises(CommandError, match="2 error"):
+        call_command("import_labels", dataset.slug, str(bad), "--rubric", "tone")
+    err = capsys.readouterr().err
+    assert "line 2: external_id: 'nope' is not a case" in err and "line 3: verdict" in err
+
+    with pytest.raises(CommandError, match="No dataset"):
+        call_command("import_labels", "missing", str(good), "--rubric", "tone")
