@@ -1,0 +1,422 @@
+"""Calibration figures: hand-computed runs, independent oracles (scikit-learn, statsmodels, a naive
+per-case loop) and properties over random runs. No database: the figures are pure pandas."""
+
+import json
+import math
+import random
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.metrics import cohen_kappa_score, confusion_matrix
+from statsmodels.stats.proportion import proportion_confint
+
+from judges.metrics import (
+    COLUMNS,
+    OVERFIT_WARNING,
+    calibration_figures,
+    cohen_kappa,
+    disagreements,
+    wilson_interval,
+)
+
+SCALARS = {
+    "n", "judgments", "evaluated", "agreement", "agreement_ci95", "kappa", "kappa_note", "false_pass",
+    "false_pass_rate", "false_fail", "false_fail_rate", "true_pass_rate", "true_fail_rate", "flips",
+    "flip_rate", "flip_note", "coverage",
+}
+
+
+def make_frame(cases, *, shuffle: int | None = None) -> pd.DataFrame:
+    """cases: (external_id, human, [outcome per repeat], category, split); an outcome may be
+    ("not_evaluated", "error text"). One row per judgment, like the selector's `.values()` query."""
+    rows = []
+    for case_id, (external_id, human, outcomes, category, split) in enumerate(cases, start=1):
+        for repeat, outcome in enumerate(outcomes, start=1):
+            outcome, error = outcome if isinstance(outcome, tuple) else (outcome, "")
+            rows.append({
+                "case_id": case_id, "external_id": external_id, "category": category, "split": split,
+                "repeat": repeat, "outcome": outcome, "reason": f"reason {external_id}/{repeat}",
+                "error": error, "human": human,
+            })
+    if shuffle is not None:
+        random.Random(shuffle).shuffle(rows)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def assert_plain_json(value) -> None:
+    """Only Python builtins, no NaN: what a JSONField and the API can store as they are."""
+    if isinstance(value, dict):
+        assert all(type(k) is str for k in value)
+        for v in value.values():
+            assert_plain_json(v)
+    elif isinstance(value, list):
+        for v in value:
+            assert_plain_json(v)
+    else:
+        assert value is None or type(value) in (str, int, float, bool), (value, type(value))
+        if type(value) is float:
+            assert math.isfinite(value)
+
+
+SMALL_RUN = [
+    # external_id, human, outcomes by repeat, category, split
+    ("a", "pass", ["pass", "pass"], "policy", "dev"),  # 2 matches
+    ("b", "pass", ["fail", "pass"], "policy", "dev"),  # 1 false fail, 1 match; flipped
+    ("c", "fail", ["fail", "fail"], "tools", "holdout"),  # 2 matches
+    ("d", "fail", ["pass", ("not_evaluated", "timeout")], "tools", "holdout"),  # 1 false pass, 1 missing
+    ("e", None, ["pass", "fail"], "tools", "dev"),  # no human verdict: ignored everywhere
+]
+
+
+def test_it_computes_a_small_run_by_hand():
+    figures = calibration_figures(make_frame(SMALL_RUN))
+
+    assert figures["n"] == 4  # a, b, c, d; not e
+    assert figures["judgments"] == 8
+    assert figures["evaluated"] == 7  # d's repeat 2 is missing
+    assert figures["agreement"] == 5 / 7  # a 2 + b 1 + c 2 + d 0
+    # confusion (human × judge): pass/pass = a1 a2 b2 = 3, pass/fail = b1 = 1, fail/pass = d1 = 1,
+    # fail/fail = c1 c2 = 2
+    assert figures["confusion"] == {
+        "human_pass": {"judge_pass": 3, "judge_fail": 1},
+        "human_fail": {"judge_pass": 1, "judge_fail": 2},
+    }
+    # κ: N = 7, po = 5/7; humans pass 4 fail 3, judge pass 4 fail 3 → pe = (4·4 + 3·3)/49 = 25/49;
+    # κ = (5/7 − 25/49) / (1 − 25/49) = (35 − 25) / (49 − 25) = 10/24
+    assert figures["kappa"] == pytest.approx(10 / 24)
+    assert figures["kappa_note"] is None
+    assert figures["false_pass"] == 1 and figures["false_pass_rate"] == 1 / 3  # of 3 on human-failed
+    assert figures["false_fail"] == 1 and figures["false_fail_rate"] == 1 / 4  # of 4 on human-passed
+    assert figures["true_pass_rate"] == 3 / 4
+    assert figures["true_fail_rate"] == 2 / 3
+    # flipped: b only; cases with ≥ 2 evaluated repeats: a, b, c (d has one)
+    assert figures["flips"] == 1 and figures["flip_rate"] == 1 / 3
+    assert figures["coverage"] == 7 / 8
+    assert figures["not_evaluated"] == [{"external_id": "d", "repeat": 2, "reason": "timeout"}]
+    assert figures["false_pass_cases"] == ["d"]
+    assert figures["false_fail_cases"] == ["b"]
+    assert figures["flipped_cases"] == ["b"]
+
+    low, high = figures["agreement_ci95"]
+    expected_low, expected_high = proportion_confint(5, 7, alpha=0.05, method="wilson")
+    assert (low, high) == (pytest.approx(expected_low), pytest.approx(expected_high))
+
+    # policy = a, b: 3 of 4 agree; tools = c, d: 2 of 3 evaluated agree, 3 of 4 judged
+    assert set(figures["by_category"]) == {"policy", "tools"}
+    policy, tools = figures["by_category"]["policy"], figures["by_category"]["tools"]
+    assert (policy["n"], policy["judgments"], policy["evaluated"], policy["agreement"]) == (2, 4, 4, 0.75)
+    # policy: 1 false fail of 4 human-passed judgments, no human fail; b flipped of a, b
+    assert (policy["false_fail_rate"], policy["false_pass_rate"], policy["flip_rate"]) == (0.25, None, 0.5)
+    assert (tools["n"], tools["judgments"], tools["evaluated"], tools["agreement"]) == (2, 4, 3, 2 / 3)
+    # tools: 1 false pass of 3 evaluated human-failed judgments (c1 c2 d1); 3 of 4 judged; only c has
+    # two evaluated repeats and it did not flip
+    assert (tools["false_pass_rate"], tools["coverage"], tools["flip_rate"]) == (1 / 3, 0.75, 0.0)
+    assert set(policy) == SCALARS
+    # the split here is the category again, and e (dev, no verdict) adds nothing to dev
+    assert figures["by_split"] == {"dev": policy, "holdout": tools}
+    # dev 0.75 − holdout 0.667 = 0.083: within 10 points
+    assert figures["warnings"] == []
+    assert figures["reviewer_agreement"] is None
+    assert_plain_json(figures)
+    json.dumps(figures, allow_nan=False)
+
+
+def test_it_does_not_depend_on_the_order_of_the_rows():
+    assert calibration_figures(make_frame(SMALL_RUN, shuffle=7)) == calibration_figures(make_frame(SMALL_RUN))
+
+
+def test_it_passes_the_reviewer_agreement_through():
+    reviewer_agreement = {"percent": 0.9, "kappa": 0.8, "kappa_kind": "cohen", "raters": 2}
+    figures = calibration_figures(make_frame(SMALL_RUN), reviewer_agreement=reviewer_agreement)
+    assert figures["reviewer_agreement"] == reviewer_agreement
+
+
+def test_it_ignores_cases_without_a_human_verdict_everywhere():
+    unverdicted = [
+        ("x", None, [("not_evaluated", "rate limited"), "fail"], "adversarial", "dev"),
+        ("y", None, ["pass", "fail"], "policy", "holdout"),
+    ]
+    with_them = calibration_figures(make_frame(SMALL_RUN + unverdicted))
+    assert with_them == calibration_figures(make_frame(SMALL_RUN[:4]))
+    assert "adversarial" not in with_them["by_category"]
+    assert [row["external_id"] for row in with_them["not_evaluated"]] == ["d"]
+    assert "y" not in with_them["flipped_cases"]
+
+
+def test_it_warns_when_dev_beats_holdout_by_more_than_10_points():
+    dev = [(f"dev-{i}", "pass", ["pass" if i < 9 else "fail"], "policy", "dev") for i in range(10)]
+    holdout = [(f"hold-{i}", "pass", ["pass" if i < 7 else "fail"], "policy", "holdout") for i in range(10)]
+    figures = calibration_figures(make_frame(dev + holdout))
+    # 0.9 − 0.7 = 0.2 > 0.10
+    assert figures["by_split"]["dev"]["agreement"] == 0.9
+    assert figures["by_split"]["holdout"]["agreement"] == 0.7
+    assert figures["warnings"] == [OVERFIT_WARNING]
+
+
+def test_it_does_not_warn_at_exactly_10_points():
+    # dev 4/5 = 0.8, holdout 7/10 = 0.7: exactly 10 points, which in floats is 0.10000000000000009
+    dev = [(f"dev-{i}", "pass", ["pass" if i < 4 else "fail"], "policy", "dev") for i in range(5)]
+    holdout = [(f"hold-{i}", "pass", ["pass" if i < 7 else "fail"], "policy", "holdout") for i in range(10)]
+    figures = calibration_figures(make_frame(dev + holdout))
+    assert figures["by_split"]["dev"]["agreement"] - figures["by_split"]["holdout"]["agreement"] > 0.10
+    assert figures["warnings"] == []
+
+
+def test_it_does_not_warn_without_a_holdout():
+    dev = [(f"dev-{i}", "pass", ["pass"], "policy", "dev") for i in range(5)]
+    assert calibration_figures(make_frame(dev))["warnings"] == []
+
+
+def test_it_handles_no_human_verdicts():
+    figures = calibration_figures(make_frame([("e", None, ["pass", "fail"], "tools", "dev")]))
+    assert figures["n"] == figures["judgments"] == figures["evaluated"] == 0
+    for key in ("agreement", "agreement_ci95", "kappa", "false_pass_rate", "false_fail_rate",
+                "true_pass_rate", "true_fail_rate", "coverage"):
+        assert figures[key] is None, key
+    assert figures["kappa_note"] == "no evaluated judgments"
+    assert figures["flip_rate"] == 0.0 and figures["flip_note"]
+    assert figures["not_evaluated"] == figures["flipped_cases"] == figures["false_pass_cases"] == []
+    assert figures["by_category"] == figures["by_split"] == {}
+    assert_plain_json(figures)
+
+
+def test_it_handles_a_frame_without_rows_or_columns():
+    # what pd.DataFrame(list(queryset.values(...))) gives for a run with no judgments
+    figures = calibration_figures(pd.DataFrame([]))
+    assert figures["n"] == 0 and figures["coverage"] is None
+    assert disagreements(pd.DataFrame([])) == []
+
+
+def test_it_handles_every_judgment_not_evaluated():
+    cases = [
+        ("a", "pass", [("not_evaluated", "spend cap"), ("not_evaluated", "")], "policy", "dev"),
+        ("b", "fail", [("not_evaluated", "invalid answer")] * 2, "tools", "holdout"),
+    ]
+    figures = calibration_figures(make_frame(cases))
+    assert (figures["n"], figures["judgments"], figures["evaluated"]) == (2, 4, 0)
+    assert figures["agreement"] is None and figures["agreement_ci95"] is None
+    assert figures["kappa"] is None and figures["kappa_note"] == "no evaluated judgments"
+    assert figures["coverage"] == 0.0
+    assert figures["flip_rate"] == 0.0 and figures["flip_note"]
+    # the reason is the error when there is one, else the judge's reason
+    assert figures["not_evaluated"] == [
+        {"external_id": "a", "repeat": 1, "reason": "spend cap"},
+        {"external_id": "a", "repeat": 2, "reason": "reason a/2"},
+        {"external_id": "b", "repeat": 1, "reason": "invalid answer"},
+        {"external_id": "b", "repeat": 2, "reason": "invalid answer"},
+    ]
+    assert_plain_json(figures)
+
+
+def test_it_leaves_kappa_undefined_with_one_class_only():
+    cases = [(f"c{i}", "pass", ["pass", "pass"], "policy", "dev") for i in range(3)]
+    figures = calibration_figures(make_frame(cases))
+    # humans and judge all said pass: chance agreement pe = 1, κ = 0/0
+    assert figures["kappa"] is None
+    assert figures["kappa_note"].startswith("one class only")
+    assert figures["agreement"] == 1.0
+    assert figures["false_pass_rate"] is None and figures["true_fail_rate"] is None  # no human fail
+    assert figures["true_pass_rate"] == 1.0
+    assert figures["by_category"]["policy"]["kappa"] is None
+
+
+def test_it_gives_kappa_zero_when_only_humans_use_one_class():
+    # humans all pass, judge 2 pass 1 fail: po = 2/3 = pe, κ = 0 (defined; sklearn agrees)
+    cases = [("a", "pass", ["pass"], "p", "dev"), ("b", "pass", ["pass"], "p", "dev"),
+             ("c", "pass", ["fail"], "p", "dev")]
+    figures = calibration_figures(make_frame(cases))
+    assert figures["kappa"] == 0.0
+    assert cohen_kappa_score(["pass"] * 3, ["pass", "pass", "fail"]) == 0.0
+
+
+def test_it_says_why_the_flip_rate_is_zero_when_k_is_1():
+    cases = [("a", "pass", ["pass"], "p", "dev"), ("b", "fail", ["pass"], "p", "dev")]
+    figures = calibration_figures(make_frame(cases))
+    assert figures["flips"] == 0 and figures["flip_rate"] == 0.0
+    assert figures["flip_note"] == "no case has two or more evaluated repeats"
+
+
+def test_it_counts_a_flip_only_between_evaluated_repeats():
+    cases = [
+        ("a", "pass", ["pass", ("not_evaluated", "timeout"), "pass"], "p", "dev"),  # no flip
+        ("b", "fail", ["fail", ("not_evaluated", "timeout"), "pass"], "p", "dev"),  # flip
+        ("c", "fail", [("not_evaluated", "x"), ("not_evaluated", "x"), "pass"], "p", "dev"),  # 1 evaluated
+    ]
+    figures = calibration_figures(make_frame(cases))
+    assert figures["flipped_cases"] == ["b"]
+    assert figures["flip_rate"] == 1 / 2  # b of a, b
+    assert figures["flip_note"] is None
+
+
+def test_it_lists_the_disagreements_by_case():
+    rows = disagreements(make_frame(SMALL_RUN, shuffle=3))
+    assert rows == [
+        {"external_id": "b", "category": "policy", "split": "dev", "human": "pass", "repeats": [1, 2],
+         "outcomes": ["fail", "pass"], "reasons": ["reason b/1", "reason b/2"]},
+        {"external_id": "d", "category": "tools", "split": "holdout", "human": "fail", "repeats": [1, 2],
+         "outcomes": ["pass", "not_evaluated"], "reasons": ["reason d/1", "timeout"]},
+    ]
+    assert_plain_json(rows)
+
+
+@pytest.mark.parametrize("successes,n", [(0, 1), (1, 1), (0, 10), (8, 10), (10, 10), (24, 30), (87, 100),
+                                          (1, 1000), (999, 1000)])
+def test_it_matches_statsmodels_wilson_interval(successes, n):
+    low, high = wilson_interval(successes, n)
+    expected_low, expected_high = proportion_confint(successes, n, alpha=0.05, method="wilson")
+    assert low == pytest.approx(expected_low, abs=1e-12)
+    assert high == pytest.approx(expected_high, abs=1e-12)
+    assert 0.0 <= low <= successes / n <= high <= 1.0
+
+
+def test_it_computes_a_wilson_interval_by_hand():
+    # 8 of 10, z² = 3.8415: centre = (0.8 + 3.8415/20) / (1 + 0.38415) = 0.99207 / 1.38415 = 0.71674;
+    # half = 1.96 · √(0.016 + 3.8415/400) / 1.38415 = 1.96 · 0.15994 / 1.38415 = 0.22648
+    low, high = wilson_interval(8, 10)
+    assert low == pytest.approx(0.71674 - 0.22648, abs=1e-4)
+    assert high == pytest.approx(0.71674 + 0.22648, abs=1e-4)
+    assert wilson_interval(0, 0) is None
+
+
+@pytest.mark.parametrize("human,judge", [
+    (["pass", "pass", "fail", "fail"], ["pass", "fail", "fail", "fail"]),
+    (["pass", "fail", "pass", "fail", "pass"], ["fail", "pass", "fail", "pass", "fail"]),
+    (["pass", "pass", "pass"], ["fail", "fail", "fail"]),
+    (["a", "b", "c", "a", "b"], ["a", "b", "b", "a", "c"]),  # any labels, not only pass/fail
+])
+def test_it_matches_sklearn_kappa(human, judge):
+    assert cohen_kappa(pd.Series(human), pd.Series(judge)) == pytest.approx(cohen_kappa_score(human, judge))
+
+
+def test_it_returns_none_for_an_undefined_kappa():
+    assert cohen_kappa(pd.Series(["pass", "pass"]), pd.Series(["pass", "pass"])) is None
+    assert cohen_kappa(pd.Series([], dtype=object), pd.Series([], dtype=object)) is None
+
+
+# Properties over random runs -------------------------------------------------------------------------
+
+OUTCOMES = ["pass", "fail", "not_evaluated"]
+
+
+ANY_K = st.integers(min_value=1, max_value=4)
+
+
+@st.composite
+def random_runs(draw, repeats=ANY_K):
+    k = draw(repeats)
+    cases = draw(st.lists(
+        st.tuples(
+            st.sampled_from(["pass", "fail", None]),
+            st.sampled_from(["policy", "tools", "edge"]),
+            st.sampled_from(["dev", "holdout"]),
+            st.lists(st.sampled_from(OUTCOMES), min_size=k, max_size=k),
+        ),
+        max_size=30,
+    ))
+    # external ids out of case-id order, so sorting by external_id is really exercised
+    spec = [
+        (f"case-{(37 * i) % 101:03d}", human, outcomes, category, split)
+        for i, (human, category, split, outcomes) in enumerate(cases)
+    ]
+    return make_frame(spec, shuffle=draw(st.integers(0, 1000)))
+
+
+def naive_figures(frame: pd.DataFrame) -> dict:
+    """An independent oracle: a plain loop per case, written straight from DESIGN's words."""
+    judged = [r for r in frame.to_dict("records") if r["human"] in ("pass", "fail")]
+    evaluated = [r for r in judged if r["outcome"] in ("pass", "fail")]
+    by_case: dict[str, list[str]] = {}
+    for r in evaluated:
+        by_case.setdefault(r["external_id"], []).append(r["outcome"])
+    repeatable = [outs for outs in by_case.values() if len(outs) >= 2]
+    flipped = [outs for outs in repeatable if len(set(outs)) > 1]
+    return {
+        "n": len({r["case_id"] for r in judged}),
+        "judgments": len(judged),
+        "evaluated": len(evaluated),
+        "matches": sum(r["outcome"] == r["human"] for r in evaluated),
+        "false_pass_cases": sorted({r["external_id"] for r in evaluated
+                                    if r["human"] == "fail" and r["outcome"] == "pass"}),
+        "flipped_cases": sorted(e for e, outs in by_case.items() if len(set(outs)) > 1),
+        "flip_rate": len(flipped) / len(repeatable) if repeatable else 0.0,
+        "pairs": ([r["human"] for r in evaluated], [r["outcome"] for r in evaluated]),
+    }
+
+
+# sklearn warns (and returns NaN) exactly when κ is undefined; that case is asserted below.
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+@settings(max_examples=150, deadline=None)
+@given(random_runs())
+def test_it_agrees_with_the_oracles_on_random_runs(frame):
+    figures = calibration_figures(frame)
+    oracle = naive_figures(frame)
+    assert_plain_json(figures)
+
+    assert figures["n"] == oracle["n"]
+    assert figures["judgments"] == oracle["judgments"]
+    assert figures["evaluated"] == oracle["evaluated"]
+    assert figures["false_pass_cases"] == oracle["false_pass_cases"]
+    assert figures["flipped_cases"] == oracle["flipped_cases"]
+    assert figures["flip_rate"] == pytest.approx(oracle["flip_rate"])
+    # every evaluated judgment is a match, a false pass or a false fail
+    assert figures["false_pass"] + figures["false_fail"] + oracle["matches"] == figures["evaluated"]
+
+    if figures["evaluated"]:
+        assert 0.0 <= figures["agreement"] <= 1.0
+        assert figures["agreement"] == pytest.approx(oracle["matches"] / oracle["evaluated"])
+        low, high = figures["agreement_ci95"]
+        expected = proportion_confint(oracle["matches"], oracle["evaluated"], alpha=0.05, method="wilson")
+        assert (low, high) == (pytest.approx(expected[0]), pytest.approx(expected[1]))
+        human, judge = oracle["pairs"]
+        matrix = confusion_matrix(human, judge, labels=["pass", "fail"])
+        confusion = figures["confusion"]
+        assert matrix.tolist() == [
+            [confusion["human_pass"]["judge_pass"], confusion["human_pass"]["judge_fail"]],
+            [confusion["human_fail"]["judge_pass"], confusion["human_fail"]["judge_fail"]],
+        ]
+        expected_kappa = cohen_kappa_score(human, judge, labels=["pass", "fail"])
+        if math.isnan(expected_kappa):
+            assert figures["kappa"] is None and figures["kappa_note"]
+        else:
+            assert figures["kappa"] == pytest.approx(expected_kappa)
+            assert figures["kappa_note"] is None
+    else:
+        assert figures["agreement"] is None and figures["kappa"] is None
+
+    if figures["judgments"]:
+        assert 0.0 <= figures["coverage"] <= 1.0
+        assert len(figures["not_evaluated"]) == figures["judgments"] - figures["evaluated"]
+    for rate in ("false_pass_rate", "false_fail_rate", "true_pass_rate", "true_fail_rate"):
+        assert figures[rate] is None or 0.0 <= figures[rate] <= 1.0
+    if figures["false_pass_rate"] is not None:
+        assert figures["true_fail_rate"] == pytest.approx(1 - figures["false_pass_rate"])
+    if figures["false_fail_rate"] is not None:
+        assert figures["true_pass_rate"] == pytest.approx(1 - figures["false_fail_rate"])
+
+    # the groups partition the run
+    for groups in (figures["by_category"], figures["by_split"]):
+        for key in ("n", "judgments", "evaluated", "false_pass", "false_fail", "flips"):
+            assert sum(group[key] for group in groups.values()) == figures[key]
+
+
+@settings(max_examples=50, deadline=None)
+@given(random_runs(repeats=st.just(1)))
+def test_it_never_flips_with_one_repeat(frame):
+    figures = calibration_figures(frame)
+    assert figures["flip_rate"] == 0.0 and figures["flipped_cases"] == []
+    assert all(group["flip_rate"] == 0.0 for group in figures["by_category"].values())
+
+
+@settings(max_examples=50, deadline=None)
+@given(random_runs())
+def test_it_lists_exactly_the_cases_with_a_wrong_evaluated_repeat(frame):
+    rows = disagreements(frame)
+    figures = calibration_figures(frame)
+    assert [row["external_id"] for row in rows] == sorted(
+        set(figures["false_pass_cases"]) | set(figures["false_fail_cases"])
+    )
+    for row in rows:
+        assert row["repeats"] == sorted(row["repeats"])
+        assert any(o in ("pass", "fail") and o != row["human"] for o in row["outcomes"])

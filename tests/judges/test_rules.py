@@ -1,0 +1,185 @@
+"""Promotion rules: every rule alone failing, boundaries, undefined figures, and real figures."""
+
+import dataclasses
+
+import pandas as pd
+import pytest
+
+from judges.metrics import COLUMNS, calibration_figures
+from judges.rules import RuleResult, Thresholds, evaluate_rules, promotable
+
+RULE_KEYS = [
+    "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
+    "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage",
+]
+
+# Meets every default rule (DESIGN's gate-config example figures).
+GOOD = {"n": 60, "agreement": 0.87, "true_pass_rate": 0.95, "true_fail_rate": 0.86, "flip_rate": 0.03,
+        "coverage": 1.0}
+
+
+def check(figures=None, *, repeats=3, thresholds=None, is_newest_config=True, stale_reasons=(),
+          is_external=False) -> dict[str, RuleResult]:
+    results = evaluate_rules(
+        figures=GOOD | (figures or {}), repeats=repeats, thresholds=thresholds or Thresholds(),
+        is_newest_config=is_newest_config, stale_reasons=list(stale_reasons), is_external=is_external,
+    )
+    # every rule always reported, in DESIGN's order (the probe rule last, when it has a threshold)
+    assert [r.key for r in results][: len(RULE_KEYS)] == RULE_KEYS
+    return {r.key: r for r in results}
+
+
+def failing(results: dict[str, RuleResult]) -> set[str]:
+    return {key for key, result in results.items() if not result.met}
+
+
+def test_it_has_designs_defaults():
+    t = Thresholds()
+    assert (t.min_cases, t.min_repeats) == (30, 2)
+    assert (t.agreement_floor, t.agreement_ceiling) == (0.80, 1.00)
+    assert (t.min_true_pass_rate, t.min_true_fail_rate) == (0.70, 0.70)
+    assert (t.max_flip_rate, t.min_coverage, t.max_probe_moved) == (0.05, 0.95, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.min_cases = 10  # type: ignore[misc]
+
+
+def test_it_promotes_when_every_rule_is_met():
+    results = check()
+    assert failing(results) == set()
+    assert promotable(list(results.values()))
+    assert results["agreement_floor"].value == 0.87
+    assert results["min_cases"].value == 60
+    assert results["min_repeats"].value == 3
+
+
+@pytest.mark.parametrize("change,kwargs,key", [
+    ({"n": 29}, {}, "min_cases"),
+    ({}, {"repeats": 1}, "min_repeats"),
+    ({"agreement": 0.79}, {}, "agreement_floor"),
+    ({"agreement": 1.0}, {}, "agreement_ceiling"),
+    ({"true_pass_rate": 0.69}, {}, "min_true_pass_rate"),
+    ({"true_fail_rate": 0.69}, {}, "min_true_fail_rate"),
+    ({"flip_rate": 0.06}, {}, "max_flip_rate"),
+    ({"coverage": 0.94}, {}, "min_coverage"),
+    ({}, {"is_newest_config": False}, "newest_config"),
+    ({}, {"is_external": True}, "newest_config"),
+    ({}, {"stale_reasons": ["case refund-7 changed after the run"]}, "not_stale"),
+])
+def test_it_refuses_on_each_rule_alone(change, kwargs, key):
+    results = check(change, **kwargs)
+    assert failing(results) == {key}
+    assert not promotable(list(results.values()))
+
+
+def test_it_reports_the_stale_reasons_as_the_value():
+    reasons = ["case refund-7 changed after the run", "a newer config (v4) exists"]
+    assert check(stale_reasons=reasons)["not_stale"].value == reasons
+    assert check()["not_stale"].value == []
+
+
+def test_it_never_promotes_an_external_config_and_says_so():
+    result = check(is_external=True, is_newest_config=True)["newest_config"]
+    assert not result.met
+    assert "external" in result.threshold_text and "never" in result.threshold_text
+
+
+@pytest.mark.parametrize("figure,keys", [
+    ("n", {"min_cases"}),
+    ("agreement", {"agreement_floor", "agreement_ceiling"}),
+    ("true_pass_rate", {"min_true_pass_rate"}),
+    ("true_fail_rate", {"min_true_fail_rate"}),
+    ("flip_rate", {"max_flip_rate"}),
+    ("coverage", {"min_coverage"}),
+])
+def test_it_fails_a_rule_whose_figure_is_undefined(figure, keys):
+    assert failing(check({figure: None})) == keys
+    missing = {k: v for k, v in GOOD.items() if k != figure}
+    results = evaluate_rules(figures=missing, repeats=3, thresholds=Thresholds(), is_newest_config=True,
+                             stale_reasons=[])
+    assert {r.key for r in results if not r.met} == keys
+
+
+@pytest.mark.parametrize("change,kwargs,key,met", [
+    ({"agreement": 0.80}, {}, "agreement_floor", True),
+    ({"agreement": 24 / 30}, {}, "agreement_floor", True),  # the same 0.80, computed
+    ({"agreement": 0.7999}, {}, "agreement_floor", False),
+    ({"agreement": 1.00}, {}, "agreement_ceiling", False),
+    ({"agreement": 59 / 60}, {}, "agreement_ceiling", True),
+    ({"flip_rate": 0.05}, {}, "max_flip_rate", True),
+    ({"flip_rate": 1 / 20}, {}, "max_flip_rate", True),
+    ({"flip_rate": 0.0501}, {}, "max_flip_rate", False),
+    ({"coverage": 0.95}, {}, "min_coverage", True),
+    ({"coverage": 19 / 20}, {}, "min_coverage", True),
+    ({"true_pass_rate": 0.70}, {}, "min_true_pass_rate", True),
+    ({"true_pass_rate": 1 - 0.3}, {}, "min_true_pass_rate", True),
+    ({"true_fail_rate": 1 - 3 / 10}, {}, "min_true_fail_rate", True),
+    ({"n": 30}, {}, "min_cases", True),
+    ({}, {"repeats": 2}, "min_repeats", True),
+])
+def test_it_handles_the_boundaries(change, kwargs, key, met):
+    assert check(change, **kwargs)[key].met is met
+
+
+def test_it_shows_each_threshold_in_its_text():
+    results = check()
+    assert results["min_cases"].threshold_text == "≥ 30"
+    assert results["min_repeats"].threshold_text == "≥ 2"
+    assert results["agreement_floor"].threshold_text == "≥ 0.80"
+    assert results["agreement_ceiling"].threshold_text.startswith("< 1.00 (ceiling: 100 % means overfit")
+    assert results["min_true_pass_rate"].threshold_text == "≥ 0.70"
+    assert results["max_flip_rate"].threshold_text == "≤ 0.05"
+    assert results["min_coverage"].threshold_text == "≥ 0.95"
+
+
+def test_it_uses_a_rubrics_own_thresholds():
+    strict = Thresholds(min_cases=100, agreement_floor=0.875, max_flip_rate=0.0)
+    results = check(thresholds=strict)
+    assert failing(results) == {"min_cases", "agreement_floor", "max_flip_rate"}
+    assert results["agreement_floor"].threshold_text == "≥ 0.875"
+    assert results["min_cases"].threshold_text == "≥ 100"
+
+
+def test_it_adds_the_probe_rule_only_when_it_has_a_threshold():
+    assert "max_probe_moved" not in check()
+    results = check(thresholds=Thresholds(max_probe_moved=0.1))
+    assert failing(results) == {"max_probe_moved"}  # no probe figure yet: undefined fails
+    assert check({"probe_moved": 0.1}, thresholds=Thresholds(max_probe_moved=0.1))["max_probe_moved"].met
+
+
+def run_frame(spec) -> pd.DataFrame:
+    """spec: (count, human, outcomes by repeat) → that many cases, one row per judgment."""
+    rows, case_id = [], 0
+    for count, human, outcomes in spec:
+        for _ in range(count):
+            case_id += 1
+            for repeat, outcome in enumerate(outcomes, start=1):
+                rows.append({"case_id": case_id, "external_id": f"c{case_id:03d}", "category": "policy",
+                             "split": "dev", "repeat": repeat, "outcome": outcome, "reason": "",
+                             "error": "", "human": human})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def test_it_refuses_a_judge_that_passes_everything():
+    # 20 human pass + 10 human fail, the judge says pass twice on every case:
+    # agreement 40/60 = 0.67, true fail rate 0/20 = 0
+    figures = calibration_figures(run_frame([(20, "pass", ["pass", "pass"]), (10, "fail", ["pass", "pass"])]))
+    results = check(figures, repeats=2)
+    assert failing(results) == {"agreement_floor", "min_true_fail_rate"}
+    assert results["min_true_fail_rate"].value == 0.0
+
+
+def test_it_promotes_on_real_figures_that_hold():
+    # 30 cases, K = 2: 18 pass/pass, 8 fail/fail, 2 pass cases judged fail twice, 2 fail cases flipped
+    # agreement = (36 + 16 + 0 + 2) / 60 = 0.90; true pass 36/40 = 0.90; true fail 18/20 = 0.90;
+    # flip rate = 2/30 = 0.067 > 0.05 → refused on flips alone
+    spec = [(18, "pass", ["pass", "pass"]), (8, "fail", ["fail", "fail"]), (2, "pass", ["fail", "fail"]),
+            (2, "fail", ["pass", "fail"])]
+    figures = calibration_figures(run_frame(spec))
+    assert figures["agreement"] == 0.9 and figures["flip_rate"] == 2 / 30
+    assert failing(check(figures, repeats=2)) == {"max_flip_rate"}
+    # one flipped case judged fail twice instead: flips 1/30 = 0.033 → every rule holds
+    spec[-1] = (1, "fail", ["pass", "fail"])
+    spec.append((1, "fail", ["fail", "fail"]))
+    figures = calibration_figures(run_frame(spec))
+    assert promotable(evaluate_rules(figures=figures, repeats=2, thresholds=Thresholds(),
+                                     is_newest_config=True, stale_reasons=[]))
