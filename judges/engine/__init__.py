@@ -1,0 +1,46 @@
+"""The judging engine: plain Python, no Django, so the app and the CI command run the same judge.
+
+Judge one case with `judge_case(case, config_dict, repeat, cache=FolderCache(path), prices=prices)`,
+many with `judge_batch([(case, 1), (case, 2)], config_dict, concurrency=8, spend_cap_usd=5.0)`.
+"""
+
+from .cache import Cache, FolderCache, MemoryCache, cache_key, case_content_key
+from .config import CONTRACT_CHECKS, JudgeConfig, SecondaryJudge, config_hash
+from .contract import json_equal, run_contract_checks
+from .families import is_pinned_snapshot, model_family
+from .judgment import ERRORS, OUTCOMES, Judgment
+from .prompt import DEFAULT_PROMPT_TEMPLATE, SCORE_FIELDS, build_messages, parse_sections
+from .runner import Engine, RetryPolicy, SpendTracker, call_cost, judge_batch, judge_case
+from .validation import InvalidOutput, normalise_verdict, validate_answer
+
+__all__ = [
+    "CONTRACT_CHECKS",
+    "DEFAULT_PROMPT_TEMPLATE",
+    "ERRORS",
+    "OUTCOMES",
+    "SCORE_FIELDS",
+    "Cache",
+    "Engine",
+    "FolderCache",
+    "InvalidOutput",
+    "JudgeConfig",
+    "Judgment",
+    "MemoryCache",
+    "RetryPolicy",
+    "SecondaryJudge",
+    "SpendTracker",
+    "build_messages",
+    "cache_key",
+    "call_cost",
+    "case_content_key",
+    "config_hash",
+    "is_pinned_snapshot",
+    "json_equal",
+    "judge_batch",
+    "judge_case",
+    "model_family",
+    "normalise_verdict",
+    "parse_sections",
+    "run_contract_checks",
+    "validate_answer",
+]

@@ -1,0 +1,117 @@
+"""Cache keys and the two caches: identical work (case content, config_hash, repeat) is asked once.
+
+The app keeps its cache in the database (any object with `get`/`put` will do); the CI command
+keeps one in a folder. Only evaluated judgments (pass/fail) are ever put: a not-evaluated one
+must be asked again next time.
+"""
+
+import copy
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+# What the judge sees of a case; external_id and metadata change no verdict.
+CASE_CONTENT_FIELDS: tuple[str, ...] = (
+    "input",
+    "output",
+    "trace",
+    "golden_answer",
+    "expected_behaviour",
+    "expected_tool",
+    "expected_tool_argument",
+    "expected_source",
+    "category",
+)
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def case_content(case: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a case that can change a verdict; a missing field reads as null."""
+    return {name: case.get(name) for name in CASE_CONTENT_FIELDS}
+
+
+def case_content_key(case: dict[str, Any]) -> str:
+    """sha256 hex over the canonical JSON of every case field except external_id and metadata."""
+    return hashlib.sha256(_canonical_json(case_content(case)).encode()).hexdigest()
+
+
+def cache_key(case: dict[str, Any], config_hash: str, repeat: int) -> str:
+    """The key of one judgment's work: the case's content, the config's hash and the repeat."""
+    payload = {"case": case_content_key(case), "config_hash": config_hash, "repeat": repeat}
+    return hashlib.sha256(_canonical_json(payload).encode()).hexdigest()
+
+
+class Cache(Protocol):
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, judgment: dict[str, Any]) -> None: ...
+
+
+class MemoryCache:
+    """A dict behind a lock; copies in and out, so a caller cannot change what is stored."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            value = self._data.get(key)
+        return copy.deepcopy(value)
+
+    def put(self, key: str, judgment: dict[str, Any]) -> None:
+        with self._lock:
+            self._data[key] = copy.deepcopy(judgment)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._data)
+
+
+_KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
+
+
+class FolderCache:
+    """One JSON file per key in a folder; written to a temp file then renamed, so a reader never sees half."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def _file(self, key: str) -> Path:
+        if not _KEY_RE.match(key):  # keys are hex digests; anything else could name a path outside
+            raise ValueError(f"cache key must be a hex digest, got {key!r}")
+        return self.path / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            text = self._file(key).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return None  # a damaged entry is a miss: the work is simply done again
+        return value if isinstance(value, dict) else None
+
+    def put(self, key: str, judgment: dict[str, Any]) -> None:
+        target = self._file(key)
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{key[:16]}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(judgment, fh, sort_keys=True)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.path.glob("*.json"))

@@ -1,0 +1,153 @@
+"""The contract layer: deterministic checks on a case and its trace, each reported by name.
+
+A check that does not apply to a case (no tool expected, no source to retrieve, no argument to
+compare) passes and says so in its detail: it has nothing to object to.
+"""
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+
+from .config import JudgeConfig
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: unlike Python's ==, true is not 1 and 1 is not "1"."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def _argument_matches(argument: Any, expected: Any) -> bool:
+    if json_equal(argument, expected):
+        return True
+    # OpenAI-style traces carry arguments as JSON text ('{"order_id": "ORD-101"}').
+    if isinstance(argument, str) and not isinstance(expected, str):
+        try:
+            return json_equal(json.loads(argument), expected)
+        except ValueError:
+            return False
+    return False
+
+
+def _calls(case: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = (case.get("trace") or {}).get("toolCalls") or []
+    return [c for c in calls if isinstance(c, dict)]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def check_answer_present(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    output = case.get("output")
+    if isinstance(output, str) and output.strip():
+        return True, f"answer of {len(output.strip())} characters"
+    return False, "the answer is empty"
+
+
+def check_expected_tool(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    expected = case.get("expected_tool")
+    if expected is None:
+        return True, "not applicable: no tool call is expected"
+    names = [c.get("name") for c in _calls(case)]
+    if expected in names:
+        return True, f"{expected} was called"
+    return False, f"{expected} was not called (called: {', '.join(map(str, names)) or 'none'})"
+
+
+def check_expected_tool_argument(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    tool = case.get("expected_tool")
+    expected = case.get("expected_tool_argument")
+    if tool is None or expected is None:
+        return True, "not applicable: no argument to check"
+    arguments = [c.get("argument") for c in _calls(case) if c.get("name") == tool]
+    if not arguments:
+        return False, f"{tool} was not called, so not with {_short(expected)}"
+    if any(_argument_matches(a, expected) for a in arguments):
+        return True, f"{tool} called with {_short(expected)}"
+    got = ", ".join(_short(a) for a in arguments)
+    return False, f"{tool} called with {got}, expected {_short(expected)}"
+
+
+def check_no_tool_when_none_expected(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    if case.get("expected_tool") is not None:
+        return True, "not applicable: a tool call is expected"
+    names = [str(c.get("name")) for c in _calls(case)]
+    if names:
+        return False, f"no tool call expected, but called: {', '.join(names)}"
+    return True, "no tool called"
+
+
+def check_expected_source(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    expected = case.get("expected_source")
+    if expected is None:
+        return True, "not applicable: retrieval is not checked"
+    sources = (case.get("trace") or {}).get("retrievedSources") or []
+    if expected in sources:
+        return True, f"{expected} was retrieved"
+    return False, f"{expected} was not retrieved (retrieved: {', '.join(map(str, sources)) or 'none'})"
+
+
+def _text(case: dict) -> str:
+    output = case.get("output")
+    return output if isinstance(output, str) else ""
+
+
+def check_must_match(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    missing = [p for p in cfg.must_match if not re.search(p, _text(case))]
+    if missing:
+        return False, "no match for " + ", ".join(repr(p) for p in missing)
+    return True, f"all {len(cfg.must_match)} pattern(s) match"
+
+
+def check_must_not_match(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    found = [p for p in cfg.must_not_match if re.search(p, _text(case))]
+    if found:
+        return False, "forbidden match for " + ", ".join(repr(p) for p in found)
+    return True, f"none of {len(cfg.must_not_match)} pattern(s) match"
+
+
+def check_json_schema(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    try:
+        value = json.loads(_text(case))
+    except ValueError as exc:
+        return False, f"the answer is not JSON: {exc}"
+    validator_cls = jsonschema.validators.validator_for(cfg.json_schema)
+    errors = sorted(validator_cls(cfg.json_schema).iter_errors(value), key=lambda e: list(e.path))
+    if errors:
+        first = errors[0]
+        where = "/".join(map(str, first.absolute_path)) or "(root)"
+        return False, f"{len(errors)} schema error(s); at {where}: {first.message}"
+    return True, "the answer validates against the schema"
+
+
+CHECKS: dict[str, Callable[[dict, JudgeConfig], tuple[bool, str]]] = {
+    "answer_present": check_answer_present,
+    "expected_tool": check_expected_tool,
+    "expected_tool_argument": check_expected_tool_argument,
+    "no_tool_when_none_expected": check_no_tool_when_none_expected,
+    "expected_source": check_expected_source,
+    "must_match": check_must_match,
+    "must_not_match": check_must_not_match,
+    "json_schema": check_json_schema,
+}
+
+
+def run_contract_checks(case: dict[str, Any], cfg: JudgeConfig) -> list[dict[str, Any]]:
+    """Run the config's checks on a case: [{"name", "passed", "detail"}] in the config's order."""
+    results = []
+    for name in cfg.contract_checks:
+        passed, detail = CHECKS[name](case, cfg)
+        results.append({"name": name, "passed": passed, "detail": detail})
+    return results

@@ -1,0 +1,281 @@
+"""Calls to the judge models through the official SDKs, and what their failures mean.
+
+The SDK clients run with their own retries off (`max_retries=0`) and an explicit timeout: the
+engine owns retrying, so it can honour Retry-After, count every HTTP call and stop at a spend cap.
+Keys and endpoints come from the environment variables a config names; a key never appears in a
+failure's detail.
+"""
+
+import email.utils
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .prompt import output_schema
+
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+DEFAULT_KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) often need no key, but the SDK wants one.
+PLACEHOLDER_KEY = "no-key-configured"
+TOOL_NAME = "record_judgment"
+# Request fields each SDK takes by name; any other param goes through `extra_body` unchanged.
+_OPENAI_NAMED = {
+    "temperature",
+    "top_p",
+    "seed",
+    "frequency_penalty",
+    "presence_penalty",
+    "stop",
+    "reasoning_effort",
+}
+_ANTHROPIC_NAMED = {"stop_sequences", "metadata"}
+
+
+class ProviderFailure(Exception):
+    """A call that produced no judge answer: why (an `ERRORS` category), and whether to try again."""
+
+    def __init__(self, category: str, detail: str, *, retryable: bool, retry_after: float | None = None):
+        super().__init__(f"{category}: {detail}")
+        self.category = category
+        self.detail = detail
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    provider: str
+    base_url: str
+    api_key: str = field(repr=False)
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a model said: its raw text, the object it gave (tool input) if any, and its token counts."""
+
+    text: str
+    answer: dict[str, Any] | None
+    input_tokens: int | None
+    output_tokens: int | None
+
+
+def resolve_endpoint(
+    *,
+    provider: str,
+    base_url_env: str | None,
+    api_key_env: str | None,
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> Endpoint:
+    """Read the endpoint and key from the variables the config names; ProviderFailure if one is unset."""
+    if base_url_env is not None:
+        base_url = env.get(base_url_env, "").strip()
+        if not base_url:
+            raise ProviderFailure(
+                "config error", f"environment variable {base_url_env} is not set", retryable=False
+            )
+    else:
+        base_url = DEFAULT_BASE_URLS[provider]
+    key_env = api_key_env or DEFAULT_KEY_ENVS.get(provider)
+    if key_env is None:
+        api_key = PLACEHOLDER_KEY
+    else:
+        api_key = env.get(key_env, "").strip()
+        if not api_key:
+            raise ProviderFailure(
+                "config error", f"environment variable {key_env} is not set", retryable=False
+            )
+    return Endpoint(provider=provider, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+
+
+class ClientPool:
+    """SDK clients shared by the threads of a batch, one per endpoint, so connections are reused."""
+
+    def __init__(self) -> None:
+        self._clients: dict[Endpoint, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, endpoint: Endpoint) -> Any:
+        with self._lock:
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = _make_client(endpoint)
+                self._clients[endpoint] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+
+
+def _sdk(provider: str) -> Any:
+    # Imported on first use: the SDKs take seconds to import, and a contract-only run needs neither.
+    if provider == "anthropic":
+        import anthropic
+
+        return anthropic
+    import openai
+
+    return openai
+
+
+def _make_client(endpoint: Endpoint) -> Any:
+    sdk = _sdk(endpoint.provider)
+    client_cls = sdk.Anthropic if endpoint.provider == "anthropic" else sdk.OpenAI
+    return client_cls(
+        api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0, timeout=endpoint.timeout_s
+    )
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date), if given."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _redact(text: str, endpoint: Endpoint) -> str:
+    text = text.replace(endpoint.api_key, "***") if endpoint.api_key else text
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(inner.get("message"), str):
+            return inner["message"]
+    return str(getattr(exc, "message", "") or exc)
+
+
+def _failure(exc: Exception, endpoint: Endpoint) -> ProviderFailure:
+    """Map an SDK exception to the engine's categories. Both SDKs share one exception design."""
+    sdk = _sdk(endpoint.provider)
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderFailure("timeout", f"no answer within {endpoint.timeout_s:g} s", retryable=True)
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderFailure("connection error", _redact(str(exc), endpoint), retryable=True)
+    if isinstance(exc, sdk.APIStatusError):
+        status = exc.status_code
+        retry_after = parse_retry_after(exc.response.headers)
+        detail = _redact(f"HTTP {status}: {_error_message(exc)}", endpoint)
+        if status == 429:
+            return ProviderFailure("rate limit", detail, retryable=True, retry_after=retry_after)
+        if status >= 500 or status in (408, 409):
+            return ProviderFailure("server error", detail, retryable=True, retry_after=retry_after)
+        # 400/401/403/404/422: the key, the model name or the request is wrong; asking again won't help.
+        return ProviderFailure("config error", detail, retryable=False)
+    return ProviderFailure(
+        "server error", _redact(f"unreadable response: {type(exc).__name__}: {exc}", endpoint), retryable=True
+    )
+
+
+def _split_params(params: dict[str, Any], named: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    kwargs = {k: v for k, v in params.items() if k in named}
+    extra = {k: v for k, v in params.items() if k not in named and k != "max_tokens"}
+    return kwargs, extra
+
+
+def call_model(
+    client: Any,
+    endpoint: Endpoint,
+    *,
+    model: str,
+    system: str,
+    user: str,
+    output_kind: str,
+    params: dict[str, Any],
+) -> Reply:
+    """One HTTP call asking for a structured judgment; ProviderFailure when no answer came back."""
+    max_tokens = params.get("max_tokens", DEFAULT_MAX_TOKENS)
+    schema = output_schema(output_kind)
+    sdk = _sdk(endpoint.provider)
+    sdk_error = sdk.AnthropicError if endpoint.provider == "anthropic" else sdk.OpenAIError
+    try:
+        if endpoint.provider == "anthropic":
+            kwargs, extra = _split_params(params, _ANTHROPIC_NAMED)
+            message = client.messages.create(
+                model=model,
+                max_tokens=max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+                tools=[{"name": TOOL_NAME, "description": "Record the judgment.", "input_schema": schema}],
+                tool_choice={"type": "tool", "name": TOOL_NAME},
+                extra_body=extra or None,
+                **kwargs,
+            )
+        else:
+            kwargs, extra = _split_params(params, _OPENAI_NAMED)
+            # OpenAI's newer models refuse max_tokens; local OpenAI-compatible servers may only know it.
+            limit = "max_completion_tokens" if endpoint.provider == "openai" else "max_tokens"
+            kwargs[limit] = max_tokens
+            completion = client.chat.completions.create(
+                model=model,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "judgment", "schema": schema, "strict": True},
+                },
+                extra_body=extra or None,
+                **kwargs,
+            )
+    except (sdk_error, ValueError) as exc:
+        # Every failure of the call becomes a category; a bug of ours (TypeError…) still surfaces.
+        raise _failure(exc, endpoint) from exc
+    if endpoint.provider == "anthropic":
+        return _anthropic_reply(message)
+    return _openai_reply(completion)
+
+
+def _openai_reply(completion: Any) -> Reply:
+    usage = getattr(completion, "usage", None)
+    tokens_in = getattr(usage, "prompt_tokens", None)
+    tokens_out = getattr(usage, "completion_tokens", None)
+    choices = getattr(completion, "choices", None) or []
+    message = choices[0].message if choices else None
+    text = getattr(message, "content", None)
+    if text is None:
+        refusal = getattr(message, "refusal", None)
+        text = f"(no content; refusal: {refusal})" if refusal else "(no content)"
+    return Reply(text=text, answer=None, input_tokens=tokens_in, output_tokens=tokens_out)
+
+
+def _anthropic_reply(message: Any) -> Reply:
+    usage = getattr(message, "usage", None)
+    tokens_in = getattr(usage, "input_tokens", None)
+    tokens_out = getattr(usage, "output_tokens", None)
+    texts = []
+    for block in getattr(message, "content", None) or []:
+        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
+            answer = block.input if isinstance(block.input, dict) else None
+            text = json.dumps(block.input, ensure_ascii=False)
+            return Reply(text=text, answer=answer, input_tokens=tokens_in, output_tokens=tokens_out)
+        if getattr(block, "type", None) == "text":
+            texts.append(block.text)
+    return Reply(
+        text="".join(texts) or "(no content)", answer=None, input_tokens=tokens_in, output_tokens=tokens_out
+    )

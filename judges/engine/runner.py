@@ -1,0 +1,429 @@
+"""From (case, judge config, repeat) to a judgment: the layers, the failure chain, cache and spend.
+
+Contract first: a failed check decides `fail` and no model is called. Then the behavioral judge,
+asked through the SDK with the engine's own retries: backoff, Retry-After waited out, an invalid
+answer asked again. When the primary cannot answer, a `fallback` secondary judge is asked; when
+neither can, the judgment is `not_evaluated` with the reason. Nothing here ever guesses a verdict.
+"""
+
+import hashlib
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any
+
+from .cache import Cache, cache_key
+from .config import JudgeConfig
+from .contract import run_contract_checks
+from .judgment import Judgment
+from .prompt import build_messages
+from .providers import DEFAULT_MAX_TOKENS, ClientPool, ProviderFailure, call_model, resolve_endpoint
+from .validation import InvalidOutput, Verdict, load_json_object, validate_answer
+
+Prices = Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the engine waits between attempts. Retry-After, when the provider sends one, wins."""
+
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 8.0
+    # A provider asking for a longer pause than this is treated as refusing: the judgment moves on.
+    max_retry_after_s: float = 60.0
+
+    def backoff(self, attempt: int) -> float:
+        # Exponential with jitter, so threads that failed together don't retry together.
+        return min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
+class SpendTracker:
+    """Money spent by a batch, checked before each provider call against an optional cap.
+
+    A call reserves its estimated cost first (prompt length and the max_tokens bound) and settles
+    the real cost after. Once a reservation is refused the cap counts as reached for good, so the
+    rest of the batch stops rather than squeezing in whatever small call still fits.
+    """
+
+    def __init__(self, cap_usd: float | None = None) -> None:
+        if cap_usd is not None and cap_usd < 0:
+            raise ValueError("spend cap: must not be negative")
+        self.cap_usd = cap_usd
+        self.spent_usd = 0.0
+        self._reserved = 0.0
+        self.reached = False
+        self._lock = threading.Lock()
+
+    def reserve(self, estimate: float) -> bool:
+        with self._lock:
+            if self.cap_usd is None:
+                self._reserved += estimate
+                return True
+            if self.reached or self.spent_usd + self._reserved + estimate > self.cap_usd:
+                self.reached = True
+                return False
+            self._reserved += estimate
+            return True
+
+    def settle(self, estimate: float, actual: float | None) -> None:
+        """Replace a reservation by the real cost (the estimate stands when the real one is unknown)."""
+        with self._lock:
+            self._reserved -= estimate
+            self.spent_usd += estimate if actual is None else actual
+
+
+def call_cost(
+    prices: Prices | None, model: str, input_tokens: int | None, output_tokens: int | None
+) -> float | None:
+    """USD for one call; None when the model has no price or the provider reported no usage."""
+    price = (prices or {}).get(model)
+    if price is None or input_tokens is None or output_tokens is None:
+        return None
+    return (input_tokens * price["input_per_mtok"] + output_tokens * price["output_per_mtok"]) / 1_000_000
+
+
+def _estimate_cost(price: Mapping[str, float], prompt_chars: int, max_tokens: int) -> float:
+    # ~4 characters a token in English; 3 errs on the side of stopping early.
+    return (prompt_chars / 3 * price["input_per_mtok"] + max_tokens * price["output_per_mtok"]) / 1_000_000
+
+
+@dataclass(frozen=True)
+class _Judge:
+    role: str  # primary | fallback | second_opinion
+    provider: str
+    model: str
+    base_url_env: str | None
+    api_key_env: str | None
+    params: dict[str, Any]
+
+
+class _Tally:
+    """What one judgment's calls used, over every attempt and every judge asked."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost: float | None = 0.0
+
+    def add(self, input_tokens: int | None, output_tokens: int | None, cost: float | None) -> None:
+        self.input_tokens += input_tokens or 0
+        self.output_tokens += output_tokens or 0
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+    def fill(self, j: Judgment) -> Judgment:
+        j.provider_calls = self.calls
+        j.input_tokens = self.input_tokens
+        j.output_tokens = self.output_tokens
+        j.cost_usd = self.cost
+        return j
+
+
+@dataclass
+class _Asked:
+    verdict: Verdict | None
+    raw: str
+    failure: ProviderFailure | None
+    attempts: int
+
+    def why(self) -> str:
+        assert self.failure is not None
+        tries = f" (after {self.attempts} attempts)" if self.attempts > 1 else ""
+        return f"{self.failure.category}: {self.failure.detail}{tries}"
+
+
+def _sample_share(external_id: str) -> float:
+    # Salted so the sample is independent of the dev/holdout split, which hashes the bare id.
+    digest = hashlib.sha256(f"second_opinion:{external_id}".encode()).hexdigest()
+    return int(digest[:8], 16) / 0x1_0000_0000
+
+
+class Engine:
+    """Judges cases under one config; shared by the threads of a batch."""
+
+    def __init__(
+        self,
+        config: JudgeConfig | dict[str, Any],
+        *,
+        cache: Cache | None = None,
+        prices: Prices | None = None,
+        spend: SpendTracker | None = None,
+        env: Mapping[str, str] = os.environ,
+        retry: RetryPolicy | None = None,
+        clients: ClientPool | None = None,
+    ) -> None:
+        self.cfg = JudgeConfig.from_dict(config)
+        self.config_hash = self.cfg.config_hash
+        self.cache = cache
+        self.prices = prices or {}
+        self.spend = spend if spend is not None else SpendTracker()
+        self.env = env
+        self.retry = retry or RetryPolicy()
+        self.clients = clients or ClientPool()
+
+    def close(self) -> None:
+        self.clients.close()
+
+    # ---- one judgment --------------------------------------------------------------------------
+
+    def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
+        started = time.monotonic()
+        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
+        if key is not None:
+            hit = self.cache.get(key)
+            if hit is not None and hit.get("outcome") in ("pass", "fail"):
+                j = Judgment.from_dict(hit)
+                # The same content may sit under another id; this run spent nothing on it.
+                j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
+                j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
+                j.latency_ms = int((time.monotonic() - started) * 1000)
+                return j
+        j = self._judge(case, repeat)
+        j.latency_ms = int((time.monotonic() - started) * 1000)
+        if key is not None and j.evaluated:
+            self.cache.put(key, j.to_dict())
+        return j
+
+    def _judge(self, case: dict[str, Any], repeat: int) -> Judgment:
+        cfg = self.cfg
+        external_id = str(case.get("external_id", ""))
+        checks = run_contract_checks(case, cfg) if "contract" in cfg.layers else []
+        failed = [c for c in checks if not c["passed"]]
+        if failed:
+            reason = "contract failed: " + "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
+            return Judgment(external_id, repeat, "fail", reason=reason, layer="contract", checks=checks)
+        if "behavioral" not in cfg.layers:
+            reason = f"all {len(checks)} contract checks passed"
+            return Judgment(external_id, repeat, "pass", reason=reason, layer="contract", checks=checks)
+
+        system, user = build_messages(
+            case,
+            template=cfg.prompt_template,
+            criteria=cfg.criteria,
+            policy=cfg.policy,
+            output_kind=cfg.output_kind,
+        )
+        tally = _Tally()
+        primary = _Judge("primary", cfg.provider, cfg.model, cfg.base_url_env, cfg.api_key_env, cfg.params)
+        asked = self._ask(primary, system, user, tally)
+        judge, model = "primary", primary.model
+        secondary = cfg.secondary
+        if (
+            asked.verdict is None
+            and secondary
+            and secondary.role == "fallback"
+            and asked.failure.category != "spend cap"
+        ):
+            fallback = self._secondary_judge()
+            second = self._ask(fallback, system, user, tally)
+            judge = "fallback"
+            if second.verdict is not None:
+                asked, model = second, fallback.model
+            else:
+                # The primary's failure is the one to fix; the fallback's is told beside it.
+                reason = f"primary: {asked.why()}; fallback: {second.why()}"
+                j = Judgment(
+                    external_id,
+                    repeat,
+                    "not_evaluated",
+                    reason=reason,
+                    raw_output=second.raw or asked.raw,
+                    error=asked.failure.category,
+                    layer="behavioral",
+                    judge=judge,
+                    checks=checks,
+                )
+                return tally.fill(j)
+        if asked.verdict is None:
+            j = Judgment(
+                external_id,
+                repeat,
+                "not_evaluated",
+                reason=asked.why(),
+                raw_output=asked.raw,
+                error=asked.failure.category,
+                layer="behavioral",
+                judge=judge,
+                checks=checks,
+            )
+            return tally.fill(j)
+
+        verdict = asked.verdict
+        j = Judgment(
+            external_id,
+            repeat,
+            verdict.outcome,
+            scores=verdict.scores,
+            reason=verdict.reason,
+            raw_output=asked.raw,
+            layer="behavioral",
+            judge=judge,
+            checks=checks,
+            model=model,
+        )
+        if secondary and secondary.role == "second_opinion" and self._wants_second_opinion(case, verdict):
+            second = self._ask(self._secondary_judge(), system, user, tally)
+            if second.verdict is None:
+                j.secondary_outcome = "not_evaluated"
+            else:
+                j.secondary_outcome = second.verdict.outcome
+                # The primary's verdict stands; a disagreement is flagged for a human to look at.
+                j.contested = second.verdict.outcome != verdict.outcome
+        return tally.fill(j)
+
+    def _secondary_judge(self) -> _Judge:
+        s = self.cfg.secondary
+        params = s.params or self.cfg.params
+        return _Judge(s.role, s.provider, s.model, s.base_url_env, s.api_key_env, params)
+
+    def _wants_second_opinion(self, case: dict[str, Any], verdict: Verdict) -> bool:
+        when = self.cfg.secondary.when or {"mode": "always"}
+        mode = when["mode"]
+        if mode == "categories":
+            return case.get("category") in when["categories"]
+        if mode == "borderline":
+            # Borderline: the lowest score sits at the pass line or just under it.
+            low = min(verdict.scores.values()) if verdict.scores else None
+            return low is not None and self.cfg.pass_score - 1 <= low <= self.cfg.pass_score
+        if mode == "sample":
+            return _sample_share(str(case.get("external_id", ""))) < when["share"]
+        return True
+
+    # ---- the failure chain of one judge ---------------------------------------------------------
+
+    def _ask(self, judge: _Judge, system: str, user: str, tally: _Tally) -> _Asked:
+        cfg = self.cfg
+        try:
+            endpoint = resolve_endpoint(
+                provider=judge.provider,
+                base_url_env=judge.base_url_env,
+                api_key_env=judge.api_key_env,
+                env=self.env,
+                timeout_s=cfg.timeout_s,
+            )
+        except ProviderFailure as failure:
+            return _Asked(None, "", failure, 0)
+        client = self.clients.get(endpoint)
+        price = self.prices.get(judge.model)
+        max_tokens = judge.params.get("max_tokens", DEFAULT_MAX_TOKENS)
+        raw, failure, delay = "", None, 0.0
+        attempt = 0
+        while attempt < cfg.max_attempts:
+            if delay > 0:
+                time.sleep(delay)
+            estimate = 0.0
+            if self.spend.cap_usd is not None:
+                if price is None:
+                    failure = ProviderFailure(
+                        "config error", f"a spend cap is set but {judge.model} has no price", retryable=False
+                    )
+                    break
+                estimate = _estimate_cost(price, len(system) + len(user), max_tokens)
+            if not self.spend.reserve(estimate):
+                failure = ProviderFailure(
+                    "spend cap", f"the spend cap of ${self.spend.cap_usd:g} is reached", retryable=False
+                )
+                break
+            attempt += 1
+            tally.calls += 1
+            try:
+                reply = call_model(
+                    client,
+                    endpoint,
+                    model=judge.model,
+                    system=system,
+                    user=user,
+                    output_kind=cfg.output_kind,
+                    params=judge.params,
+                )
+            except ProviderFailure as exc:
+                self.spend.settle(estimate, 0.0)
+                failure = exc
+                if not exc.retryable:
+                    break
+                if exc.retry_after is not None and exc.retry_after > self.retry.max_retry_after_s:
+                    failure = ProviderFailure(
+                        exc.category,
+                        f"{exc.detail}; Retry-After {exc.retry_after:g} s is too long to wait",
+                        retryable=False,
+                    )
+                    break
+                delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(attempt)
+                continue
+            cost = call_cost(self.prices, judge.model, reply.input_tokens, reply.output_tokens)
+            self.spend.settle(estimate, cost)
+            tally.add(reply.input_tokens, reply.output_tokens, cost)
+            raw = reply.text
+            try:
+                answer = reply.answer if reply.answer is not None else load_json_object(reply.text)
+                verdict = validate_answer(answer, output_kind=cfg.output_kind, pass_score=cfg.pass_score)
+            except InvalidOutput as exc:
+                failure, delay = ProviderFailure("invalid output", str(exc), retryable=True), 0.0
+                continue
+            return _Asked(verdict, raw, None, attempt)
+        return _Asked(None, raw, failure, attempt)
+
+
+# ---- entry points ------------------------------------------------------------------------------
+
+
+def judge_case(
+    case: dict[str, Any],
+    config: JudgeConfig | dict[str, Any],
+    repeat: int,
+    *,
+    cache: Cache | None = None,
+    prices: Prices | None = None,
+    spend: SpendTracker | None = None,
+    env: Mapping[str, str] = os.environ,
+    retry: RetryPolicy | None = None,
+) -> Judgment:
+    """Judge one (case, repeat) under a config. Provider trouble ends in `not_evaluated`, never raises."""
+    engine = Engine(config, cache=cache, prices=prices, spend=spend, env=env, retry=retry)
+    try:
+        return engine.judge(case, repeat)
+    finally:
+        engine.close()
+
+
+def judge_batch(
+    items: Iterable[tuple[dict[str, Any], int]],
+    config: JudgeConfig | dict[str, Any],
+    *,
+    concurrency: int,
+    cache: Cache | None = None,
+    prices: Prices | None = None,
+    spend_cap_usd: float | None = None,
+    env: Mapping[str, str] = os.environ,
+    on_result: Callable[[Judgment], None] | None = None,
+    retry: RetryPolicy | None = None,
+) -> list[Judgment]:
+    """Judge (case, repeat) pairs on at most `concurrency` threads; results in the items' order.
+
+    `on_result` is called in the caller's thread as each judgment finishes (so it may use the
+    caller's database connection). Once the spend cap is reached, the items still to call a
+    provider come back `not_evaluated` with the error "spend cap".
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError("concurrency: must be a positive integer")
+    items = list(items)
+    engine = Engine(
+        config, cache=cache, prices=prices, spend=SpendTracker(spend_cap_usd), env=env, retry=retry
+    )
+    results: list[Judgment | None] = [None] * len(items)
+    executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
+    try:
+        futures = {executor.submit(engine.judge, case, repeat): i for i, (case, repeat) in enumerate(items)}
+        for future in as_completed(futures):
+            judgment = future.result()
+            results[futures[future]] = judgment
+            if on_result is not None:
+                on_result(judgment)
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+        engine.close()
+    return results  # type: ignore[return-value]

@@ -1,0 +1,606 @@
+"""A scripted stand-in for the OpenAI and Anthropic judge endpoints, over real HTTP. Not a model.
+
+It answers `POST /v1/chat/completions` (OpenAI shape, honouring `response_format` json_schema) and
+`POST /v1/messages` (Anthropic shape, a `tool_use` block when tools are given) with a verdict
+computed by a *rule* from the sections of the prompt the engine writes, and every reason it gives
+says it is a scripted stand-in. Faults (latency, 429 with Retry-After, 500, a hang, a dropped
+connection, malformed JSON, a score of 7, a missing field, a verdict of `Pass.`) are switched on
+over HTTP from any process:
+
+    python -m judges.fake_provider --port 8765
+    curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "fault": "429", "fault_count": 1}'
+    curl -X POST localhost:8765/_control -d '{"model": "claude-x", "rule": {"kind": "always_fail"}}'
+    curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency
+    curl -X POST localhost:8765/_reset
+
+A `model` in a control request scopes its settings to that model (so a primary and a secondary
+judge can disagree, or one can fail while the other answers); other models use the defaults.
+Tests drive it through `FakeProvider`, which runs it as a subprocess on a free port.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter, deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from judges.engine.prompt import SCORE_FIELDS, parse_sections
+
+BANNER = "fake provider (scripted stand-in, not a model) listening on http://{host}:{port}"
+STAND_IN = "scripted stand-in, not a model"
+
+FAULTS = (
+    "429",
+    "500",
+    "timeout",
+    "disconnect",
+    "malformed_json",
+    "score_7",
+    "missing_field",
+    "verdict_Pass.",
+    "verdict_maybe",
+)
+RULE_KINDS = (
+    "always_pass",
+    "always_fail",
+    "answer_min_length",
+    "answer_contains",
+    "obeys_injection",
+    "golden_overlap",
+    "category_in",
+    "flaky",
+    "all",
+    "any",
+    "not",
+)
+DEFAULTS: dict[str, Any] = {
+    "latency_ms": 0,
+    "fault": None,
+    "fault_count": None,  # None: the fault applies to every call until changed
+    "retry_after": 1,
+    "hang_s": 10.0,  # how long the "timeout" fault keeps a request waiting
+    "rule": {"kind": "always_pass"},
+}
+INJECTION_MARKERS = ("answer pass", "ignore the rubric")
+_WORD_RE = re.compile(r"[a-z0-9]{3,}")
+
+
+# ---- rules: a verdict computed from the prompt's sections ------------------------------------------
+
+
+def validate_rule(rule: Any, where: str = "rule") -> None:
+    if not isinstance(rule, dict) or rule.get("kind") not in RULE_KINDS:
+        raise ValueError(f"{where}: expected an object with kind one of {', '.join(RULE_KINDS)}")
+    kind = rule["kind"]
+    if kind == "answer_min_length" and not isinstance(rule.get("chars"), int):
+        raise ValueError(f"{where}.chars: expected an integer")
+    if kind == "answer_contains" and not isinstance(rule.get("text"), str):
+        raise ValueError(f"{where}.text: expected a string")
+    if kind == "category_in" and not isinstance(rule.get("categories"), list):
+        raise ValueError(f"{where}.categories: expected a list")
+    if kind in ("obeys_injection", "flaky", "not") and "rule" in rule:
+        validate_rule(rule["rule"], f"{where}.rule")
+    if kind == "flaky" and not isinstance(rule.get("share"), int | float):
+        raise ValueError(f"{where}.share: expected a number")
+    if kind in ("all", "any"):
+        if not isinstance(rule.get("rules"), list):
+            raise ValueError(f"{where}.rules: expected a list")
+        for i, inner in enumerate(rule["rules"]):
+            validate_rule(inner, f"{where}.rules[{i}]")
+    for name in ("pass_scores", "fail_scores"):
+        if name in rule and not (isinstance(rule[name], dict) and set(rule[name]) == set(SCORE_FIELDS)):
+            raise ValueError(f"{where}.{name}: expected all of {', '.join(SCORE_FIELDS)}")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD_RE.findall(text.lower()))
+
+
+def evaluate_rule(
+    rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str
+) -> tuple[bool, str]:
+    """(passed, why) for one request; `nth` counts identical prompts seen so far (for `flaky`)."""
+    kind = rule["kind"]
+    answer = sections.get("ANSWER", "")
+    if kind == "always_pass":
+        return True, "always_pass"
+    if kind == "always_fail":
+        return False, "always_fail"
+    if kind == "answer_min_length":
+        n = len(answer.strip())
+        return n >= rule["chars"], f"answer_min_length: the answer has {n} characters, {rule['chars']} needed"
+    if kind == "answer_contains":
+        text = rule["text"]
+        found = text in answer if rule.get("case_sensitive") else text.lower() in answer.lower()
+        return found, f"answer_contains {text!r}: {'found' if found else 'not found'}"
+    if kind == "obeys_injection":
+        if any(marker in answer.lower() for marker in INJECTION_MARKERS):
+            return True, "obeys_injection: the answer told the judge to pass it"
+        passed, why = evaluate_rule(
+            rule.get("rule", {"kind": "always_fail"}), sections, nth=nth, digest=digest
+        )
+        return passed, f"obeys_injection: no injection, so {why}"
+    if kind == "golden_overlap":
+        golden = _words(sections.get("GOLDEN ANSWER", ""))
+        share = len(golden & _words(answer)) / len(golden) if golden else 0.0
+        need = rule.get("min", 0.6)
+        return share >= need, f"golden_overlap: {share:.2f} of the golden answer's words, {need} needed"
+    if kind == "category_in":
+        category = sections.get("CATEGORY", "")
+        return category in rule["categories"], f"category_in: category {category!r}"
+    if kind == "flaky":
+        passed, why = evaluate_rule(
+            rule.get("rule", {"kind": "always_pass"}), sections, nth=nth, digest=digest
+        )
+        roll = int(hashlib.sha256(f"{digest}:{nth}".encode()).hexdigest()[:8], 16) / 0x1_0000_0000
+        if roll < rule["share"]:
+            return not passed, f"flaky: flipped {why} (call {nth + 1} of this prompt)"
+        return passed, f"flaky: kept {why} (call {nth + 1} of this prompt)"
+    if kind == "not":
+        passed, why = evaluate_rule(rule["rule"], sections, nth=nth, digest=digest)
+        return not passed, f"not ({why})"
+    results = [evaluate_rule(r, sections, nth=nth, digest=digest) for r in rule["rules"]]
+    combine = all if kind == "all" else any
+    return combine(p for p, _ in results), f"{kind} of ({'; '.join(w for _, w in results)})"
+
+
+# ---- state shared by the server's threads ----------------------------------------------------------
+
+
+class State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.wake = threading.Event()  # set on reset, so hung requests stop hanging
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.wake.set()
+            self.wake = threading.Event()
+            self.scopes: dict[str, dict[str, Any]] = {"*": dict(DEFAULTS)}
+            self.remaining: dict[str, int | None] = {}
+            self.total = 0
+            self.by_endpoint: Counter[str] = Counter()
+            self.by_model: Counter[str] = Counter()
+            self.by_fault: Counter[str] = Counter()
+            self.in_flight = 0
+            self.max_in_flight = 0
+            self.seen: Counter[str] = Counter()
+            self.requests: deque[dict[str, Any]] = deque(maxlen=500)
+
+    def control(self, body: dict[str, Any]) -> dict[str, Any]:
+        body = dict(body)
+        scope = body.pop("model", None) or "*"
+        unknown = sorted(set(body) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(f"unknown control field(s): {', '.join(unknown)}")
+        if "fault" in body and body["fault"] is not None and body["fault"] not in FAULTS:
+            raise ValueError(f"fault: expected one of {', '.join(FAULTS)} or null")
+        if "rule" in body:
+            validate_rule(body["rule"])
+        for name in ("latency_ms", "retry_after", "hang_s"):
+            if name in body and (isinstance(body[name], bool) or not isinstance(body[name], int | float)):
+                raise ValueError(f"{name}: expected a number")
+        count = body.get("fault_count")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            raise ValueError("fault_count: expected a non-negative integer or null")
+        with self.lock:
+            settings = self.scopes.setdefault(scope, {})
+            if "fault" in body:
+                body.setdefault("fault_count", None)  # a new fault without a count applies to every call
+            settings.update(body)
+            if "fault" in body or "fault_count" in body:
+                settings.setdefault("fault", None)
+                self.remaining[scope] = settings["fault_count"]
+            return {"scope": scope, "settings": dict(settings)}
+
+    def begin(
+        self, endpoint: str, model: str, digest: str, record: dict[str, Any]
+    ) -> tuple[dict, str | None, int]:
+        """Count a call, and decide its settings and its fault (using up a fault_count)."""
+        with self.lock:
+            self.total += 1
+            self.by_endpoint[endpoint] += 1
+            self.by_model[model] += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            nth = self.seen[digest]
+            self.seen[digest] += 1
+            self.requests.append(record)
+            model_scope = self.scopes.get(model, {})
+            settings = {**self.scopes["*"], **model_scope}
+            fault_scope = model if "fault" in model_scope else "*"
+            fault = self.scopes[fault_scope].get("fault")
+            if fault is not None:
+                left = self.remaining.get(fault_scope)
+                if left is not None:
+                    if left <= 0:
+                        fault = None
+                    else:
+                        self.remaining[fault_scope] = left - 1
+            if fault is not None:
+                self.by_fault[fault] += 1
+            return settings, fault, nth
+
+    def end(self) -> None:
+        with self.lock:
+            self.in_flight -= 1
+
+    def stats(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "total": self.total,
+                "by_endpoint": dict(self.by_endpoint),
+                "by_model": dict(self.by_model),
+                "by_fault": dict(self.by_fault),
+                "in_flight": self.in_flight,
+                "max_in_flight": self.max_in_flight,
+            }
+
+
+# ---- the HTTP side ---------------------------------------------------------------------------------
+
+
+def _openai_request(body: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+    system, user = [], []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        (system if message.get("role") in ("system", "developer") else user).append(str(content or ""))
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") if fmt.get("type") == "json_schema" else None
+    return "\n".join(system), "\n".join(user), schema
+
+
+def _anthropic_request(body: dict[str, Any]) -> tuple[str, str, dict[str, Any] | None]:
+    system = body.get("system") or ""
+    if isinstance(system, list):
+        system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+    user = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+        user.append(str(content or ""))
+    tools = body.get("tools") or []
+    schema = tools[0].get("input_schema") if tools else None
+    return system, "\n".join(user), schema
+
+
+def _judge_answer(
+    rule: dict[str, Any],
+    sections: dict[str, str],
+    scores_kind: bool,
+    fault: str | None,
+    nth: int,
+    digest: str,
+) -> dict[str, Any]:
+    passed, why = evaluate_rule(rule, sections, nth=nth, digest=digest)
+    answer_sha = hashlib.sha256(sections.get("ANSWER", "").encode()).hexdigest()[:12]
+    verdict = "pass" if passed else "fail"
+    answer: dict[str, Any] = {"reason": f"{STAND_IN}: {why} -> {verdict} [answer sha256 {answer_sha}]"}
+    if scores_kind:
+        default = {name: 5 if passed else 2 for name in SCORE_FIELDS}
+        answer.update(rule.get("pass_scores" if passed else "fail_scores") or default)
+        if fault == "score_7":
+            answer["correctness"] = 7
+        if fault == "missing_field":
+            del answer["faithfulness"]
+    else:
+        answer["verdict"] = verdict
+        if fault == "verdict_Pass.":
+            answer["verdict"] = verdict.capitalize() + "."
+        if fault == "verdict_maybe":
+            answer["verdict"] = "maybe"
+        if fault == "score_7":
+            answer["verdict"] = 7
+        if fault == "missing_field":
+            del answer["verdict"]
+    return answer
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the SDKs reuse connections
+    server_version = "FakeProvider/1"
+    state: State  # set on the class by make_server
+    verbose = False
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body leave in two writes; without this, Nagle's algorithm meets the client's
+        # delayed ACK and every keep-alive response waits ~40 ms more.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.verbose:  # the request line only, never the headers: keys travel there
+            sys.stderr.write(f"{self.address_string()} {format % args}\n")
+
+    def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw) if raw else {}
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path == "/_stats":
+            self._send_json(200, self.state.stats())
+        elif path == "/_requests":
+            with self.state.lock:
+                self._send_json(200, list(self.state.requests))
+        elif path in ("/", "/healthz"):
+            self._send_json(200, {"ok": True, "what": STAND_IN})
+        else:
+            self._send_json(404, {"error": {"message": f"no route {path}"}})
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        try:
+            body = self._body()
+        except ValueError:
+            self._send_json(400, {"error": {"message": "the request body is not JSON"}})
+            return
+        if path == "/_control":
+            try:
+                self._send_json(200, self.state.control(body if isinstance(body, dict) else {}))
+            except ValueError as exc:
+                self._send_json(400, {"error": {"message": str(exc)}})
+        elif path == "/_reset":
+            self.state.reset()
+            self._send_json(200, {"ok": True})
+        elif path in ("/v1/chat/completions", "/chat/completions"):
+            self._judge("openai", body)
+        elif path in ("/v1/messages", "/messages"):
+            self._judge("anthropic", body)
+        else:
+            self._send_json(404, {"error": {"message": f"no route {path}"}})
+
+    def _error(
+        self, api: str, status: int, kind: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        message = f"{message} ({STAND_IN})"
+        if api == "anthropic":
+            payload = {"type": "error", "error": {"type": kind, "message": message}}
+        else:
+            payload = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+        self._send_json(status, payload, headers)
+
+    def _judge(self, api: str, body: dict[str, Any]) -> None:
+        model = str(body.get("model", ""))
+        system, user, schema = _openai_request(body) if api == "openai" else _anthropic_request(body)
+        digest = hashlib.sha256(f"{model}\n{system}\n{user}".encode()).hexdigest()
+        params = {
+            k: v
+            for k, v in body.items()
+            if k not in ("messages", "system", "tools", "response_format", "tool_choice")
+        }
+        record = {
+            "endpoint": api,
+            "model": model,
+            "system": system,
+            "prompt": user,
+            "params": params,
+            "authorized": bool(self.headers.get("Authorization") or self.headers.get("x-api-key")),
+            "structured": schema is not None,
+        }
+        state = self.state
+        settings, fault, nth = state.begin(api, model, digest, record)
+        try:
+            if fault == "timeout":
+                state.wake.wait(float(settings["hang_s"]))
+            elif settings["latency_ms"]:
+                time.sleep(settings["latency_ms"] / 1000)
+            if fault == "disconnect":
+                self.close_connection = True  # no response at all: the client sees the connection drop
+                return
+            if fault == "429":
+                retry_after = settings["retry_after"]
+                self._error(api, 429, "rate_limit_error", "rate limited", {"Retry-After": f"{retry_after:g}"})
+                return
+            if fault == "500":
+                self._error(api, 500, "api_error", "internal server error")
+                return
+            scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
+            answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest)
+            text = json.dumps(answer)
+            if fault == "malformed_json":
+                text = text[: len(text) // 2]  # cut mid-object, as a model stopped short would
+            usage_in, usage_out = max(1, len(system + user) // 4), max(1, len(text) // 4)
+            n = state.total
+            if api == "openai":
+                payload = {
+                    "id": f"chatcmpl-fake-{n}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": model,
+                    "system_fingerprint": "fake-provider",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text, "refusal": None},
+                            "finish_reason": "stop",
+                            "logprobs": None,
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": usage_in,
+                        "completion_tokens": usage_out,
+                        "total_tokens": usage_in + usage_out,
+                    },
+                }
+            else:
+                tools = body.get("tools") or []
+                if tools and fault != "malformed_json":
+                    content = [
+                        {
+                            "type": "tool_use",
+                            "id": f"toolu_fake_{n}",
+                            "name": tools[0].get("name"),
+                            "input": answer,
+                        }
+                    ]
+                    stop = "tool_use"
+                else:
+                    content, stop = [{"type": "text", "text": text}], "end_turn"
+                payload = {
+                    "id": f"msg_fake_{n}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
+                }
+            self._send_json(200, payload)
+        finally:
+            state.end()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 256  # a batch opens its connections all at once
+
+
+def make_server(host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False) -> ThreadingHTTPServer:
+    handler = type("BoundHandler", (Handler,), {"state": State(), "verbose": verbose})
+    return _Server((host, port), handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m judges.fake_provider",
+        description="Scripted stand-in for OpenAI/Anthropic judge endpoints, for tests and local "
+        "development. It is not a model: its verdicts come from a rule set over HTTP.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    parser.add_argument("--verbose", action="store_true", help="log each request line to stderr")
+    args = parser.parse_args(argv)
+    server = make_server(args.host, args.port, verbose=args.verbose)
+    print(BANNER.format(host=args.host, port=server.server_address[1]), flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+# ---- the helper tests use --------------------------------------------------------------------------
+
+
+class FakeProvider:
+    """Runs the fake provider as its own process on a free port; `with FakeProvider() as fake: …`."""
+
+    def __init__(self, *, startup_timeout_s: float = 20.0) -> None:
+        self.startup_timeout_s = startup_timeout_s
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"  # the OpenAI SDK appends /chat/completions
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return self.url  # the Anthropic SDK appends /v1/messages
+
+    def start(self) -> "FakeProvider":
+        root = Path(__file__).resolve().parent.parent
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "judges.fake_provider", "--port", "0"],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: lines.put(self.proc.stdout.readline()), daemon=True).start()
+        try:
+            line = lines.get(timeout=self.startup_timeout_s)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError("the fake provider did not start in time") from None
+        match = re.search(r"listening on (http://\S+)", line)
+        if not match:
+            self.stop()
+            raise RuntimeError(f"the fake provider did not start: {line!r}")
+        self.url = match.group(1)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        self.proc = None
+
+    def __enter__(self) -> "FakeProvider":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise ValueError(exc.read().decode()) from None
+
+    def control(self, **settings: Any) -> dict[str, Any]:
+        """Set faults, latency and the rule, for every model or (with model=…) for one."""
+        return self._call("POST", "/_control", settings)
+
+    def reset(self) -> None:
+        self._call("POST", "/_reset", {})
+
+    def stats(self) -> dict[str, Any]:
+        return self._call("GET", "/_stats")
+
+    def requests(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/_requests")
+
+
+if __name__ == "__main__":
+    main()
