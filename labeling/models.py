@@ -124,6 +124,11 @@ class Label(models.Model):
     note = models.TextField(blank=True)
     # The case content this label was given against; it counts only while it equals case.content_hash.
     content_hash = models.CharField(max_length=64)
+    # content_hash != case.content_hash, stored so the queue finds "changed since you labeled" by index.
+    # Database triggers (migration 0002) keep it true whoever writes labels or cases.
+    stale = models.BooleanField(default=False, editable=False)
+    # What the label was before its last revision ({verdict, note, content_hash, updated_at}): undo restores it.
+    previous = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -134,18 +139,27 @@ class Label(models.Model):
         indexes = [
             models.Index(fields=["rubric", "case"], name="label_rubric_case"),
             models.Index(fields=["reviewer", "-updated_at"], name="label_reviewer_recent"),
+            # A reviewer's labels in one queue, newest first (undo, progress); case_id rides along.
+            models.Index(
+                fields=["reviewer", "rubric", "-updated_at"], include=["case"], name="label_reviewer_rubric_recent",
+            ),
+            models.Index(fields=["reviewer", "rubric", "case"], condition=models.Q(stale=True), name="label_stale"),
         ]
 
     def __str__(self) -> str:
         return f"{self.reviewer} {self.verdict} {self.case} ({self.rubric})"
 
     def revise(self, *, verdict: str, note: str, content_hash: str) -> None:
-        """Confirm or change this label against the case content the reviewer saw."""
+        """Confirm or change this label against the case content the reviewer saw (undo can restore it)."""
+        self.previous = {
+            "verdict": self.verdict, "note": self.note, "content_hash": self.content_hash,
+            "updated_at": self.updated_at.isoformat(),
+        }
         self.verdict = verdict
         self.note = note
         self.content_hash = content_hash
         self.updated_at = timezone.now()
-        self.save(update_fields=["verdict", "note", "content_hash", "updated_at"])
+        self.save(update_fields=["verdict", "note", "content_hash", "updated_at", "previous"])
 
 
 class Skip(models.Model):
@@ -160,6 +174,7 @@ class Skip(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["case", "rubric", "reviewer"], name="skip_one_per_reviewer"),
         ]
+        indexes = [models.Index(fields=["reviewer", "rubric", "created_at"], name="skip_reviewer_rubric")]
 
 
 class Adjudication(models.Model):
@@ -189,3 +204,37 @@ class LabelRequest(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["rubric", "case"], name="labelrequest_rubric_case")]
+
+
+class CaseTally(models.Model):
+    """What the labeling queue knows about one (case, rubric): how many labels and requests it has.
+
+    One row per case and rubric, so the queue picks "the fewest labels first" from an index instead of
+    counting 200,000 labels on every request. Database triggers (migration 0002) create the rows when a
+    case or rubric is created and keep the counts exact on every insert and delete of labels and label
+    requests — whoever writes them: the labeling services, imports, the admin, bulk writes.
+    """
+
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="tallies")
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="tallies")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="+")
+    labels = models.PositiveIntegerField(default=0, help_text="Labels of this rubric, counting or not.")
+    requested = models.PositiveIntegerField(default=0, help_text="A lead's requests for another label.")
+    # Served to this reviewer until then: others get another case that needs only one more label, so two
+    # people working through a 1-label rubric do not both label the same case (Label Studio's task lock).
+    claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    claimed_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["case", "rubric"], name="casetally_one_per_case_rubric")]
+        indexes = [
+            # The queue: the fewest labels first, then by case id.
+            models.Index(fields=["dataset", "rubric", "labels", "case"], name="casetally_queue"),
+            models.Index(fields=["dataset", "rubric", "labels", "case"], condition=models.Q(requested__gt=0),
+                         name="casetally_requested"),
+            models.Index(fields=["claimed_by"], condition=models.Q(claimed_by__isnull=False), name="casetally_claimed"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.case_id}/{self.rubric_id}: {self.labels} labels"
