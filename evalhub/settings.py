@@ -197,6 +197,17 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Run work: chunks of cases, each claimed with a lease the worker keeps extending while alive.
+EVALHUB_CHUNK_CASES = env_int("EVALHUB_CHUNK_CASES", 20)
+EVALHUB_CHUNK_LEASE_SECONDS = env_int("EVALHUB_CHUNK_LEASE_SECONDS", 120)
+EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)
+# The sweep requeues runs whose lease ran out; a worker started with -B (scripts/start.sh) runs it.
+CELERY_BEAT_SCHEDULE = {
+    "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 LOGGING = {
     "version": 1,

@@ -15,7 +15,7 @@ $py manage.py migrate --noinput
 $py manage.py load_demo
 
 mkdir -p var
-$py -m celery -A evalhub worker --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
+$py -m celery -A evalhub worker --beat --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
 worker=$!
 trap 'kill $worker 2>/dev/null || true' EXIT INT TERM
 echo "Background worker started (pid $worker, log var/worker.log)."
