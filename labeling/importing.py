@@ -357,7 +357,8 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")  # NaN and Infinity: PostgreSQL's jsonb refuses them
 
 
-def _loads(text: str) -> Any:
+def parse_json(text: str) -> Any:
+    """json.loads without NaN or Infinity, which PostgreSQL's jsonb refuses (the API parses with it too)."""
     return json.loads(text, parse_constant=_reject_constant)
 
 
@@ -367,7 +368,7 @@ def _jsonl_records(stream, max_bytes, errors) -> Iterator[tuple[int, Any]]:
         if number in bad_lines or not text.strip():
             continue  # blank lines are allowed; a badly encoded line has its error already
         try:
-            yield number, _loads(text)
+            yield number, parse_json(text)
         except json.JSONDecodeError as exc:
             errors.append(RowError(number, None, f"is not valid JSON: {exc.msg} at column {exc.colno}"))
         except (ValueError, RecursionError) as exc:
@@ -426,7 +427,7 @@ def _case_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | N
             if not cell.strip():
                 continue  # empty trace/metadata: {}; empty argument: not checked
             try:
-                obj[name] = _loads(cell)
+                obj[name] = parse_json(cell)
             except (ValueError, RecursionError) as exc:
                 errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {exc}"))
                 ok = False

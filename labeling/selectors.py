@@ -1,9 +1,21 @@
 """Reads that cross relations: human verdicts and what counts as a label."""
 
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
 from django.db.models import Case as SqlCase
+from django.db.models.functions import Left
 
-from labeling.models import Adjudication, Case, Label, Rubric
+from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 
 
 def counting_labels(*, rubric: Rubric) -> QuerySet[Label]:
@@ -33,3 +45,64 @@ def cases_with_human_verdict(*, rubric: Rubric, cases: QuerySet[Case] | None = N
             default=None,
         )
     )
+
+
+# --- Dataset and case pages (the import/export area) -------------------------------------------------
+
+PREVIEW_CHARS = 160
+
+
+def datasets_with_counts() -> QuerySet[Dataset]:
+    """Datasets with `case_count`, their reviewers prefetched: two queries however many datasets."""
+    return Dataset.objects.annotate(case_count=Count("cases")).prefetch_related("reviewers").order_by("slug")
+
+
+def dataset_case_rows(*, dataset: Dataset, category: str | None = None, split: str | None = None) -> QuerySet:
+    """Rows for a dataset's case list: the start of input and output only, so long answers stay in the DB."""
+    cases = Case.objects.filter(dataset=dataset)
+    if category is not None:
+        cases = cases.filter(category=category)
+    if split is not None:
+        cases = cases.filter(split=split)
+    return cases.order_by("pk").values(
+        "pk", "external_id", "category", "split",
+        input_preview=Left("input", PREVIEW_CHARS), output_preview=Left("output", PREVIEW_CHARS),
+    )
+
+
+def dataset_categories(*, dataset: Dataset) -> list[dict]:
+    """[{"category", "n"}] of a dataset, for the case list's filter."""
+    return list(
+        Case.objects.filter(dataset=dataset).values("category").annotate(n=Count("pk")).order_by("category")
+    )
+
+
+def case_for_page(*, case_id: int) -> Case:
+    """One case with its dataset and `checks_tool_argument` (SQL NULL: not checked; JSON null: checked)."""
+    return (
+        Case.objects.select_related("dataset")
+        .annotate(checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False),
+                                                         output_field=BooleanField()))
+        .get(pk=case_id)
+    )
+
+
+def case_labels_by_rubric(*, case: Case) -> list[dict]:
+    """For leads: each rubric with labels or an adjudication on this case, in two queries.
+
+    [{"rubric", "labels": [Label (with .counts)], "adjudication": Adjudication | None}], by rubric slug.
+    """
+    groups: dict[int, dict] = {}
+    labels = Label.objects.filter(case=case).select_related("rubric", "reviewer").order_by(
+        "rubric__slug", "reviewer__username"
+    )
+
+    def group(rubric: Rubric) -> dict:
+        return groups.setdefault(rubric.pk, {"rubric": rubric, "labels": [], "adjudication": None})
+
+    for label in labels:
+        label.counts = label.content_hash == case.content_hash
+        group(label.rubric)["labels"].append(label)
+    for adjudication in Adjudication.objects.filter(case=case).select_related("rubric", "decided_by"):
+        group(adjudication.rubric)["adjudication"] = adjudication
+    return sorted(groups.values(), key=lambda group: group["rubric"].slug)
