@@ -129,6 +129,11 @@ class Label(models.Model):
     stale = models.BooleanField(default=False, editable=False)
     # What the label was before its last revision ({verdict, note, content_hash, updated_at}): undo restores it.
     previous = models.JSONField(null=True, blank=True, editable=False)
+    # The case's dataset, copied by the same triggers, so a reviewer's counts and last label in one
+    # queue come from one index instead of a join over all their labels.
+    dataset = models.ForeignKey(
+        Dataset, null=True, blank=True, editable=False, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -139,11 +144,10 @@ class Label(models.Model):
         indexes = [
             models.Index(fields=["rubric", "case"], name="label_rubric_case"),
             models.Index(fields=["reviewer", "-updated_at"], name="label_reviewer_recent"),
-            # A reviewer's labels in one queue, newest first (undo, progress); case_id rides along.
-            models.Index(
-                fields=["reviewer", "rubric", "-updated_at"], include=["case"], name="label_reviewer_rubric_recent",
-            ),
-            models.Index(fields=["reviewer", "rubric", "case"], condition=models.Q(stale=True), name="label_stale"),
+            # A reviewer's labels in one queue, newest first: undo, progress.
+            models.Index(fields=["reviewer", "rubric", "dataset", "-updated_at", "-id"], name="label_queue_recent"),
+            models.Index(fields=["reviewer", "rubric", "dataset", "case"], condition=models.Q(stale=True),
+                         name="label_queue_stale"),
         ]
 
     def __str__(self) -> str:
