@@ -211,13 +211,14 @@ def chunk_judge(*, chunk: RunChunk) -> int:
     if run.spend_cap_usd is not None:
         spend_left = max(float(run.spend_cap_usd - run.cost_usd), 0.0)
 
+    prices = engine_prices()  # read here: the engine's thread must make no database call
     results: queue.Queue = queue.Queue()
     failure: list[BaseException] = []
 
     def work() -> None:
         try:
             judge_batch(
-                items, config, concurrency=run.concurrency, cache=cache, prices=engine_prices(),
+                items, config, concurrency=run.concurrency, cache=cache, prices=prices,
                 spend_cap_usd=spend_left, on_result=results.put,
             )
         except BaseException as exc:  # handed to the recording thread, which raises it

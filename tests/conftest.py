@@ -6,6 +6,7 @@ import pytest
 from django.conf import settings
 
 from evalhub.models import Role, User
+from judges.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
 
 PASSWORD = "correct-horse-battery"
@@ -83,3 +84,21 @@ def reviewer_client(client, reviewer):
 def lead_client(client, lead):
     client.force_login(lead)
     return client
+
+
+@pytest.fixture(scope="session")
+def fake_provider_server():
+    """The scripted stand-in for OpenAI and Anthropic, in its own process, for the whole session."""
+    with FakeProvider() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_provider(fake_provider_server, monkeypatch):
+    """The fake provider reset (no fault, rule always_pass), and the environment a config names."""
+    fake_provider_server.reset()
+    monkeypatch.setenv("FAKE_OPENAI_URL", fake_provider_server.openai_base_url)
+    monkeypatch.setenv("FAKE_ANTHROPIC_URL", fake_provider_server.anthropic_base_url)
+    monkeypatch.setenv("FAKE_API_KEY", "sk-test-not-a-real-key")
+    yield fake_provider_server
+    fake_provider_server.reset()
