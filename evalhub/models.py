@@ -54,7 +54,8 @@ class ApiToken(models.Model):
     """A bearer token for CI and scripts. Only its hash is stored; the token is shown once."""
 
     name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16, editable=False, help_text="The token's first characters, to tell tokens apart.")
+    # The token's first characters, to tell tokens apart in the admin.
+    prefix = models.CharField(max_length=16, editable=False)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     scopes = models.JSONField(default=list, validators=[validate_scopes])
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", editable=False)

@@ -70,9 +70,9 @@ def test_it_finishes_a_run_exactly_once_after_its_worker_is_killed(
         pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
     settings.EVALHUB_CHUNK_CASES = 4
     Case.objects.bulk_create(
-        Case(dataset=dataset, external_id=f"k{i:02}", input=f"Where is order {i}?", output=f"Order {i} ships today.",
+        Case(dataset=dataset, external_id=f"k{i:02}", input=f"Where is order {i}?", output=f"Order {i} ships.",
              split=case_split(f"k{i:02}"),
-             content_hash=labeled_content_hash(input=f"Where is order {i}?", output=f"Order {i} ships today.", trace={}))
+             content_hash=labeled_content_hash(input=f"Where is order {i}?", output=f"Order {i} ships.", trace={}))
         for i in range(CASES)
     )
     fake_provider.control(latency_ms=150)
