@@ -50,7 +50,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=100)),
-                ('prefix', models.CharField(editable=False, help_text="The token's first characters, to tell tokens apart.", max_length=16)),
+                ('prefix', models.CharField(editable=False, max_length=16)),
                 ('token_hash', models.CharField(editable=False, max_length=64, unique=True)),
                 ('scopes', models.JSONField(default=list, validators=[evalhub.models.validate_scopes])),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
