@@ -4,8 +4,8 @@ It answers `POST /v1/chat/completions` (OpenAI shape, honouring `response_format
 `POST /v1/messages` (Anthropic shape, a `tool_use` block when tools are given) with a verdict
 computed by a *rule* from the sections of the prompt the engine writes, and every reason it gives
 says it is a scripted stand-in. Faults (latency, 429 with Retry-After, 500, a hang, a dropped
-connection, malformed JSON, a score of 7, a missing field, a verdict of `Pass.`) are switched on
-over HTTP from any process:
+connection, a refused key, malformed JSON, a score of 7, a missing field, a verdict of `Pass.`)
+are switched on over HTTP from any process:
 
     python -m judges.fake_provider --port 8765
     curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "fault": "429", "fault_count": 1}'
@@ -43,6 +43,7 @@ BANNER = "fake provider (scripted stand-in, not a model) listening on http://{ho
 STAND_IN = "scripted stand-in, not a model"
 
 FAULTS = (
+    "401",
     "429",
     "500",
     "timeout",
@@ -109,9 +110,7 @@ def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(text.lower()))
 
 
-def evaluate_rule(
-    rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str
-) -> tuple[bool, str]:
+def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str) -> tuple[bool, str]:
     """(passed, why) for one request; `nth` counts identical prompts seen so far (for `flaky`)."""
     kind = rule["kind"]
     answer = sections.get("ANSWER", "")
@@ -129,9 +128,7 @@ def evaluate_rule(
     if kind == "obeys_injection":
         if any(marker in answer.lower() for marker in INJECTION_MARKERS):
             return True, "obeys_injection: the answer told the judge to pass it"
-        passed, why = evaluate_rule(
-            rule.get("rule", {"kind": "always_fail"}), sections, nth=nth, digest=digest
-        )
+        passed, why = evaluate_rule(rule.get("rule", {"kind": "always_fail"}), sections, nth=nth, digest=digest)
         return passed, f"obeys_injection: no injection, so {why}"
     if kind == "golden_overlap":
         golden = _words(sections.get("GOLDEN ANSWER", ""))
@@ -142,9 +139,7 @@ def evaluate_rule(
         category = sections.get("CATEGORY", "")
         return category in rule["categories"], f"category_in: category {category!r}"
     if kind == "flaky":
-        passed, why = evaluate_rule(
-            rule.get("rule", {"kind": "always_pass"}), sections, nth=nth, digest=digest
-        )
+        passed, why = evaluate_rule(rule.get("rule", {"kind": "always_pass"}), sections, nth=nth, digest=digest)
         roll = int(hashlib.sha256(f"{digest}:{nth}".encode()).hexdigest()[:8], 16) / 0x1_0000_0000
         if roll < rule["share"]:
             return not passed, f"flaky: flipped {why} (call {nth + 1} of this prompt)"
@@ -207,9 +202,7 @@ class State:
                 self.remaining[scope] = settings["fault_count"]
             return {"scope": scope, "settings": dict(settings)}
 
-    def begin(
-        self, endpoint: str, model: str, digest: str, record: dict[str, Any]
-    ) -> tuple[dict, str | None, int]:
+    def begin(self, endpoint: str, model: str, digest: str, record: dict[str, Any]) -> tuple[dict, str | None, int]:
         """Count a call, and decide its settings and its fault (using up a fault_count)."""
         with self.lock:
             self.total += 1
@@ -381,9 +374,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send_json(404, {"error": {"message": f"no route {path}"}})
 
-    def _error(
-        self, api: str, status: int, kind: str, message: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def _error(self, api: str, status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> None:
         message = f"{message} ({STAND_IN})"
         if api == "anthropic":
             payload = {"type": "error", "error": {"type": kind, "message": message}}
@@ -396,9 +387,7 @@ class Handler(BaseHTTPRequestHandler):
         system, user, schema = _openai_request(body) if api == "openai" else _anthropic_request(body)
         digest = hashlib.sha256(f"{model}\n{system}\n{user}".encode()).hexdigest()
         params = {
-            k: v
-            for k, v in body.items()
-            if k not in ("messages", "system", "tools", "response_format", "tool_choice")
+            k: v for k, v in body.items() if k not in ("messages", "system", "tools", "response_format", "tool_choice")
         }
         record = {
             "endpoint": api,
@@ -425,6 +414,12 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if fault == "500":
                 self._error(api, 500, "api_error", "internal server error")
+                return
+            if fault == "401":
+                # Echoes the key it was sent, as a careless proxy would: the engine must redact it.
+                presented = self.headers.get("x-api-key") or self.headers.get("Authorization", "")
+                presented = presented.removeprefix("Bearer ")
+                self._error(api, 401, "authentication_error", f"invalid API key {presented}")
                 return
             scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
             answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest)
