@@ -20,6 +20,8 @@ def pytest_configure(config) -> None:
             "(EVALHUB_TESTS_ALLOW_SQLITE=1 runs them on SQLite anyway).",
             returncode=2,
         )
+    # PBKDF2's ~1M rounds cost most of a second per test user; tests need a hash, not its strength.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def make_user(username: str, role: str = Role.REVIEWER, **extra) -> User:

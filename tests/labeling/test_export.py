@@ -76,12 +76,12 @@ def test_the_jsonl_export_leaves_out_an_unchecked_argument_only(dataset):
 def labeled(dataset, rubric):
     import_cases(dataset, "".join(json.dumps(c) + "\n" for c in CASES).encode(), Format.JSONL)
     content = (
-        '{"external_id": "ret-001", "reviewer": "rita", "verdict": "pass", "note": "ok, \\"fine\\"\\nreally"}\n'
-        '{"external_id": "ret-001", "reviewer": "rob", "verdict": "fail", "note": ""}\n'
-        '{"external_id": "ret-002", "reviewer": "rita", "verdict": "fail", "note": ""}\n'
-        '{"external_id": "ret,003", "reviewer": "rita", "verdict": "pass", "note": ""}\n'
-        '{"external_id": "ret,003", "reviewer": "rob", "verdict": "fail", "note": ""}\n'
-    ).encode()
+        b'{"external_id": "ret-001", "reviewer": "rita", "verdict": "pass", "note": "ok, \\"fine\\"\\nreally"}\n'
+        b'{"external_id": "ret-001", "reviewer": "rob", "verdict": "fail", "note": ""}\n'
+        b'{"external_id": "ret-002", "reviewer": "rita", "verdict": "fail", "note": ""}\n'
+        b'{"external_id": "ret,003", "reviewer": "rita", "verdict": "pass", "note": ""}\n'
+        b'{"external_id": "ret,003", "reviewer": "rob", "verdict": "fail", "note": ""}\n'
+    )
     labels_import(dataset=dataset, rubric_slug=rubric.slug, stream=io.BytesIO(content), fmt=Format.JSONL)
     return content
 
