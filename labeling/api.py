@@ -15,7 +15,7 @@ def _body_error(status: int, message: str) -> JsonResponse:
     return JsonResponse({"errors": [{"index": None, "field": None, "message": message}]}, status=status)
 
 
-@token_required(Scope.CASES_WRITE)
+@token_required(Scope.CASES_WRITE.value)  # the plain string, so the 403 message names 'cases:write'
 def cases_ingest(request: HttpRequest, slug: str) -> JsonResponse:
     """POST /api/datasets/<slug>/cases: one case object or a list of them; ?update=1 to re-import.
 

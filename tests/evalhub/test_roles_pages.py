@@ -1,0 +1,121 @@
+"""Each role against each page: anonymous → login, reviewer → 403 on leads' pages and 404 on what is not
+theirs, lead and admin → every page. And every API endpoint answers 401 to anyone without a token."""
+
+import re
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from evalhub.models import ApiToken, Scope
+from labeling.importing import cases_import_objects
+from labeling.models import Case
+
+pytestmark = pytest.mark.django_db
+
+OK, FORBIDDEN, NOT_FOUND, LOGIN = 200, 403, 404, "login"
+
+# (page, url builder, expected for: reviewer of the dataset, outsider reviewer, lead, admin)
+PAGES = [
+    ("home", lambda c: reverse("home"), (OK, OK, OK, OK)),
+    ("password change", lambda c: reverse("password_change"), (OK, OK, OK, OK)),
+    ("dataset list", lambda c: reverse("labeling:dataset_list"), (FORBIDDEN, FORBIDDEN, OK, OK)),
+    ("dataset create", lambda c: reverse("labeling:dataset_create"), (FORBIDDEN, FORBIDDEN, OK, OK)),
+    ("dataset page", lambda c: reverse("labeling:dataset_detail", args=[c.dataset.slug]),
+     (FORBIDDEN, NOT_FOUND, OK, OK)),
+    ("dataset import", lambda c: reverse("labeling:dataset_import", args=[c.dataset.slug]),
+     (FORBIDDEN, NOT_FOUND, OK, OK)),
+    ("cases export", lambda c: reverse("labeling:dataset_export", args=[c.dataset.slug, "cases"]),
+     (FORBIDDEN, NOT_FOUND, OK, OK)),
+    ("labels export", lambda c: reverse("labeling:dataset_export", args=[c.dataset.slug, "labels"])
+     + "?rubric=return-policy", (FORBIDDEN, NOT_FOUND, OK, OK)),
+    ("report export", lambda c: reverse("labeling:dataset_export", args=[c.dataset.slug, "report"]),
+     (FORBIDDEN, NOT_FOUND, OK, OK)),
+    ("case page", lambda c: reverse("labeling:case_detail", args=[c.pk]), (OK, NOT_FOUND, OK, OK)),
+    ("rubric list", lambda c: reverse("labeling:rubric_list"), (FORBIDDEN, FORBIDDEN, OK, OK)),
+    ("rubric create", lambda c: reverse("labeling:rubric_create"), (FORBIDDEN, FORBIDDEN, OK, OK)),
+    ("rubric edit", lambda c: reverse("labeling:rubric_edit", args=["return-policy"]),
+     (FORBIDDEN, FORBIDDEN, OK, OK)),
+    # Django's admin is for admins (staff) only: everyone else is sent to its login.
+    ("admin", lambda c: reverse("admin:index"), (LOGIN, LOGIN, LOGIN, OK)),
+]
+ROLES = ["reviewer", "outsider", "lead", "admin_user"]
+
+
+@pytest.fixture
+def case(dataset, rubric) -> Case:
+    cases_import_objects(dataset=dataset, objects=[{"external_id": "c1", "input": "q", "output": "a"}])
+    return Case.objects.get()
+
+
+@pytest.mark.parametrize(("page", "url", "expected"), PAGES, ids=[p[0] for p in PAGES])
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_against_each_page(client, request, case, page, url, expected, role):
+    client.force_login(request.getfixturevalue(role))
+    status = expected[ROLES.index(role)]
+
+    response = client.get(url(case))
+
+    if status == LOGIN:
+        assert response.status_code == 302 and "/login/" in response["Location"]
+    else:
+        assert response.status_code == status
+
+
+@pytest.mark.parametrize(("page", "url", "expected"), PAGES, ids=[p[0] for p in PAGES])
+def test_anonymous_users_go_to_login(client, case, page, url, expected):
+    response = client.get(url(case))
+    assert response.status_code == 302 and "login" in response["Location"]
+
+
+# --- every route, including the ones added later -------------------------------------------------
+
+
+def _routes(patterns=None, prefix="") -> list[tuple[str, object]]:
+    found = []
+    for entry in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(entry, URLResolver):
+            found += _routes(entry.url_patterns, prefix + str(entry.pattern))
+        elif isinstance(entry, URLPattern):
+            found.append((prefix + str(entry.pattern), entry.callback))
+    return found
+
+
+def _sample_url(route: str) -> str:
+    """A concrete URL for a route, with made-up values for its parameters."""
+    return "/" + re.sub(r"<(?:(\w+):)?\w+>", lambda m: "1" if m.group(1) == "int" else "x", route)
+
+
+def _api_routes() -> list[str]:
+    return [route for route, _ in _routes() if route.startswith("api/")]
+
+
+def test_only_the_api_and_the_login_skip_the_login_requirement():
+    exempt = {
+        route for route, view in _routes()
+        if getattr(view, "login_required", True) is False and not route.startswith(("api/", "admin/"))
+    }
+    assert exempt <= {"accounts/login/"}, exempt
+
+
+def test_every_api_endpoint_refuses_requests_without_a_token(client, lead_client):
+    assert _api_routes(), "the ingest API at least"
+    for route in _api_routes():
+        for method in ("get", "post"):
+            for who in (client, lead_client):  # nobody, then a lead's session cookie alone
+                response = getattr(who, method)(_sample_url(route))
+                assert response.status_code == 401, (route, method, response.status_code)
+
+
+def test_each_api_endpoint_opens_to_exactly_one_scope(client, lead):
+    tokens = {scope: ApiToken.issue(name=scope, scopes=[scope], created_by=lead)[1] for scope in Scope.values}
+    for route in _api_routes():
+        opened = set()
+        for scope, raw in tokens.items():
+            headers = {"Authorization": f"Bearer {raw}"}
+            for response in (
+                client.get(_sample_url(route), headers=headers),
+                client.post(_sample_url(route), data="{}", content_type="application/json", headers=headers),
+            ):
+                if response.status_code not in (401, 403, 405):
+                    opened.add(scope)
+        assert len(opened) == 1, (route, opened)
