@@ -1,0 +1,51 @@
+"""Judges in the admin: mostly read-only views of configs, runs and judgments, and the price table.
+
+Configs are immutable and runs change only through judges.services, so the admin shows them without
+letting anyone edit them; prices are a plain table leads also edit on /prices/.
+"""
+
+from django.contrib import admin
+from django.utils import timezone
+
+from judges.models import JudgeConfig, Judgment, ModelPrice, Run
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(JudgeConfig)
+class JudgeConfigAdmin(ReadOnlyAdmin):
+    list_display = ["rubric", "version", "external", "config_hash", "created_by", "created_at"]
+    list_filter = ["external", "rubric"]
+    list_select_related = ["rubric", "created_by"]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ["pk", "config", "dataset", "status", "done", "total", "not_evaluated", "cost_usd", "created_at"]
+    list_filter = ["status"]
+    list_select_related = ["config__rubric", "dataset"]
+
+
+@admin.register(Judgment)
+class JudgmentAdmin(ReadOnlyAdmin):
+    list_display = ["run", "case", "repeat", "outcome", "layer", "error", "cached"]
+    list_filter = ["outcome", "layer"]
+    list_select_related = ["run", "case"]
+    raw_id_fields = ["run", "case"]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = ["model", "input_per_mtok", "output_per_mtok", "updated_by", "updated_at"]
+    readonly_fields = ["updated_by", "updated_at"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        obj.updated_by = request.user
+        obj.updated_at = timezone.now()
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,223 @@
+"""Judgments made elsewhere, in: validate every row, then write an external config, a run and its judgments.
+
+The file format is DESIGN's (external_id, repeat, verdict, optional scores, reason, judge), read with
+labeling.importing's readers, so the same all-or-nothing rules hold: every error is listed with its
+line number and nothing is written. The result is a finished run of an `external` judge config, which
+the calibration pages read like any other run; it can never run or be promoted.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from judges.engine import OUTCOMES
+from judges.models import JudgeConfig, Judgment, Run
+from labeling.importing import (
+    BATCH_SIZE,
+    LOOKUP_CHUNK,
+    Format,
+    ImportRejected,
+    RowError,
+    _chunks,
+    _has_nul,
+    _read,
+    _text,
+    _type_name,
+    parse_json,
+)
+from labeling.models import Case, Dataset, Rubric
+
+JUDGMENT_FIELDS = ("external_id", "repeat", "verdict", "scores", "reason", "judge")
+JUDGMENT_REQUIRED = ("external_id", "repeat", "verdict")
+MAX_REPEAT = 1000
+# What an imported judgment records as its layer and judge: no evaluated layer of ours decided it.
+EXTERNAL = "external"
+
+
+@dataclass(frozen=True)
+class JudgmentData:
+    external_id: str
+    repeat: int
+    verdict: str
+    scores: dict | None
+    reason: str
+    judge: str
+
+    def record(self) -> dict:
+        """The row as the export writes it (kept as the judgment's raw output, so it exports unchanged)."""
+        return {
+            "external_id": self.external_id, "repeat": self.repeat, "verdict": self.verdict,
+            "scores": self.scores, "reason": self.reason, "judge": self.judge,
+        }
+
+
+@dataclass(frozen=True)
+class JudgmentImportResult:
+    run: Run
+    config: JudgeConfig
+    config_created: bool
+    judgments: int
+
+    def __str__(self) -> str:
+        config = f"{'new ' if self.config_created else ''}external config v{self.config.version}"
+        return f"run {self.run.pk}: {self.judgments} judgments, {self.run.not_evaluated} not evaluated ({config})"
+
+
+def validate_judgment(obj: Any) -> tuple[JudgmentData | None, list[tuple[str | None, str]]]:
+    """Check one judgment row; returns the normalised row or the problems found."""
+    if not isinstance(obj, dict):
+        return None, [(None, f"must be a JSON object, not {_type_name(obj)}")]
+    problems: list[tuple[str | None, str]] = []
+    for key in obj:
+        if key not in JUDGMENT_FIELDS:
+            problems.append((str(key), f"is not a judgment field (known fields: {', '.join(JUDGMENT_FIELDS)})"))
+    external_id = _text(obj, "external_id", problems, required=True, max_chars=200) or ""
+    if isinstance(obj.get("external_id"), str) and not external_id.strip():
+        problems.append(("external_id", "must not be empty"))
+    repeat = obj.get("repeat")
+    if "repeat" not in obj or repeat is None:
+        problems.append(("repeat", "is required: a whole number from 1"))
+    elif isinstance(repeat, bool) or not isinstance(repeat, int):
+        problems.append(("repeat", f"must be a whole number from 1, not {repeat!r}"))
+    elif not 1 <= repeat <= MAX_REPEAT:
+        problems.append(("repeat", f"must be from 1 to {MAX_REPEAT}, not {repeat}"))
+    verdict = (_text(obj, "verdict", problems, required=True, max_chars=20) or "").strip().lower()
+    if isinstance(obj.get("verdict"), str) and verdict not in OUTCOMES:
+        problems.append(("verdict", f"must be pass, fail or not_evaluated, not {obj['verdict']!r}"))
+    scores = obj.get("scores")
+    if scores is not None and not isinstance(scores, dict):
+        problems.append(("scores", f"must be a JSON object or null, not {_type_name(scores)}"))
+    elif _has_nul(scores):
+        problems.append(("scores", "contains a NUL character"))
+    reason = _text(obj, "reason", problems) or ""
+    judge = (_text(obj, "judge", problems, max_chars=200) or "").strip()
+    if problems:
+        return None, problems
+    return JudgmentData(external_id=external_id, repeat=repeat, verdict=verdict, scores=scores or None,
+                        reason=reason, judge=judge), []
+
+
+def _judgment_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | None:
+    """CSV cells to the JSON shape: scores parsed from JSON text, repeat read as a number."""
+    obj: dict = {}
+    for name, cell in cells.items():
+        if name == "scores":
+            if not cell.strip():
+                continue
+            try:
+                obj[name] = parse_json(cell)
+            except (ValueError, RecursionError) as exc:
+                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {exc}"))
+                return None
+        elif name == "repeat":
+            try:
+                obj[name] = int(cell.strip())
+            except ValueError:
+                obj[name] = cell or None  # reported by validate_judgment, with the cell's text
+        else:
+            obj[name] = cell
+    return obj
+
+
+def _spec_hash(spec: dict) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def judgments_import(
+    *, dataset: Dataset, rubric: Rubric, stream: IO[bytes], fmt: Format, source_name: str, by,
+    max_bytes: int | None = None,
+) -> JudgmentImportResult:
+    """Import another tool's judgments of `rubric` on `dataset` as a finished run of an external config.
+
+    Must succeed or fail together: the external config version (or the existing one with the same
+    content), the finished run with its counters, and every judgment.
+    """
+    errors: list[RowError] = []
+    rows: list[tuple[int, JudgmentData]] = []
+    first_row: dict[tuple[str, int], int] = {}
+    records = _read(stream, fmt, errors, known=JUDGMENT_FIELDS, required=JUDGMENT_REQUIRED, max_bytes=max_bytes,
+                    from_csv=_judgment_from_csv)
+    for row, obj in records:
+        data, problems = validate_judgment(obj)
+        errors.extend(RowError(row, name, message) for name, message in problems)
+        if data is None:
+            continue
+        key = (data.external_id, data.repeat)
+        if key in first_row:
+            errors.append(RowError(row, "repeat", f"{data.external_id!r} repeat {data.repeat} is judged twice in "
+                                                  f"this import (first at line {first_row[key]})"))
+            continue
+        first_row[key] = row
+        rows.append((row, data))
+    if not rows and not errors:
+        errors.append(RowError(None, None, "the file has no judgments"))
+
+    with transaction.atomic():
+        case_ids: dict[str, int] = {}
+        for chunk in _chunks(sorted({data.external_id for _, data in rows}), LOOKUP_CHUNK):
+            case_ids.update(
+                (external_id, pk)
+                for external_id, pk in Case.objects.filter(dataset=dataset, external_id__in=chunk)
+                .values_list("external_id", "pk")
+            )
+        errors.extend(
+            RowError(row, "external_id", f"{data.external_id!r} is not a case of the dataset {dataset.slug}")
+            for row, data in rows if data.external_id not in case_ids
+        )
+        if errors:
+            raise ImportRejected(errors)
+
+        spec = {
+            "rubric": rubric.slug,
+            "criteria": rubric.criteria,
+            "external": True,
+            "judge": sorted({data.judge for _, data in rows if data.judge}),
+            "source_file": Path(source_name).name,
+        }
+        config, config_created = _external_config(rubric=rubric, spec=spec, by=by)
+        now = timezone.now()
+        not_evaluated = sum(data.verdict == "not_evaluated" for _, data in rows)
+        run = Run.objects.create(
+            config=config, dataset=dataset, repeats=max(data.repeat for _, data in rows), concurrency=1,
+            status=Run.Status.FINISHED, created_by=by, created_at=now, started_at=now, finished_at=now,
+            total=len(rows), done=len(rows), not_evaluated=not_evaluated,
+        )
+        Judgment.objects.bulk_create(
+            (
+                Judgment(
+                    run=run, case_id=case_ids[data.external_id], repeat=data.repeat, outcome=data.verdict,
+                    scores=data.scores, reason=data.reason,
+                    # The row itself: the judge's name may be longer than Judgment.judge holds.
+                    raw_output=json.dumps(data.record(), ensure_ascii=False),
+                    layer=EXTERNAL, judge=EXTERNAL, cost_usd=None, created_at=now,
+                )
+                for _, data in rows
+            ),
+            batch_size=BATCH_SIZE,
+        )
+    return JudgmentImportResult(run=run, config=config, config_created=config_created, judgments=len(rows))
+
+
+def _external_config(*, rubric: Rubric, spec: dict, by) -> tuple[JudgeConfig, bool]:
+    """The rubric's external config with this spec, created as its next version when there is none.
+
+    Not judge_config_save: the engine refuses a spec without layers, and an external config has none.
+    Version numbers are shared with the rubric's other configs, under the same row lock.
+    """
+    Rubric.objects.select_for_update().filter(pk=rubric.pk).first()
+    config_hash = _spec_hash(spec)
+    existing = rubric.judge_configs.filter(external=True, config_hash=config_hash).order_by("-version").first()
+    if existing is not None:
+        return existing, False
+    version = (rubric.judge_configs.aggregate(v=Max("version"))["v"] or 0) + 1
+    config = JudgeConfig.objects.create(
+        rubric=rubric, version=version, spec=spec, config_hash=config_hash, external=True,
+        note=f"imported from {spec['source_file']}", created_by=by,
+    )
+    return config, True

@@ -1,0 +1,31 @@
+"""What the judges page tests share: cases, config specs, and starting runs that work eagerly."""
+
+from labeling.models import Case, case_split, labeled_content_hash
+
+MODEL = "gpt-4o-mini-2024-07-18"
+CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present", "expected_tool"]}
+
+
+def behavioral_spec(**extra) -> dict:
+    """A judge on the fake provider (the `fake_provider` fixture sets the variables it names)."""
+    return {
+        "layers": ["behavioral"], "provider": "openai", "model": MODEL, "base_url_env": "FAKE_OPENAI_URL",
+        "api_key_env": "FAKE_API_KEY", "timeout_s": 5, "max_attempts": 1,
+        "params": {"temperature": 0, "max_tokens": 100}, **extra,
+    }
+
+
+def make_cases(dataset, count: int, *, prefix: str = "c") -> list[Case]:
+    """`count` distinct cases; every third one has an empty answer, which the contract fails."""
+    cases = []
+    for i in range(count):
+        external_id = f"{prefix}{i:03}"
+        question = f"Where is my order ORD-{i}?"
+        output = "" if i % 3 == 0 else f"Order ORD-{i} shipped yesterday."
+        trace = {"toolCalls": [{"name": "lookup_order", "argument": {"order_id": f"ORD-{i}"}, "result": "ok"}]}
+        cases.append(Case(
+            dataset=dataset, external_id=external_id, input=question, output=output, trace=trace,
+            expected_tool="lookup_order", category="tools" if i % 2 else "policy", split=case_split(external_id),
+            content_hash=labeled_content_hash(input=question, output=output, trace=trace),
+        ))
+    return Case.objects.bulk_create(cases)

@@ -1,0 +1,233 @@
+"""The judge config pages: versions, the editor (save, no-op save, engine errors, alias warning),
+the diff between versions and the prompt preview."""
+
+import json
+
+import pytest
+from django.urls import reverse
+from django.utils.html import escape
+
+from judges import services
+from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages
+from judges.models import JudgeConfig, Run
+from judges.services import engine_case
+from tests.conftest import make_user
+from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
+
+
+def form_data(**overrides) -> dict:
+    """The editor's fields for a behavioral judge on the fake provider."""
+    data = {
+        "layers": ["behavioral"], "contract_checks": [], "must_match": "", "must_not_match": "", "json_schema": "",
+        "provider": "openai", "model": MODEL, "model_family": "", "prompt_template": DEFAULT_PROMPT_TEMPLATE,
+        "policy": "Returns within 30 days.", "params": '{"temperature": 0, "max_tokens": 400}',
+        "output_kind": "verdict", "pass_score": "4", "timeout_s": "30", "max_attempts": "3",
+        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "secondary": "", "note": "",
+        "action": "save",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.mark.parametrize("name, args", [
+    ("judges:judge_index", []), ("judges:config_list", ["return-policy"]), ("judges:config_create", ["return-policy"]),
+    ("judges:price_list", []), ("judges:run_list", []),
+])
+def test_it_forbids_reviewers(reviewer_client, rubric, name, args):
+    assert reviewer_client.get(reverse(name, args=args)).status_code == 403
+
+
+def test_it_forbids_reviewers_a_config_page(reviewer_client, rubric, lead):
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    assert reviewer_client.get(reverse("judges:config_detail", args=[config.pk])).status_code == 403
+    assert reviewer_client.post(reverse("judges:config_create", args=[rubric.slug]), form_data()).status_code == 403
+    assert JudgeConfig.objects.count() == 1
+
+
+def test_it_saves_the_form_as_the_first_version_with_the_rubrics_criteria(lead_client, rubric, lead):
+    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), form_data(note="first try"))
+
+    config = JudgeConfig.objects.get()
+    assert response.status_code == 302
+    assert response.url == reverse("judges:config_detail", args=[config.pk])
+    assert (config.version, config.note, config.created_by) == (1, "first try", lead)
+    assert config.spec["criteria"] == rubric.criteria
+    assert config.spec["model"] == MODEL and config.spec["params"] == {"temperature": 0, "max_tokens": 400}
+    assert config.spec["prompt_template"] == DEFAULT_PROMPT_TEMPLATE
+
+
+def test_it_keeps_the_template_hash_when_the_browser_sends_crlf(lead_client, rubric, lead):
+    first = services.judge_config_save(rubric=rubric, spec=behavioral_spec(params={"temperature": 0, "max_tokens": 400},
+                                                                          timeout_s=30, max_attempts=3,
+                                                                          policy="Returns within 30 days."), by=lead)
+    crlf = form_data(prompt_template=DEFAULT_PROMPT_TEMPLATE.replace("\n", "\r\n"),
+                     policy="Returns within 30 days.")
+    lead_client.post(reverse("judges:config_create", args=[rubric.slug]), crlf)
+    assert list(JudgeConfig.objects.values_list("pk", flat=True)) == [first.pk]
+
+
+def test_it_makes_no_new_version_when_nothing_changed_and_says_so(lead_client, rubric):
+    url = reverse("judges:config_create", args=[rubric.slug])
+    lead_client.post(url, form_data())
+    response = lead_client.post(url, form_data(), follow=True)
+
+    assert JudgeConfig.objects.count() == 1
+    assert "Nothing changed: v1 already says exactly this" in response.content.decode()
+
+
+def test_it_prefills_the_editor_from_the_newest_version(lead_client, rubric, lead):
+    services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="old policy"), by=lead)
+    services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="the newest policy"), by=lead)
+
+    page = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).content.decode()
+
+    assert "the newest policy" in page and "old policy" not in page
+    assert f'value="{MODEL}"' in page
+    assert "Prefilled from v2" in page
+    assert escape(rubric.criteria) in page  # shown read-only
+
+
+@pytest.mark.parametrize("overrides, field", [
+    ({"layers": ["contract"], "provider": "", "model": ""}, "contract_checks"),
+    ({"layers": ["contract", "behavioral"], "contract_checks": ["must_match"], "must_match": "(unclosed"}, "must_match"),
+    ({"params": '{"temperature": 5}'}, "params"),
+    ({"base_url_env": "https://api.example.com/v1"}, "base_url_env"),
+    ({"provider": ""}, "provider"),
+    ({"secondary": '{"role": "second_opinion", "provider": "openai", "model": "gpt-4.1-2025-04-14"}'}, "secondary"),
+    ({"params": "{not json"}, "params"),
+])
+def test_it_shows_an_engine_error_on_the_field_it_names(lead_client, rubric, overrides, field):
+    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), form_data(**overrides))
+
+    assert response.status_code == 200
+    assert field in response.context["form"].errors, response.context["form"].errors
+    assert JudgeConfig.objects.count() == 0
+
+
+def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
+    secondary = {"role": "fallback", "provider": "anthropic", "model": "claude-sonnet-4-5"}
+    response = lead_client.post(
+        reverse("judges:config_create", args=[rubric.slug]),
+        form_data(model="gpt-4o-mini", secondary=json.dumps(secondary)), follow=True,
+    )
+
+    page = response.content.decode()
+    config = JudgeConfig.objects.get()
+    assert config.spec["model"] == "gpt-4o-mini"  # saved all the same
+    assert "The model &#x27;gpt-4o-mini&#x27; is an alias, not a pinned snapshot" in page
+    assert "The secondary model &#x27;claude-sonnet-4-5&#x27; is an alias" in page
+    # The config page keeps saying it, not only the message after saving.
+    detail = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
+    assert "is an alias, not a pinned snapshot" in detail
+
+
+def test_it_does_not_warn_about_a_pinned_snapshot(lead_client, rubric, lead):
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    assert "is an alias" not in lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
+
+
+def test_it_never_changes_a_version_that_has_run(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 2)
+    v1 = services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="v1 policy"), by=lead)
+    Run.objects.create(config=v1, dataset=dataset, created_by=lead, total=2)
+    spec_before, hash_before = v1.spec, v1.config_hash
+
+    lead_client.post(reverse("judges:config_create", args=[rubric.slug]) + f"?from={v1.pk}",
+                     form_data(policy="v2 policy"))
+
+    v1.refresh_from_db()
+    assert (v1.spec, v1.config_hash) == (spec_before, hash_before)
+    v2 = JudgeConfig.objects.get(version=2)
+    assert v2.spec["policy"] == "v2 policy" and v2.config_hash != hash_before
+    assert v1.runs.count() == 1 and v2.runs.count() == 0
+
+
+def test_it_lists_versions_with_hash_model_layers_and_runs(lead_client, rubric, dataset, lead):
+    v1 = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead, note="contract only")
+    v2 = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    Run.objects.create(config=v1, dataset=dataset, created_by=lead)
+    Run.objects.create(config=v1, dataset=dataset, created_by=lead)
+
+    response = lead_client.get(reverse("judges:config_list", args=[rubric.slug]))
+
+    page = response.content.decode()
+    assert v1.config_hash[:12] in page and v2.config_hash[:12] in page
+    assert MODEL in page and "contract only" in page
+    runs = {c.version: c.run_count for c in response.context["configs"]}
+    assert runs == {1: 2, 2: 0}
+    # The newest two are compared by default: v1 had no model, v2 names one.
+    assert response.context["old"] == v1 and response.context["new"] == v2
+    assert ("add", f'+  "model": "{MODEL}",') in response.context["diff"]
+    assert ("del", '-  "model": null,') in response.context["diff"]
+
+
+def test_it_diffs_the_versions_chosen_as_a_partial(lead_client, rubric, lead):
+    for policy in ("one", "two", "three"):
+        services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=policy), by=lead)
+
+    response = lead_client.get(reverse("judges:config_list", args=[rubric.slug]), {"a": 1, "b": 3},
+                               headers={"HX-Request": "true"})
+
+    page = response.content.decode()
+    assert page.lstrip().startswith('<div id="diff"')
+    assert '-  &quot;policy&quot;: &quot;one&quot;,' in page and '+  &quot;policy&quot;: &quot;three&quot;,' in page
+
+
+@pytest.mark.parametrize("versions", [1, 4, 12])
+def test_it_lists_versions_in_constant_queries(lead_client, rubric, lead, django_assert_num_queries, versions):
+    for i in range(versions):
+        services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=f"p{i}"), by=lead)
+    # session, user, rubric, the versions with their run counts and authors
+    with django_assert_num_queries(4):
+        lead_client.get(reverse("judges:config_list", args=[rubric.slug]))
+
+
+def test_it_previews_the_exact_prompt_the_engine_sends_for_a_chosen_case(lead_client, rubric, dataset, lead):
+    cases = make_cases(dataset, 3)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="No refunds <b>ever</b>."), by=lead)
+    system, user = build_messages(engine_case(cases[1]), template=config.spec["prompt_template"],
+                                  criteria=rubric.criteria, policy="No refunds <b>ever</b>.", output_kind="verdict")
+
+    response = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+                               {"preview_dataset": dataset.slug, "preview_case": "c001"},
+                               headers={"HX-Request": "true"})
+
+    page = response.content.decode()
+    assert escape(user) in page and escape(system) in page
+    assert "<b>ever</b>" not in page  # case and policy text is escaped, never markup
+
+
+def test_it_previews_unsaved_editor_fields_without_saving(lead_client, rubric, dataset):
+    make_cases(dataset, 3)
+    data = form_data(policy="Draft policy text", prompt_template="Judge {answer} by {policy}.",
+                     preview_dataset=dataset.slug, preview_case="c002", action="preview")
+
+    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data,
+                                headers={"HX-Request": "true"})
+
+    page = response.content.decode()
+    assert "Judge Order ORD-2 shipped yesterday. by Draft policy text." in page
+    assert JudgeConfig.objects.count() == 0
+
+
+def test_it_says_which_case_is_missing_in_a_preview(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    page = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+                           {"preview_dataset": dataset.slug, "preview_case": "nope"}).content.decode()
+    assert "has no case &#x27;nope&#x27;" in page
+
+
+def test_it_shows_a_contract_only_config_without_a_prompt(lead_client, rubric, lead):
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    page = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
+    assert "this config sends no prompt and calls no model" in page
+    assert config.config_hash in page
+
+
+def test_it_shows_the_judges_index_to_leads(lead_client, rubric, lead):
+    services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    make_user("other-lead", role="lead")
+    response = lead_client.get(reverse("judges:judge_index"))
+    row = response.context["rubrics"][0]
+    assert (row.slug, row.config_count, row.newest_version) == (rubric.slug, 1, 1)
