@@ -127,8 +127,7 @@ def _env_name(d: dict, name: str, *, where: str = "") -> str | None:
     # Never echo the value: a key pasted here by mistake must not reach an error message or a log.
     if not isinstance(value, str) or not _ENV_NAME_RE.match(value):
         raise ValueError(
-            f"{where}{name}: must be the NAME of an environment variable (like JUDGE_API_KEY), "
-            "not a URL or a key"
+            f"{where}{name}: must be the NAME of an environment variable (like JUDGE_API_KEY), not a URL or a key"
         )
     return value
 
@@ -191,9 +190,7 @@ class SecondaryJudge:
         provider = _choice(d, "provider", PROVIDERS, where=w)
         base_url_env = _env_name(d, "base_url_env", where=w)
         if provider == "openai-compatible" and base_url_env is None:
-            raise ValueError(
-                "secondary.base_url_env: an openai-compatible provider needs its endpoint's variable"
-            )
+            raise ValueError("secondary.base_url_env: an openai-compatible provider needs its endpoint's variable")
         when = None
         if role == "second_opinion":
             when = _when(d.get("when") or {"mode": "always"})
@@ -340,9 +337,7 @@ class JudgeConfig:
             provider = _choice(d, "provider", PROVIDERS)
             model = _nonempty_str(d, "model")
         elif provider is not None or model is not None:
-            raise ValueError(
-                "provider: a config without the behavioral layer calls no provider; set it to null"
-            )
+            raise ValueError("provider: a config without the behavioral layer calls no provider; set it to null")
 
         template = _str(d, "prompt_template", default=DEFAULT_PROMPT_TEMPLATE)
         names = template_placeholders(template)
@@ -361,16 +356,12 @@ class JudgeConfig:
 
         base_url_env = _env_name(d, "base_url_env")
         if provider == "openai-compatible" and base_url_env is None:
-            raise ValueError(
-                "base_url_env: an openai-compatible provider needs the variable naming its endpoint"
-            )
+            raise ValueError("base_url_env: an openai-compatible provider needs the variable naming its endpoint")
 
         secondary = None
         if d.get("secondary") is not None:
             if not behavioral:
-                raise ValueError(
-                    "secondary: only a config with the behavioral layer can have a secondary judge"
-                )
+                raise ValueError("secondary: only a config with the behavioral layer can have a secondary judge")
             secondary = SecondaryJudge.from_dict(d["secondary"])
             primary_family = model_family(model, d.get("model_family"))
             if secondary.role == "second_opinion":
@@ -379,11 +370,7 @@ class JudgeConfig:
                         f"secondary: a second_opinion must come from another model family than the primary "
                         f"(both are {primary_family!r}); set model_family where the name says nothing"
                     )
-                if (
-                    secondary.when
-                    and secondary.when["mode"] == "borderline"
-                    and d.get("output_kind") != "scores"
-                ):
+                if secondary.when and secondary.when["mode"] == "borderline" and d.get("output_kind") != "scores":
                     raise ValueError("secondary.when.mode: borderline needs output_kind scores")
 
         cfg = cls(
@@ -410,9 +397,7 @@ class JudgeConfig:
         )
         claimed = d.get("config_hash")
         if claimed is not None and claimed != cfg.config_hash:
-            raise ValueError(
-                "config_hash: does not match the config's content (was it edited after hashing?)"
-            )
+            raise ValueError("config_hash: does not match the config's content (was it edited after hashing?)")
         return cfg
 
     def to_dict(self, *, include_hash: bool = False) -> dict[str, Any]:

@@ -76,9 +76,7 @@ def resolve_endpoint(
     if base_url_env is not None:
         base_url = env.get(base_url_env, "").strip()
         if not base_url:
-            raise ProviderFailure(
-                "config error", f"environment variable {base_url_env} is not set", retryable=False
-            )
+            raise ProviderFailure("config error", f"environment variable {base_url_env} is not set", retryable=False)
     else:
         base_url = DEFAULT_BASE_URLS[provider]
     key_env = api_key_env or DEFAULT_KEY_ENVS.get(provider)
@@ -87,9 +85,7 @@ def resolve_endpoint(
     else:
         api_key = env.get(key_env, "").strip()
         if not api_key:
-            raise ProviderFailure(
-                "config error", f"environment variable {key_env} is not set", retryable=False
-            )
+            raise ProviderFailure("config error", f"environment variable {key_env} is not set", retryable=False)
     return Endpoint(provider=provider, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
 
 
@@ -129,9 +125,7 @@ def _sdk(provider: str) -> Any:
 def _make_client(endpoint: Endpoint) -> Any:
     sdk = _sdk(endpoint.provider)
     client_cls = sdk.Anthropic if endpoint.provider == "anthropic" else sdk.OpenAI
-    return client_cls(
-        api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0, timeout=endpoint.timeout_s
-    )
+    return client_cls(api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0, timeout=endpoint.timeout_s)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
@@ -276,6 +270,4 @@ def _anthropic_reply(message: Any) -> Reply:
             return Reply(text=text, answer=answer, input_tokens=tokens_in, output_tokens=tokens_out)
         if getattr(block, "type", None) == "text":
             texts.append(block.text)
-    return Reply(
-        text="".join(texts) or "(no content)", answer=None, input_tokens=tokens_in, output_tokens=tokens_out
-    )
+    return Reply(text="".join(texts) or "(no content)", answer=None, input_tokens=tokens_in, output_tokens=tokens_out)

@@ -25,6 +25,7 @@ from .providers import DEFAULT_MAX_TOKENS, ClientPool, ProviderFailure, call_mod
 from .validation import InvalidOutput, Verdict, load_json_object, validate_answer
 
 Prices = Mapping[str, Mapping[str, float]]
+INHERITED_PARAMS = frozenset({"temperature", "max_tokens"})
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,7 @@ class SpendTracker:
             self.spent_usd += estimate if actual is None else actual
 
 
-def call_cost(
-    prices: Prices | None, model: str, input_tokens: int | None, output_tokens: int | None
-) -> float | None:
+def call_cost(prices: Prices | None, model: str, input_tokens: int | None, output_tokens: int | None) -> float | None:
     """USD for one call; None when the model has no price or the provider reported no usage."""
     price = (prices or {}).get(model)
     if price is None or input_tokens is None or output_tokens is None:
@@ -210,7 +209,7 @@ class Engine:
         tally = _Tally()
         primary = _Judge("primary", cfg.provider, cfg.model, cfg.base_url_env, cfg.api_key_env, cfg.params)
         asked = self._ask(primary, system, user, tally)
-        judge, model = "primary", primary.model
+        judge, model, reason, raw = "primary", primary.model, None, asked.raw
         secondary = cfg.secondary
         if (
             asked.verdict is None
@@ -226,25 +225,14 @@ class Engine:
             else:
                 # The primary's failure is the one to fix; the fallback's is told beside it.
                 reason = f"primary: {asked.why()}; fallback: {second.why()}"
-                j = Judgment(
-                    external_id,
-                    repeat,
-                    "not_evaluated",
-                    reason=reason,
-                    raw_output=second.raw or asked.raw,
-                    error=asked.failure.category,
-                    layer="behavioral",
-                    judge=judge,
-                    checks=checks,
-                )
-                return tally.fill(j)
+                raw = second.raw or asked.raw
         if asked.verdict is None:
             j = Judgment(
                 external_id,
                 repeat,
                 "not_evaluated",
-                reason=asked.why(),
-                raw_output=asked.raw,
+                reason=reason or asked.why(),
+                raw_output=raw,
                 error=asked.failure.category,
                 layer="behavioral",
                 judge=judge,
@@ -277,7 +265,9 @@ class Engine:
 
     def _secondary_judge(self) -> _Judge:
         s = self.cfg.secondary
-        params = s.params or self.cfg.params
+        # Without params of its own, the secondary judges as coolly and briefly as the primary; the
+        # primary's other params may be vendor-specific, so they stay behind.
+        params = s.params or {k: v for k, v in self.cfg.params.items() if k in INHERITED_PARAMS}
         return _Judge(s.role, s.provider, s.model, s.base_url_env, s.api_key_env, params)
 
     def _wants_second_opinion(self, case: dict[str, Any], verdict: Verdict) -> bool:
@@ -411,9 +401,7 @@ def judge_batch(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError("concurrency: must be a positive integer")
     items = list(items)
-    engine = Engine(
-        config, cache=cache, prices=prices, spend=SpendTracker(spend_cap_usd), env=env, retry=retry
-    )
+    engine = Engine(config, cache=cache, prices=prices, spend=SpendTracker(spend_cap_usd), env=env, retry=retry)
     results: list[Judgment | None] = [None] * len(items)
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
     try:

@@ -241,6 +241,15 @@ def test_the_fallback_answers_when_the_primary_cannot(fake, env, quick_retry):
     assert j.cost_usd is not None and j.cost_usd > 0
 
 
+def test_the_fallback_keeps_the_primarys_temperature_and_token_bound_only(fake, env, quick_retry):
+    fake.control(model=OPENAI_MODEL, fault="500")
+    config = judge_config(secondary=FALLBACK, params={"temperature": 0, "max_tokens": 300, "seed": 7})
+    assert judge_case(tool_case(), config, 1, env=env, retry=quick_retry).judge == "fallback"
+    params = fake.requests()[-1]["params"]
+    assert (params["temperature"], params["max_tokens"]) == (0, 300)
+    assert "seed" not in params  # an OpenAI parameter the Anthropic API would refuse
+
+
 def test_the_fallback_is_not_asked_when_the_primary_answers(fake, env):
     j = judge_case(tool_case(), judge_config(secondary=FALLBACK), 1, env=env)
     assert (j.judge, j.provider_calls) == ("primary", 1)

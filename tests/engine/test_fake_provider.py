@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from judges.engine import judge_batch, judge_case
+from judges.engine import DEFAULT_PROMPT_TEMPLATE, judge_batch, judge_case
 from judges.engine.prompt import build_messages, parse_sections
 from judges.fake_provider import evaluate_rule, validate_rule
 
@@ -12,15 +12,9 @@ from .factories import ANTHROPIC_MODEL, OPENAI_MODEL, judge_config, policy_case,
 
 def sections(**case):
     _, user = build_messages(
-        tool_case(**case), template=judge_config_template(), criteria="c", policy="p", output_kind="verdict"
+        tool_case(**case), template=DEFAULT_PROMPT_TEMPLATE, criteria="c", policy="p", output_kind="verdict"
     )
     return parse_sections(user)
-
-
-def judge_config_template():
-    from judges.engine import DEFAULT_PROMPT_TEMPLATE
-
-    return DEFAULT_PROMPT_TEMPLATE
 
 
 def rule(r, **case):
