@@ -1,0 +1,152 @@
+"""A run's calibration figures and promotion rules, read from the database (DESIGN "Calibration figures").
+
+The ORM side of `judges.metrics` (pure pandas) and `judges.rules` (pure checks): one query for the
+run's judgments, one for its cases' human verdicts, and the figures come from the frame they make.
+The report page, the JSON command, the API and promotion all call these functions, so they show the
+same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from django.db.models import Max
+
+from judges.metrics import COLUMNS, calibration_figures
+from judges.models import JudgeConfig, Judgment, Run
+from judges.rules import RuleResult, Thresholds, evaluate_rules
+from labeling.agreement import reviewer_agreement
+from labeling.models import Case, Rubric
+from labeling.selectors import cases_with_human_verdict
+
+NOT_FINISHED = "the run has not finished"
+
+# The judgment columns of the frame, in COLUMNS order without the human verdict (joined in pandas).
+_JUDGMENT_FIELDS = {
+    "case_id": "case_id",
+    "external_id": "case__external_id",
+    "category": "case__category",
+    "split": "case__split",
+    "repeat": "repeat",
+    "outcome": "outcome",
+    "reason": "reason",
+    "error": "error",
+}
+
+
+def human_verdicts(*, rubric: Rubric, dataset_ids: list[int]) -> dict[int, str]:
+    """case_id → human verdict of `rubric` for the cases of these datasets that have one. One query."""
+    cases = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset_id__in=dataset_ids))
+    return dict(cases.filter(human_verdict__isnull=False).values_list("pk", "human_verdict"))
+
+
+def judgments_frame(*, runs: list[Run], rubric: Rubric) -> pd.DataFrame:
+    """Judgments of several runs (one rubric) as one frame: COLUMNS plus `run_id`. Two queries.
+
+    The human verdict is computed once per case in its own query rather than as a correlated
+    subquery per judgment: with K repeats that is K times less work, and the label aggregation
+    stays one GROUP BY over the dataset.
+    """
+    rows = (
+        Judgment.objects.filter(run__in=[run.pk for run in runs])
+        .order_by()  # no ORDER BY: the metrics sort what they show
+        .values_list("run_id", *_JUDGMENT_FIELDS.values())
+    )
+    frame = pd.DataFrame.from_records(list(rows), columns=["run_id", *_JUDGMENT_FIELDS])
+    humans = human_verdicts(rubric=rubric, dataset_ids=sorted({run.dataset_id for run in runs}))
+    # None (not NaN) where a case has no human verdict, as the metrics' frame is documented.
+    human = frame["case_id"].map(humans).astype(object)
+    frame["human"] = human.where(human.notna(), None)
+    return frame
+
+
+def judgment_frame(*, run: Run) -> pd.DataFrame:
+    """The run's judgments with their case and human verdict, columns exactly `metrics.COLUMNS`.
+
+    Two queries (judgments, human verdicts) when `run.config.rubric` is loaded (select_related).
+    """
+    frame = judgments_frame(runs=[run], rubric=run.config.rubric)
+    return frame[list(COLUMNS)]
+
+
+def stale_reasons(*, run: Run) -> list[str]:
+    """Why the run's judgments no longer judge what stands (DESIGN "Stale evidence"); [] when fresh.
+
+    Label changes do not count: the figures follow the current labels. Two queries.
+    """
+    if run.status != Run.Status.FINISHED or run.finished_at is None:
+        return [NOT_FINISHED]
+    reasons = []
+    # A case created after the run is new, not changed: the run never judged it, so no judgment of
+    # the run is out of date (its figures simply do not cover it).
+    changed = Case.objects.filter(
+        dataset_id=run.dataset_id, content_changed_at__gt=run.finished_at, created_at__lte=run.finished_at
+    ).count()
+    if changed:
+        reasons.append(f"{changed} case{'' if changed == 1 else 's'} changed since this run finished")
+    newest = newest_version(rubric_id=run.config.rubric_id)
+    if newest is not None and newest > run.config.version:
+        reasons.append(f"config v{newest} is newer than this run's v{run.config.version}")
+    return reasons
+
+
+def newest_version(*, rubric_id: int) -> int | None:
+    """The rubric's newest non-external config version (an imported config never counts as newest)."""
+    return JudgeConfig.objects.filter(rubric_id=rubric_id, external=False).aggregate(v=Max("version"))["v"]
+
+
+def run_figures(*, run: Run, frame: pd.DataFrame | None = None) -> dict[str, Any]:
+    """DESIGN's figures of one run against its rubric's current human verdicts, JSON-serialisable.
+
+    `calibration_figures` plus run, repeats, config_version, stale_reasons, reviewer_agreement (over
+    the run's dataset), cost_usd, tokens, cache_hits and provider_calls. Pass `frame` when the caller
+    already holds `judgment_frame(run=run)` (the report page needs it for its tables too).
+    """
+    rubric = run.config.rubric
+    frame = judgment_frame(run=run) if frame is None else frame
+    agreement = reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset_id=run.dataset_id))
+    figures = calibration_figures(frame, reviewer_agreement=agreement)
+    return {
+        **figures,
+        "run": run.pk,
+        "repeats": run.repeats,
+        "config_version": run.config.version,
+        "stale_reasons": stale_reasons(run=run),
+        "cost_usd": float(run.cost_usd),
+        "tokens": {"input": run.input_tokens, "output": run.output_tokens},
+        "cache_hits": run.cache_hits,
+        "provider_calls": run.provider_calls,
+    }
+
+
+def rubric_thresholds(rubric: Rubric) -> Thresholds:
+    """The rubric's promotion thresholds (DESIGN defaults unless a lead changed them, audited)."""
+    return Thresholds(
+        min_cases=rubric.min_cases,
+        min_repeats=rubric.min_repeats,
+        agreement_floor=rubric.agreement_floor,
+        agreement_ceiling=rubric.agreement_ceiling,
+        min_true_pass_rate=rubric.min_true_pass_rate,
+        min_true_fail_rate=rubric.min_true_fail_rate,
+        max_flip_rate=rubric.max_flip_rate,
+        min_coverage=rubric.min_coverage,
+    )
+
+
+def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
+    """Every promotion rule for this run as evidence, met or not (DESIGN "Promotion").
+
+    With `figures` from `run_figures` (its stale reasons included) this costs one query.
+    """
+    figures = run_figures(run=run) if figures is None else figures
+    config = run.config
+    reasons = figures["stale_reasons"] if "stale_reasons" in figures else stale_reasons(run=run)
+    return evaluate_rules(
+        figures=figures,
+        repeats=run.repeats,
+        thresholds=rubric_thresholds(config.rubric),
+        is_newest_config=not config.external and newest_version(rubric_id=config.rubric_id) == config.version,
+        stale_reasons=reasons,
+        is_external=config.external,
+    )
