@@ -152,3 +152,103 @@ class CachedJudgment(models.Model):
     key = models.CharField(max_length=64, unique=True)
     judgment = models.JSONField()
     created_at = models.DateTimeField(default=timezone.now)
+
+
+class RubricEventQuerySet(models.QuerySet):
+    """The audit log is append-only: no bulk update or delete through the ORM either."""
+
+    def update(self, **kwargs):
+        raise PermissionError("The rubric audit log is append-only: its entries are never changed.")
+
+    def delete(self):
+        raise PermissionError("The rubric audit log is append-only: its entries are never deleted.")
+
+
+class RubricEvent(models.Model):
+    """One audited change of a rubric: a promotion, a demotion, a thresholds or fail_closed change.
+
+    Append-only (DESIGN "Promotion": every change is kept): the promotion services only create rows,
+    the admin shows them read-only, and the foreign keys protect what they point at. The rubric's
+    evidence lives here too, rather than as a field on the rubric (labeling must not depend on
+    judges): it is the run of the rubric's newest promotion, unless a demotion to draft came after.
+    """
+
+    class Kind(models.TextChoices):
+        PROMOTE = "promote", "promotion"
+        DEMOTE = "demote", "demotion"
+        THRESHOLDS = "thresholds", "thresholds change"
+        FAIL_CLOSED = "fail_closed", "fail_closed change"
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="events")
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    from_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
+    to_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
+    # A promotion's evidence; null for every other kind.
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # The figures the promotion was granted on (what the gate config ships as `calibration`), and
+    # every rule as it was checked.
+    figures = models.JSONField(null=True, blank=True)
+    rules = models.JSONField(default=list, blank=True)
+    # {field: [old, new]} of a thresholds or fail_closed change.
+    changes = models.JSONField(default=dict, blank=True)
+    reason = models.TextField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+
+    objects = RubricEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["rubric", "kind", "-id"], name="rubricevent_rubric_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.rubric} {self.kind} {self.from_stage}→{self.to_stage}".strip()
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None and not self._state.adding:
+            raise PermissionError("The rubric audit log is append-only: its entries are never changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("The rubric audit log is append-only: its entries are never deleted.")
+
+
+class CiResult(models.Model):
+    """What one CI run of `evalhub-gate` found for one rubric, as it posted back (results:write).
+
+    Stored apart from datasets and runs (DESIGN "Architecture"): CI results never change a dataset
+    or make a run stale.
+    """
+
+    class Outcome(models.TextChoices):
+        PASS = "pass", "pass"
+        FAIL = "fail", "fail"
+        NOT_EVALUATED = "not_evaluated", "not evaluated"
+        WARNING = "warning", "warning"
+        RECORDED = "recorded", "recorded"
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="ci_results")
+    config_hash = models.CharField(max_length=64)
+    stage = models.CharField(max_length=8, choices=Rubric.Stage.choices)
+    fail_closed = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    passed = models.PositiveIntegerField()
+    failed = models.PositiveIntegerField()
+    not_evaluated = models.PositiveIntegerField()
+    total = models.PositiveIntegerField()
+    exit_code = models.PositiveSmallIntegerField()
+    repeats = models.PositiveSmallIntegerField(default=1)
+    failed_cases = models.JSONField(default=list, blank=True)
+    not_evaluated_cases = models.JSONField(default=list, blank=True)
+    commit = models.CharField(max_length=100, blank=True)
+    ref = models.CharField(max_length=255, blank=True)
+    run_url = models.URLField(max_length=500, blank=True)
+    token_name = models.CharField(max_length=100)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        indexes = [models.Index(fields=["rubric", "-received_at"], name="ciresult_rubric_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.rubric} {self.outcome} ({self.received_at:%Y-%m-%d %H:%M})"
