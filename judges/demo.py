@@ -5,6 +5,7 @@ key. The run is judged here, synchronously, through the same services a worker c
 """
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from judges import services
@@ -67,3 +68,12 @@ def _create_run(*, config: JudgeConfig, dataset: Dataset, by) -> Run:
             for i, start in enumerate(range(0, len(case_ids), size))
         )
     return run
+
+
+def load_demo_run(*, dataset_slug: str, rubric_slug: str = "tool-use", by_username: str = "lena") -> Run:
+    """load_demo's call: the demo run of the tool-use rubric on the demo dataset, by the demo lead."""
+    return create_demo_run(
+        rubric=Rubric.objects.get(slug=rubric_slug),
+        dataset=Dataset.objects.get(slug=dataset_slug),
+        by=get_user_model().objects.get(username=by_username),
+    )

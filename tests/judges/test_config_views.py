@@ -89,7 +89,8 @@ def test_it_prefills_the_editor_from_the_newest_version(lead_client, rubric, lea
 
 @pytest.mark.parametrize("overrides, field", [
     ({"layers": ["contract"], "provider": "", "model": ""}, "contract_checks"),
-    ({"layers": ["contract", "behavioral"], "contract_checks": ["must_match"], "must_match": "(unclosed"}, "must_match"),
+    ({"layers": ["contract", "behavioral"], "contract_checks": ["must_match"], "must_match": "(unclosed"},
+     "must_match"),
     ({"params": '{"temperature": 5}'}, "params"),
     ({"base_url_env": "https://api.example.com/v1"}, "base_url_env"),
     ({"provider": ""}, "provider"),

@@ -1,0 +1,50 @@
+"""The demo's judge run: a contract-only config and a finished run of it, without any provider key."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from judges.demo import DEMO_CHECKS, DEMO_REPEATS, create_demo_run
+from judges.models import JudgeConfig, Judgment, Run
+from labeling.models import Case, Rubric
+from tests.judges.helpers import make_cases
+
+
+def test_it_makes_a_finished_contract_only_run_through_the_real_machinery(dataset, rubric, lead, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    make_cases(dataset, 7)
+
+    run = create_demo_run(rubric=rubric, dataset=dataset, by=lead)
+
+    assert run.status == Run.Status.FINISHED and run.finished_at is not None
+    assert run.config.spec["layers"] == ["contract"] and run.config.spec["contract_checks"] == DEMO_CHECKS
+    assert run.config.spec["provider"] is None
+    assert Judgment.objects.filter(run=run).count() == run.total == run.done == 7 * DEMO_REPEATS
+    assert run.provider_calls == 0
+    # Cases c000, c003, c006 have an empty answer: answer_present fails them.
+    failed = set(run.judgments.filter(outcome="fail").values_list("case__external_id", flat=True))
+    assert failed == {"c000", "c003", "c006"}
+    assert all(len(j.checks) == len(DEMO_CHECKS) for j in run.judgments.all())
+
+
+def test_it_makes_the_demo_run_once(dataset, rubric, lead):
+    make_cases(dataset, 3)
+    first = create_demo_run(rubric=rubric, dataset=dataset, by=lead)
+    second = create_demo_run(rubric=rubric, dataset=dataset, by=lead)
+    assert first.pk == second.pk
+    assert (Run.objects.count(), JudgeConfig.objects.count()) == (1, 1)
+
+
+@pytest.mark.django_db
+def test_load_demo_creates_the_demo_run_once():
+    call_command("load_demo", stdout=StringIO())
+    call_command("load_demo", stdout=StringIO())
+
+    run = Run.objects.select_related("config__rubric").get()
+    cases = Case.objects.filter(dataset=run.dataset).count()
+    assert run.config.rubric == Rubric.objects.get(slug="tool-use")
+    assert run.status == Run.Status.FINISHED
+    assert run.judgments.count() == cases * DEMO_REPEATS
+    # The demo's tool-use cases are not all right: the contract fails some of them.
+    assert 0 < run.judgments.filter(outcome="fail").count() < run.total

@@ -1,0 +1,368 @@
+"""The run pages: the start form with its estimate, the polled progress partial, cancel, re-run of the
+not-evaluated, the judgments table (filters, pages, constant queries) and the second run that costs nothing.
+
+Work runs eagerly in-process here (CELERY_TASK_ALWAYS_EAGER and on-commit callbacks executed); behavioral
+configs call the fake provider over HTTP. tests/browser/test_run_browser.py runs a real worker.
+"""
+
+import json
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from judges import services
+from judges.engine import build_messages
+from judges.models import Judgment, ModelPrice, Run
+from judges.services import engine_case
+from labeling.models import Dataset
+from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
+
+
+@pytest.fixture
+def eager(settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.EVALHUB_CHUNK_CASES = 4
+
+
+def start_url(config) -> str:
+    return reverse("judges:run_create", args=[config.pk])
+
+
+def start_run(client, config, capture, **fields) -> Run:
+    data = {"dataset": "store-support", "repeats": 2, "concurrency": 3, "spend_cap_usd": "", **fields}
+    with capture(execute=True):
+        response = client.post(start_url(config), data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    run = Run.objects.order_by("-pk").first()
+    assert response.url == reverse("judges:run_detail", args=[run.pk])
+    return run
+
+
+# ---- the start form and its estimate ----------------------------------------------------------
+
+
+def test_it_estimates_nothing_for_a_contract_only_config(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 5)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+
+    response = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 3})
+
+    estimate = response.context["estimate"]
+    assert (estimate.cases, estimate.judgments, estimate.cost_usd, estimate.calls) == (5, 15, Decimal(0), 0)
+    assert "no model is called" in response.content.decode()
+
+
+def test_it_estimates_cases_times_repeats_times_tokens_times_price(lead_client, rubric, dataset, lead):
+    cases = make_cases(dataset, 25)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    ModelPrice.objects.create(model=MODEL, input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.6"),
+                              updated_by=lead)
+    # The estimate reads the first 20 cases' prompts (chars / 4) and counts max_tokens (100) out.
+    chars = [sum(map(len, build_messages(engine_case(c), template=config.spec["prompt_template"],
+                                         criteria=rubric.criteria, policy="", output_kind="verdict")))
+             for c in cases[:20]]
+    tokens_in = round(sum(chars) / 20 / 4)
+    expected = (Decimal(25 * 3) * (tokens_in * Decimal("0.15") + 100 * Decimal("0.6")) / 1_000_000)
+
+    response = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 3})
+
+    estimate = response.context["estimate"]
+    assert (estimate.judgments, estimate.calls, estimate.input_tokens_per_call) == (75, 75, tokens_in)
+    assert estimate.cost_usd == expected.quantize(Decimal("0.0001"))
+    assert f"${estimate.cost_usd.normalize()}" in response.content.decode()
+
+
+def test_it_says_when_the_model_has_no_price(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 2)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+
+    response = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 1},
+                               headers={"HX-Request": "true"})
+
+    page = response.content.decode()
+    assert page.lstrip().startswith('<section id="estimate"')  # the partial alone
+    assert f"No price for model {MODEL}" in page
+    assert response.context["estimate"].cost_usd is None
+
+
+def test_it_counts_cached_judgments_as_free_in_the_estimate(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
+):
+    make_cases(dataset, 4)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    ModelPrice.objects.create(model=MODEL, input_per_mtok=1, output_per_mtok=1, updated_by=lead)
+    start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
+
+    again = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 2}).context["estimate"]
+    more = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 3}).context["estimate"]
+
+    assert (again.cached, again.calls, again.cost_usd) == (8, 0, Decimal(0))
+    assert (more.cached, more.calls) == (8, 4)  # only repeat 3 is new work
+
+
+def test_it_refuses_a_dataset_without_cases_on_the_form(lead_client, rubric, dataset, lead):
+    Dataset.objects.create(slug="empty", name="Empty")
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+
+    response = lead_client.post(start_url(config), {"dataset": "empty", "repeats": 1, "concurrency": 1})
+
+    assert response.status_code == 200
+    assert "The dataset empty has no cases." in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_it_does_not_run_an_external_config(lead_client, rubric, dataset, lead):
+    from judges.models import JudgeConfig
+
+    config = JudgeConfig.objects.create(rubric=rubric, version=1, spec={"external": True}, config_hash="x",
+                                        external=True, created_by=lead)
+    response = lead_client.post(start_url(config), {"dataset": dataset.slug, "repeats": 1, "concurrency": 1})
+    assert response.status_code == 302 and not Run.objects.exists()
+
+
+def test_it_forbids_reviewers_to_start_runs(reviewer_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    response = reviewer_client.post(start_url(config), {"dataset": dataset.slug, "repeats": 1, "concurrency": 1})
+    assert response.status_code == 403 and not Run.objects.exists()
+
+
+# ---- starting, progress, cancel, re-run --------------------------------------------------------
+
+
+def test_it_starts_a_run_that_works_in_the_background_to_the_end(
+    eager, lead_client, rubric, dataset, lead, django_capture_on_commit_callbacks
+):
+    make_cases(dataset, 9)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+
+    run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2, concurrency=2)
+
+    run.refresh_from_db()
+    assert (run.status, run.repeats, run.concurrency, run.created_by) == (Run.Status.FINISHED, 2, 2, lead)
+    assert Judgment.objects.filter(run=run).count() == run.total == run.done == 18
+    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    assert "18 / 18" in page and 'hx-trigger="every 1s"' not in page  # a finished run is not polled
+
+
+def test_it_polls_progress_until_the_run_ends_then_answers_286(rubric, dataset, lead, lead_client):
+    make_cases(dataset, 3)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=6, done=2, cache_hits=1,
+                             provider_calls=4, status=Run.Status.RUNNING, started_at=timezone.now())
+    url = reverse("judges:run_progress", args=[run.pk])
+
+    running = lead_client.get(url, headers={"HX-Request": "true"})
+    page = running.content.decode()
+    assert running.status_code == 200
+    assert 'hx-trigger="every 1s"' in page and "2 / 6" in page
+    assert '<progress class="run-bar" max="6" value="2">' in page
+
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED, done=6, finished_at=timezone.now())
+    finished = lead_client.get(url, headers={"HX-Request": "true"})
+    assert finished.status_code == 286  # htmx stops polling
+    assert json.loads(finished["HX-Trigger"]) == {"run-finished": {}}  # the judgments table reloads once
+    assert "6 / 6" in finished.content.decode() and "every 1s" not in finished.content.decode()
+
+
+def test_it_warns_when_no_worker_picks_a_queued_run_up(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    fresh = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
+    stuck = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1,
+                               created_at=timezone.now() - timedelta(seconds=20))
+
+    def warned(run) -> bool:
+        return "No worker has picked this run up" in lead_client.get(
+            reverse("judges:run_progress", args=[run.pk])).content.decode()
+
+    assert not warned(fresh)
+    assert warned(stuck)
+    assert "celery -A evalhub worker --beat" in lead_client.get(
+        reverse("judges:run_detail", args=[stuck.pk])).content.decode()
+    Run.objects.filter(pk=stuck.pk).update(status=Run.Status.RUNNING, started_at=timezone.now())
+    assert not warned(stuck)
+
+
+def test_it_cancels_a_run(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
+    url = reverse("judges:run_cancel", args=[run.pk])
+
+    assert lead_client.get(url).status_code == 405
+    response = lead_client.post(url)
+
+    run.refresh_from_db()
+    assert response.status_code == 302 and run.status == Run.Status.CANCELLED and run.finished_at
+
+
+def test_it_forbids_reviewers_to_cancel(reviewer_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
+    assert reviewer_client.post(reverse("judges:run_cancel", args=[run.pk])).status_code == 403
+    assert reviewer_client.get(reverse("judges:run_detail", args=[run.pk])).status_code == 403
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+
+
+def test_it_reruns_only_the_not_evaluated_judgments(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
+):
+    make_cases(dataset, 5)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    fake_provider.control(fault="500", fault_count=3)  # three calls fail; max_attempts is 1
+    run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
+    run.refresh_from_db()
+    assert run.not_evaluated == 3 and run.status == Run.Status.FINISHED
+    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    assert "Re-run the 3 not-evaluated" in page
+    kept = set(run.judgments.exclude(outcome="not_evaluated").values_list("pk", flat=True))
+    calls_before = fake_provider.stats()["total"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = lead_client.post(reverse("judges:run_retry", args=[run.pk]), follow=True)
+
+    run.refresh_from_db()
+    assert "queued again for its 3 not-evaluated judgment(s)" in response.content.decode()
+    assert (run.status, run.not_evaluated, run.done) == (Run.Status.FINISHED, 0, 10)
+    assert run.judgments.count() == 10
+    assert kept <= set(run.judgments.values_list("pk", flat=True))  # the evaluated ones were not redone
+    assert fake_provider.stats()["total"] - calls_before == 3
+
+
+def test_it_refuses_to_rerun_a_running_run(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1, status=Run.Status.RUNNING)
+    response = lead_client.post(reverse("judges:run_retry", args=[run.pk]), follow=True)
+    assert "Only a finished or cancelled run" in response.content.decode()
+
+
+def test_it_calls_the_provider_zero_times_when_an_unchanged_config_runs_again(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
+):
+    make_cases(dataset, 6)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    first = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
+    calls = fake_provider.stats()["total"]
+    assert calls == 12
+
+    second = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
+
+    second.refresh_from_db()
+    assert fake_provider.stats()["total"] == calls
+    assert (second.cache_hits, second.provider_calls, second.done) == (12, 0, 12)
+    assert first.pk != second.pk
+    progress = lead_client.get(reverse("judges:run_progress", args=[second.pk])).content.decode()
+    assert '<dd data-testid="run-cache-hits">12</dd>' in progress
+    assert '<dd data-testid="run-calls">0</dd>' in progress
+
+
+# ---- the judgments table -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def finished_run(eager, rubric, dataset, lead, django_capture_on_commit_callbacks) -> Run:
+    """30 cases × 2 repeats through the contract; every third case has no answer and fails."""
+    make_cases(dataset, 30)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
+                                 by=lead)
+    run.refresh_from_db()
+    return run
+
+
+def test_it_shows_each_judgment_with_its_checks(lead_client, finished_run):
+    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]))
+
+    page = response.content.decode()
+    first = response.context["page"].object_list[0]
+    assert (first.external_id, first.repeat, first.outcome) == ("c000", 1, "fail")
+    assert "answer_present ✗" in page and "expected_tool ✓" in page
+    assert '<span class="badge verdict-fail">fail</span>' in page
+    assert reverse("labeling:case_detail", args=[first.case_id]) in page
+
+
+def test_it_pages_judgments_fifty_at_a_time(lead_client, finished_run):
+    url = reverse("judges:run_detail", args=[finished_run.pk])
+    first, second = lead_client.get(url), lead_client.get(url, {"page": 2})
+    assert len(first.context["page"].object_list) == 50
+    assert len(second.context["page"].object_list) == 10
+    assert "Page 1 of 2 · 60 judgments" in first.content.decode()
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"outcome": "fail"}, 20),
+    ({"outcome": "pass"}, 40),
+    ({"outcome": "not_evaluated"}, 0),
+    ({"layer": "contract"}, 60),
+    ({"layer": "behavioral"}, 0),
+    ({"q": "c01"}, 20),
+    ({"q": "c012", "outcome": "fail"}, 2),
+])
+def test_it_filters_judgments(lead_client, finished_run, query, expected):
+    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), query,
+                               headers={"HX-Request": "true", "HX-Target": "judgments"})
+    assert response.context["page"].paginator.count == expected
+    assert response.content.decode().lstrip().startswith('<div id="judgments"')
+
+
+def test_it_filters_judgments_by_error(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
+):
+    make_cases(dataset, 4)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    fake_provider.control(fault="500", fault_count=2)
+    run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=1)
+
+    response = lead_client.get(reverse("judges:run_detail", args=[run.pk]), {"error": "server error"})
+
+    assert response.context["choices"]["errors"] == ["server error"]
+    assert [j.outcome for j in response.context["page"].object_list] == ["not_evaluated"] * 2
+
+
+def _many_runs(rubric, dataset, lead, count: int) -> None:
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    Run.objects.bulk_create(Run(config=config, dataset=dataset, created_by=lead) for _ in range(count))
+
+
+@pytest.mark.parametrize("cases", [2, 10, 40])
+def test_it_shows_a_run_page_in_constant_queries(
+    eager, lead_client, rubric, dataset, lead, django_assert_num_queries, django_capture_on_commit_callbacks, cases
+):
+    make_cases(dataset, cases)
+    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
+                                 by=lead)
+    url = reverse("judges:run_detail", args=[run.pk])
+    # session, user, the run with config/rubric/dataset/creator, the judgments' count and page,
+    # the layers and the errors present
+    with django_assert_num_queries(7):
+        lead_client.get(url)
+    # session, user, run
+    with django_assert_num_queries(3):
+        lead_client.get(reverse("judges:run_progress", args=[run.pk]))
+
+
+@pytest.mark.parametrize("runs", [1, 5, 30])
+def test_it_lists_runs_in_constant_queries(lead_client, rubric, dataset, lead, django_assert_num_queries, runs):
+    _many_runs(rubric, dataset, lead, runs)
+    # session, user, the count, the page of runs with configs, rubrics, datasets and creators
+    with django_assert_num_queries(4):
+        response = lead_client.get(reverse("judges:run_list"))
+    assert len(response.context["page"].object_list) == runs
+
+
+def test_it_downloads_a_runs_judgments(lead_client, finished_run):
+    response = lead_client.get(reverse("judges:run_export", args=[finished_run.pk, "jsonl"]))
+    body = b"".join(response.streaming_content).decode()
+    assert response["Content-Disposition"].startswith("attachment;")
+    assert len(body.splitlines()) == 60
+    assert lead_client.get(reverse("judges:run_export", args=[finished_run.pk, "xml"])).status_code == 404
