@@ -1,19 +1,24 @@
 import json
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_http_methods
+from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from labeling import services
+from labeling.agreement import reviewer_agreement
 from labeling.exporting import cases_export, labels_export, report_export, report_rubrics
 from labeling.forms import (
     CaseImportForm,
@@ -23,10 +28,31 @@ from labeling.forms import (
     RubricEditForm,
 )
 from labeling.importing import Format, ImportRejected, cases_import, labels_import
-from labeling.models import Case, Dataset, Rubric
+from labeling.models import Case, Dataset, Label, Rubric, Verdict
+from labeling.overview import (
+    ALL,
+    DECIDED,
+    OPEN,
+    dispute_cases,
+    dispute_counts,
+    disputes_by_queue,
+    reviewer_progress,
+    rubric_counts,
+    with_dispute_details,
+)
+from labeling.queue import (
+    labels_history,
+    last_label,
+    next_case,
+    own_label,
+    progress_of,
+    queue_case,
+    queues_for,
+)
 from labeling.selectors import (
     case_for_page,
     case_labels_by_rubric,
+    cases_with_human_verdict,
     dataset_case_rows,
     dataset_categories,
     datasets_with_counts,
@@ -230,3 +256,283 @@ def rubric_edit(request: HttpRequest, slug: str) -> HttpResponse:
         messages.success(request, f"Rubric {rubric.slug} saved.")
         return redirect("labeling:rubric_list")
     return render(request, "labeling/rubric_edit.html", {"form": form, "rubric": rubric})
+
+
+# --- Labeling: the reviewer's queue and history; leads' overview and disputes (issue 3) -------------
+
+
+class LabelForm(forms.Form):
+    """One verdict on the case shown; content_hash is the content the reviewer saw."""
+
+    case = forms.IntegerField(min_value=1)
+    content_hash = forms.RegexField(regex=r"^[0-9a-f]{64}$")
+    verdict = forms.ChoiceField(choices=Verdict.choices)
+    note = forms.CharField(required=False, max_length=5000)
+    back = forms.ChoiceField(choices=[("", "queue"), ("history", "history")], required=False)
+
+
+class CaseIdForm(forms.Form):
+    case = forms.IntegerField(min_value=1)
+
+
+class UndoForm(forms.Form):
+    label = forms.IntegerField(min_value=1)
+
+
+class AdjudicateForm(forms.Form):
+    verdict = forms.ChoiceField(choices=Verdict.choices)
+    note = forms.CharField(required=False, max_length=5000)
+
+
+def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
+    """The (dataset, rubric) queue: 404 for a dataset the reviewer is not assigned to."""
+    dataset = _get_dataset_for_user(request, slug)
+    return dataset, get_object_or_404(Rubric, slug=rubric_slug)
+
+
+def _trace_for_page(case: Case) -> dict:
+    """The trace in readable form: tool calls (name, argument, result), sources, context, the rest."""
+    trace = case.trace if isinstance(case.trace, dict) else {}
+    calls = [call for call in trace.get("toolCalls") or [] if isinstance(call, dict)]
+    return {
+        "tool_calls": [
+            {"name": call.get("name"), "argument": _readable(call.get("argument")),
+             "result": _readable(call.get("result")), "has_result": "result" in call}
+            for call in calls
+        ],
+        "sources": [str(source) for source in trace.get("retrievedSources") or []],
+        "trace_context": trace.get("context") or "",
+        "other_trace": {
+            key: _readable(value) for key, value in trace.items()
+            if key not in {"toolCalls", "retrievedSources", "context"}
+        },
+    }
+
+
+def _render_queue(
+    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, case: Case | None, undo: Label | None,
+    back: str = "", partial: bool,
+) -> HttpResponse:
+    """The queue page, or only its case panel for htmx. The case shown is held from other reviewers.
+
+    Blind by construction: nothing here reads another reviewer's label or any judgment.
+    """
+    services.case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=request.user)
+    context = {
+        "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back,
+        "mine": own_label(case=case, rubric=rubric, reviewer=request.user) if case else None,
+        "expected_argument": _readable(case.expected_tool_argument) if case else "",
+    }
+    if case is not None:
+        context |= _trace_for_page(case)
+    else:
+        # The queue is empty: say so, with the reviewer's own count.
+        context["done_count"] = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user).mine
+    if partial:
+        return render(request, "labeling/queue.html#case", context)
+    context["progress"] = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user)
+    return render(request, "labeling/queue.html", context)
+
+
+def queue_start(request: HttpRequest) -> HttpResponse:
+    """Where reviewers pick a dataset (their assigned ones) and a rubric to label."""
+    return render(request, "labeling/queue_start.html", {"queues": queues_for(user=request.user)})
+
+
+@vary_on_headers("HX-Request")
+def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """One case at a time: the next in queue order, or ?case=<id> (after an undo, or to revise a label)."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    case_id = request.GET.get("case", "")
+    if case_id:
+        case = queue_case(dataset=dataset, case_id=int(case_id)) if case_id.isdigit() else None
+        if case is None:
+            raise Http404("No such case in this dataset.")
+    else:
+        case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
+    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
+    back = "history" if request.GET.get("back") == "history" else ""
+    return _render_queue(request, dataset, rubric, case=case, undo=undo, back=back, partial=bool(request.htmx))
+
+
+@require_POST
+def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Pass or fail the case shown, then the next case (htmx) or a redirect to it (plain form)."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    form = LabelForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("This label could not be read: " + form.errors.as_text())
+    data = form.cleaned_data
+    case = get_object_or_404(Case.objects.only("id", "external_id", "dataset_id"), pk=data["case"], dataset=dataset)
+    label = services.label_submit(
+        case=case, rubric=rubric, reviewer=request.user, verdict=data["verdict"], note=data["note"],
+        content_hash=data["content_hash"],
+    )
+    label.case = case
+    if data["back"] == "history":
+        messages.success(request, f"Your label on {case.external_id} is {label.verdict}.")
+        return redirect(f"{reverse('labeling:history')}?dataset={dataset.slug}&rubric={rubric.slug}")
+    return _next_case_response(request, dataset, rubric, undo=label)
+
+
+@require_POST
+def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Skip the case shown for now: it comes back after the rest."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    form = CaseIdForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Which case to skip?")
+    case = get_object_or_404(Case.objects.only("id", "dataset_id"), pk=form.cleaned_data["case"], dataset=dataset)
+    services.skip(case=case, rubric=rubric, reviewer=request.user)
+    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
+    return _next_case_response(request, dataset, rubric, undo=undo)
+
+
+def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, undo: Label | None):
+    if not request.htmx:
+        return redirect("labeling:queue", slug=dataset.slug, rubric_slug=rubric.slug)
+    case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
+    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True)
+    return trigger_client_event(response, "labeled")  # the progress panel reloads itself
+
+
+@require_POST
+def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Take back the reviewer's last label here and show that case again; a repeated undo does nothing."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    form = UndoForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Which label to undo?")
+    case_id = services.label_undo(label_id=form.cleaned_data["label"], reviewer=request.user, dataset=dataset,
+                                  rubric=rubric)
+    if not request.htmx:
+        url = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
+        return redirect(f"{url}?case={case_id}" if case_id else url)
+    if case_id is None:
+        case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
+    else:
+        case = queue_case(dataset=dataset, case_id=case_id)
+    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
+    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True)
+    return trigger_client_event(response, "labeled")
+
+
+def queue_progress(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """The progress panel alone: htmx reloads it after each label, off the labeling request's path."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    progress = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user)
+    return render(request, "labeling/queue.html#progress", {"dataset": dataset, "rubric": rubric,
+                                                            "progress": progress})
+
+
+HISTORY_PER_PAGE = 50
+
+
+def history(request: HttpRequest) -> HttpResponse:
+    """The reviewer's own labels, newest first, each revisable; ?dataset=&rubric= narrow it."""
+    dataset = rubric = None
+    if slug := request.GET.get("dataset"):
+        dataset = _get_dataset_for_user(request, slug)
+    if rubric_slug := request.GET.get("rubric"):
+        rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    labels = labels_history(user=request.user, dataset=dataset, rubric=rubric)
+    page = Paginator(labels, HISTORY_PER_PAGE).get_page(request.GET.get("page"))
+    filters = request.GET.copy()
+    filters.pop("page", None)
+    return render(request, "labeling/history.html", {
+        "page": page, "dataset": dataset, "rubric": rubric, "filter_query": filters.urlencode(),
+    })
+
+
+@lead_required
+def dataset_rubric(request: HttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Leads: one dataset for one rubric — counts, reviewers' agreement, each reviewer's progress."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    return render(request, "labeling/dataset_rubric.html", {
+        "dataset": dataset, "rubric": rubric,
+        "counts": rubric_counts(dataset=dataset, rubric=rubric),
+        "agreement": reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset=dataset)),
+        "reviewers": reviewer_progress(dataset=dataset, rubric=rubric),
+        "rubrics": Rubric.objects.order_by("slug"),
+    })
+
+
+@lead_required
+def disputes_index(request: HttpRequest) -> HttpResponse:
+    """Leads: where labels disagree, per dataset and rubric."""
+    return render(request, "labeling/disputes_index.html", {
+        "queues": disputes_by_queue(), "datasets": Dataset.objects.order_by("slug"),
+        "rubrics": Rubric.objects.order_by("slug"),
+    })
+
+
+DISPUTES_PER_PAGE = 25
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def disputes(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Leads: ties and disagreements with every label and note; adjudicate, or ask for another label."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    status = request.GET.get("status") if request.GET.get("status") in {OPEN, DECIDED, ALL} else OPEN
+    page = Paginator(dispute_cases(dataset=dataset, rubric=rubric, status=status), DISPUTES_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    with_dispute_details(page.object_list, rubric=rubric)
+    return render(request, "labeling/disputes.html", {
+        "dataset": dataset, "rubric": rubric, "page": page, "status": status,
+        "counts": dispute_counts(dataset=dataset, rubric=rubric),
+    })
+
+
+def _dispute_row(
+    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, case_id: int, *, notice: str
+) -> HttpResponse:
+    """After a lead's action: the dispute's row again with a notice (htmx), or back to the disputes page."""
+    if not request.htmx:
+        messages.info(request, notice)
+        back = request.POST.get("back", "")
+        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            back = reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
+        return redirect(back)
+    case = dispute_cases(dataset=dataset, rubric=rubric, status=ALL).filter(pk=case_id).first()
+    if case is None:  # its labels agree now and nobody adjudicated it
+        case = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk=case_id)).get()
+    with_dispute_details([case], rubric=rubric)
+    return render(request, "labeling/disputes.html#dispute",
+                  {"dataset": dataset, "rubric": rubric, "case": case, "notice": notice})
+
+
+@lead_required
+@require_POST
+def adjudicate(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
+    """A lead decides a dispute's human verdict; who and when are recorded."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    case = get_object_or_404(Case, pk=case_id, dataset=dataset)
+    form = AdjudicateForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Choose pass or fail.")
+    decision = services.adjudicate(case=case, rubric=rubric, verdict=form.cleaned_data["verdict"],
+                                   note=form.cleaned_data["note"], by=request.user)
+    notice = f"{case.external_id}: adjudicated {decision.verdict}; that is its human verdict now."
+    return _dispute_row(request, dataset, rubric, case.pk, notice=notice)
+
+
+@lead_required
+@require_POST
+def request_label(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
+    """A lead asks for one more label on a case, from a reviewer who has not labeled it."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    case = get_object_or_404(Case, pk=case_id, dataset=dataset)
+    try:
+        services.request_another_label(case=case, rubric=rubric, by=request.user,
+                                       reason=request.POST.get("reason", ""))
+    except services.LabelingRefused as refused:
+        notice = str(refused)
+    else:
+        notice = f"{case.external_id}: another label is requested; the case is back in reviewers' queues."
+    return _dispute_row(request, dataset, rubric, case.pk, notice=notice)

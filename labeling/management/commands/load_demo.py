@@ -1,0 +1,22 @@
+from django.core.management.base import BaseCommand
+
+from labeling.demo import DATASET_SLUG, DEMO_PASSWORD, load_demo
+
+
+class Command(BaseCommand):
+    help = "Load the store-support demo: users, a dataset of cases with traces, two rubrics and labels. Idempotent."
+
+    def handle(self, *args, **options) -> None:
+        created = load_demo()
+        self.stdout.write(self.style.SUCCESS(
+            f"Demo dataset '{DATASET_SLUG}': {created['cases']} cases, {created['labels']} labels and "
+            f"{created['users']} users created (what existed is left as it was)."
+        ))
+        if created["users"]:
+            self.stdout.write(f"Users lena (lead), rita, rob, ria (reviewers), ada (admin); password {DEMO_PASSWORD}")
+        # The judges' part: a contract-only config of tool-use and a finished run of it (no provider key needed).
+        from judges.demo import load_demo_run
+
+        run = load_demo_run(dataset_slug=DATASET_SLUG)
+        self.stdout.write(f"Demo judge run {run.pk} ({run.config.rubric.slug} v{run.config.version}, contract "
+                          f"checks only): {run.done} of {run.total} judgments, {run.status}.")

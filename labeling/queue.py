@@ -1,0 +1,181 @@
+"""Reads for a reviewer's labeling queue: which case comes next, their progress, their history.
+
+The next case is one SQL query whatever the dataset's size. It reads two things the database keeps
+(migration 0003): Label.stale ("changed since you labeled") and CaseTally, one row per (case, rubric)
+with its number of labels and of lead requests, indexed in queue order.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+from django.db.models import Count, F, Q, QuerySet, Sum
+from django.utils import timezone
+
+from evalhub.models import User
+from labeling.models import Case, CaseTally, Dataset, Label, Rubric
+
+CHANGED, NEEDED, SKIPPED = "changed", "needed", "skipped"
+_REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
+
+# Each branch is cheap on its own index and returns at most one row; the outer ORDER BY picks among
+# them: tier 0 the reviewer's labels that stopped counting, tier 1 cases that need labels (fewest
+# first, in two branches: under labels_per_case, and above it because a lead asked), tier 2 their
+# skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
+# "Claimed": served to another reviewer a moment ago and needing only that one label, so it waits.
+_NEXT_CASE_SQL = """
+SELECT c.*, q.tier AS queue_tier FROM (
+  SELECT * FROM (
+    SELECT l.case_id AS case_id, 0 AS tier, 0 AS k1, l.case_id AS k2
+    FROM labeling_label l
+    WHERE l.reviewer_id = %(me)s AND l.rubric_id = %(rubric)s AND l.dataset_id = %(dataset)s AND l.stale
+      AND NOT EXISTS (SELECT 1 FROM labeling_skip s
+                      WHERE s.case_id = l.case_id AND s.rubric_id = l.rubric_id AND s.reviewer_id = l.reviewer_id)
+    ORDER BY l.case_id LIMIT 1
+  ) changed
+  UNION ALL
+  SELECT * FROM (
+    SELECT t.case_id, 1, t.labels, t.case_id FROM labeling_casetally t
+    WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.labels < %(per_case)s
+      AND {open}
+    ORDER BY t.labels, t.case_id LIMIT 1
+  ) needed
+  UNION ALL
+  SELECT * FROM (
+    SELECT t.case_id, 1, t.labels, t.case_id FROM labeling_casetally t
+    WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.requested > 0
+      AND t.labels >= %(per_case)s AND t.labels < %(per_case)s + t.requested
+      AND {open}
+    ORDER BY t.labels, t.case_id LIMIT 1
+  ) requested
+  UNION ALL
+  SELECT * FROM (
+    SELECT s.case_id, 2, 0, 0 FROM labeling_skip s
+    JOIN labeling_casetally t ON t.case_id = s.case_id AND t.rubric_id = s.rubric_id
+    LEFT JOIN labeling_label l ON l.case_id = s.case_id AND l.rubric_id = s.rubric_id AND l.reviewer_id = s.reviewer_id
+    WHERE s.reviewer_id = %(me)s AND s.rubric_id = %(rubric)s AND t.dataset_id = %(dataset)s
+      AND (l.stale OR (l.id IS NULL AND t.labels < %(per_case)s + t.requested))
+    ORDER BY s.created_at, s.case_id LIMIT 1
+  ) skipped
+) q JOIN labeling_case c ON c.id = q.case_id
+ORDER BY q.tier, q.k1, q.k2
+LIMIT 1
+""".format(
+    open="""NOT EXISTS (SELECT 1 FROM labeling_label m
+                  WHERE m.case_id = t.case_id AND m.rubric_id = t.rubric_id AND m.reviewer_id = %(me)s)
+      AND NOT EXISTS (SELECT 1 FROM labeling_skip s
+                      WHERE s.case_id = t.case_id AND s.rubric_id = t.rubric_id AND s.reviewer_id = %(me)s)
+      AND (t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s
+           OR t.labels + 1 < %(per_case)s + t.requested)"""
+)
+
+
+def next_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> Case | None:
+    """The case this reviewer should label next, with `.queue_reason` (changed, needed, skipped), or None.
+
+    Order (issue 3): first their labels that stopped counting ("changed since you labeled"), then cases
+    that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
+    labels first, never one they labeled; skipped cases only after the rest. Ties go by case id.
+    """
+    params = {
+        "me": reviewer.pk, "rubric": rubric.pk, "dataset": dataset.pk, "per_case": rubric.labels_per_case,
+        "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
+    }
+    found = list(Case.objects.raw(_NEXT_CASE_SQL, params))
+    if not found:
+        return None
+    case = found[0]
+    case.queue_reason = _REASONS[case.queue_tier]
+    return case
+
+
+def queue_case(*, dataset: Dataset, case_id: int) -> Case | None:
+    """One case of the dataset, asked for by id (after an undo, or to revise a label from history)."""
+    case = Case.objects.filter(dataset=dataset, pk=case_id).first()
+    if case is not None:
+        case.queue_reason = None
+    return case
+
+
+def own_label(*, case: Case, rubric: Rubric, reviewer: User) -> Label | None:
+    """The reviewer's own label on the case, if any: shown to them (and only them) to confirm or change."""
+    return Label.objects.filter(case=case, rubric=rubric, reviewer=reviewer).first()
+
+
+def last_label(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Label | None:
+    """The reviewer's most recent label in this queue: what `u` takes back."""
+    return (
+        Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset)
+        .select_related("case")
+        .only("id", "verdict", "updated_at", "case__id", "case__external_id")
+        .order_by("-updated_at", "-id")
+        .first()
+    )
+
+
+@dataclass(frozen=True)
+class Progress:
+    mine: int  # the reviewer's labels in this dataset for this rubric
+    mine_changed: int  # of which stopped counting
+    cases: int  # cases in the dataset
+    done: int  # cases with all the labels they need
+    labels: int  # labels given by everyone
+
+    @property
+    def percent_done(self) -> int:
+        return round(100 * self.done / self.cases) if self.cases else 0
+
+
+def progress_of(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Progress:
+    """The reviewer's and the dataset's progress for this rubric: two aggregate queries."""
+    mine = Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset).aggregate(
+        n=Count("id"), changed=Count("id", filter=Q(stale=True))
+    )
+    everyone = dataset_tallies(dataset=dataset, rubric=rubric)
+    return Progress(
+        mine=mine["n"], mine_changed=mine["changed"], cases=everyone["cases"], done=everyone["done"],
+        labels=everyone["labels"],
+    )
+
+
+def dataset_tallies(*, dataset: Dataset, rubric: Rubric) -> dict:
+    """{"cases", "done", "labels"} of a (dataset, rubric) from CaseTally, in one query."""
+    row = CaseTally.objects.filter(dataset=dataset, rubric=rubric).aggregate(
+        cases=Count("id"),
+        done=Count("id", filter=Q(labels__gte=rubric.labels_per_case + F("requested"))),
+        labels=Sum("labels"),
+    )
+    return {"cases": row["cases"], "done": row["done"], "labels": row["labels"] or 0}
+
+
+def queues_for(*, user: User) -> list[dict]:
+    """The (dataset, rubric) queues a user may open, with their own label count in each: three queries.
+
+    Reviewers get their assigned datasets; leads every dataset. Draft and live rubrics alike: labels
+    are what a rubric is calibrated on before it is promoted.
+    """
+    datasets = list(Dataset.objects.all() if user.is_lead else user.assigned_datasets.all())
+    rubrics = list(Rubric.objects.order_by("slug"))
+    counts = {
+        (row["case__dataset"], row["rubric"]): row["n"]
+        for row in Label.objects.filter(reviewer=user, case__dataset__in=datasets)
+        .values("case__dataset", "rubric")
+        .annotate(n=Count("id"))
+    }
+    return [
+        {"dataset": dataset, "rubric": rubric, "mine": counts.get((dataset.pk, rubric.pk), 0)}
+        for dataset in sorted(datasets, key=lambda d: d.slug)
+        for rubric in rubrics
+    ]
+
+
+def labels_history(*, user: User, dataset: Dataset | None = None, rubric: Rubric | None = None) -> QuerySet[Label]:
+    """The user's labels, newest first, with `changed` (stopped counting), for the datasets they may see."""
+    labels = Label.objects.filter(reviewer=user)
+    if not user.is_lead:
+        labels = labels.filter(case__dataset__in=user.assigned_datasets.all())
+    if dataset is not None:
+        labels = labels.filter(case__dataset=dataset)
+    if rubric is not None:
+        labels = labels.filter(rubric=rubric)
+    return labels.select_related("case__dataset", "rubric").order_by("-updated_at", "-id")

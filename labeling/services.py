@@ -1,0 +1,142 @@
+"""Writes of the labeling workflow: labels, skips, undo, claims, adjudication, requests for a label.
+
+Every function is keyword-only and does its writes in one transaction. Counts the queue reads
+(CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
+"""
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Case as SqlCase
+from django.db.models import Q, Value, When
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from evalhub.models import User
+from labeling.models import Adjudication, Case, CaseTally, Dataset, Label, LabelRequest, Rubric, Skip, Verdict
+
+# How long a case served to one reviewer is kept from others who would give its last needed label.
+CLAIM_LEASE = timedelta(minutes=10)
+
+
+class LabelingRefused(Exception):
+    """A write that the rules forbid; the message is meant for the person who asked."""
+
+
+def label_submit(
+    *, case: Case, rubric: Rubric, reviewer: User, verdict: str, note: str = "", content_hash: str
+) -> Label:
+    """Record the reviewer's verdict on a case, given against the content (hash) they saw.
+
+    There is one label per (case, rubric, reviewer) whatever arrives at once: the INSERT skips on the
+    unique constraint, then the row is locked and revised if it differs. So two reviewers at once each
+    keep their own label, and a repeated submit of the same form changes nothing (not even
+    updated_at). Their skip of the case goes in the same transaction.
+    """
+    if verdict not in Verdict.values:
+        raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
+    note = note.strip()
+    with transaction.atomic():
+        # INSERT ... ON CONFLICT DO NOTHING: a concurrent insert of the same key waits for the other
+        # transaction, then does nothing; the locked SELECT below then sees the committed row.
+        Label.objects.bulk_create(
+            [Label(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, note=note, content_hash=content_hash)],
+            ignore_conflicts=True,
+        )
+        label = Label.objects.select_for_update().get(case=case, rubric=rubric, reviewer=reviewer)
+        if (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash):
+            label.revise(verdict=verdict, note=note, content_hash=content_hash)
+        Skip.objects.filter(case=case, rubric=rubric, reviewer=reviewer).delete()
+    return label
+
+
+def label_undo(*, label_id: int, reviewer: User, dataset: Dataset, rubric: Rubric) -> int | None:
+    """Take back one of the reviewer's labels: restore it as it was before its last revision, or delete it.
+
+    Returns the case id to show again, or None when the label is gone already (a repeated undo
+    changes nothing) or is not theirs in this dataset and rubric.
+    """
+    with transaction.atomic():
+        label = (
+            Label.objects.select_for_update(of=("self",))
+            .filter(pk=label_id, reviewer=reviewer, rubric=rubric, case__dataset=dataset)
+            .first()
+        )
+        if label is None:
+            return None
+        previous = label.previous
+        if previous:
+            label.verdict = previous["verdict"]
+            label.note = previous["note"]
+            label.content_hash = previous["content_hash"]
+            label.updated_at = parse_datetime(previous["updated_at"]) or label.updated_at
+            label.previous = None
+            label.save(update_fields=["verdict", "note", "content_hash", "updated_at", "previous"])
+        else:
+            label.delete()
+    return label.case_id
+
+
+def skip(*, case: Case, rubric: Rubric, reviewer: User) -> None:
+    """Pass on a case for now: it comes back to this reviewer after the rest (skipping again sends it last)."""
+    with transaction.atomic():
+        Skip.objects.bulk_create(
+            [Skip(case=case, rubric=rubric, reviewer=reviewer, created_at=timezone.now())],
+            update_conflicts=True, unique_fields=["case", "rubric", "reviewer"], update_fields=["created_at"],
+        )
+
+
+def case_claim(*, case_id: int | None, rubric: Rubric, reviewer: User, now: datetime | None = None) -> None:
+    """Hold the case just served to this reviewer, and let go of the one they held before.
+
+    One UPDATE: a reviewer holds at most one case per rubric. case_id None only lets go.
+    """
+    mine = Q(rubric=rubric, claimed_by=reviewer)
+    if case_id is None:
+        CaseTally.objects.filter(mine).update(claimed_by=None, claimed_until=None)
+        return
+    until = (now or timezone.now()) + CLAIM_LEASE
+    CaseTally.objects.filter(mine | Q(rubric=rubric, case_id=case_id)).update(
+        claimed_by=SqlCase(When(case_id=case_id, then=Value(reviewer.pk)), default=None),
+        claimed_until=SqlCase(When(case_id=case_id, then=Value(until)), default=None),
+    )
+
+
+def adjudicate(*, case: Case, rubric: Rubric, verdict: str, note: str = "", by: User) -> Adjudication:
+    """A lead decides the human verdict of a (case, rubric), whatever its labels say; who and when are kept.
+
+    Deciding again replaces the decision (and its who and when).
+    """
+    if not by.is_lead:
+        raise LabelingRefused("Only leads adjudicate.")
+    if verdict not in Verdict.values:
+        raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
+    with transaction.atomic():
+        adjudication, _ = Adjudication.objects.update_or_create(
+            case=case, rubric=rubric,
+            defaults={"verdict": verdict, "note": note.strip(), "decided_by": by, "decided_at": timezone.now()},
+        )
+    return adjudication
+
+
+def request_another_label(*, case: Case, rubric: Rubric, by: User, reason: str = "") -> LabelRequest:
+    """A lead asks for one more label on a case than the rubric's labels_per_case, from a new reviewer.
+
+    Refused while an earlier request still waits for its label, so a repeated click asks only once.
+    """
+    if not by.is_lead:
+        raise LabelingRefused("Only leads request labels.")
+    with transaction.atomic():
+        tally = CaseTally.objects.select_for_update().get(case=case, rubric=rubric)
+        missing = rubric.labels_per_case + tally.requested - tally.labels
+        if tally.requested and missing > 0:
+            raise LabelingRefused("Another label is already requested for this case and not given yet.")
+        # The queue wants labels_per_case + (request rows) labels. Usually one row asks for one more; when
+        # the case already has more labels than that (labels_per_case was lowered), rows are added until
+        # it wants exactly one more label than it has.
+        rows = [
+            LabelRequest(case=case, rubric=rubric, requested_by=by, reason=reason.strip()[:300])
+            for _ in range(max(1, 1 - missing))
+        ]
+        created = LabelRequest.objects.bulk_create(rows)
+    return created[-1]
