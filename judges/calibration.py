@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from django.db.models import Max
+from django.db.models import Max, OuterRef, Subquery
 
 from judges.metrics import COLUMNS, calibration_figures
 from judges.models import JudgeConfig, Judgment, Run
@@ -150,3 +150,41 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
         stale_reasons=reasons,
         is_external=config.external,
     )
+
+
+# Runs, not cases, make this loop: the versions chart shows at most this many (the newest).
+VERSIONS_SHOWN = 12
+
+
+def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
+    """Each config version of the rubric (the newest VERSIONS_SHOWN, oldest first) with the figures of
+    its newest finished run: [{"version", "external", "config", "run", "figures" (None without a run)}].
+
+    Four queries however many versions: the configs with their newest finished run's id, those runs,
+    and their judgments with the human verdicts (one frame for all runs).
+    """
+    newest_run = (
+        Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED)
+        .order_by("-finished_at", "-pk")
+        .values("pk")[:1]
+    )
+    configs = list(
+        JudgeConfig.objects.filter(rubric=rubric).annotate(newest_run=Subquery(newest_run))
+        .order_by("-version")[:VERSIONS_SHOWN]
+    )[::-1]
+    runs = {run.pk: run for run in Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])}
+    figures: dict[int, dict] = {}
+    if runs:
+        frame = judgments_frame(runs=list(runs.values()), rubric=rubric)
+        for run_id, rows in frame.groupby("run_id", sort=False):
+            figures[int(run_id)] = calibration_figures(rows[list(COLUMNS)])
+    return [
+        {
+            "version": config.version, "external": config.external, "config": config.pk,
+            "run": config.newest_run,
+            # A finished run without judgments still has (empty) figures: its gap is "no figures", not "no run".
+            "figures": figures.get(config.newest_run, calibration_figures(pd.DataFrame()))
+            if config.newest_run else None,
+        }
+        for config in configs
+    ]

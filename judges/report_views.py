@@ -1,0 +1,308 @@
+"""The calibration pages, for leads: one run's report, and two runs compared.
+
+Every figure comes from judges.calibration (the same numbers as the JSON command and the API); the
+views only choose what to show. Query counts are fixed whatever the number of cases: the judgments
+arrive as one frame and the tables are sliced from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from evalhub.access import lead_required
+from judges import selectors
+from judges.calibration import judgment_frame, rubric_thresholds, run_figures, run_rules
+from judges.charts import agreement_band, pct
+from judges.metrics import disagreements
+from judges.models import Run
+from judges.rules import RuleResult, promotable
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+ROWS_PER_PAGE = 50
+LIST_LIMIT = 100  # flipped and not-evaluated lists show this many; the rest are counted
+ONLY_CHOICES = {"false_pass": "false passes", "false_fail": "false fails", "flips": "flips"}
+# Rules whose number is a fraction, shown as a percentage with its threshold (attribute, comparison).
+RATE_RULES = {
+    "agreement_floor": ("agreement_floor", "≥"),
+    "agreement_ceiling": ("agreement_ceiling", "<"),
+    "min_true_pass_rate": ("min_true_pass_rate", "≥"),
+    "min_true_fail_rate": ("min_true_fail_rate", "≥"),
+    "max_flip_rate": ("max_flip_rate", "≤"),
+    "min_coverage": ("min_coverage", "≥"),
+}
+COUNT_RULES = {"min_cases": ("min_cases", "≥"), "min_repeats": ("min_repeats", "≥")}
+
+
+def _get_run(run_id: int | None) -> Run:
+    try:
+        return selectors.run_for_page(run_id)
+    except (Run.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such run.") from None
+
+
+@dataclass
+class ShownRule:
+    key: str
+    label: str
+    met: bool
+    value: str
+    threshold: str
+
+
+def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
+    """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike."""
+    thresholds = rubric_thresholds(run.config.rubric)
+    shown = []
+    for rule in rules:
+        if rule.key in RATE_RULES:
+            attribute, op = RATE_RULES[rule.key]
+            value, threshold = pct(rule.value), f"{op} {pct(getattr(thresholds, attribute))}"
+            if rule.key == "agreement_ceiling":
+                threshold += " (100 % means overfit or sycophantic)"
+        elif rule.key in COUNT_RULES:
+            attribute, op = COUNT_RULES[rule.key]
+            value = "—" if rule.value is None else str(rule.value)
+            threshold = f"{op} {getattr(thresholds, attribute)}"
+        elif rule.key == "newest_config":
+            value = f"v{run.config.version}" + (
+                " (external)" if run.config.external else "" if rule.met else " (a newer version exists)"
+            )
+            threshold = rule.threshold_text
+        elif rule.key == "not_stale":
+            value = "; ".join(rule.value) if rule.value else "fresh"
+            threshold = rule.threshold_text
+        else:  # a rule added later (probes): its own texts
+            value, threshold = str(rule.value), rule.threshold_text
+        shown.append(ShownRule(rule.key, rule.label, rule.met, value, threshold))
+    return shown
+
+
+def _filters(request: HttpRequest, figures: dict) -> dict[str, str]:
+    only = request.GET.get("only", "")
+    category = request.GET.get("category", "")
+    split = request.GET.get("split", "")
+    return {
+        "only": only if only in ONLY_CHOICES else "",
+        "category": category if category in figures["by_category"] else "",
+        "split": split if split in figures["by_split"] else "",
+    }
+
+
+def _case_ids(frame: pd.DataFrame) -> dict[str, int]:
+    """external_id → case id (unique within the run's dataset), for the links to the cases."""
+    cases = frame.drop_duplicates("case_id")
+    return dict(zip(cases["external_id"].tolist(), cases["case_id"].tolist(), strict=True))
+
+
+def disagreement_rows(frame: pd.DataFrame, figures: dict, filters: dict[str, str]) -> list[dict[str, Any]]:
+    """The disagreements table: one row per case where a repeat differs from the human verdict.
+
+    A flipped case always disagrees on some repeat, so "flips only" is a filter of this table too.
+    """
+    rows = disagreements(frame)
+    flipped = set(figures["flipped_cases"])
+    wanted = {
+        "false_pass": lambda row: row["human"] == "fail" and "pass" in row["outcomes"],
+        "false_fail": lambda row: row["human"] == "pass" and "fail" in row["outcomes"],
+        "flips": lambda row: row["external_id"] in flipped,
+    }.get(filters["only"])
+    shown = []
+    for row in rows:
+        if wanted and not wanted(row):
+            continue
+        if filters["category"] and row["category"] != filters["category"]:
+            continue
+        if filters["split"] and row["split"] != filters["split"]:
+            continue
+        shown.append(row)
+    return shown
+
+
+def _with_case_ids(rows: list[dict], ids: dict[str, int], flipped: set[str]) -> list[dict]:
+    return [
+        row | {
+            "case_id": ids.get(row["external_id"]), "flipped": row["external_id"] in flipped,
+            "repeat_rows": [
+                {"repeat": r, "outcome": o, "reason": why, "wrong": o in ("pass", "fail") and o != row["human"]}
+                for r, o, why in zip(row["repeats"], row["outcomes"], row["reasons"], strict=True)
+            ],
+        }
+        for row in rows
+    ]
+
+
+def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    frame = judgment_frame(run=run)
+    figures = run_figures(run=run, frame=frame)
+    rules = run_rules(run=run, figures=figures)
+    rubric = run.config.rubric
+    filters = _filters(request, figures)
+    rows = disagreement_rows(frame, figures, filters)
+    page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    ids = _case_ids(frame)
+    flipped = set(figures["flipped_cases"])
+    query = request.GET.copy()
+    query.pop("page", None)
+    reviewers = figures["reviewer_agreement"] or {}
+    agreement = figures["agreement"]
+    suspect = []
+    if agreement is not None and reviewers.get("percent") is not None and agreement > reviewers["percent"]:
+        suspect.append(
+            f"The judge agrees with the humans ({pct(agreement)}) more than the reviewers agree with each other "
+            f"({pct(reviewers['percent'])}): suspect, like a judge at 100 %."
+        )
+    failing = [r for r in rules if not r.met]
+    duration = run.finished_at - run.started_at if run.finished_at and run.started_at else None
+    return {
+        "run": run, "rubric": rubric, "config": run.config, "figures": figures,
+        "rules": shown_rules(run, rules),
+        "promotable": promotable(rules), "failing": failing,
+        "band": agreement_band(agreement=agreement, ci95=figures["agreement_ci95"],
+                               floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),
+        "suspect": suspect, "filters": filters, "filter_query": query.urlencode(),
+        "only_choices": ONLY_CHOICES, "page": page,
+        "rows": _with_case_ids(list(page.object_list), ids, flipped),
+        "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
+        "not_evaluated": [
+            ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]
+        ],
+        "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
+        "not_evaluated_more": max(0, len(figures["not_evaluated"]) - LIST_LIMIT),
+        "duration": duration,
+    }
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """Does this judge agree with the humans? Every figure, every promotion rule, and the cases behind them.
+
+    Filters (?only=false_pass|false_fail|flips, ?category=, ?split=) narrow the disagreements table;
+    with htmx only that table is swapped.
+    """
+    run = _get_run(run_id)
+    context = _report_context(request, run)
+    if request.htmx and request.htmx.target == "disagreements":
+        return render(request, "judges/report.html#disagreements", context)
+    return render(request, "judges/report.html", context)
+
+
+# ---- two runs side by side -----------------------------------------------------------------------
+
+COMPARED = (
+    # (key, label, kind): the rows of the side-by-side table.
+    ("n", "cases with a human verdict", "count"),
+    ("agreement", "agreement", "rate"),
+    ("kappa", "Cohen's κ", "kappa"),
+    ("false_pass", "false passes", "count"),
+    ("false_pass_rate", "false pass rate", "rate"),
+    ("false_fail", "false fails", "count"),
+    ("false_fail_rate", "false fail rate", "rate"),
+    ("true_pass_rate", "true pass rate", "rate"),
+    ("true_fail_rate", "true fail rate", "rate"),
+    ("flip_rate", "flip rate", "rate"),
+    ("coverage", "coverage", "rate"),
+)
+
+
+def case_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per case (indexed by case_id): external_id, human, and the run's verdict, the majority
+    of its evaluated repeats (a tie is "tie", none evaluated "not_evaluated", as the CI command decides)."""
+    if frame.empty:
+        return pd.DataFrame(columns=["external_id", "human", "verdict"]).rename_axis("case_id")
+    counts = frame.assign(
+        passes=frame["outcome"].eq("pass").astype(int), fails=frame["outcome"].eq("fail").astype(int)
+    ).groupby("case_id").agg(
+        external_id=("external_id", "first"), human=("human", "first"), passes=("passes", "sum"),
+        fails=("fails", "sum"),
+    )
+    counts["verdict"] = np.select(
+        [counts["passes"] > counts["fails"], counts["fails"] > counts["passes"], counts["passes"] > 0],
+        ["pass", "fail", "tie"], default="not_evaluated",
+    )
+    return counts[["external_id", "human", "verdict"]]
+
+
+def _outcomes(frame: pd.DataFrame, case_ids: pd.Index) -> dict[int, list[str]]:
+    """case_id → outcomes in repeat order, for the given cases only (the changed ones)."""
+    rows = frame[frame["case_id"].isin(case_ids)].sort_values(["case_id", "repeat"])
+    return {int(k): v for k, v in rows.groupby("case_id")["outcome"].agg(list).items()}
+
+
+def verdict_changes(frame_a: pd.DataFrame, frame_b: pd.DataFrame) -> list[dict[str, Any]]:
+    """Cases judged by both runs whose verdict differs, by external_id, each marked "fixed" / "broken"
+    when run B now agrees / no longer agrees with the human verdict (of run A's rubric)."""
+    a, b = case_verdicts(frame_a), case_verdicts(frame_b)
+    both = a.join(b[["verdict"]], how="inner", lsuffix="_a", rsuffix="_b")
+    changed = both[both["verdict_a"] != both["verdict_b"]].sort_values("external_id")
+    human = changed["human"].astype(object).where(changed["human"].notna(), None)
+    right_a, right_b = changed["verdict_a"].eq(human), changed["verdict_b"].eq(human)
+    effect = np.select([right_b & ~right_a, right_a & ~right_b], ["fixed", "broken"], default="")
+    outcomes_a, outcomes_b = _outcomes(frame_a, changed.index), _outcomes(frame_b, changed.index)
+    return [
+        {"case_id": case_id, "external_id": ext, "human": h, "verdict_a": va, "verdict_b": vb,
+         "outcomes_a": outcomes_a.get(case_id, []), "outcomes_b": outcomes_b.get(case_id, []), "effect": e}
+        for case_id, ext, h, va, vb, e in zip(
+            [int(i) for i in changed.index], changed["external_id"].tolist(), human.tolist(),
+            changed["verdict_a"].tolist(), changed["verdict_b"].tolist(), effect.tolist(), strict=True,
+        )
+    ]
+
+
+def _side(run: Run) -> dict[str, Any]:
+    frame = judgment_frame(run=run)
+    figures = run_figures(run=run, frame=frame)
+    rules = run_rules(run=run, figures=figures)
+    return {"run": run, "frame": frame, "figures": figures, "promotable": promotable(rules),
+            "failing": [r.label for r in rules if not r.met]}
+
+
+def _compared_rows(a: dict, b: dict) -> list[dict[str, Any]]:
+    rows = []
+    for key, label, kind in COMPARED:
+        va, vb = a["figures"].get(key), b["figures"].get(key)
+        delta = vb - va if va is not None and vb is not None else None
+        rows.append({"key": key, "label": label, "kind": kind, "a": va, "b": vb, "delta": delta})
+    return rows
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def run_compare(request: HtmxHttpRequest) -> HttpResponse:
+    """Two runs side by side (?a=<id>&b=<id>): the figures of each, and the cases whose verdict changed."""
+    choices = selectors.runs_for_list().filter(status=Run.Status.FINISHED)[:100]
+    context: dict[str, Any] = {"choices": choices, "a_id": request.GET.get("a", ""), "b_id": request.GET.get("b", "")}
+    if not (request.GET.get("a") and request.GET.get("b")):
+        return render(request, "judges/compare.html", context)
+    a, b = _side(_get_run(request.GET["a"])), _side(_get_run(request.GET["b"]))
+    changes = verdict_changes(a["frame"], b["frame"])
+    page = Paginator(changes, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    notes = []
+    if a["run"].config.rubric_id != b["run"].config.rubric_id:
+        notes.append("The runs judge different rubrics: each is measured against its own rubric's human verdicts, "
+                     "and the changed cases show run A's.")
+    if a["run"].dataset_id != b["run"].dataset_id:
+        notes.append("The runs judged different datasets: only cases judged by both can change verdict.")
+    context |= {
+        "a": a, "b": b, "rows": _compared_rows(a, b), "page": page, "filter_query": query.urlencode(),
+        "changes": len(changes), "fixed": sum(c["effect"] == "fixed" for c in changes),
+        "broken": sum(c["effect"] == "broken" for c in changes), "notes": notes,
+    }
+    if request.htmx and request.htmx.target == "changes":
+        return render(request, "judges/compare.html#changes", context)
+    return render(request, "judges/compare.html", context)
