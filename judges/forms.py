@@ -78,7 +78,8 @@ class JudgeConfigForm(forms.Form):
     )
     must_match = LinesField(rows=2, help_text="Regular expressions the answer must match, one per line.")
     must_not_match = LinesField(rows=2, help_text="Regular expressions the answer must not match, one per line.")
-    json_schema = JsonText(rows=3, help_text="A JSON Schema the answer must validate against (for json_schema).")
+    json_schema = JsonText(rows=3, label="JSON Schema",
+                           help_text="A JSON Schema the answer must validate against (for json_schema).")
     provider = forms.ChoiceField(
         choices=[("", "— none (no behavioral layer) —"), *((p, p) for p in PROVIDERS)], required=False,
     )

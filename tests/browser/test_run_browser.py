@@ -1,0 +1,159 @@
+"""A lead starts a run in the browser against the fake provider and watches its progress to the end.
+
+The dashboard is pytest-django's live server; the work is done by a real Celery worker process (Redis
+broker) reading the same test database, exactly as in production. Screenshots of the config editor,
+the start form with its estimate and the run page go to /tmp/shots/.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection, connections
+
+from judges import services
+from judges.models import Judgment, ModelPrice, Run
+from tests.conftest import PASSWORD
+from tests.judges.helpers import MODEL, behavioral_spec, make_cases
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls in the test are still plain sync.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = [pytest.mark.browser, pytest.mark.worker]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
+CASES, REPEATS = 30, 2
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture
+def worker(live_server, tmp_path, fake_provider):
+    """A real Celery worker (with beat) on the test database and this test's Redis db; killed afterwards."""
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no message of an earlier test
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "EVALHUB_DATA_DIR": str(tmp_path / "worker"),  # its own beat schedule file
+        "EVALHUB_CHUNK_CASES": "5",
+        "FAKE_OPENAI_URL": fake_provider.openai_base_url,
+        "FAKE_API_KEY": "sk-test-not-a-real-key",
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - the worker writes it until it is stopped
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "evalhub", "worker", "--beat", "--pool=solo", "-Q", "celery",
+         "--hostname=browser@%h", "--loglevel=INFO"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    yield proc
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture
+def page():
+    from playwright.sync_api import sync_playwright
+
+    # Playwright runs the test body in a context of its own, where Django opens a fresh connection:
+    # close the one opened before, or it stays open and the test database cannot be dropped.
+    connections.close_all()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        yield context.new_page()
+        context.close()
+        browser.close()
+        connections.close_all()
+
+
+def shot(page, name: str, *, full_page: bool = True) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=full_page)
+
+
+def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page, dataset, rubric, lead,
+                                                        fake_provider):
+    make_cases(dataset, CASES)
+    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="Orders ship in 2 days."), by=lead)
+    ModelPrice.objects.create(model=MODEL, input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.60"),
+                              updated_by=lead)
+    # Slow enough to watch: 60 calls of 150 ms, two at a time; answers shorter than 28 characters fail.
+    fake_provider.control(latency_ms=150, rule={"kind": "answer_min_length", "chars": 28})
+
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", lead.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+    # The editor, with the prompt preview filled in from a case.
+    page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/new/")
+    page.fill("#id_preview_case", "c004")
+    page.click("text=Preview prompt")
+    page.wait_for_selector("[data-testid=prompt-user]")
+    assert "Order ORD-4 shipped yesterday." in page.inner_text("[data-testid=prompt-user]")
+    shot(page, "config_editor.png")
+
+    # The config page, then the start form with its estimate.
+    page.goto(f"{live_server.url}/judges/{config.pk}/")
+    assert config.config_hash in page.inner_text("[data-testid=config-hash]")
+    page.click("text=Start a run")
+    page.fill("#id_repeats", str(REPEATS))
+    page.fill("#id_concurrency", "2")
+    page.wait_for_function(
+        "document.querySelector('[data-testid=estimate-judgments]').innerText.includes('= 60')"
+    )
+    assert page.inner_text("[data-testid=estimate-cost]").startswith("$")
+    shot(page, "run_start_estimate.png")
+    page.click("text=Start the run")
+
+    # The run page: progress updates live, without reloading, until the run is finished.
+    page.wait_for_url(f"{live_server.url}/runs/*/")
+    run = Run.objects.get()
+    seen = set()
+    mid_shot = False
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        status = page.inner_text("[data-testid=run-status]")
+        done = int(page.inner_text("[data-testid=run-done]").split("/")[0])
+        seen.add(done)
+        if 0 < done < CASES * REPEATS and not mid_shot:
+            shot(page, "run_progress.png")
+            mid_shot = True
+        if status == "finished":
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"the run did not finish; progress seen: {sorted(seen)}")
+
+    assert page.inner_text("[data-testid=run-done]") == f"{CASES * REPEATS} / {CASES * REPEATS}"
+    assert any(0 < d < CASES * REPEATS for d in seen), f"no intermediate progress was shown: {sorted(seen)}"
+    # The table reloads once the run is finished (the 286 answer's run-finished event).
+    page.wait_for_selector("text=Page 1 of 2 · 60 judgments")
+    shot(page, "run_finished.png", full_page=False)
+
+    connection.close()  # read what the worker committed
+    run.refresh_from_db()
+    pairs = list(Judgment.objects.filter(run=run).values_list("case_id", "repeat"))
+    assert len(pairs) == len(set(pairs)) == run.total == CASES * REPEATS
+    assert (run.status, run.done, run.provider_calls) == (Run.Status.FINISHED, 60, 60)
+    # Cases with an empty answer (every third) fail the fake's rule; the rest pass.
+    assert run.judgments.filter(outcome="fail").count() == 20
