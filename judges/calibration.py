@@ -8,6 +8,7 @@ same numbers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -21,6 +22,14 @@ from labeling.models import Case, Rubric
 from labeling.selectors import cases_with_human_verdict
 
 NOT_FINISHED = "the run has not finished"
+
+
+def pct(value: float | None | str) -> str:
+    """0.8421 → "84.2 %"; None → "—". Pages show percentages with one decimal (JSON stays unrounded)."""
+    if not isinstance(value, int | float):  # None, or a template's "" for a missing interval
+        return "—"
+    return f"{value * 100:.1f} %"
+
 
 # The judgment columns of the frame, in COLUMNS order without the human verdict (joined in pandas).
 _JUDGMENT_FIELDS = {
@@ -188,3 +197,56 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
         }
         for config in configs
     ]
+
+
+# ---- the rules as pages and the command show them --------------------------------------------------
+
+# Rules whose number is a fraction, shown as a percentage with its threshold (attribute, comparison).
+RATE_RULES = {
+    "agreement_floor": ("agreement_floor", "≥"),
+    "agreement_ceiling": ("agreement_ceiling", "<"),
+    "min_true_pass_rate": ("min_true_pass_rate", "≥"),
+    "min_true_fail_rate": ("min_true_fail_rate", "≥"),
+    "max_flip_rate": ("max_flip_rate", "≤"),
+    "min_coverage": ("min_coverage", "≥"),
+}
+COUNT_RULES = {"min_cases": ("min_cases", "≥"), "min_repeats": ("min_repeats", "≥")}
+
+
+@dataclass
+class ShownRule:
+    key: str
+    label: str
+    met: bool
+    value: str
+    threshold: str
+
+
+def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
+    """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike."""
+    thresholds = rubric_thresholds(run.config.rubric)
+    shown = []
+    for rule in rules:
+        if rule.key in RATE_RULES:
+            attribute, op = RATE_RULES[rule.key]
+            value, threshold = pct(rule.value), f"{op} {pct(getattr(thresholds, attribute))}"
+            if rule.key == "agreement_ceiling":
+                threshold += " (100 % means overfit or sycophantic)"
+        elif rule.key in COUNT_RULES:
+            attribute, op = COUNT_RULES[rule.key]
+            value = "—" if rule.value is None else str(rule.value)
+            threshold = f"{op} {getattr(thresholds, attribute)}"
+        elif rule.key == "newest_config":
+            value = f"v{run.config.version}" + (
+                " (external)" if run.config.external else "" if rule.met else " (a newer version exists)"
+            )
+            threshold = rule.threshold_text
+        elif rule.key == "not_stale":
+            value = "; ".join(rule.value) if rule.value else "fresh"
+            threshold = rule.threshold_text
+        else:  # a rule added later (probes): its own texts
+            value, threshold = str(rule.value), rule.threshold_text
+        shown.append(ShownRule(rule.key, rule.label, rule.met, value, threshold))
+    return shown
+
+

@@ -12,14 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.calibration import version_figures
-
-
-def pct(value: float | None | str) -> str:
-    """0.8421 → "84.2 %"; None → "—". Pages show percentages with one decimal (JSON stays unrounded)."""
-    if not isinstance(value, int | float):  # None, or a template's "" for a missing interval
-        return "—"
-    return f"{value * 100:.1f} %"
+from judges.calibration import pct, version_figures
 
 
 def _threshold_pct(value: float) -> str:

@@ -7,7 +7,6 @@ arrive as one frame and the tables are sliced from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,11 +19,11 @@ from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges import selectors
-from judges.calibration import judgment_frame, rubric_thresholds, run_figures, run_rules
-from judges.charts import agreement_band, pct
+from judges.calibration import judgment_frame, pct, run_figures, run_rules, shown_rules
+from judges.charts import agreement_band
 from judges.metrics import disagreements
 from judges.models import Run
-from judges.rules import RuleResult, promotable
+from judges.rules import promotable
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -34,16 +33,6 @@ class HtmxHttpRequest(HttpRequest):
 ROWS_PER_PAGE = 50
 LIST_LIMIT = 100  # flipped and not-evaluated lists show this many; the rest are counted
 ONLY_CHOICES = {"false_pass": "false passes", "false_fail": "false fails", "flips": "flips"}
-# Rules whose number is a fraction, shown as a percentage with its threshold (attribute, comparison).
-RATE_RULES = {
-    "agreement_floor": ("agreement_floor", "≥"),
-    "agreement_ceiling": ("agreement_ceiling", "<"),
-    "min_true_pass_rate": ("min_true_pass_rate", "≥"),
-    "min_true_fail_rate": ("min_true_fail_rate", "≥"),
-    "max_flip_rate": ("max_flip_rate", "≤"),
-    "min_coverage": ("min_coverage", "≥"),
-}
-COUNT_RULES = {"min_cases": ("min_cases", "≥"), "min_repeats": ("min_repeats", "≥")}
 
 
 def _get_run(run_id: int | None) -> Run:
@@ -51,43 +40,6 @@ def _get_run(run_id: int | None) -> Run:
         return selectors.run_for_page(run_id)
     except (Run.DoesNotExist, ValueError, TypeError):
         raise Http404("No such run.") from None
-
-
-@dataclass
-class ShownRule:
-    key: str
-    label: str
-    met: bool
-    value: str
-    threshold: str
-
-
-def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
-    """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike."""
-    thresholds = rubric_thresholds(run.config.rubric)
-    shown = []
-    for rule in rules:
-        if rule.key in RATE_RULES:
-            attribute, op = RATE_RULES[rule.key]
-            value, threshold = pct(rule.value), f"{op} {pct(getattr(thresholds, attribute))}"
-            if rule.key == "agreement_ceiling":
-                threshold += " (100 % means overfit or sycophantic)"
-        elif rule.key in COUNT_RULES:
-            attribute, op = COUNT_RULES[rule.key]
-            value = "—" if rule.value is None else str(rule.value)
-            threshold = f"{op} {getattr(thresholds, attribute)}"
-        elif rule.key == "newest_config":
-            value = f"v{run.config.version}" + (
-                " (external)" if run.config.external else "" if rule.met else " (a newer version exists)"
-            )
-            threshold = rule.threshold_text
-        elif rule.key == "not_stale":
-            value = "; ".join(rule.value) if rule.value else "fresh"
-            threshold = rule.threshold_text
-        else:  # a rule added later (probes): its own texts
-            value, threshold = str(rule.value), rule.threshold_text
-        shown.append(ShownRule(rule.key, rule.label, rule.met, value, threshold))
-    return shown
 
 
 def _filters(request: HttpRequest, figures: dict) -> dict[str, str]:
@@ -246,7 +198,7 @@ def verdict_changes(frame_a: pd.DataFrame, frame_b: pd.DataFrame) -> list[dict[s
     """Cases judged by both runs whose verdict differs, by external_id, each marked "fixed" / "broken"
     when run B now agrees / no longer agrees with the human verdict (of run A's rubric)."""
     a, b = case_verdicts(frame_a), case_verdicts(frame_b)
-    both = a.join(b[["verdict"]], how="inner", lsuffix="_a", rsuffix="_b")
+    both = a.merge(b[["verdict"]], how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
     changed = both[both["verdict_a"] != both["verdict_b"]].sort_values("external_id")
     human = changed["human"].astype(object).where(changed["human"].notna(), None)
     right_a, right_b = changed["verdict_a"].eq(human), changed["verdict_b"].eq(human)

@@ -20,6 +20,7 @@ from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges import selectors, services
+from judges.charts import rubric_versions_chart
 from judges.engine import is_pinned_snapshot
 from judges.exporting import judgments_export
 from judges.forms import JudgeConfigForm, ModelPriceForm, PreviewForm, RunStartForm
@@ -93,6 +94,7 @@ def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     context = {"rubric": rubric, "configs": configs, "old": old, "new": new, "diff": diff}
     if request.htmx:
         return render(request, "judges/config_list.html#diff", context)
+    context["versions_chart"] = rubric_versions_chart(rubric=rubric)  # issue 6: calibration per version
     return render(request, "judges/config_list.html", context)
 
 
