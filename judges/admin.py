@@ -7,7 +7,7 @@ letting anyone edit them; prices are a plain table leads also edit on /prices/.
 from django.contrib import admin
 from django.utils import timezone
 
-from judges.models import JudgeConfig, Judgment, ModelPrice, Run
+from judges.models import CiResult, JudgeConfig, Judgment, ModelPrice, RubricEvent, Run
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -49,3 +49,22 @@ class ModelPriceAdmin(admin.ModelAdmin):
         obj.updated_by = request.user
         obj.updated_at = timezone.now()
         super().save_model(request, obj, form, change)
+
+
+@admin.register(RubricEvent)
+class RubricEventAdmin(ReadOnlyAdmin):
+    """The audit log: nobody edits or deletes an entry, not even a superuser (issue 7)."""
+
+    list_display = ["at", "rubric", "kind", "from_stage", "to_stage", "run", "by"]
+    list_filter = ["kind", "rubric"]
+    list_select_related = ["rubric", "run", "by"]
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(CiResult)
+class CiResultAdmin(ReadOnlyAdmin):
+    list_display = ["received_at", "rubric", "stage", "outcome", "passed", "failed", "not_evaluated", "token_name"]
+    list_filter = ["outcome", "rubric"]
+    list_select_related = ["rubric"]

@@ -1,0 +1,144 @@
+"""CI results posted back by `evalhub-gate check --post` (results:write): checked whole, stored per rubric."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import transaction
+
+from judges.gate_cli import MAX_LISTED_CASES, RESULTS_SCHEMA, STAGES
+from judges.models import CiResult
+from labeling.models import Rubric
+
+CI_RESULTS_MAX_BYTES = 1024 * 1024
+MAX_RUBRICS = 500
+_HASH_RE = re.compile(r"^[0-9a-f]{64}$")
+_COUNTS = ("passed", "failed", "not_evaluated", "total")
+
+
+class CiResultsRejected(Exception):
+    """The payload is not what the gate command sends: every error as {"field", "message"}."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _optional_text(payload: dict, name: str, limit: int, errors: list) -> str:
+    value = payload.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > limit:
+        errors.append({"field": name, "message": f"expected a string of at most {limit} characters, or null"})
+        return ""
+    return value
+
+
+def _case_ids(item: dict, name: str, where: str, errors: list) -> list[str]:
+    value = item.get(name, [])
+    if not (
+        isinstance(value, list)
+        and len(value) <= MAX_LISTED_CASES
+        and all(isinstance(v, str) and len(v) <= 200 for v in value)
+    ):
+        errors.append({"field": f"{where}.{name}", "message": f"expected at most {MAX_LISTED_CASES} case ids"})
+        return []
+    return value
+
+
+def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(run fields, [per-rubric fields]) of a results payload, or CiResultsRejected with every error."""
+    if not isinstance(payload, dict):
+        raise CiResultsRejected([{"field": None, "message": "expected a JSON object"}])
+    errors: list[dict[str, Any]] = []
+    if payload.get("schema") != RESULTS_SCHEMA:
+        errors.append({"field": "schema", "message": f"expected {RESULTS_SCHEMA!r}"})
+    exit_code = payload.get("exit_code")
+    if exit_code not in (0, 1, 3) or isinstance(exit_code, bool):
+        errors.append({"field": "exit_code", "message": "expected 0, 1 or 3 (the command posts only what it judged)"})
+    repeats = payload.get("repeats", 1)
+    if not _is_count(repeats) or not 1 <= repeats <= 100:
+        errors.append({"field": "repeats", "message": "expected a whole number from 1 to 100"})
+    run = {
+        "exit_code": exit_code,
+        "repeats": repeats,
+        "commit": _optional_text(payload, "commit", 100, errors),
+        "ref": _optional_text(payload, "ref", 255, errors),
+        "run_url": _optional_text(payload, "run_url", 500, errors),
+    }
+    if run["run_url"] and urlsplit(run["run_url"]).scheme not in ("http", "https"):
+        errors.append({"field": "run_url", "message": "expected an http(s) URL"})
+        run["run_url"] = ""
+    items = payload.get("rubrics")
+    if not isinstance(items, list) or not items or len(items) > MAX_RUBRICS:
+        errors.append({"field": "rubrics", "message": f"expected a list of 1 to {MAX_RUBRICS} rubric results"})
+        raise CiResultsRejected(errors)
+    rubrics: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"rubrics[{i}]"
+        if not isinstance(item, dict):
+            errors.append({"field": where, "message": "expected an object"})
+            continue
+        slug = item.get("slug")
+        if not isinstance(slug, str) or not slug:
+            errors.append({"field": f"{where}.slug", "message": "expected a rubric's slug"})
+        elif slug in seen:
+            errors.append({"field": f"{where}.slug", "message": f"{slug!r} is listed twice"})
+        seen.add(slug if isinstance(slug, str) else "")
+        if item.get("stage") not in STAGES:
+            errors.append({"field": f"{where}.stage", "message": f"expected one of {', '.join(STAGES)}"})
+        if not isinstance(item.get("fail_closed", False), bool):
+            errors.append({"field": f"{where}.fail_closed", "message": "expected true or false"})
+        if not isinstance(item.get("config_hash"), str) or not _HASH_RE.match(item["config_hash"]):
+            errors.append({"field": f"{where}.config_hash", "message": "expected the judge's sha256 config_hash"})
+        if item.get("outcome") not in CiResult.Outcome.values:
+            errors.append(
+                {"field": f"{where}.outcome", "message": f"expected one of {', '.join(CiResult.Outcome.values)}"}
+            )
+        bad = [name for name in _COUNTS if not _is_count(item.get(name))]
+        for name in bad:
+            errors.append({"field": f"{where}.{name}", "message": "expected a whole number ≥ 0"})
+        if not bad and item["passed"] + item["failed"] + item["not_evaluated"] != item["total"]:
+            errors.append({"field": f"{where}.total", "message": "passed + failed + not_evaluated must equal total"})
+        rubrics.append(
+            {
+                "slug": slug, "stage": item.get("stage"), "fail_closed": bool(item.get("fail_closed", False)),
+                "config_hash": item.get("config_hash"), "outcome": item.get("outcome"),
+                **{name: item.get(name) for name in _COUNTS},
+                "failed_cases": _case_ids(item, "failed_cases", where, errors),
+                "not_evaluated_cases": _case_ids(item, "not_evaluated_cases", where, errors),
+            }
+        )
+    if errors:
+        raise CiResultsRejected(errors)
+    return run, rubrics
+
+
+@transaction.atomic
+def ci_results_store(*, payload: Any, token_name: str) -> list[CiResult]:
+    """Check a results payload whole and store one CiResult per rubric, all or none.
+
+    A rubric CI names that evalhub does not know is an error (a typo'd or deleted rubric must not
+    vanish silently); nothing else here changes a rubric, a dataset or a run.
+    """
+    run, items = parse_ci_results(payload)
+    known = {r.slug: r for r in Rubric.objects.filter(slug__in=[item["slug"] for item in items])}
+    missing = [
+        {"field": f"rubrics[{i}].slug", "message": f"no rubric {item['slug']!r} in evalhub"}
+        for i, item in enumerate(items)
+        if item["slug"] not in known
+    ]
+    if missing:
+        raise CiResultsRejected(missing)
+    results = [
+        CiResult(rubric=known[item.pop("slug")], token_name=token_name, **run, **item)
+        for item in items
+    ]
+    return CiResult.objects.bulk_create(results)
