@@ -41,6 +41,7 @@ from labeling.overview import (
     with_dispute_details,
 )
 from labeling.queue import (
+    NEEDED,
     labels_history,
     last_label,
     next_case,
@@ -318,9 +319,11 @@ def _render_queue(
     Blind by construction: nothing here reads another reviewer's label or any judgment.
     """
     services.case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=request.user)
+    # A case served because it needs labels has none of theirs; any other may have one to show them.
+    has_own = case is not None and case.queue_reason != NEEDED
     context = {
         "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back,
-        "mine": own_label(case=case, rubric=rubric, reviewer=request.user) if case else None,
+        "mine": own_label(case=case, rubric=rubric, reviewer=request.user) if has_own else None,
         "expected_argument": _readable(case.expected_tool_argument) if case else "",
     }
     if case is not None:
