@@ -246,7 +246,10 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
             threshold = rule.threshold_text
         else:  # a rule added later (probes): its own texts
             value, threshold = str(rule.value), rule.threshold_text
-        shown.append(ShownRule(rule.key, rule.label, rule.met, value, threshold))
+        label = {"agreement_floor": "agreement (floor)", "agreement_ceiling": "agreement (ceiling)"}.get(
+            rule.key, rule.label
+        )
+        shown.append(ShownRule(rule.key, label, rule.met, value, threshold))
     return shown
 
 

@@ -79,7 +79,7 @@ def agreement_band(*, agreement: float | None, ci95: list[float] | None, floor: 
 # ---- agreement and rates across a rubric's config versions ---------------------------------------
 
 CHART_WIDTH, CHART_HEIGHT = 760, 320
-PLOT = {"left": 56, "right": 150, "top": 20, "bottom": 46}  # margins; the legend sits on the right
+PLOT = {"left": 56, "right": 110, "top": 20, "bottom": 76}  # margins: floor/ceiling labels right, legend below
 # (key, label, css class): what the versions chart draws, agreement first.
 SERIES = (
     ("agreement", "agreement", "series-agreement"),
@@ -101,7 +101,7 @@ class VersionsChart:
     columns: list[dict]  # x, label, run, has_run, note, figures
     series: list[dict]  # key, label, css, segments (list of "x,y x,y" strings), points [{x, y, label}]
     whiskers: list[dict]  # x, y1, y2, title: the agreement's 95 % interval per version
-    legend: list[dict] = field(default_factory=list)  # y, label, css
+    legend: list[dict] = field(default_factory=list)  # x, y, label, css: one row under the plot
 
     @property
     def empty(self) -> bool:
@@ -166,16 +166,16 @@ def versions_chart(*, versions: list[dict[str, Any]], floor: float, ceiling: flo
         f"Agreement per config version against the floor {_threshold_pct(floor)} and the ceiling "
         f"{_threshold_pct(ceiling)}: " + (", ".join(described) if described else "no version has a finished run")
     )
-    legend_x_y = top + 10
+    legend_y = CHART_HEIGHT - 14
     return VersionsChart(
         width=CHART_WIDTH, height=CHART_HEIGHT, title=title,
-        plot={"x": left, "y": top, "width": width, "height": height, "right": left + width,
-              "bottom": top + height, "legend_x": left + width + 18},
+        plot={"x": left, "y": top, "width": width, "height": height, "right": left + width, "bottom": top + height},
         gridlines=[{"y": y(t / 10), "label": f"{t * 10} %"} for t in range(0, 11, 2)],
         floor={"y": y(floor), "label": f"floor {_threshold_pct(floor)}"},
         ceiling={"y": y(ceiling), "label": f"ceiling {_threshold_pct(ceiling)}"},
         columns=columns, series=series, whiskers=whiskers,
-        legend=[{"y": legend_x_y + 22 * i, "label": label, "css": css} for i, (_, label, css) in enumerate(SERIES)],
+        legend=[{"x": left + 150 * i, "y": legend_y, "label": label, "css": css}
+                for i, (_, label, css) in enumerate(SERIES)],
     )
 
 
