@@ -18,7 +18,7 @@ from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySe
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from judges.calibration import NOT_FINISHED, rubric_thresholds
+from judges.calibration import NOT_FINISHED, rubric_thresholds, shown_rules
 from judges.metrics import COLUMNS, calibration_figures
 from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
 from judges.rules import RuleResult, evaluate_rules
@@ -154,7 +154,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
 def recalibration_reasons(rules: list[RuleResult], shown: list) -> list[str]:
     """Why a promoted rubric needs recalibrating: its stale reasons, then each rule its figures now break.
 
-    `shown` is `report_views.shown_rules(run, rules)` (the same texts as the report page).
+    `shown` is `calibration.shown_rules(run, rules)` (the same texts as the report page).
     """
     reasons: list[str] = []
     for rule, text in zip(rules, shown, strict=True):
@@ -163,7 +163,7 @@ def recalibration_reasons(rules: list[RuleResult], shown: list) -> list[str]:
         if rule.key == "not_stale":
             reasons.extend(rule.value)
         elif rule.key not in _SAID_BY_STALENESS:
-            reasons.append(f"{text.label} {text.value} now breaks {text.threshold}")
+            reasons.append(f"{text.label} is now {text.value}, needs {text.threshold}")
     return reasons
 
 
@@ -188,22 +188,19 @@ def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
 def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
     """Each rubric with its evidence, what breaks it now, and its latest CI result. Six queries
     however many rubrics (evidence, staleness, human verdicts, judgments, latest CI results)."""
-    from judges.report_views import shown_rules  # the report page's texts for the same rules
-
     ids = [r.pk for r in rubrics]
     events = {e.rubric_id: e for e in evidence_events(rubric_ids=ids)} if ids else {}
-    runs = [e.run for e in events.values()]
+    by_pk = {r.pk: r for r in rubrics}
     for event in events.values():
-        event.run.config.rubric = event.rubric  # the locked-in thresholds are the rubric's current ones
-    rules = evidence_rules(runs=runs)
+        # The caller's rubric objects, so the rules read its current thresholds with no further query.
+        event.rubric = event.run.config.rubric = by_pk[event.rubric_id]
+    rules = evidence_rules(runs=[e.run for e in events.values()])
     latest = _latest_ci(ids) if ids else {}
     rows = []
     for rubric in rubrics:
         event = events.get(rubric.pk)
         row = PromotionRow(rubric=rubric, evidence=event, last_ci=latest.get(rubric.pk))
         if event is not None:
-            event.rubric = rubric
-            event.run.config.rubric = rubric
             row.rules = rules[event.run_id]
             row.recalibration = recalibration_reasons(row.rules, shown_rules(event.run, row.rules))
         rows.append(row)
@@ -214,12 +211,16 @@ def promotion_overview() -> list[PromotionRow]:
     return promotion_rows(rubrics=list(Rubric.objects.order_by("slug")))
 
 
-def candidate_runs(*, rubric: Rubric, limit: int = 50) -> QuerySet[Run]:
-    """Finished runs of the rubric's configs, newest first, for the promotion form's evidence menu."""
+def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:
+    """Finished runs of the rubric's configs, newest first, for the promotion form's evidence menu.
+
+    Not sliced: the form looks the chosen run up in this same queryset. External configs' runs are
+    listed too, so choosing one is refused with its rule rather than silently missing.
+    """
     return (
         Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED)
         .select_related("config", "dataset")
-        .order_by("-finished_at", "-pk")[:limit]
+        .order_by("-finished_at", "-pk")
     )
 
 

@@ -18,6 +18,7 @@ from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges import promotion
+from judges.calibration import shown_rules
 from judges.models import CiResult, RubricEvent, Run
 from judges.promotion_forms import DemoteForm, PromoteForm, ThresholdsForm
 from judges.promotion_selectors import (
@@ -28,7 +29,6 @@ from judges.promotion_selectors import (
     promotion_rows,
     rubric_events,
 )
-from judges.report_views import shown_rules
 from labeling.models import Rubric
 
 
@@ -138,7 +138,7 @@ def _page(
         "next_stage": next_stage,
         "stages": promotion.STAGES,
         "promote_form": promote_form if next_stage else None,
-        "has_candidates": bool(runs),
+        "has_candidates": runs.exists(),
         "demote_form": demote_form if rubric.stage != Rubric.Stage.DRAFT else None,
         "thresholds_form": thresholds_form or ThresholdsForm(initial=ThresholdsForm.initial_for(rubric)),
         "refused": refused,

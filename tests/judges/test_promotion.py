@@ -222,7 +222,9 @@ def test_it_marks_recalibration_needed_when_relabelling_breaks_a_rule(rubric, da
         lbl.verdict = "fail"
         lbl.save(update_fields=["verdict"])
     [row] = promotion_rows(rubrics=[rubric])
-    assert row.recalibration == ["agreement 75.0 % now breaks ≥ 80.0 %", "true fail rate 66.7 % now breaks ≥ 70.0 %"]
+    assert row.recalibration == [
+        "agreement (floor) is now 75.0 %, needs ≥ 80.0 %", "true fail rate is now 66.7 %, needs ≥ 70.0 %"
+    ]
 
 
 def test_the_bulk_rules_agree_with_the_calibration_rules(rubric, dataset, other_dataset, lead, reviewer):

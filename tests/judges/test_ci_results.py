@@ -1,0 +1,131 @@
+"""POST /api/ci-results (results:write): checked whole, kept per rubric, shown on the rubric's promotion page."""
+
+import copy
+import json
+
+import pytest
+from django.urls import reverse
+
+from evalhub.models import ApiToken, Scope
+from judges.models import CiResult
+
+pytestmark = pytest.mark.django_db
+
+HASH = "a" * 64
+
+
+def payload(**rubric_overrides) -> dict:
+    rubric = {
+        "slug": "return-policy", "stage": "gate", "fail_closed": False, "config_hash": HASH,
+        "passed": 38, "failed": 1, "not_evaluated": 1, "total": 40, "outcome": "fail",
+        "failed_cases": ["case-007"], "not_evaluated_cases": ["case-031"],
+    } | rubric_overrides
+    return {
+        "schema": "evalhub.ci-results/v1", "generated_at": "2025-01-01T00:00:00+00:00", "exit_code": 1,
+        "outcome": "fail", "repeats": 1, "cases": 40, "commit": "0123456789abcdef", "ref": "main",
+        "run_url": "https://github.com/acme/agent/actions/runs/42", "rubrics": [rubric],
+    }
+
+
+def post(client, body, token: str | None):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = body if isinstance(body, bytes | str) else json.dumps(body)
+    return client.post(reverse("judges:api_ci_results"), data=data, content_type="application/json", headers=headers)
+
+
+@pytest.fixture
+def ci_token(lead) -> str:
+    return ApiToken.issue(name="github-actions", scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE], created_by=lead)[1]
+
+
+def test_it_stores_one_result_per_rubric(client, rubric, ci_token):
+    response = post(client, payload(), ci_token)
+    assert response.status_code == 201
+    result = CiResult.objects.get()
+    assert response.json() == {"stored": [{"rubric": rubric.slug, "id": result.pk, "outcome": "fail"}]}
+    assert (result.rubric, result.stage, result.outcome, result.exit_code) == (rubric, "gate", "fail", 1)
+    assert (result.passed, result.failed, result.not_evaluated, result.total) == (38, 1, 1, 40)
+    assert (result.commit, result.ref, result.token_name) == ("0123456789abcdef", "main", "github-actions")
+    assert result.failed_cases == ["case-007"] and result.config_hash == HASH
+
+
+@pytest.mark.parametrize(("scopes", "status"), [(None, 401), ([Scope.GATES_READ], 403)])
+def test_it_needs_a_results_write_token(client, lead, rubric, scopes, status):
+    raw = ApiToken.issue(name="t", scopes=scopes, created_by=lead)[1] if scopes else None
+    assert post(client, payload(), raw).status_code == status
+    assert not CiResult.objects.exists()
+
+
+def test_a_revoked_token_is_refused(client, lead, rubric):
+    token, raw = ApiToken.issue(name="t", scopes=[Scope.RESULTS_WRITE], created_by=lead)
+    token.revoke()
+    assert post(client, payload(), raw).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda p: p.update(schema="other"), "schema"),
+        (lambda p: p.update(exit_code=2), "exit_code"),
+        (lambda p: p.update(run_url="javascript:alert(1)"), "run_url"),
+        (lambda p: p.update(rubrics=[]), "rubrics"),
+        (lambda p: p["rubrics"][0].update(total=41), "rubrics[0].total"),
+        (lambda p: p["rubrics"][0].update(failed=-1), "rubrics[0].failed"),
+        (lambda p: p["rubrics"][0].update(stage="draft"), "rubrics[0].stage"),
+        (lambda p: p["rubrics"][0].update(config_hash="nope"), "rubrics[0].config_hash"),
+        (lambda p: p["rubrics"][0].update(outcome="great"), "rubrics[0].outcome"),
+        (lambda p: p["rubrics"][0].update(slug="no-such-rubric"), "rubrics[0].slug"),
+        (lambda p: p["rubrics"].append(copy.deepcopy(p["rubrics"][0])), "rubrics[1].slug"),
+        (lambda p: p["rubrics"][0].update(failed_cases=["x"] * 101), "rubrics[0].failed_cases"),
+    ],
+)
+def test_it_rejects_a_bad_payload_naming_the_field_and_stores_nothing(client, rubric, ci_token, mutate, field):
+    body = payload()
+    mutate(body)
+    response = post(client, body, ci_token)
+    assert response.status_code == 400
+    assert field in [error["field"] for error in response.json()["errors"]]
+    assert not CiResult.objects.exists()
+
+
+def test_it_lists_every_error_at_once(client, rubric, ci_token):
+    body = payload(total=7, stage="nope")
+    body["exit_code"] = 9
+    fields = {e["field"] for e in post(client, body, ci_token).json()["errors"]}
+    assert fields == {"exit_code", "rubrics[0].stage", "rubrics[0].total"}
+
+
+def test_it_rejects_a_body_that_is_not_json(client, rubric, ci_token):
+    response = post(client, "{oops", ci_token)
+    assert response.status_code == 400 and "not JSON" in response.json()["errors"][0]["message"]
+
+
+def test_it_answers_post_only(client, ci_token):
+    response = client.get(reverse("judges:api_ci_results"), headers={"Authorization": f"Bearer {ci_token}"})
+    assert response.status_code == 405
+
+
+def test_the_promotion_page_shows_ci_results_over_time(client, lead_client, rubric, ci_token):
+    for passed, failed, ne in [(40, 0, 0), (38, 2, 0), (30, 0, 10)]:
+        outcome = "fail" if failed else "not_evaluated" if ne else "pass"
+        body = payload(passed=passed, failed=failed, not_evaluated=ne, outcome=outcome)
+        assert post(client, body, ci_token).status_code == 201
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug]))
+    text = page.text
+    assert "3 CI runs" in text and "108 passed" in text and "2 failed" in text and "10 not evaluated" in text
+    assert text.count('<g class="ci-bar">') == 3
+    assert 'class="ci-ne"' in text and 'class="ci-fail"' in text and 'class="ci-pass"' in text
+    assert 'href="https://github.com/acme/agent/actions/runs/42"' in text
+    partial = lead_client.get(
+        reverse("judges:promotion_rubric", args=[rubric.slug]) + "?days=7",
+        headers={"HX-Request": "true", "HX-Target": "ci-results"},
+    )
+    assert partial.text.lstrip().startswith('<section class="card ci-results" id="ci-results"')
+    assert partial.text.count('<g class="ci-bar">') == 3 and "<html" not in partial.text
+
+
+def test_the_overview_shows_the_latest_ci_result(client, lead_client, rubric, ci_token):
+    post(client, payload(passed=40, failed=0, not_evaluated=0, outcome="pass"), ci_token)
+    post(client, payload(), ci_token)
+    text = lead_client.get(reverse("judges:promotion_overview")).text
+    assert 'class="badge ci-outcome-fail"' in text and "38/1/1" in text

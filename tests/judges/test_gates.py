@@ -1,0 +1,156 @@
+"""The gate config: GET /api/gates (gates:read) and `manage.py export_gates`, exactly DESIGN's JSON."""
+
+import io
+import json
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+
+from evalhub.models import ApiToken, Scope
+from judges import services
+from judges.engine import JudgeConfig
+from judges.gate_cli import parse_gate_config
+from judges.gates import gate_config
+from judges.models import ModelPrice
+from judges.promotion import rubric_demote, rubric_promote, rubric_thresholds_change
+from labeling.models import Dataset, Rubric
+from tests.judges.promotion_factories import REASON, evidence_run
+
+pytestmark = pytest.mark.django_db
+
+PRIMARY, SECONDARY, UNPRICED = "gpt-4o-mini-2024-07-18", "claude-haiku-4-5-20251001", "mistral-small-2409"
+
+
+def behavioral_config(rubric, lead, *, policy="Returns: 30 days.", secondary_model=SECONDARY):
+    spec = {
+        "layers": ["behavioral"], "provider": "openai", "model": PRIMARY, "policy": policy,
+        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "params": {"temperature": 0},
+        "secondary": {"role": "fallback", "provider": "anthropic", "model": secondary_model,
+                      "base_url_env": "FAKE_ANTHROPIC_URL", "api_key_env": "FAKE_API_KEY"},
+    }
+    return services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+
+
+@pytest.fixture
+def prices(lead):
+    ModelPrice.objects.create(model=PRIMARY, input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.6"),
+                              updated_by=lead)
+    ModelPrice.objects.create(model=SECONDARY, input_per_mtok=Decimal("1"), output_per_mtok=Decimal("5"),
+                              updated_by=lead)
+    ModelPrice.objects.create(model="unused-model", input_per_mtok=Decimal("9"), output_per_mtok=Decimal("9"),
+                              updated_by=lead)
+
+
+@pytest.fixture
+def gated(rubric, dataset, lead, reviewer, prices):
+    """`rubric` promoted to gate on a behavioral judge's run, fail_closed on."""
+    config = behavioral_config(rubric, lead)
+    run = evidence_run(rubric, dataset, lead, reviewer, config=config)
+    for stage in ("observe", "warn", "gate"):
+        rubric_promote(rubric=rubric, to_stage=stage, run=run, reason=REASON, by=lead)
+    rubric_thresholds_change(rubric=rubric, reason="A gate must not pass unjudged cases.", by=lead, fail_closed=True)
+    return run
+
+
+def test_it_ships_each_promoted_rubric_with_its_pinned_judge(rubric, lead, gated):
+    Rubric.objects.create(slug="draft-one", name="Draft?", criteria="Not yet.")
+    config = gate_config()
+    assert config["schema"] == "evalhub.gates/v1" and config["generated_at"]
+    [entry] = config["rubrics"]  # the draft rubric is left out
+    assert list(entry) == ["slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration",
+                           "promoted_by", "promoted_at"]
+    assert (entry["slug"], entry["criteria"], entry["stage"], entry["fail_closed"]) == (
+        rubric.slug, rubric.criteria, "gate", True,
+    )
+    assert entry["judge"]["config_hash"] == gated.config.config_hash
+    assert JudgeConfig.from_dict(entry["judge"]).config_hash == gated.config.config_hash  # the hash verifies
+    assert entry["prices"] == {PRIMARY: {"input_per_mtok": 0.15, "output_per_mtok": 0.6},
+                               SECONDARY: {"input_per_mtok": 1.0, "output_per_mtok": 5.0}}
+    calibration = entry["calibration"]
+    assert list(calibration) == ["run", "n", "repeats", "agreement", "agreement_ci95", "kappa", "false_pass",
+                                 "false_fail", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage"]
+    assert (calibration["run"], calibration["n"], calibration["repeats"]) == (gated.pk, 40, 2)
+    assert calibration["agreement"] == pytest.approx(0.95) and calibration["false_pass"] == 2
+    assert entry["promoted_by"] == lead.username
+    assert parse_gate_config(config)[0].judge.config_hash == gated.config.config_hash  # CI accepts it
+
+
+def test_it_keeps_the_calibrated_judge_when_a_newer_config_exists(rubric, lead, gated):
+    newer = behavioral_config(rubric, lead, policy="Returns: 60 days.")
+    assert newer.version == 2
+    [entry] = gate_config()["rubrics"]
+    assert entry["judge"]["config_hash"] == gated.config.config_hash != newer.config_hash
+    assert entry["judge"]["policy"] == "Returns: 30 days."
+
+
+def test_it_leaves_out_a_price_it_does_not_know(rubric, dataset, lead, reviewer, prices):
+    config = behavioral_config(rubric, lead, secondary_model=UNPRICED)
+    run = evidence_run(rubric, dataset, lead, reviewer, config=config)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
+    [entry] = gate_config()["rubrics"]
+    assert list(entry["prices"]) == [PRIMARY]
+
+
+def test_a_demotion_to_draft_takes_the_rubric_out(rubric, lead, gated):
+    rubric_demote(rubric=rubric, to_stage="warn", reason="Flaky in CI.", by=lead)
+    assert [e["stage"] for e in gate_config()["rubrics"]] == ["warn"]
+    rubric_demote(rubric=rubric, to_stage="draft", reason="Rewrite.", by=lead)
+    assert gate_config()["rubrics"] == []
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_its_query_count_does_not_grow_with_rubrics(lead, reviewer, prices, n, django_assert_num_queries):
+    for i in range(n):
+        rubric = Rubric.objects.create(slug=f"r{i}", name=f"R{i}?", criteria="c")
+        data = Dataset.objects.create(slug=f"d{i}", name=f"D{i}")
+        run = evidence_run(rubric, data, lead, reviewer, config=behavioral_config(rubric, lead), prefix=f"r{i}")
+        rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
+    with django_assert_num_queries(2):  # the evidence (rubric, run, config, who) and the prices
+        assert len(gate_config()["rubrics"]) == n
+
+
+# ---- the endpoint and the command ----------------------------------------------------------------------
+
+
+def token(lead, *scopes: str) -> str:
+    return ApiToken.issue(name="ci", scopes=list(scopes), created_by=lead)[1]
+
+
+def test_the_api_serves_it_with_a_gates_read_token(client, lead, gated):
+    headers = {"Authorization": f"Bearer {token(lead, Scope.GATES_READ)}"}
+    response = client.get(reverse("judges:api_gates"), headers=headers)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["rubrics"] == json.loads(json.dumps(gate_config()["rubrics"]))
+
+
+@pytest.mark.parametrize(
+    ("scopes", "status"), [(None, 401), ([Scope.RESULTS_WRITE], 403), ([Scope.RUNS_READ], 403)]
+)
+def test_the_api_refuses_without_the_scope(client, lead, gated, scopes, status):
+    headers = {"Authorization": f"Bearer {token(lead, *scopes)}"} if scopes else {}
+    response = client.get(reverse("judges:api_gates"), headers=headers)
+    assert response.status_code == status
+    assert "rubrics" not in response.json()
+
+
+def test_a_logged_in_session_is_no_token(lead_client, gated):
+    assert lead_client.get(reverse("judges:api_gates")).status_code == 401
+
+
+def test_the_api_answers_get_only(client, lead):
+    headers = {"Authorization": f"Bearer {token(lead, Scope.GATES_READ)}"}
+    response = client.post(reverse("judges:api_gates"), headers=headers)
+    assert response.status_code == 405
+
+
+def test_export_gates_writes_the_same_json(tmp_path, gated):
+    out = io.StringIO()
+    call_command("export_gates", stdout=out)
+    printed = json.loads(out.getvalue())
+    call_command("export_gates", "--output", str(tmp_path / "gates.json"), stderr=io.StringIO())
+    written = json.loads((tmp_path / "gates.json").read_text())
+    assert printed["rubrics"] == written["rubrics"] == json.loads(json.dumps(gate_config()["rubrics"]))
+    assert written["schema"] == "evalhub.gates/v1"

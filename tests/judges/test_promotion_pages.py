@@ -1,0 +1,167 @@
+"""The promotion pages: overview, a rubric's promotion page and its forms, permissions, query counts."""
+
+import pytest
+from django.urls import reverse
+
+from judges.models import RubricEvent
+from judges.promotion import rubric_promote
+from labeling.models import Dataset, Rubric
+from tests.judges.promotion_factories import REASON, evidence_run
+
+pytestmark = pytest.mark.django_db
+
+
+def page_url(rubric) -> str:
+    return reverse("judges:promotion_rubric", args=[rubric.slug])
+
+
+def post_promote(client, rubric, run, to_stage="observe", reason=REASON):
+    return client.post(
+        reverse("judges:promotion_promote", args=[rubric.slug]),
+        {"to_stage": to_stage, "run": run.pk, "reason": reason},
+    )
+
+
+def test_it_promotes_through_the_page(lead_client, lead, rubric, dataset, reviewer):
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    page = lead_client.get(page_url(rubric))
+    assert page.status_code == 200
+    assert f'value="{run.pk}"' in page.text and "Promote to observe" in page.text
+    response = post_promote(lead_client, rubric, run)
+    assert response.status_code == 302 and response["Location"] == page_url(rubric)
+    rubric.refresh_from_db()
+    assert rubric.stage == "observe"
+    event = RubricEvent.objects.get()
+    assert (event.by, event.run, event.reason) == (lead, run, REASON)
+    page = lead_client.get(page_url(rubric))
+    assert "promoted from draft to observe" in page.text
+    assert f"run {run.pk}</a>" in page.text and "The evidence still holds" in page.text
+
+
+def test_a_refused_promotion_lists_each_failing_rule_with_its_number_and_threshold(
+    lead_client, lead, rubric, dataset, reviewer
+):
+    run = evidence_run(rubric, dataset, lead, reviewer, wrong=10, repeats=1)
+    response = post_promote(lead_client, rubric, run)
+    assert response.status_code == 400
+    text = response.text
+    assert 'data-testid="refusal"' in text
+    assert "2 of 10 rules not met by run" in text
+    assert "Rule 4: repeats K</strong> — run" in text and "has <span class=\"mono\">1</span>" in text
+    assert "needs <span class=\"mono\">≥ 2</span>" in text
+    assert "Rule 5: agreement (floor)</strong>" in text and "75.0 %" in text and "≥ 80.0 %" in text
+    rubric.refresh_from_db()
+    assert rubric.stage == "draft" and not RubricEvent.objects.exists()
+
+
+def test_it_needs_a_reason_on_the_page(lead_client, lead, rubric, dataset, reviewer):
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    response = post_promote(lead_client, rubric, run, reason="")
+    assert response.status_code == 400
+    assert "Type the reason for this change" in response.text
+    assert not RubricEvent.objects.exists()
+
+
+def test_a_stale_page_cannot_skip_a_stage(lead_client, lead, rubric, dataset, reviewer):
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    response = post_promote(lead_client, rubric, run, to_stage="warn")
+    assert response.status_code == 400 and "one stage at a time" in response.text
+
+
+def test_it_demotes_and_changes_thresholds_through_the_page(lead_client, lead, rubric, dataset, reviewer):
+    rubric_promote(rubric=rubric, to_stage="observe", run=evidence_run(rubric, dataset, lead, reviewer), reason=REASON,
+                   by=lead)
+    response = lead_client.post(reverse("judges:promotion_demote", args=[rubric.slug]),
+                                {"to_stage": "draft", "reason": "Criteria rewrite."})
+    assert response.status_code == 302
+    rubric.refresh_from_db()
+    assert rubric.stage == "draft"
+    data = {"min_cases": 50, "min_repeats": 3, "agreement_floor": 0.85, "agreement_ceiling": 0.99,
+            "min_true_pass_rate": 0.7, "min_true_fail_rate": 0.7, "max_flip_rate": 0.05, "min_coverage": 0.95,
+            "fail_closed": "on", "reason": "Checkout is critical."}
+    response = lead_client.post(reverse("judges:promotion_thresholds", args=[rubric.slug]), data)
+    assert response.status_code == 302
+    rubric.refresh_from_db()
+    assert (rubric.min_cases, rubric.min_repeats, rubric.agreement_ceiling, rubric.fail_closed) == (50, 3, 0.99, True)
+    kinds = list(RubricEvent.objects.order_by("id").values_list("kind", flat=True))
+    assert kinds == ["promote", "demote", "thresholds", "fail_closed"]
+    response = lead_client.post(reverse("judges:promotion_thresholds", args=[rubric.slug]),
+                                {**data, "agreement_floor": 0.99})
+    assert response.status_code == 400 and "ceiling must be above the floor" in response.text
+
+
+@pytest.mark.parametrize("name", ["promotion_promote", "promotion_demote", "promotion_thresholds"])
+def test_reviewers_cannot_promote_demote_or_change(reviewer_client, rubric, name):
+    response = reviewer_client.post(reverse(f"judges:{name}", args=[rubric.slug]),
+                                    {"to_stage": "observe", "reason": "x", "min_cases": 1})
+    assert response.status_code == 403
+    rubric.refresh_from_db()
+    assert rubric.stage == "draft" and not RubricEvent.objects.exists()
+
+
+@pytest.mark.parametrize("url", ["judges:promotion_overview", "judges:audit_log"])
+def test_reviewers_cannot_see_the_promotion_pages(reviewer_client, url):
+    assert reviewer_client.get(reverse(url)).status_code == 403
+
+
+def test_reviewers_cannot_see_a_rubrics_promotion_page(reviewer_client, rubric):
+    assert reviewer_client.get(page_url(rubric)).status_code == 403
+
+
+def test_anonymous_users_are_sent_to_log_in(client, rubric):
+    response = client.get(page_url(rubric))
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_an_unknown_rubric_is_404(lead_client):
+    assert lead_client.get(reverse("judges:promotion_rubric", args=["nope"])).status_code == 404
+
+
+def test_the_overview_shows_stage_evidence_and_recalibration(lead_client, lead, rubric, dataset, reviewer):
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
+    Rubric.objects.create(slug="tone", name="Is the tone right?", criteria="Polite.")
+    text = lead_client.get(reverse("judges:promotion_overview")).text
+    assert "evidence holds" in text and f"run {run.pk}</a>" in text
+    assert "no evidence: not in the gate config" in text  # the draft rubric
+    case = dataset.cases.first()
+    case.output = "changed by a re-import"
+    case.content_changed_at = run.finished_at.replace(year=run.finished_at.year + 1)
+    case.save(update_fields=["output", "content_changed_at"])
+    text = lead_client.get(reverse("judges:promotion_overview")).text
+    assert "recalibration needed" in text and "1 case changed since this run finished" in text
+    page = lead_client.get(page_url(rubric)).text
+    assert 'data-testid="recalibration"' in page
+
+
+def test_the_rubric_list_links_to_promotion(lead_client, rubric):
+    assert page_url(rubric) in lead_client.get(reverse("labeling:rubric_list")).text
+
+
+# ---- query counts: fixed whatever the number of rubrics -------------------------------------------------
+
+
+def promoted_rubrics(n: int, lead, reviewer) -> None:
+    for i in range(n):
+        rubric = Rubric.objects.create(slug=f"r{i}", name=f"Rubric {i}?", criteria="c")
+        data = Dataset.objects.create(slug=f"d{i}", name=f"D{i}")
+        run = evidence_run(rubric, data, lead, reviewer, prefix=f"r{i}")
+        rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, reviewer, n,
+                                                             django_assert_num_queries):
+    promoted_rubrics(n, lead, reviewer)
+    # session + user, rubrics, evidence events, staleness, human verdicts (one UNION), judgments, latest CI.
+    with django_assert_num_queries(8):
+        assert lead_client.get(reverse("judges:promotion_overview")).status_code == 200
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_the_audit_log_query_count_does_not_grow_with_entries(lead_client, lead, reviewer, n,
+                                                              django_assert_num_queries):
+    promoted_rubrics(n, lead, reviewer)
+    # session + user, the rubric filter's slugs, the page's count, the page's events (with who, rubric, run).
+    with django_assert_num_queries(5):
+        assert lead_client.get(reverse("judges:audit_log")).status_code == 200
