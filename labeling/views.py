@@ -312,7 +312,7 @@ def _trace_for_page(case: Case) -> dict:
 
 def _render_queue(
     request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, case: Case | None, undo: Label | None,
-    back: str = "", partial: bool,
+    back: str = "", partial: bool, notice: str = "",
 ) -> HttpResponse:
     """The queue page, or only its case panel for htmx. The case shown is held from other reviewers.
 
@@ -322,7 +322,7 @@ def _render_queue(
     # A case served because it needs labels has none of theirs; any other may have one to show them.
     has_own = case is not None and case.queue_reason != NEEDED
     context = {
-        "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back,
+        "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
         "mine": own_label(case=case, rubric=rubric, reviewer=request.user) if has_own else None,
         "expected_argument": _readable(case.expected_tool_argument) if case else "",
     }
@@ -408,15 +408,18 @@ def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
         return HttpResponseBadRequest("Which label to undo?")
     case_id = services.label_undo(label_id=form.cleaned_data["label"], reviewer=request.user, dataset=dataset,
                                   rubric=rubric)
+    notice = "Your last label is taken back: label this case again." if case_id else ""
     if not request.htmx:
         url = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
+        if notice:
+            messages.info(request, notice)
         return redirect(f"{url}?case={case_id}" if case_id else url)
     if case_id is None:
         case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
     else:
         case = queue_case(dataset=dataset, case_id=case_id)
     undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
-    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True)
+    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True, notice=notice)
     return trigger_client_event(response, "labeled")
 
 
