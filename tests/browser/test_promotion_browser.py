@@ -1,0 +1,124 @@
+"""A lead tries to promote on weak evidence, reads why it is refused, then promotes on good evidence.
+
+Headless Chromium against pytest-django's live server; runs and labels are written straight to the
+test database. Screenshots of the refused promotion, the promoted rubric with its CI results, the
+overview and the audit log go to /tmp/shots/.
+"""
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connections
+from django.utils import timezone
+
+from judges.models import CiResult
+from tests.conftest import PASSWORD
+from tests.judges.promotion_factories import evidence_run
+from tests.judges.report_factories import make_config
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = pytest.mark.browser
+
+SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture
+def page():
+    from playwright.sync_api import sync_playwright
+
+    connections.close_all()  # Playwright's context opens its own connection; see test_report_browser
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        yield context.new_page()
+        context.close()
+        browser.close()
+        connections.close_all()
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=True)
+
+
+def ci_history(rubric, config_hash: str) -> None:
+    """A week of CI results, one a day, newest last: mostly passing, one failure, one provider outage."""
+    now = timezone.now()
+    for day, (passed, failed, ne) in enumerate([(40, 0, 0), (39, 1, 0), (40, 0, 0), (12, 0, 28), (40, 0, 0)]):
+        outcome = "warning" if failed else "not_evaluated" if ne else "pass"
+        CiResult.objects.create(
+            rubric=rubric, config_hash=config_hash, stage="warn", outcome=outcome, passed=passed, failed=failed,
+            not_evaluated=ne, total=passed + failed + ne, exit_code=0, token_name="github-actions",
+            commit=f"{day:02}aa11bb22cc", ref="main", received_at=now - timedelta(days=5 - day),
+        )
+
+
+def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubric, lead, reviewer):
+    config = make_config(rubric, lead)
+    weak = evidence_run(rubric, dataset, lead, reviewer, config=config, repeats=1, wrong=10, prefix="weak")
+    good = evidence_run(rubric, dataset, lead, reviewer, config=config, prefix="good")
+
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", lead.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+
+    page.click("nav >> text=Promotion")
+    page.click(f"tr[data-rubric={rubric.slug}] >> text=Promote / demote")
+    page.wait_for_url(f"{live_server.url}/rubrics/{rubric.slug}/promotion/")
+
+    # On the weak run: refused, with each failing rule's number, the run's figure and the threshold.
+    page.select_option("#id_run", str(weak.pk))
+    page.fill("#id_reason", "Looks fine to me.")
+    page.click("[data-testid=promote] button[type=submit]")
+    refusal = page.locator("[data-testid=refusal]")
+    refusal.wait_for()
+    assert "Promotion to observe refused: 2 of 10 rules not met" in refusal.inner_text()
+    reasons = page.locator("[data-testid=refusal-reasons] li").all_inner_texts()
+    assert reasons == [
+        f"Rule 4: repeats K — run {weak.pk} has 1, needs ≥ 2",
+        f"Rule 5: agreement (floor) — run {weak.pk} has 75.0 %, needs ≥ 80.0 %",
+    ]
+    assert "draft" in page.inner_text("[data-testid=stage-now]")
+    # The form keeps what was typed, so the lead can pick another run.
+    assert page.input_value("#id_reason") == "Looks fine to me."
+    shot(page, "promotion_refused.png")
+
+    # On the good run: promoted, and the page shows the evidence.
+    page.select_option("#id_run", str(good.pk))
+    page.fill("#id_reason", f"Run {good.pk}: 95 % agreement over 40 cases, K = 2.")
+    page.click("[data-testid=promote] button[type=submit]")
+    page.wait_for_selector("text=promoted from draft to observe")
+    assert f"run {good.pk}" in page.inner_text("[data-testid=evidence]")
+    assert "observe" in page.inner_text("[data-testid=stage-now]")
+
+    # Warn, then a week of CI results on the page (the chart swaps by htmx when the period changes).
+    page.select_option("#id_run", str(good.pk))
+    page.fill("#id_reason", "A week in observe without surprises.")
+    page.click("[data-testid=promote] button[type=submit]")
+    page.wait_for_selector("text=promoted from observe to warn")
+    ci_history(rubric, good.config.config_hash)
+    page.reload()
+    assert page.locator(".ci-bar").count() == 5
+    page.select_option("#ci-days", "7")
+    page.wait_for_function("document.querySelector('#ci-days').value === '7'")
+    assert page.locator(".ci-bar").count() == 5
+    shot(page, "promotion_page.png")
+
+    page.goto(f"{live_server.url}/promotion/")
+    assert "evidence holds" in page.inner_text(f"tr[data-rubric={rubric.slug}]")
+    shot(page, "promotion_overview.png")
+    page.goto(f"{live_server.url}/promotion/audit/")
+    assert page.locator("tr[data-kind=promote]").count() == 2
+    shot(page, "audit_log.png")
+    # No CSP violation or script error on the way; the refused form's own answer is a 400, by design.
+    assert [e for e in errors if "status of 400" not in e] == [], errors
+    assert len(errors) == 1
