@@ -24,7 +24,8 @@ _REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
 # skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
 # "Claimed": served to another reviewer a moment ago and needing only that one label, so it waits.
 _NEXT_CASE_SQL = """
-SELECT c.*, q.tier AS queue_tier FROM (
+SELECT c.*, q.tier AS queue_tier,
+       own.id AS own_id, own.verdict AS own_verdict, own.note AS own_note, own.stale AS own_stale FROM (
   SELECT * FROM (
     SELECT l.case_id AS case_id, 0 AS tier, 0 AS k1, l.case_id AS k2
     FROM labeling_label l
@@ -58,6 +59,7 @@ SELECT c.*, q.tier AS queue_tier FROM (
     ORDER BY s.created_at, s.case_id LIMIT 1
   ) skipped
 ) q JOIN labeling_case c ON c.id = q.case_id
+LEFT JOIN labeling_label own ON own.case_id = q.case_id AND own.rubric_id = %(rubric)s AND own.reviewer_id = %(me)s
 ORDER BY q.tier, q.k1, q.k2
 LIMIT 1
 """.format(
@@ -71,7 +73,7 @@ LIMIT 1
 
 
 def next_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> Case | None:
-    """The case this reviewer should label next, with `.queue_reason` (changed, needed, skipped), or None.
+    """The case to label next, with `.queue_reason` (changed, needed, skipped) and `.own_label`, or None.
 
     Order (issue 3): first their labels that stopped counting ("changed since you labeled"), then cases
     that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
@@ -86,20 +88,22 @@ def next_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime
         return None
     case = found[0]
     case.queue_reason = _REASONS[case.queue_tier]
+    # Their own label on it (a changed or skipped case may have one), read in the same query.
+    case.own_label = None
+    if case.own_id is not None:
+        case.own_label = Label(pk=case.own_id, case=case, rubric=rubric, reviewer=reviewer, verdict=case.own_verdict,
+                               note=case.own_note, stale=bool(case.own_stale))
     return case
 
 
-def queue_case(*, dataset: Dataset, case_id: int) -> Case | None:
-    """One case of the dataset, asked for by id (after an undo, or to revise a label from history)."""
+def queue_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, case_id: int) -> Case | None:
+    """One case of the dataset asked for by id (after an undo, or to revise a label from history), with
+    `.own_label`: the reviewer's own label on it, shown to them (and only them) to confirm or change."""
     case = Case.objects.filter(dataset=dataset, pk=case_id).first()
     if case is not None:
         case.queue_reason = None
+        case.own_label = Label.objects.filter(case=case, rubric=rubric, reviewer=reviewer).first()
     return case
-
-
-def own_label(*, case: Case, rubric: Rubric, reviewer: User) -> Label | None:
-    """The reviewer's own label on the case, if any: shown to them (and only them) to confirm or change."""
-    return Label.objects.filter(case=case, rubric=rubric, reviewer=reviewer).first()
 
 
 def last_label(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Label | None:

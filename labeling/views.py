@@ -41,11 +41,9 @@ from labeling.overview import (
     with_dispute_details,
 )
 from labeling.queue import (
-    NEEDED,
     labels_history,
     last_label,
     next_case,
-    own_label,
     progress_of,
     queue_case,
     queues_for,
@@ -286,9 +284,10 @@ class AdjudicateForm(forms.Form):
 
 
 def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
-    """The (dataset, rubric) queue: 404 for a dataset the reviewer is not assigned to."""
-    dataset = _get_dataset_for_user(request, slug)
-    return dataset, get_object_or_404(Rubric, slug=rubric_slug)
+    """The (dataset, rubric) queue: 404 for a dataset the reviewer is not assigned to (one query each)."""
+    user = request.user
+    datasets = Dataset.objects.all() if user.is_lead else Dataset.objects.filter(reviewers=user)
+    return get_object_or_404(datasets, slug=slug), get_object_or_404(Rubric, slug=rubric_slug)
 
 
 def _trace_for_page(case: Case) -> dict:
@@ -319,11 +318,9 @@ def _render_queue(
     Blind by construction: nothing here reads another reviewer's label or any judgment.
     """
     services.case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=request.user)
-    # A case served because it needs labels has none of theirs; any other may have one to show them.
-    has_own = case is not None and case.queue_reason != NEEDED
     context = {
         "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
-        "mine": own_label(case=case, rubric=rubric, reviewer=request.user) if has_own else None,
+        "mine": case.own_label if case else None,
         "expected_argument": _readable(case.expected_tool_argument) if case else "",
     }
     if case is not None:
@@ -348,7 +345,9 @@ def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse
     dataset, rubric = _queue_of(request, slug, rubric_slug)
     case_id = request.GET.get("case", "")
     if case_id:
-        case = queue_case(dataset=dataset, case_id=int(case_id)) if case_id.isdigit() else None
+        case = None
+        if case_id.isdigit():
+            case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=int(case_id))
         if case is None:
             raise Http404("No such case in this dataset.")
     else:
@@ -417,7 +416,7 @@ def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
     if case_id is None:
         case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
     else:
-        case = queue_case(dataset=dataset, case_id=case_id)
+        case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=case_id)
     undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
     response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True, notice=notice)
     return trigger_client_event(response, "labeled")

@@ -1,0 +1,287 @@
+"""The reviewer's hot path over HTTP: "label this case and get the next", with 100,000 cases and 200,000 labels.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub python benchmarks/bench_labeling.py
+
+It uses a database of its own on DATABASE_URL's server (`evalhub_bench_labeling` unless --database
+says otherwise): created, migrated, filled, and dropped at the end (--keep keeps it). The data, written
+with SQL through the real triggers (so CaseTally and Label.stale are what the app would have):
+- one dataset of N cases (default 100,000) with traces; two rubrics (3 labels per case, and 1);
+- 200,000 labels of the first rubric from 20 reviewers: 60 % of the cases have all three, 20 % one,
+  20 % none (labeling went in case order, as the queue serves it); 300 labeled cases changed since
+  (900 labels stopped counting), 100 lead requests, 20 skips per reviewer.
+The app then runs in a WSGI server in this process (one thread, persistent database connection, as
+production would run with DATABASE_CONN_MAX_AGE) and 8 reviewers label through it with htmx POSTs,
+one after another, each taking the case the previous response served. For every request the server
+side records its own time and its query count (a WSGI wrapper: response headers X-Server-Ms,
+X-Queries); the client records the round trip. It prints the median and p95 of both, the query
+counts, and the same for the full queue page and the progress panel, and writes
+benchmarks/results/bench_labeling.json. Target: "label and next" p95 under 25 ms server time, and one
+query count for every request.
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+REVIEWERS = 20
+LABELERS = 8
+CASE_FIELD = re.compile(r'name="case" value="(\d+)"')
+HASH_FIELD = re.compile(r'name="content_hash" value="([0-9a-f]{64})"')
+
+FILL_SQL = """
+INSERT INTO labeling_case (dataset_id, external_id, input, output, trace, golden_answer, expected_behaviour,
+                           expected_tool, expected_tool_argument, category, metadata, split, content_hash,
+                           created_at, content_changed_at)
+SELECT %(dataset)s, 'case-' || lpad(g::text, 6, '0'),
+       'Hi, I bought shoes (order ORD-' || g || ') ' || (g %% 60) || ' days ago. Can I return them?',
+       'Your order ORD-' || g || ' is within our 30-day return window; I have started the return for you.',
+       jsonb_build_object('toolCalls', jsonb_build_array(jsonb_build_object(
+           'name', 'lookup_order', 'argument', jsonb_build_object('order_id', 'ORD-' || g),
+           'result', jsonb_build_object('status', 'delivered', 'days_since_delivery', g %% 60))),
+         'retrievedSources', jsonb_build_array('policy/returns'),
+         'context', 'Returns are accepted within 30 days of delivery, unused, in the original packaging.'),
+       'Returns are accepted within 30 days of delivery.', 'Check the delivery date before promising a return.',
+       'lookup_order', jsonb_build_object('order_id', 'ORD-' || g),
+       (ARRAY['policy', 'tools', 'combined', 'edge', 'adversarial'])[1 + g %% 5],
+       '{"agent_model": "gpt-4o-mini-2024-07-18"}'::jsonb, CASE WHEN g %% 10 < 3 THEN 'holdout' ELSE 'dev' END,
+       md5('case-' || g) || md5('content-' || g), now(), now()
+FROM generate_series(1, %(cases)s) g;
+"""
+
+LABELS_SQL = """
+INSERT INTO labeling_label (case_id, rubric_id, reviewer_id, verdict, note, content_hash, stale, created_at,
+                            updated_at)
+SELECT c.id, %(rubric)s, r.ids[1 + ((c.n + k) %% %(reviewers)s)],
+       CASE WHEN (c.n * 7 + k) %% 10 < 7 THEN 'pass' ELSE 'fail' END, '', c.content_hash, false,
+       now() - interval '1 day', now() - interval '1 day'
+FROM (SELECT id, content_hash, row_number() OVER (ORDER BY id) AS n FROM labeling_case WHERE dataset_id = %(dataset)s) c
+CROSS JOIN (SELECT array_agg(id ORDER BY id) AS ids FROM evalhub_user WHERE username LIKE 'bench-r%%') r
+CROSS JOIN generate_series(0, 2) k
+WHERE (c.n <= %(full)s) OR (c.n <= %(full)s + %(single)s AND k = 0);
+"""
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def summary(samples: list[tuple[float, float, int]]) -> dict:
+    server = [s for s, _, _ in samples]
+    client = [c for _, c, _ in samples]
+    return {
+        "requests": len(samples),
+        "server_ms": {"median": round(statistics.median(server), 2), "p95": round(percentile(server, 0.95), 2)},
+        "round_trip_ms": {"median": round(statistics.median(client), 2), "p95": round(percentile(client, 0.95), 2)},
+        "queries": sorted({q for _, _, q in samples}),
+    }
+
+
+def serve(app):
+    """The app in a one-thread WSGI server (a persistent connection, like a production worker)."""
+    from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer
+    from django.db import connection
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    def timed_app(environ, start_response):
+        queries = 0
+
+        def count(execute, sql, params, many, context):
+            nonlocal queries
+            queries += 1
+            return execute(sql, params, many, context)
+
+        captured = {}
+
+        def keep(status, headers, exc_info=None):
+            captured["status"], captured["headers"] = status, headers
+
+        started = time.perf_counter()
+        with connection.execute_wrapper(count):
+            result = app(environ, keep)
+            body = b"".join(result)
+            if hasattr(result, "close"):
+                result.close()  # request_finished: the connection is kept (CONN_MAX_AGE) or closed here
+        elapsed = (time.perf_counter() - started) * 1000
+        headers = [*captured["headers"], ("X-Server-Ms", f"{elapsed:.3f}"), ("X-Queries", str(queries))]
+        start_response(captured["status"], headers)
+        return [body]
+
+    httpd = WSGIServer(("127.0.0.1", 0), Quiet, ipv6=False)
+    httpd.set_app(timed_app)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def login(base: str, username: str):
+    import httpx
+
+    client = httpx.Client(base_url=base, timeout=30)
+    client.get("/accounts/login/")
+    token = client.cookies["csrftoken"]
+    response = client.post("/accounts/login/", data={"username": username, "password": "bench-password",
+                                                    "csrfmiddlewaretoken": token})
+    assert response.status_code == 302, f"login failed for {username}"
+    client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
+    return client
+
+
+def request(client, method: str, url: str, **kwargs):
+    started = time.perf_counter()
+    response = client.request(method, url, **kwargs)
+    round_trip = (time.perf_counter() - started) * 1000
+    assert response.status_code == 200, f"{method} {url}: {response.status_code}"
+    return response, (float(response.headers["X-Server-Ms"]), round_trip, int(response.headers["X-Queries"]))
+
+
+def shown_case(html: str) -> tuple[str, str] | None:
+    case, digest = CASE_FIELD.search(html), HASH_FIELD.search(html)
+    return (case.group(1), digest.group(1)) if case and digest else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=600, help="measured label-and-next requests")
+    parser.add_argument("--database", default="evalhub_bench_labeling", help="the benchmark's own database name")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
+    args = parser.parse_args()
+
+    base = os.environ.get("DATABASE_URL", "")
+    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
+        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
+    import psycopg
+
+    server = urlsplit(base)
+    admin_url = urlunsplit(server._replace(path="/postgres"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
+        conn.execute(f'CREATE DATABASE "{args.database}"')
+    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
+    os.environ["DATABASE_CONN_MAX_AGE"] = "600"
+    os.environ["DJANGO_ALLOWED_HOSTS"] = "127.0.0.1"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+
+    import django
+
+    django.setup()
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.core.management import call_command
+    from django.db import connection, connections
+
+    from evalhub.models import Role, User
+    from labeling import services
+    from labeling.models import Case, CaseTally, Dataset, Label, Rubric, Skip
+
+    httpd = None
+    try:
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        lead = User.objects.create_user("bench-lead", password="bench-password", role=Role.LEAD)
+        reviewers = [User.objects.create_user(f"bench-r{i:02d}", password="bench-password")
+                     for i in range(REVIEWERS)]
+        dataset = Dataset.objects.create(slug="bench", name="Bench")
+        dataset.reviewers.add(*reviewers)
+        rubric = Rubric.objects.create(slug="bench-policy", name="Does the answer follow the return policy?",
+                                       criteria="Pass when the 30-day window is stated correctly.", labels_per_case=3)
+        Rubric.objects.create(slug="bench-tone", name="Is the tone polite?", criteria="…")
+        full, single = int(args.cases * 0.6), int(args.cases * 0.2)
+        with connection.cursor() as cursor:
+            cursor.execute(FILL_SQL, {"dataset": dataset.pk, "cases": args.cases})
+            cursor.execute(LABELS_SQL, {"dataset": dataset.pk, "rubric": rubric.pk, "reviewers": REVIEWERS,
+                                        "full": full, "single": single})
+            # 300 labeled cases changed since they were labeled (a re-import): their labels stop counting.
+            cursor.execute("UPDATE labeling_case SET content_hash = md5(content_hash) || md5(external_id) "
+                           "WHERE dataset_id = %s AND id %% 200 = 0 AND id <= (SELECT min(id) FROM labeling_case "
+                           "WHERE dataset_id = %s) + %s", [dataset.pk, dataset.pk, full])
+        rng = random.Random(7)
+        ids = list(Case.objects.filter(dataset=dataset).values_list("pk", flat=True))
+        for case in Case.objects.filter(pk__in=rng.sample(ids[:full], 100)):
+            services.request_another_label(case=case, rubric=rubric, by=lead)
+        Skip.objects.bulk_create([Skip(case_id=case_id, rubric=rubric, reviewer=reviewer)
+                                  for reviewer in reviewers for case_id in rng.sample(ids[full:], 20)],
+                                 ignore_conflicts=True)
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+        labels, stale = Label.objects.count(), Label.objects.filter(stale=True).count()
+        assert CaseTally.objects.filter(rubric=rubric).count() == args.cases
+        print(f"{args.cases:,} cases, {labels:,} labels ({stale} changed since labeled), {REVIEWERS} reviewers, "
+              f"filled in {time.perf_counter() - started:.0f} s; database {args.database}")
+        connections.close_all()
+
+        httpd, base_url = serve(WSGIHandler())
+        queue = f"/label/{dataset.slug}/{rubric.slug}/"
+        clients, current = [], []
+        for reviewer in reviewers[:LABELERS]:
+            client = login(base_url, reviewer.username)
+            response, _ = request(client, "GET", queue)
+            clients.append(client)
+            current.append(shown_case(response.text))
+
+        def label_round(samples: list | None) -> None:
+            for i, client in enumerate(clients):
+                if current[i] is None:
+                    continue
+                case_id, digest = current[i]
+                response, sample = request(client, "POST", f"{queue}label/", headers={"HX-Request": "true"},
+                                           data={"case": case_id, "content_hash": digest,
+                                                 "verdict": rng.choice(["pass", "fail"]), "note": ""})
+                current[i] = shown_case(response.text)
+                if samples is not None:
+                    samples.append(sample)
+
+        for _ in range(5):  # warm up: plans cached, pages in memory
+            label_round(None)
+        label_samples: list = []
+        while len(label_samples) < args.requests:
+            label_round(label_samples)
+        page_samples = [request(clients[i % LABELERS], "GET", queue)[1] for i in range(60)]
+        progress_samples = [request(clients[i % LABELERS], "GET", f"{queue}progress/",
+                                    headers={"HX-Request": "true"})[1] for i in range(60)]
+
+        results = {
+            "cases": args.cases, "labels": labels, "stale_labels": stale, "reviewers": REVIEWERS,
+            "label_and_next": summary(label_samples),
+            "queue_page": summary(page_samples),
+            "progress_panel": summary(progress_samples),
+        }
+        for name, title in (("label_and_next", "label this case and get the next (htmx POST)"),
+                            ("queue_page", "the queue page (full GET, with progress)"),
+                            ("progress_panel", "the progress panel (htmx GET after each label)")):
+            row = results[name]
+            print(f"  {title:<48} server median {row['server_ms']['median']:6.2f} ms, "
+                  f"p95 {row['server_ms']['p95']:6.2f} ms; round trip median {row['round_trip_ms']['median']:6.2f} "
+                  f"ms, p95 {row['round_trip_ms']['p95']:6.2f} ms; queries {row['queries']} "
+                  f"({row['requests']} requests)")
+        p95, counts = results["label_and_next"]["server_ms"]["p95"], results["label_and_next"]["queries"]
+        results["target"] = {"p95_under_25_ms": p95 < 25, "one_query_count": len(counts) == 1}
+        print(f"  target: p95 {p95:.2f} ms {'under' if p95 < 25 else 'OVER'} 25 ms; "
+              f"query count {'constant' if len(counts) == 1 else 'VARIES'} {counts}")
+        out = ROOT / "benchmarks" / "results" / "bench_labeling.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    finally:
+        if httpd is not None:
+            httpd.shutdown()
+        connections.close_all()
+        if not args.keep:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
