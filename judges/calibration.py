@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Case as SqlCase
+from django.db.models import F, Max, OuterRef, Subquery, TextField, When
 
 from judges.metrics import COLUMNS, calibration_figures
-from judges.models import JudgeConfig, Judgment, Run
+from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.rules import RuleResult, Thresholds, evaluate_rules
 from labeling.agreement import reviewer_agreement
 from labeling.models import Case, Rubric
@@ -31,52 +32,57 @@ def pct(value: float | None | str) -> str:
     return f"{value * 100:.1f} %"
 
 
-# The judgment columns of the frame, in COLUMNS order without the human verdict (joined in pandas).
-_JUDGMENT_FIELDS = {
-    "case_id": "case_id",
-    "external_id": "case__external_id",
-    "category": "case__category",
-    "split": "case__split",
-    "repeat": "repeat",
-    "outcome": "outcome",
-    "reason": "reason",
-    "error": "error",
-}
+def _only_not_evaluated(field: str) -> SqlCase:
+    """The field of a not-evaluated judgment, NULL otherwise: its reason is what the figures list."""
+    return SqlCase(When(outcome=Outcome.NOT_EVALUATED, then=F(field)), output_field=TextField())
 
 
-def human_verdicts(*, rubric: Rubric, dataset_ids: list[int]) -> dict[int, str]:
-    """case_id → human verdict of `rubric` for the cases of these datasets that have one. One query."""
-    cases = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset_id__in=dataset_ids))
-    return dict(cases.filter(human_verdict__isnull=False).values_list("pk", "human_verdict"))
-
-
-def judgments_frame(*, runs: list[Run], rubric: Rubric) -> pd.DataFrame:
+def judgments_frame(*, runs: list[Run], rubric: Rubric, reasons: bool = True) -> pd.DataFrame:
     """Judgments of several runs (one rubric) as one frame: COLUMNS plus `run_id`. Two queries.
 
-    The human verdict is computed once per case in its own query rather than as a correlated
-    subquery per judgment: with K repeats that is K times less work, and the label aggregation
-    stays one GROUP BY over the dataset.
+    One query reads the judgments, one reads each case of the runs' datasets with its human verdict;
+    they meet in pandas on case_id. Per case rather than per judgment, the human verdict (a GROUP BY
+    over the labels) and the case's columns are read once instead of K times, and the judgments'
+    query needs no join.
+
+    reasons=False reads a judgment's reason and error only when it was not evaluated (the figures list
+    those); the judge's reasons for its verdicts are long text that only the disagreements table shows,
+    for one page of cases (`judgment_reasons`). Over 100,000 judgments that halves the reading.
     """
-    rows = (
-        Judgment.objects.filter(run__in=[run.pk for run in runs])
-        .order_by()  # no ORDER BY: the metrics sort what they show
-        .values_list("run_id", *_JUDGMENT_FIELDS.values())
+    fields = ["case_id", "repeat", "outcome"]
+    rows = Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by()  # the metrics sort what they show
+    if reasons:
+        rows = rows.values_list("run_id", *fields, "reason", "error")
+    else:
+        rows = rows.values_list("run_id", *fields, _only_not_evaluated("reason"), _only_not_evaluated("error"))
+    frame = pd.DataFrame.from_records(list(rows), columns=["run_id", *fields, "reason", "error"])
+    cases = cases_with_human_verdict(
+        rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted({run.dataset_id for run in runs}))
+    ).order_by().values_list("pk", "external_id", "category", "split", "human_verdict")
+    case_frame = pd.DataFrame.from_records(
+        list(cases), columns=["case_id", "external_id", "category", "split", "human"]
     )
-    frame = pd.DataFrame.from_records(list(rows), columns=["run_id", *_JUDGMENT_FIELDS])
-    humans = human_verdicts(rubric=rubric, dataset_ids=sorted({run.dataset_id for run in runs}))
-    # None (not NaN) where a case has no human verdict, as the metrics' frame is documented.
-    human = frame["case_id"].map(humans).astype(object)
-    frame["human"] = human.where(human.notna(), None)
-    return frame
+    frame = frame.merge(case_frame, on="case_id", how="left", sort=False)
+    # None (not NaN) where there is nothing, as the metrics' frame is documented.
+    for column in ("reason", "error", "human"):
+        values = frame[column].astype(object)
+        frame[column] = values.where(values.notna(), None)
+    return frame[["run_id", *COLUMNS]]
 
 
-def judgment_frame(*, run: Run) -> pd.DataFrame:
+def judgment_frame(*, run: Run, reasons: bool = True) -> pd.DataFrame:
     """The run's judgments with their case and human verdict, columns exactly `metrics.COLUMNS`.
 
-    Two queries (judgments, human verdicts) when `run.config.rubric` is loaded (select_related).
+    Two queries (judgments, cases with their human verdicts) when `run.config.rubric` is loaded
+    (select_related). See `judgments_frame` for `reasons`.
     """
-    frame = judgments_frame(runs=[run], rubric=run.config.rubric)
-    return frame[list(COLUMNS)]
+    return judgments_frame(runs=[run], rubric=run.config.rubric, reasons=reasons)[list(COLUMNS)]
+
+
+def judgment_reasons(*, run: Run, case_ids: list[int]) -> dict[tuple[int, int], str]:
+    """(case_id, repeat) → the judge's reason, for these cases only (a page of a table). One query."""
+    rows = Judgment.objects.filter(run=run, case_id__in=case_ids).values_list("case_id", "repeat", "reason")
+    return {(case_id, repeat): reason for case_id, repeat, reason in rows}
 
 
 def stale_reasons(*, run: Run) -> list[str]:
@@ -113,7 +119,7 @@ def run_figures(*, run: Run, frame: pd.DataFrame | None = None) -> dict[str, Any
     already holds `judgment_frame(run=run)` (the report page needs it for its tables too).
     """
     rubric = run.config.rubric
-    frame = judgment_frame(run=run) if frame is None else frame
+    frame = judgment_frame(run=run, reasons=False) if frame is None else frame
     agreement = reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset_id=run.dataset_id))
     figures = calibration_figures(frame, reviewer_agreement=agreement)
     return {
@@ -184,7 +190,7 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
     runs = {run.pk: run for run in Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])}
     figures: dict[int, dict] = {}
     if runs:
-        frame = judgments_frame(runs=list(runs.values()), rubric=rubric)
+        frame = judgments_frame(runs=list(runs.values()), rubric=rubric, reasons=False)
         for run_id, rows in frame.groupby("run_id", sort=False):
             figures[int(run_id)] = calibration_figures(rows[list(COLUMNS)])
     return [

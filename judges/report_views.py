@@ -19,7 +19,7 @@ from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges import selectors
-from judges.calibration import judgment_frame, pct, run_figures, run_rules, shown_rules
+from judges.calibration import judgment_frame, judgment_reasons, pct, run_figures, run_rules, shown_rules
 from judges.charts import agreement_band
 from judges.metrics import disagreements
 from judges.models import Run
@@ -64,7 +64,10 @@ def disagreement_rows(frame: pd.DataFrame, figures: dict, filters: dict[str, str
 
     A flipped case always disagrees on some repeat, so "flips only" is a filter of this table too.
     """
-    rows = disagreements(frame)
+    # Only those cases' judgments go to `disagreements` (the same rows come out): a tenth of the frame.
+    evaluated = frame["outcome"].isin(("pass", "fail"))
+    wrong = evaluated & frame["human"].isin(("pass", "fail")) & frame["outcome"].ne(frame["human"])
+    rows = disagreements(frame[frame["case_id"].isin(frame.loc[wrong, "case_id"].unique())])
     flipped = set(figures["flipped_cases"])
     wanted = {
         "false_pass": lambda row: row["human"] == "fail" and "pass" in row["outcomes"],
@@ -83,21 +86,25 @@ def disagreement_rows(frame: pd.DataFrame, figures: dict, filters: dict[str, str
     return shown
 
 
-def _with_case_ids(rows: list[dict], ids: dict[str, int], flipped: set[str]) -> list[dict]:
+def _page_rows(run: Run, rows: list[dict], ids: dict[str, int], flipped: set[str]) -> list[dict]:
+    """One page of the disagreements table, with case links and the judge's reasons (read for this page)."""
+    case_ids = [ids[row["external_id"]] for row in rows]
+    reasons = judgment_reasons(run=run, case_ids=case_ids) if case_ids else {}
     return [
         row | {
-            "case_id": ids.get(row["external_id"]), "flipped": row["external_id"] in flipped,
+            "case_id": case_id, "flipped": row["external_id"] in flipped,
             "repeat_rows": [
-                {"repeat": r, "outcome": o, "reason": why, "wrong": o in ("pass", "fail") and o != row["human"]}
+                {"repeat": r, "outcome": o, "reason": reasons.get((case_id, r)) or why or "",
+                 "wrong": o in ("pass", "fail") and o != row["human"]}
                 for r, o, why in zip(row["repeats"], row["outcomes"], row["reasons"], strict=True)
             ],
         }
-        for row in rows
+        for row, case_id in zip(rows, case_ids, strict=True)
     ]
 
 
 def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
-    frame = judgment_frame(run=run)
+    frame = judgment_frame(run=run, reasons=False)  # this page's reasons are read for its rows only
     figures = run_figures(run=run, frame=frame)
     rules = run_rules(run=run, figures=figures)
     rubric = run.config.rubric
@@ -126,7 +133,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
                                floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),
         "suspect": suspect, "filters": filters, "filter_query": query.urlencode(),
         "only_choices": ONLY_CHOICES, "page": page,
-        "rows": _with_case_ids(list(page.object_list), ids, flipped),
+        "rows": _page_rows(run, list(page.object_list), ids, flipped),
         "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
         "not_evaluated": [
             ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]
@@ -215,7 +222,7 @@ def verdict_changes(frame_a: pd.DataFrame, frame_b: pd.DataFrame) -> list[dict[s
 
 
 def _side(run: Run) -> dict[str, Any]:
-    frame = judgment_frame(run=run)
+    frame = judgment_frame(run=run, reasons=False)
     figures = run_figures(run=run, frame=frame)
     rules = run_rules(run=run, figures=figures)
     return {"run": run, "frame": frame, "figures": figures, "promotable": promotable(rules),

@@ -68,6 +68,16 @@ def test_it_builds_the_frame_with_the_metrics_columns_and_human_verdicts(world):
     assert set(frame["split"]) <= {"dev", "holdout"}
 
 
+def test_it_can_leave_the_reasons_of_verdicts_behind_without_changing_the_figures(world):
+    run = world["run"]
+    full, lean = judgment_frame(run=run), judgment_frame(run=run, reasons=False)
+    assert full.drop(columns=["reason", "error"]).equals(lean.drop(columns=["reason", "error"]))
+    evaluated = lean["outcome"] != "not_evaluated"
+    assert lean.loc[evaluated, "reason"].isna().all() and full.loc[evaluated, "reason"].notna().all()
+    assert lean.loc[~evaluated, "error"].tolist() == ["timeout"]
+    assert run_figures(run=run, frame=full) == run_figures(run=run, frame=lean) == run_figures(run=run)
+
+
 def test_it_reads_the_frame_in_two_queries(world, django_assert_num_queries):
     # One for the judgments with their cases, one for the human verdicts of the dataset's cases.
     with django_assert_num_queries(2):
