@@ -12,7 +12,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Max, Q
 from django.utils import timezone
 
@@ -185,13 +185,14 @@ class _RecordingCache(MemoryCache):
 
 
 _DONE = object()
+RECORD_BATCH = 200
 
 
 def chunk_judge(*, chunk: RunChunk) -> int:
     """Judge what the chunk still lacks and record it; returns how many judgments were recorded.
 
-    The engine works in a thread of its own (it makes no database call); this thread records each
-    judgment as it arrives and keeps the lease alive, so progress shows live.
+    The engine works in a thread of its own (it makes no database call); this thread records what
+    has arrived, a batch per transaction, and keeps the lease alive, so progress shows live.
     """
     from judges.engine import cache_key
 
@@ -228,17 +229,21 @@ def chunk_judge(*, chunk: RunChunk) -> int:
 
     engine_thread = threading.Thread(target=work, name=f"run-{run.pk}-chunk-{chunk.index}", daemon=True)
     engine_thread.start()
-    recorded = 0
+    recorded, finished = 0, False
     heartbeat = settings.EVALHUB_CHUNK_LEASE_SECONDS / 3
-    while True:
+    while not finished:
         _extend_lease(chunk)
         try:
-            result = results.get(timeout=heartbeat)
+            batch = [results.get(timeout=heartbeat)]
         except queue.Empty:
             continue
-        if result is _DONE:
-            break
-        recorded += judgment_record(run=run, case=cases[result.external_id], result=result)
+        # Record whatever has arrived in one transaction: a fast layer yields many at once.
+        while len(batch) < RECORD_BATCH and not results.empty():
+            batch.append(results.get_nowait())
+        if batch[-1] is _DONE:
+            finished = True
+            batch.pop()
+        recorded += judgments_record(run=run, results=[(cases[r.external_id], r) for r in batch])
     engine_thread.join()
     if failure:
         # Not marked done: the lease runs out and the chunk is claimed again, keeping what was recorded.
@@ -254,31 +259,48 @@ def _extend_lease(chunk: RunChunk) -> None:
     RunChunk.objects.filter(pk=chunk.pk, done_at__isnull=True).update(claimed_until=timezone.now() + _lease())
 
 
-def judgment_record(*, run: Run, case: Case, result: EngineJudgment) -> bool:
-    """Store one engine judgment and count it on the run, together; False when it already exists."""
-    cost = None if result.cost_usd is None else Decimal(str(result.cost_usd))
-    try:
-        with transaction.atomic():
-            Judgment.objects.create(
-                run=run, case=case, repeat=result.repeat, outcome=result.outcome, scores=result.scores,
-                reason=result.reason, raw_output=result.raw_output, error=result.error, layer=result.layer,
-                judge=result.judge, checks=result.checks, input_tokens=result.input_tokens,
-                output_tokens=result.output_tokens, cost_usd=cost, latency_ms=result.latency_ms,
-                cached=result.cached, contested=result.contested,
-                secondary_outcome=result.secondary_outcome or "",
-            )
-            Run.objects.filter(pk=run.pk).update(
-                done=F("done") + 1,
-                not_evaluated=F("not_evaluated") + int(not result.evaluated),
-                provider_calls=F("provider_calls") + result.provider_calls,
-                cache_hits=F("cache_hits") + int(result.cached),
-                input_tokens=F("input_tokens") + result.input_tokens,
-                output_tokens=F("output_tokens") + result.output_tokens,
-                cost_usd=F("cost_usd") + (cost or 0),
-            )
-    except IntegrityError:
-        return False  # a redelivered chunk: this (case, repeat) is already judged
-    return True
+def judgments_record(*, run: Run, results: list[tuple[Case, EngineJudgment]]) -> int:
+    """Store engine judgments and count them on the run, together; returns how many were new.
+
+    The run's row is locked first, so two workers holding the same chunk (a lease that ran out under
+    a slow but living worker) cannot both count a (case, repeat): what exists already is skipped.
+    """
+    if not results:
+        return 0
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        existing = set(
+            Judgment.objects.filter(run=run, case__in=[case for case, _ in results]).values_list("case_id", "repeat")
+        )
+        fresh: dict[tuple[int, int], EngineJudgment] = {}
+        for case, result in results:
+            if (case.pk, result.repeat) not in existing:
+                fresh[(case.pk, result.repeat)] = result
+        rows = [_judgment_row(run, case_id, result) for (case_id, _), result in fresh.items()]
+        Judgment.objects.bulk_create(rows)
+        counted = fresh.values()
+        Run.objects.filter(pk=run.pk).update(
+            done=F("done") + len(rows),
+            not_evaluated=F("not_evaluated") + sum(not r.evaluated for r in counted),
+            provider_calls=F("provider_calls") + sum(r.provider_calls for r in counted),
+            cache_hits=F("cache_hits") + sum(r.cached for r in counted),
+            input_tokens=F("input_tokens") + sum(r.input_tokens for r in counted),
+            output_tokens=F("output_tokens") + sum(r.output_tokens for r in counted),
+            cost_usd=F("cost_usd") + sum((row.cost_usd or Decimal(0) for row in rows), Decimal(0)),
+        )
+    return len(rows)
+
+
+def _judgment_row(run: Run, case_id: int, result: EngineJudgment) -> Judgment:
+    return Judgment(
+        run=run, case_id=case_id, repeat=result.repeat, outcome=result.outcome, scores=result.scores,
+        reason=result.reason, raw_output=result.raw_output, error=result.error, layer=result.layer,
+        judge=result.judge, checks=result.checks, input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
+        latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
+        secondary_outcome=result.secondary_outcome or "",
+    )
 
 
 def runs_needing_work() -> list[int]:

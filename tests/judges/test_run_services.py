@@ -115,8 +115,8 @@ def test_it_records_a_judgment_only_once(eager, dataset, rubric, lead, django_ca
     run = Run.objects.create(config=config, dataset=dataset, repeats=1, created_by=lead, total=1)
     result = EngineJudgment(external_id=case.external_id, repeat=1, outcome="pass", input_tokens=7)
 
-    assert services.judgment_record(run=run, case=case, result=result) is True
-    assert services.judgment_record(run=run, case=case, result=result) is False
+    assert services.judgments_record(run=run, results=[(case, result), (case, result)]) == 1
+    assert services.judgments_record(run=run, results=[(case, result)]) == 0
     run.refresh_from_db()
     assert (run.done, run.input_tokens, run.judgments.count()) == (1, 7, 1)
 
