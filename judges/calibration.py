@@ -8,10 +8,12 @@ same numbers.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from django.db import connection
 from django.db.models import Case as SqlCase
 from django.db.models import F, Max, OuterRef, Subquery, TextField, When
 
@@ -19,7 +21,7 @@ from judges.metrics import COLUMNS, calibration_figures
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.rules import RuleResult, Thresholds, evaluate_rules
 from labeling.agreement import reviewer_agreement
-from labeling.models import Case, Rubric
+from labeling.models import Adjudication, Case, Label, Rubric
 from labeling.selectors import cases_with_human_verdict
 
 NOT_FINISHED = "the run has not finished"
@@ -259,3 +261,48 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
     return shown
 
 
+
+
+# ---- a key that changes whenever a run's figures could ---------------------------------------------
+
+# PostgreSQL stamps every row version with the id of the transaction that wrote it (xmin): any insert,
+# update or delete changes the set of (id, xmin) pairs of a table's rows. Summing a 64-bit hash of each
+# pair gives a fingerprint of the set that changes with it (a collision is a 1-in-2^64 chance); with the
+# count beside it. Judgments are written only together with their run's counters (the run services,
+# the import) and are read-only in the admin, so the run row's version and their count stand for them:
+# hashing 100,000 judgments would cost more than the rest together.
+_FINGERPRINT = "count(*) || '/' || coalesce(sum(hashtextextended({t}.id || ':' || {t}.xmin::text, 0)), 0)"
+_EVIDENCE_SQL = """
+SELECT
+  (SELECT {fp_r} FROM {run} r WHERE r.id = %(run)s),
+  (SELECT count(*) FROM {judgment} j WHERE j.run_id = %(run)s),
+  (SELECT {fp_c} FROM {case} c WHERE c.dataset_id = %(dataset)s),
+  (SELECT {fp_l} FROM {label} l JOIN {case} c ON c.id = l.case_id
+     WHERE l.rubric_id = %(rubric)s AND c.dataset_id = %(dataset)s),
+  (SELECT {fp_a} FROM {adjudication} a JOIN {case} c ON c.id = a.case_id
+     WHERE a.rubric_id = %(rubric)s AND c.dataset_id = %(dataset)s),
+  (SELECT {fp_g} FROM {config} g WHERE g.rubric_id = %(rubric)s),
+  pg_current_xact_id_if_assigned()
+"""
+
+
+def evidence_key(*, run: Run) -> str | None:
+    """A cache key for what `run_figures` reads: the run and its judgments, the dataset's cases, the
+    rubric's labels and adjudications on them, and the rubric's configs. None where it cannot be sure:
+    not on PostgreSQL, or inside a transaction that has written (every row it writes carries the same
+    xmin, so a second update of a row in it would not show). One query.
+    """
+    if connection.vendor != "postgresql":
+        return None
+    sql = _EVIDENCE_SQL.format(
+        run=Run._meta.db_table, judgment=Judgment._meta.db_table, case=Case._meta.db_table,
+        label=Label._meta.db_table, adjudication=Adjudication._meta.db_table, config=JudgeConfig._meta.db_table,
+        **{f"fp_{t}": _FINGERPRINT.format(t=t) for t in ("r", "c", "l", "a", "g")},
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"run": run.pk, "dataset": run.dataset_id, "rubric": run.config.rubric_id})
+        *parts, writing = cursor.fetchone()
+    if writing is not None:
+        return None
+    digest = hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:32]
+    return f"evalhub:calibration:{run.pk}:{digest}"

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -19,7 +20,15 @@ from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges import selectors
-from judges.calibration import judgment_frame, judgment_reasons, pct, run_figures, run_rules, shown_rules
+from judges.calibration import (
+    evidence_key,
+    judgment_frame,
+    judgment_reasons,
+    pct,
+    run_figures,
+    run_rules,
+    shown_rules,
+)
 from judges.charts import agreement_band
 from judges.metrics import disagreements
 from judges.models import Run
@@ -32,6 +41,7 @@ class HtmxHttpRequest(HttpRequest):
 
 ROWS_PER_PAGE = 50
 LIST_LIMIT = 100  # flipped and not-evaluated lists show this many; the rest are counted
+REPORT_CACHE_SECONDS = 3600
 ONLY_CHOICES = {"false_pass": "false passes", "false_fail": "false fails", "flips": "flips"}
 
 
@@ -53,66 +63,87 @@ def _filters(request: HttpRequest, figures: dict) -> dict[str, str]:
     }
 
 
-def _case_ids(frame: pd.DataFrame) -> dict[str, int]:
-    """external_id → case id (unique within the run's dataset), for the links to the cases."""
-    cases = frame.drop_duplicates("case_id")
-    return dict(zip(cases["external_id"].tolist(), cases["case_id"].tolist(), strict=True))
-
-
-def disagreement_rows(frame: pd.DataFrame, figures: dict, filters: dict[str, str]) -> list[dict[str, Any]]:
-    """The disagreements table: one row per case where a repeat differs from the human verdict.
-
-    A flipped case always disagrees on some repeat, so "flips only" is a filter of this table too.
-    """
+def all_disagreements(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """`metrics.disagreements` with each case's id (for its link): one row per case where a repeat
+    differs from the human verdict."""
     # Only those cases' judgments go to `disagreements` (the same rows come out): a tenth of the frame.
     evaluated = frame["outcome"].isin(("pass", "fail"))
     wrong = evaluated & frame["human"].isin(("pass", "fail")) & frame["outcome"].ne(frame["human"])
-    rows = disagreements(frame[frame["case_id"].isin(frame.loc[wrong, "case_id"].unique())])
+    shown = frame[frame["case_id"].isin(frame.loc[wrong, "case_id"].unique())]
+    ids = dict(zip(shown["external_id"].tolist(), shown["case_id"].tolist(), strict=True))
+    return [row | {"case_id": ids[row["external_id"]]} for row in disagreements(shown)]
+
+
+def filter_disagreements(rows: list[dict], figures: dict, filters: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows the filters keep. A flipped case always disagrees on some repeat, so "flips only" is a
+    filter of this table too."""
     flipped = set(figures["flipped_cases"])
     wanted = {
         "false_pass": lambda row: row["human"] == "fail" and "pass" in row["outcomes"],
         "false_fail": lambda row: row["human"] == "pass" and "fail" in row["outcomes"],
         "flips": lambda row: row["external_id"] in flipped,
     }.get(filters["only"])
-    shown = []
-    for row in rows:
-        if wanted and not wanted(row):
-            continue
-        if filters["category"] and row["category"] != filters["category"]:
-            continue
-        if filters["split"] and row["split"] != filters["split"]:
-            continue
-        shown.append(row)
-    return shown
+    return [
+        row for row in rows
+        if (not wanted or wanted(row))
+        and (not filters["category"] or row["category"] == filters["category"])
+        and (not filters["split"] or row["split"] == filters["split"])
+    ]
 
 
-def _page_rows(run: Run, rows: list[dict], ids: dict[str, int], flipped: set[str]) -> list[dict]:
-    """One page of the disagreements table, with case links and the judge's reasons (read for this page)."""
-    case_ids = [ids[row["external_id"]] for row in rows]
-    reasons = judgment_reasons(run=run, case_ids=case_ids) if case_ids else {}
+def report_data(run: Run) -> dict[str, Any]:
+    """What the report computes from the run's frame: the figures, every disagreement, and the first
+    flipped and not-evaluated cases with their ids.
+
+    Cached under `evidence_key`, which changes with anything the figures read, so filtering and paging
+    a report (how a lead tunes a prompt) does not compute it again. The key is taken before the figures:
+    a change in between makes the next key differ, so a cached value is never older than its key.
+    """
+    key = evidence_key(run=run)
+    data = cache.get(key) if key else None
+    if data is not None:
+        return data
+    frame = judgment_frame(run=run, reasons=False)  # the page reads the reasons of its own rows
+    figures = run_figures(run=run, frame=frame)
+    listed = {ne["external_id"] for ne in figures["not_evaluated"][:LIST_LIMIT]}
+    listed.update(figures["flipped_cases"][:LIST_LIMIT])
+    named = frame[frame["external_id"].isin(listed)].drop_duplicates("case_id")
+    ids = dict(zip(named["external_id"].tolist(), named["case_id"].tolist(), strict=True))
+    data = {
+        "figures": figures,
+        "rows": all_disagreements(frame),
+        "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
+        "not_evaluated": [ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]],
+    }
+    if key:
+        cache.set(key, data, REPORT_CACHE_SECONDS)
+    return data
+
+
+def _page_rows(run: Run, rows: list[dict], flipped: set[str]) -> list[dict]:
+    """One page of the disagreements table, with the judge's reasons (read for this page only)."""
+    reasons = judgment_reasons(run=run, case_ids=[row["case_id"] for row in rows]) if rows else {}
     return [
         row | {
-            "case_id": case_id, "flipped": row["external_id"] in flipped,
+            "flipped": row["external_id"] in flipped,
             "repeat_rows": [
-                {"repeat": r, "outcome": o, "reason": reasons.get((case_id, r)) or why or "",
+                {"repeat": r, "outcome": o, "reason": reasons.get((row["case_id"], r)) or why or "",
                  "wrong": o in ("pass", "fail") and o != row["human"]}
                 for r, o, why in zip(row["repeats"], row["outcomes"], row["reasons"], strict=True)
             ],
         }
-        for row, case_id in zip(rows, case_ids, strict=True)
+        for row in rows
     ]
 
 
 def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
-    frame = judgment_frame(run=run, reasons=False)  # this page's reasons are read for its rows only
-    figures = run_figures(run=run, frame=frame)
+    data = report_data(run)
+    figures = data["figures"]
     rules = run_rules(run=run, figures=figures)
     rubric = run.config.rubric
     filters = _filters(request, figures)
-    rows = disagreement_rows(frame, figures, filters)
+    rows = filter_disagreements(data["rows"], figures, filters)
     page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
-    ids = _case_ids(frame)
-    flipped = set(figures["flipped_cases"])
     query = request.GET.copy()
     query.pop("page", None)
     reviewers = figures["reviewer_agreement"] or {}
@@ -123,21 +154,17 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
             f"The judge agrees with the humans ({pct(agreement)}) more than the reviewers agree with each other "
             f"({pct(reviewers['percent'])}): suspect, like a judge at 100 %."
         )
-    failing = [r for r in rules if not r.met]
     duration = run.finished_at - run.started_at if run.finished_at and run.started_at else None
     return {
         "run": run, "rubric": rubric, "config": run.config, "figures": figures,
         "rules": shown_rules(run, rules),
-        "promotable": promotable(rules), "failing": failing,
+        "promotable": promotable(rules), "failing": [r for r in rules if not r.met],
         "band": agreement_band(agreement=agreement, ci95=figures["agreement_ci95"],
                                floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),
         "suspect": suspect, "filters": filters, "filter_query": query.urlencode(),
         "only_choices": ONLY_CHOICES, "page": page,
-        "rows": _page_rows(run, list(page.object_list), ids, flipped),
-        "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
-        "not_evaluated": [
-            ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]
-        ],
+        "rows": _page_rows(run, list(page.object_list), set(figures["flipped_cases"])),
+        "flipped": data["flipped"], "not_evaluated": data["not_evaluated"],
         "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
         "not_evaluated_more": max(0, len(figures["not_evaluated"]) - LIST_LIMIT),
         "duration": duration,
