@@ -165,3 +165,27 @@ def test_the_audit_log_query_count_does_not_grow_with_entries(lead_client, lead,
     # session + user, the rubric filter's slugs, the page's count, the page's events (with who, rubric, run).
     with django_assert_num_queries(5):
         assert lead_client.get(reverse("judges:audit_log")).status_code == 200
+
+
+@pytest.mark.parametrize("n", [1, 5])
+def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_client, lead, rubric, dataset, reviewer,
+                                                                n, django_assert_num_queries):
+    from judges.models import CiResult
+    from judges.promotion import rubric_demote
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    for _ in range(n):
+        rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
+        rubric_demote(rubric=rubric, to_stage="draft", reason="again", by=lead)
+        evidence_run(rubric, dataset, lead, reviewer, prefix=f"more-{_}")
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
+    CiResult.objects.bulk_create([
+        CiResult(rubric=rubric, config_hash="a" * 64, stage="observe", outcome="recorded", passed=3, failed=1,
+                 not_evaluated=0, total=4, exit_code=0, token_name="ci")
+        for _ in range(n)
+    ])
+    # session + user, rubric, evidence, staleness, human verdicts, judgments, latest CI, whether runs exist,
+    # the evidence menu's runs (twice: Django's ModelChoiceIterator queries on each pass over the choices),
+    # recent audit entries, CI results.
+    with django_assert_num_queries(13):
+        assert lead_client.get(page_url(rubric)).status_code == 200
