@@ -1,6 +1,6 @@
 from django.urls import path
 
-from judges import views
+from judges import api, promotion_views, report_views, views
 
 app_name = "judges"
 
@@ -20,4 +20,17 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", views.run_retry, name="run_retry"),
     path("runs/<int:run_id>/judgments.<str:fmt>", views.run_export, name="run_export"),
+    # Calibration report (issue 6)
+    path("runs/<int:run_id>/report/", report_views.run_report, name="run_report"),
+    path("runs/compare/", report_views.run_compare, name="run_compare"),
+    path("api/runs/<int:run_id>/report", api.run_report, name="api_run_report"),
+    # Promotion, the gate config and CI results (issue 7)
+    path("promotion/", promotion_views.overview, name="promotion_overview"),
+    path("promotion/audit/", promotion_views.audit_log, name="audit_log"),
+    path("rubrics/<slug:slug>/promotion/", promotion_views.rubric_page, name="promotion_rubric"),
+    path("rubrics/<slug:slug>/promotion/promote/", promotion_views.rubric_promote, name="promotion_promote"),
+    path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
+    path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
+    path("api/gates", api.gates, name="api_gates"),
+    path("api/ci-results", api.ci_results_create, name="api_ci_results"),
 ]
