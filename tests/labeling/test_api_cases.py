@@ -153,3 +153,10 @@ def test_a_session_cookie_alone_is_401(lead_client, dataset):
 def test_the_token_check_comes_before_the_dataset_lookup(client, db):
     # Without a token nobody learns which datasets exist.
     assert post(client, "missing", ONE, None).status_code == 401
+
+
+def test_scripts_need_no_csrf_token(dataset, token):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)  # as a browser-less script is treated in production
+    assert post(strict, dataset.slug, ONE, token).status_code == 201
