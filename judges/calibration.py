@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from django.db import connection
 from django.db.models import Case as SqlCase
@@ -57,7 +58,7 @@ def judgments_frame(*, runs: list[Run], rubric: Rubric, reasons: bool = True) ->
         rows = rows.values_list("run_id", *fields, "reason", "error")
     else:
         rows = rows.values_list("run_id", *fields, _only_not_evaluated("reason"), _only_not_evaluated("error"))
-    frame = pd.DataFrame.from_records(list(rows), columns=["run_id", *fields, "reason", "error"])
+    frame = _typed_frame(list(rows), ["run_id", *fields, "reason", "error"], integers=("run_id", "case_id", "repeat"))
     cases = cases_with_human_verdict(
         rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted({run.dataset_id for run in runs}))
     ).order_by().values_list("pk", "external_id", "category", "split", "human_verdict")
@@ -70,6 +71,16 @@ def judgments_frame(*, runs: list[Run], rubric: Rubric, reasons: bool = True) ->
         values = frame[column].astype(object)
         frame[column] = values.where(values.notna(), None)
     return frame[["run_id", *COLUMNS]]
+
+
+def _typed_frame(rows: list[tuple], columns: list[str], *, integers: tuple[str, ...]) -> pd.DataFrame:
+    """rows as a frame, column by column with the types the query gives: `from_records` would infer each
+    column's type value by value, a third of the time it takes to read 100,000 judgments."""
+    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
+    return pd.DataFrame({
+        column: np.array(value, dtype=np.int64 if column in integers else object)
+        for column, value in zip(columns, values, strict=True)
+    })
 
 
 def judgment_frame(*, run: Run, reasons: bool = True) -> pd.DataFrame:
