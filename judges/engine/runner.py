@@ -183,7 +183,9 @@ class Engine:
                 return j
         j = self._judge(case, repeat)
         j.latency_ms = int((time.monotonic() - started) * 1000)
-        if key is not None and j.evaluated:
+        # A second opinion that could not answer is unfinished work, like a not-evaluated primary:
+        # cached, it would never be asked again and the case could never become contested.
+        if key is not None and j.evaluated and j.secondary_outcome != "not_evaluated":
             self.cache.put(key, j.to_dict())
         return j
 
