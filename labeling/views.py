@@ -313,11 +313,13 @@ def _render_queue(
     request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, case: Case | None, undo: Label | None,
     back: str = "", partial: bool, notice: str = "",
 ) -> HttpResponse:
-    """The queue page, or only its case panel for htmx. The case shown is held from other reviewers.
+    """The queue page, or only its case panel for htmx.
 
     Blind by construction: nothing here reads another reviewer's label or any judgment.
     """
-    services.case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=request.user)
+    if case is not None and case.hold:
+        # Held from the others while this reviewer reads it: it needs only their label.
+        services.case_claim(case_id=case.pk, rubric=rubric, reviewer=request.user)
     context = {
         "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
         "mine": case.own_label if case else None,
@@ -386,6 +388,7 @@ def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
         return HttpResponseBadRequest("Which case to skip?")
     case = get_object_or_404(Case.objects.only("id", "dataset_id"), pk=form.cleaned_data["case"], dataset=dataset)
     services.skip(case=case, rubric=rubric, reviewer=request.user)
+    services.case_claim(case_id=None, rubric=rubric, reviewer=request.user)  # others may take it now
     undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
     return _next_case_response(request, dataset, rubric, undo=undo)
 

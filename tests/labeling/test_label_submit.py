@@ -271,3 +271,14 @@ def test_reviewers_posting_through_the_page_at_once_never_lose_a_label(dataset, 
         assert errors == []
     assert Label.objects.count() == 15
     assert set(CaseTally.objects.filter(rubric=rubric).values_list("labels", flat=True)) == {3}
+
+
+@pytest.mark.parametrize("n", [2, 20])
+def test_history_runs_the_same_queries_however_many_labels(reviewer_client, reviewer, dataset, rubric,
+                                                           django_assert_num_queries, n):
+    for case in make_cases(dataset, n):
+        give_label(case, rubric, reviewer)
+    # 2 session and user, 1 count and 1 page of labels with their cases, datasets and rubrics = 4.
+    with django_assert_num_queries(4):
+        response = reviewer_client.get(reverse("labeling:history"))
+    assert len(response.context["page"].object_list) == n

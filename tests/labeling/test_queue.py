@@ -329,3 +329,21 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
     with django_assert_num_queries(9):
         response = reviewer_client.get(queue_url(dataset, rubric))
     assert response.status_code == 200
+
+
+def test_the_page_holds_a_case_only_when_it_needs_one_more_label(reviewer_client, reviewer, second_reviewer,
+                                                                 dataset, rubric):
+    rubric.labels_per_case = 2
+    rubric.save()
+    fresh, half, other_half = make_cases(dataset, 3)
+    give_label(half, rubric, second_reviewer)  # half and other_half need one more label, fresh two
+    give_label(other_half, rubric, second_reviewer)
+    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"].pk == fresh.pk
+    assert not CaseTally.objects.filter(claimed_by=reviewer).exists()
+    reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(fresh), headers=HTMX)
+    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"].pk == half.pk
+    assert list(CaseTally.objects.filter(claimed_by=reviewer).values_list("case_id", flat=True)) == [half.pk]
+    response = reviewer_client.post(queue_url(dataset, rubric, "queue_skip"), {"case": half.pk}, headers=HTMX)
+    assert response.context["case"].pk == other_half.pk
+    # The skipped case is let go (others may take it); the one shown now is held.
+    assert list(CaseTally.objects.filter(claimed_by=reviewer).values_list("case_id", flat=True)) == [other_half.pk]
