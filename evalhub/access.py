@@ -48,7 +48,7 @@ def token_required(scope: str) -> Callable:
             if token is None:
                 return _api_error(401, "The API token is unknown or revoked.")
             if scope not in token.scopes:
-                return _api_error(403, f"This token lacks the scope {scope!r}.")
+                return _api_error(403, f"This token lacks the scope '{scope}'.")
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
             request.api_token = token
             return view(request, *args, **kwargs)

@@ -17,16 +17,25 @@ def test_it_refuses_lead_pages_to_reviewers(reviewer_client, url_name):
     assert reviewer_client.get(reverse(url_name)).status_code == 403
 
 
-def test_it_shows_reviewers_only_their_datasets(reviewer_client, dataset, other_dataset):
-    body = reviewer_client.get(reverse("home")).content.decode()
+def test_it_shows_reviewers_only_their_datasets(reviewer_client, dataset, other_dataset, rubric):
+    response = reviewer_client.get(reverse("home"), follow=True)
+    assert response.redirect_chain == [(reverse("labeling:queue_start"), 302)]
+    body = response.content.decode()
     assert dataset.name in body
     assert other_dataset.name not in body
+
+
+def test_it_gives_leads_an_overview_in_constant_queries(lead_client, dataset, rubric, django_assert_num_queries):
+    # session, user, datasets with counts, rubrics, runs
+    with django_assert_num_queries(5):
+        body = lead_client.get(reverse("home")).content.decode()
+    assert dataset.name in body and rubric.name in body
 
 
 def test_it_logs_in_and_out(client, reviewer):
     response = client.post(reverse("login"), {"username": "rita", "password": "correct-horse-battery"})
     assert response.status_code == 302
-    assert client.get(reverse("home")).status_code == 200
+    assert client.get(reverse("labeling:queue_start")).status_code == 200
     client.post(reverse("logout"))
     assert client.get(reverse("home")).status_code == 302
 

@@ -12,11 +12,12 @@ from labeling.models import Case
 
 pytestmark = pytest.mark.django_db
 
-OK, FORBIDDEN, NOT_FOUND, LOGIN = 200, 403, 404, "login"
+OK, REDIRECT, FORBIDDEN, NOT_FOUND, LOGIN = 200, 302, 403, 404, "login"
 
 # (page, url builder, expected for: reviewer of the dataset, outsider reviewer, lead, admin)
 PAGES = [
-    ("home", lambda c: reverse("home"), (OK, OK, OK, OK)),
+    # Reviewers land on their labeling queues, leads on the overview.
+    ("home", lambda c: reverse("home"), (REDIRECT, REDIRECT, OK, OK)),
     ("password change", lambda c: reverse("password_change"), (OK, OK, OK, OK)),
     ("dataset list", lambda c: reverse("labeling:dataset_list"), (FORBIDDEN, FORBIDDEN, OK, OK)),
     ("dataset create", lambda c: reverse("labeling:dataset_create"), (FORBIDDEN, FORBIDDEN, OK, OK)),
