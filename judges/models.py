@@ -70,6 +70,11 @@ class Run(models.Model):
         FINISHED = "finished", "finished"
         CANCELLED = "cancelled", "cancelled"
 
+    class Probe(models.TextChoices):
+        VERBOSITY = "verbosity", "verbosity"
+        SYCOPHANCY = "sycophancy", "sycophancy"
+        INJECTION = "injection", "injected instruction"
+
     config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="runs")
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="runs")
     repeats = models.PositiveSmallIntegerField(default=1)
@@ -88,6 +93,13 @@ class Run(models.Model):
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    # A bias probe (issue 9) is a run of the same config over variants of the parent run's labeled
+    # cases; it is never evidence and stays out of run lists, the versions chart and "newest run".
+    parent = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="probes",
+        help_text="The run this probe measures; empty for an ordinary run.",
+    )
+    probe = models.CharField(max_length=12, choices=Probe.choices, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
@@ -107,6 +119,9 @@ class RunChunk(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
     index = models.PositiveIntegerField()
     case_ids = models.JSONField()
+    # A probe's chunk: {case_id: human verdict} as it stood when the probe started, so the variant
+    # each case gets (the injected instruction goes only into human-failed cases) never shifts under it.
+    human_verdicts = models.JSONField(null=True, blank=True)
     claimed_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     done_at = models.DateTimeField(null=True, blank=True)
@@ -137,6 +152,9 @@ class Judgment(models.Model):
     cached = models.BooleanField(default=False)
     contested = models.BooleanField(default=False)
     secondary_outcome = models.CharField(max_length=16, blank=True)
+    # A probe's judgment: the exact case variant judged (judges.probes.make_variant), stored here and
+    # never in the dataset, so a probe changes no case and makes no run stale.
+    variant = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

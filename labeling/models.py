@@ -104,6 +104,8 @@ class Rubric(models.Model):
     min_true_fail_rate = models.FloatField(default=0.70)
     max_flip_rate = models.FloatField(default=0.05)
     min_coverage = models.FloatField(default=0.95)
+    # Optional rule (issue 9): the share of verdicts bias probes may move; null means no such rule.
+    max_probe_moved = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
