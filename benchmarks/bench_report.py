@@ -1,0 +1,232 @@
+"""Calibration figures and the run report page on 20,000 labeled cases × 5 repeats in PostgreSQL.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub python benchmarks/bench_report.py [--cases N]
+
+It uses a database of its own on DATABASE_URL's server (`evalhub_bench_report` unless --database says
+otherwise): created, migrated, filled with bulk_create, and dropped at the end (--keep keeps it).
+The data: every case labeled by one reviewer, one in ten by a second (a few disagreeing); one finished
+run with K repeats, about 88 % agreement, some flips and not-evaluated judgments. It times:
+1. `run_figures` (the frame's two queries, reviewer agreement, stale checks, pandas): median of 5;
+2. the report page, GET /runs/<id>/report/ through Django's test client (the whole server side:
+   middleware, session, queries, pandas, template): median and p95 of 20, first views (cache cleared
+   before each) and cached views (filtering and paging the same report); the htmx table partial; and
+   the rubric's config page with its versions chart.
+Targets: figures under 1 s, the page's server time under 0.5 s. Figures are printed and written to
+benchmarks/results/bench_report.json.
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
+REASON = "The answer {} the 30-day return window and checks the order's delivery date before promising a return."
+
+
+def build(n_cases: int, repeats: int):
+    """The dataset, labels and one finished run, written with bulk_create. Returns (run, lead)."""
+    from django.utils import timezone
+
+    from evalhub.models import Role, User
+    from judges import services
+    from judges.models import Judgment, Run
+    from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
+
+    rng = random.Random(6)
+    lead = User.objects.create_user(username="lena", password="x", role=Role.LEAD)
+    rita = User.objects.create_user(username="rita", password="x")
+    rob = User.objects.create_user(username="rob", password="x")
+    dataset = Dataset.objects.create(slug="bench", name="Bench")
+    rubric = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
+                                   criteria="Pass when the answer states the 30-day return window correctly.")
+    past = timezone.now() - timedelta(days=1)
+    cases = []
+    for i in range(n_cases):
+        external_id = f"case-{i:06d}"
+        question, answer = f"Can I return order {i} after {i % 60} days?", f"Order {i}: returns within 30 days."
+        cases.append(Case(
+            dataset=dataset, external_id=external_id, input=question, output=answer, category=CATEGORIES[i % 5],
+            split=case_split(external_id), content_hash=labeled_content_hash(input=question, output=answer, trace={}),
+            created_at=past, content_changed_at=past,
+        ))
+    cases = Case.objects.bulk_create(cases, batch_size=5000)
+    human = {case.pk: ("fail" if rng.random() < 0.3 else "pass") for case in cases}
+    labels = [Label(case=c, rubric=rubric, reviewer=rita, verdict=human[c.pk], content_hash=c.content_hash)
+              for c in cases]
+    for c in cases[::10]:  # a second reviewer on one case in ten, disagreeing on one in twenty of those
+        verdict = human[c.pk] if rng.random() > 0.05 else ("pass" if human[c.pk] == "fail" else "fail")
+        labels.append(Label(case=c, rubric=rubric, reviewer=rob, verdict=verdict, content_hash=c.content_hash))
+    Label.objects.bulk_create(labels, batch_size=5000)
+
+    config = services.judge_config_save(rubric=rubric, spec={"layers": ["contract"],
+                                                             "contract_checks": ["answer_present"]}, by=lead)
+    run = Run.objects.create(config=config, dataset=dataset, repeats=repeats, status=Run.Status.FINISHED,
+                             created_by=lead, started_at=past, finished_at=past + timedelta(minutes=30),
+                             total=n_cases * repeats, done=n_cases * repeats)
+    batch = []
+    for case in cases:
+        right = human[case.pk]
+        wrong = "pass" if right == "fail" else "fail"
+        kind = rng.random()
+        for repeat in range(1, repeats + 1):
+            if kind < 0.10:
+                outcome = wrong  # a consistent disagreement
+            elif kind < 0.13:
+                outcome = wrong if repeat % 2 else right  # a flip
+            elif rng.random() < 0.005:
+                outcome = "not_evaluated"
+            else:
+                outcome = right
+            batch.append(Judgment(
+                run=run, case=case, repeat=repeat, outcome=outcome, layer="behavioral",
+                reason=REASON.format("states" if outcome == "pass" else "omits") if outcome != "not_evaluated" else "",
+                error="timeout" if outcome == "not_evaluated" else "", input_tokens=420, output_tokens=38,
+            ))
+        if len(batch) >= 10_000:
+            Judgment.objects.bulk_create(batch)
+            batch = []
+    Judgment.objects.bulk_create(batch)
+    return run, lead
+
+
+def timed(fn, times: int) -> list[float]:
+    samples = []
+    for _ in range(times):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pages", type=int, default=20, help="page requests to time")
+    parser.add_argument("--database", default="evalhub_bench_report", help="the benchmark's own database name")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
+    args = parser.parse_args()
+
+    base = os.environ.get("DATABASE_URL", "")
+    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
+        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
+    import psycopg
+
+    server = urlsplit(base)
+    admin_url = urlunsplit(server._replace(path="/postgres"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
+        conn.execute(f'CREATE DATABASE "{args.database}"')
+    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+
+    import django
+
+    django.setup()
+    from django.core.cache import cache
+    from django.core.management import call_command
+    from django.db import connection, connections
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from judges.calibration import judgment_frame, run_figures
+    from judges.metrics import calibration_figures
+    from judges.models import Run
+
+    try:
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        run, lead = build(args.cases, args.repeats)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")  # fresh statistics, as autovacuum would give a real database
+        print(f"{args.cases:,} cases × {args.repeats} repeats = {args.cases * args.repeats:,} judgments, "
+              f"built in {time.perf_counter() - started:.1f} s (database {args.database})")
+
+        def fresh_run():
+            return Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
+
+        figures = run_figures(run=fresh_run())  # warm-up (imports, connection), not measured
+        figure_times = timed(lambda: run_figures(run=fresh_run()), 5)
+        frame_times = timed(lambda: judgment_frame(run=fresh_run()), 5)
+        frame = judgment_frame(run=fresh_run())
+        pandas_times = timed(lambda: calibration_figures(frame), 5)
+
+        setup_test_environment()  # the test client's host, 'testserver', is allowed
+        client = Client()
+        client.force_login(lead)
+        url = f"/runs/{run.pk}/report/"
+        assert client.get(url).status_code == 200  # warm-up: templates compiled, session cached
+
+        def page(path: str, cold: bool = False, **headers):
+            def get():
+                if cold:
+                    cache.clear()  # the first view of a report, or the first after its evidence changed
+                response = client.get(path, headers=headers)
+                assert response.status_code == 200, response.status_code
+            return get
+
+        pages = {
+            "report page, first view (cold)": page(url, cold=True),
+            "report page, again (cached)": page(url),
+            "report page, false passes only (cached)": page(url + "?only=false_pass"),
+            "report table partial, htmx (cached)": page(url + "?only=flips", **{"HX-Request": "true",
+                                                                               "HX-Target": "disagreements"}),
+            "rubric config page with versions chart": page("/rubrics/return-policy/judges/"),
+        }
+        page_times = {name: timed(get, args.pages) for name, get in pages.items()}
+
+        result = {
+            "cases": args.cases, "repeats": args.repeats, "judgments": args.cases * args.repeats,
+            "n": figures["n"], "agreement": figures["agreement"], "flip_rate": figures["flip_rate"],
+            "coverage": figures["coverage"],
+            "run_figures_median_s": round(statistics.median(figure_times), 3),
+            "judgment_frame_median_s": round(statistics.median(frame_times), 3),
+            "calibration_figures_pandas_median_s": round(statistics.median(pandas_times), 3),
+            "pages": {
+                name: {"median_s": round(statistics.median(t), 3), "p95_s": round(p95(t), 3)}
+                for name, t in page_times.items()
+            },
+            "targets": {"run_figures_s": 1.0, "report_page_s": 0.5},
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+        print(f"  figures: n {figures['n']:,}, agreement {figures['agreement']:.4f}, "
+              f"flip rate {figures['flip_rate']:.4f}, coverage {figures['coverage']:.4f}")
+        print(f"  run_figures                 median {result['run_figures_median_s']:.3f} s "
+              f"(frame {result['judgment_frame_median_s']:.3f} s, pandas "
+              f"{result['calibration_figures_pandas_median_s']:.3f} s)  target < 1 s: "
+              f"{'met' if result['run_figures_median_s'] < 1 else 'MISSED'}")
+        for name, stats in result["pages"].items():
+            print(f"  {name:<40} median {stats['median_s']:.3f} s  p95 {stats['p95_s']:.3f} s")
+        cold = result["pages"]["report page, first view (cold)"]["median_s"]
+        warm = result["pages"]["report page, again (cached)"]["median_s"]
+        print(f"  report page server time target < 0.5 s: first view {'met' if cold < 0.5 else 'MISSED'}, "
+              f"cached {'met' if warm < 0.5 else 'MISSED'}; "
+              f"peak memory {result['peak_rss_mib']:,.0f} MiB")
+        out = ROOT / "benchmarks" / "results"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench_report.json").write_text(json.dumps(result, indent=2) + "\n")
+    finally:
+        connections.close_all()
+        if not args.keep:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
+
+
+if __name__ == "__main__":
+    main()
