@@ -55,10 +55,14 @@ def judgments_frame(*, runs: list[Run], rubric: Rubric, reasons: bool = True) ->
     fields = ["case_id", "repeat", "outcome"]
     rows = Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by()  # the metrics sort what they show
     if reasons:
-        rows = rows.values_list("run_id", *fields, "reason", "error")
+        rows = rows.values_list("run_id", *fields, "reason", "error", "contested")
     else:
-        rows = rows.values_list("run_id", *fields, _only_not_evaluated("reason"), _only_not_evaluated("error"))
-    frame = _typed_frame(list(rows), ["run_id", *fields, "reason", "error"], integers=("run_id", "case_id", "repeat"))
+        rows = rows.values_list(
+            "run_id", *fields, _only_not_evaluated("reason"), _only_not_evaluated("error"), "contested"
+        )
+    frame = _typed_frame(
+        list(rows), ["run_id", *fields, "reason", "error", "contested"], integers=("run_id", "case_id", "repeat")
+    )
     cases = cases_with_human_verdict(
         rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted({run.dataset_id for run in runs}))
     ).order_by().values_list("pk", "external_id", "category", "split", "human_verdict")

@@ -2,9 +2,10 @@
 
 Pure pandas, no ORM: a selector builds the frame from one `.values()` query, one row per judgment:
 
-    case_id, external_id, category, split, repeat, outcome, reason, error, human
+    case_id, external_id, category, split, repeat, outcome, reason, error, contested, human
 
-`outcome` is "pass" / "fail" / "not_evaluated"; `human` is the case's human verdict ("pass" / "fail" /
+`outcome` is "pass" / "fail" / "not_evaluated"; `contested` is True where a second-opinion judge
+disagreed (a frame without the column has none); `human` is the case's human verdict ("pass" / "fail" /
 None). Only cases with a human verdict count, in every figure. Positive = the judge says pass.
 
 Everything is counted once, vectorised, into a small table of integers per group (the whole run, each
@@ -23,14 +24,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-COLUMNS = ("case_id", "external_id", "category", "split", "repeat", "outcome", "reason", "error", "human")
+COLUMNS = (
+    "case_id", "external_id", "category", "split", "repeat", "outcome", "reason", "error", "contested", "human",
+)
 VERDICTS = ("pass", "fail")
 WILSON_Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
 OVERFIT_GAP = (1, 10)  # dev agreement may beat holdout by at most 10 points, as an exact fraction
 OVERFIT_WARNING = "dev agreement beats holdout by more than 10 points (an overfit prompt)"
 
 # The integer counts every figure is derived from. Row counts are per judgment, case counts per case.
-_ROW_COUNTS = ("judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf")
+_ROW_COUNTS = ("judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf", "contested")
 _CASE_COUNTS = ("n", "flips", "repeatable")
 
 
@@ -105,6 +108,9 @@ def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
             "hf_jp": (~human_pass & judge_pass).astype(int),  # false pass
             "hf_jf": (~human_pass & judge_fail).astype(int),
             "judge_pass": judge_pass.astype(int),
+            # Only an evaluated judgment can be contested (the primary's verdict stands, flagged);
+            # eq(True) reads a missing column's NaN, None and False alike as "not contested".
+            "contested": (df["contested"].eq(True) & evaluated).astype(int),
         }
     )
 
@@ -171,6 +177,9 @@ def _scalar_figures(c: dict[str, int]) -> dict[str, Any]:
         "flip_rate": flip_rate,
         "flip_note": flip_note,
         "coverage": _ratio(c["evaluated"], c["judgments"]),
+        # Where a second-opinion judge disagreed, over the same evaluated judgments as agreement.
+        "contested": c["contested"],
+        "contested_rate": _ratio(c["contested"], c["evaluated"]),
     }
 
 
@@ -216,6 +225,7 @@ def calibration_figures(frame: pd.DataFrame, *, reviewer_agreement: dict | None 
         "false_pass_cases": _sorted_ids(rows.loc[rows["hf_jp"].eq(1), "external_id"]),
         "false_fail_cases": _sorted_ids(rows.loc[rows["hp_jf"].eq(1), "external_id"]),
         "flipped_cases": _sorted_ids(cases.loc[cases["flips"].eq(1), "external_id"]),
+        "contested_cases": _sorted_ids(rows.loc[rows["contested"].eq(1), "external_id"]),
         "by_category": {str(name): _scalar_figures(c) for name, c in by_category.items()},
         "by_split": {str(name): _scalar_figures(c) for name, c in by_split.items()},
         "warnings": [OVERFIT_WARNING] if _overfit_warning(by_split) else [],

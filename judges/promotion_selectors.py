@@ -128,7 +128,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     stale = _stale_reasons(runs)
     humans = _human_verdicts(runs)
     fields = ["run_id", "case_id", "case__external_id", "case__category", "case__split", "repeat", "outcome",
-              "reason", "error"]
+              "reason", "error", "contested"]
     rows = Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by().values_list(*fields)
     frame = pd.DataFrame.from_records(list(rows), columns=["run_id", *COLUMNS[:-1]])
     rubric_of = {run.pk: run.config.rubric_id for run in runs}

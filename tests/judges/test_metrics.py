@@ -24,7 +24,7 @@ from judges.metrics import (
 SCALARS = {
     "n", "judgments", "evaluated", "agreement", "agreement_ci95", "kappa", "kappa_note", "false_pass",
     "false_pass_rate", "false_fail", "false_fail_rate", "true_pass_rate", "true_fail_rate", "flips",
-    "flip_rate", "flip_note", "coverage",
+    "flip_rate", "flip_note", "coverage", "contested", "contested_rate",
 }
 
 
