@@ -122,10 +122,18 @@ def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_ser
 
     # The versions chart on the rubric's config page: v1's run, and a better v2.
     v2 = make_config(rubric, lead, note="v2")
-    make_run(v2, dataset, lead, {case: [outcome] * 3 for case, outcome in (
+    run2 = make_run(v2, dataset, lead, {case: [outcome] * 3 for case, outcome in (
         (c, "fail" if int(c.external_id[-3:]) % 3 == 0 else "pass") for c in cases.values()
     ) if case.external_id not in ("case-003", "case-004")} | {cases["case-003"]: ["pass"] * 3,
                                                               cases["case-004"]: ["pass", "fail", "pass"]})
     page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/")
     page.wait_for_selector("[data-testid=versions-chart] svg")
     page.locator("[data-testid=versions-chart]").screenshot(path=str(SHOTS / "versions_chart.png"))
+
+    # The two versions compared: v2 fixes the false passes and fails of v1 but case-003 and flips case-004.
+    page.goto(f"{live_server.url}/runs/compare/?a={run.pk}&b={run2.pk}")
+    changed = page.locator("[data-testid=changes] tbody tr[data-case]").evaluate_all(
+        "rows => rows.map(r => r.dataset.case)"
+    )
+    assert "case-009" in changed and "case-003" not in changed
+    shot(page, "compare.png")
