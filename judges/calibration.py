@@ -102,6 +102,20 @@ def judgment_reasons(*, run: Run, case_ids: list[int]) -> dict[tuple[int, int], 
     return {(case_id, repeat): reason for case_id, repeat, reason in rows}
 
 
+def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """case_id → its contested judgments in repeat order, {repeat, primary, secondary} (the two judges'
+    verdicts), for these cases only (the report's contested table). One query."""
+    rows = (
+        Judgment.objects.filter(run=run, case_id__in=case_ids, contested=True)
+        .order_by("case_id", "repeat")
+        .values_list("case_id", "repeat", "outcome", "secondary_outcome")
+    )
+    out: dict[int, list[dict[str, Any]]] = {}
+    for case_id, repeat, primary, secondary in rows:
+        out.setdefault(case_id, []).append({"repeat": repeat, "primary": primary, "secondary": secondary})
+    return out
+
+
 def stale_reasons(*, run: Run) -> list[str]:
     """Why the run's judgments no longer judge what stands (DESIGN "Stale evidence"); [] when fresh.
 

@@ -11,16 +11,20 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.contrib import messages
 from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges import selectors
 from judges.calibration import (
+    contested_judgments,
     evidence_key,
     judgment_frame,
     judgment_reasons,
@@ -33,6 +37,8 @@ from judges.charts import agreement_band
 from judges.metrics import disagreements
 from judges.models import Run
 from judges.rules import promotable
+from labeling.models import LabelRequest
+from labeling.services import LabelingRefused, request_more_labels
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -92,8 +98,8 @@ def filter_disagreements(rows: list[dict], figures: dict, filters: dict[str, str
 
 
 def report_data(run: Run) -> dict[str, Any]:
-    """What the report computes from the run's frame: the figures, every disagreement, and the first
-    flipped and not-evaluated cases with their ids.
+    """What the report computes from the run's frame: the figures, every disagreement, the first
+    flipped, not-evaluated and contested cases with their ids, and the ids of every contested case.
 
     Cached under `evidence_key`, which changes with anything the figures read, so filtering and paging
     a report (how a lead tunes a prompt) does not compute it again. The key is taken before the figures:
@@ -107,17 +113,37 @@ def report_data(run: Run) -> dict[str, Any]:
     figures = run_figures(run=run, frame=frame)
     listed = {ne["external_id"] for ne in figures["not_evaluated"][:LIST_LIMIT]}
     listed.update(figures["flipped_cases"][:LIST_LIMIT])
+    listed.update(figures["contested_cases"])  # every one: "send to reviewers" sends them all
     named = frame[frame["external_id"].isin(listed)].drop_duplicates("case_id")
     ids = dict(zip(named["external_id"].tolist(), named["case_id"].tolist(), strict=True))
+    humans = dict(zip(named["external_id"].tolist(), named["human"].tolist(), strict=True))
     data = {
         "figures": figures,
         "rows": all_disagreements(frame),
         "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
         "not_evaluated": [ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]],
+        "contested_ids": [ids[e] for e in figures["contested_cases"]],
+        "contested": _contested_rows(run, [(ids[e], e, humans[e]) for e in figures["contested_cases"][:LIST_LIMIT]]),
     }
     if key:
         cache.set(key, data, REPORT_CACHE_SECONDS)
     return data
+
+
+def _contested_rows(run: Run, cases: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
+    """(case_id, external_id, human) → the contested table's rows, each with its contested repeats and
+    both judges' verdicts on them (one query, none when nothing is contested)."""
+    judgments = contested_judgments(run=run, case_ids=[case_id for case_id, _, _ in cases]) if cases else {}
+    return [
+        {"case_id": case_id, "external_id": external_id, "human": human, "repeats": judgments.get(case_id, [])}
+        for case_id, external_id, human in cases
+    ]
+
+
+def _second_opinion(run: Run) -> dict | None:
+    """The config's second-opinion judge, or None (no secondary, or a fallback)."""
+    secondary = run.config.spec.get("secondary") or None
+    return secondary if secondary and secondary.get("role") == "second_opinion" else None
 
 
 def _page_rows(run: Run, rows: list[dict], flipped: set[str]) -> list[dict]:
@@ -155,6 +181,13 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
             f"({pct(reviewers['percent'])}): suspect, like a judge at 100 %."
         )
     duration = run.finished_at - run.started_at if run.finished_at and run.started_at else None
+    contested = data["contested"]
+    # Which listed cases already wait for (or got) another label of this rubric: one query, only when
+    # something is contested.
+    requested = set(
+        LabelRequest.objects.filter(rubric=rubric, case_id__in=[row["case_id"] for row in contested])
+        .values_list("case_id", flat=True)
+    ) if contested else set()
     return {
         "run": run, "rubric": rubric, "config": run.config, "figures": figures,
         "rules": shown_rules(run, rules),
@@ -168,6 +201,9 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
         "not_evaluated_more": max(0, len(figures["not_evaluated"]) - LIST_LIMIT),
         "duration": duration,
+        "second_opinion": _second_opinion(run),
+        "contested": [row | {"requested": row["case_id"] in requested} for row in contested],
+        "contested_more": max(0, len(figures["contested_cases"]) - LIST_LIMIT),
     }
 
 
@@ -184,6 +220,35 @@ def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     if request.htmx and request.htmx.target == "disagreements":
         return render(request, "judges/report.html#disagreements", context)
     return render(request, "judges/report.html", context)
+
+
+@lead_required
+@require_POST
+def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Send the run's contested cases to the reviewers' queue for its rubric, as requests for another
+    label (DESIGN: a human decides where the judges disagree). The reviewers see the case only, never
+    either judge's verdict. A repeat changes nothing: cases asked for already are left alone.
+    """
+    run = _get_run(run_id)
+    rubric = run.config.rubric
+    case_ids = report_data(run)["contested_ids"]  # the cases the report lists, by the same figures
+    if not case_ids:
+        messages.info(request, "No contested case with a human verdict to send.")
+    else:
+        try:
+            sent = request_more_labels(
+                case_ids=case_ids, rubric=rubric, by=request.user, reason=f"contested by second opinion (run {run.pk})"
+            )
+        except LabelingRefused as refused:  # lead_required lets only leads here; the service checks too
+            messages.error(request, str(refused))
+        else:
+            already = f" ({sent.already} asked for already)" if sent.already else ""
+            messages.success(
+                request,
+                f"Sent {sent.requested} contested case{'' if sent.requested == 1 else 's'} to the reviewers' queue "
+                f"for {rubric.slug}{already}: each now needs one more label, from a reviewer who has not labeled it.",
+            )
+    return redirect(reverse("judges:run_report", args=[run.pk]) + "#contested")
 
 
 # ---- two runs side by side -----------------------------------------------------------------------

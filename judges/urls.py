@@ -22,6 +22,8 @@ urlpatterns = [
     path("runs/<int:run_id>/judgments.<str:fmt>", views.run_export, name="run_export"),
     # Calibration report (issue 6)
     path("runs/<int:run_id>/report/", report_views.run_report, name="run_report"),
+    # Second opinions (issue 8): contested cases back to the reviewers
+    path("runs/<int:run_id>/report/send-contested/", report_views.run_send_contested, name="run_send_contested"),
     path("runs/compare/", report_views.run_compare, name="run_compare"),
     path("api/runs/<int:run_id>/report", api.run_report, name="api_run_report"),
     # Promotion, the gate config and CI results (issue 7)

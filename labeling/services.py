@@ -4,6 +4,8 @@ Every function is keyword-only and does its writes in one transaction. Counts th
 (CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
 """
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
@@ -140,3 +142,41 @@ def request_another_label(*, case: Case, rubric: Rubric, by: User, reason: str =
         ]
         created = LabelRequest.objects.bulk_create(rows)
     return created[-1]
+
+
+@dataclass(frozen=True)
+class LabelsRequested:
+    requested: int  # cases that now want one more label
+    already: int  # cases left as they were: asked for already
+
+
+def request_more_labels(*, case_ids: Iterable[int], rubric: Rubric, by: User, reason: str) -> LabelsRequested:
+    """A lead asks for another label on many cases at once (a run's contested cases, say), each as
+    `request_another_label` would: one more than the rubric's labels_per_case, from a new reviewer.
+
+    Idempotent, so a repeated click changes nothing: a case is left alone while an earlier request
+    still waits for its label, or when it was asked for with this same reason before (even if that
+    label has come since). Three queries whatever the number of cases, in one transaction.
+    """
+    if not by.is_lead:
+        raise LabelingRefused("Only leads request labels.")
+    reason = reason.strip()[:300]
+    ids = sorted(set(case_ids))
+    with transaction.atomic():
+        # Locked in case order, so two leads sending overlapping sets cannot deadlock.
+        tallies = list(CaseTally.objects.select_for_update().filter(rubric=rubric, case_id__in=ids).order_by("case_id"))
+        asked = set(
+            LabelRequest.objects.filter(rubric=rubric, case_id__in=ids, reason=reason).values_list("case_id", flat=True)
+        )
+        rows, cases = [], 0
+        for tally in tallies:
+            missing = rubric.labels_per_case + tally.requested - tally.labels
+            if (tally.requested and missing > 0) or tally.case_id in asked:
+                continue
+            cases += 1
+            rows += [
+                LabelRequest(case_id=tally.case_id, rubric=rubric, requested_by=by, reason=reason)
+                for _ in range(max(1, 1 - missing))  # as in request_another_label
+            ]
+        LabelRequest.objects.bulk_create(rows)
+    return LabelsRequested(requested=cases, already=len(tallies) - cases)
