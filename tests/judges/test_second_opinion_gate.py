@@ -1,0 +1,105 @@
+"""The CI command with a second opinion (DESIGN "Layers"): at gate stage a contested judgment counts as
+not evaluated, so a human looks before it can pass or block a merge: exit 3, or 1 when fail_closed.
+
+In-process through `gate_cli.main`, against the fake provider with one rule per model: the primary
+(OpenAI) passes an answer that states "30 days", the second opinion (Anthropic) is scripted per test.
+"""
+
+import json
+
+import pytest
+
+from judges import gate_cli
+from tests.judges.test_gate_cli import BAD, GOOD, MODEL, PASS_RULE, gate_rubric, run
+
+SECOND = "claude-haiku-4-5-20251001"
+SECOND_OPINION = {
+    "role": "second_opinion", "provider": "anthropic", "model": SECOND, "base_url_env": "FAKE_ANTHROPIC_URL",
+    "api_key_env": "FAKE_API_KEY", "when": {"mode": "always"},
+}
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    monkeypatch.delenv("EVALHUB_TOKEN", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def judges(fake_provider):
+    fake_provider.control(model=MODEL, rule=PASS_RULE)
+    return fake_provider
+
+
+def second(stage: str = "gate", fail_closed: bool = False, **when) -> dict:
+    return gate_rubric(stage=stage, fail_closed=fail_closed,
+                       secondary={**SECOND_OPINION, "when": when or {"mode": "always"}})
+
+
+def test_a_contested_gate_case_is_not_evaluated_and_exits_3(workdir, judges, capsys):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    assert run(workdir, [second()], GOOD[:1]) == 3
+    out = capsys.readouterr().out
+    assert "NOT EVALUATED return-policy ok-0: contested: the second opinion said fail (a human must look)" in out
+    assert "exit 3 (not evaluated)" in out
+    assert judges.stats()["by_model"] == {MODEL: 1, SECOND: 1}
+
+
+def test_a_contested_fail_does_not_block_either_a_human_decides(workdir, judges, capsys):
+    # The primary fails the bad answer, the second opinion passes it: not a failure, not evaluated.
+    assert run(workdir, [second()], [*GOOD, BAD]) == 3
+    out = capsys.readouterr().out
+    assert "FAIL" not in out and "NOT EVALUATED return-policy bad-1: contested: the second opinion said pass" in out
+
+
+def test_fail_closed_turns_a_contested_gate_case_into_a_failure(workdir, judges, capsys):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    assert run(workdir, [second(fail_closed=True)], GOOD[:1]) == 1
+    assert "FAIL return-policy ok-0 (fail_closed: counts as fail): contested" in capsys.readouterr().out
+
+
+def test_agreeing_judges_pass_the_gate(workdir, judges):
+    judges.control(model=SECOND, rule=PASS_RULE)
+    assert run(workdir, [second()], GOOD) == 0
+    assert judges.stats()["by_model"] == {MODEL: 3, SECOND: 3}  # the second opinion was asked every time
+
+
+@pytest.mark.parametrize("stage", ["warn", "observe"])
+def test_below_gate_stage_the_primary_verdict_stands(workdir, judges, stage):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    json_path = workdir / "results.json"
+    assert run(workdir, [second(stage=stage)], GOOD, "--json", str(json_path)) == 0
+    [rubric] = json.loads(json_path.read_text())["rubrics"]
+    assert (rubric["passed"], rubric["not_evaluated"]) == (3, 0)
+
+
+def test_only_the_cases_the_second_opinion_is_asked_on_can_be_contested(workdir, judges):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    cases = [{**case, "category": "safety" if i == 0 else "policy"} for i, case in enumerate(GOOD)]
+    json_path = workdir / "results.json"
+    rubric = second(mode="categories", categories=["safety"])
+    assert run(workdir, [rubric], cases, "--json", str(json_path)) == 3
+    [result] = json.loads(json_path.read_text())["rubrics"]
+    assert (result["passed"], result["not_evaluated"], result["not_evaluated_cases"]) == (2, 1, ["ok-0"])
+    assert judges.stats()["by_model"] == {MODEL: 3, SECOND: 1}
+
+
+def test_a_cached_contested_judgment_stays_contested_and_calls_nobody(workdir, judges):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    config = gate_cli_config(workdir, second())
+    outputs = workdir / "outputs.jsonl"
+    outputs.write_text("".join(json.dumps(c) + "\n" for c in GOOD))
+    argv = ["check", "--config", config, "--outputs", str(outputs), "--cache-dir", str(workdir / "cache")]
+    assert gate_cli.main(argv) == 3
+    calls = judges.stats()["total"]
+    assert calls == 6
+    assert gate_cli.main(argv) == 3
+    assert judges.stats()["total"] == calls
+
+
+def gate_cli_config(workdir, *rubrics) -> str:
+    path = workdir / "gates.json"
+    path.write_text(json.dumps({"schema": "evalhub.gates/v1", "generated_at": "now", "rubrics": list(rubrics)}))
+    return str(path)
