@@ -9,11 +9,25 @@ from typing import Any
 from django import forms
 
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
-from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS
+from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
 from judges.models import ModelPrice
 from labeling.models import Dataset
 
 DEFAULT_PARAMS = {"temperature": 0, "max_tokens": 400}
+SECONDARY_ROLE_CHOICES = [
+    ("", "— none —"),
+    ("fallback", "fallback: answers only when the judge cannot"),
+    ("second_opinion", "second opinion: judges too; where it disagrees the judgment is contested"),
+]
+WHEN_LABELS = {
+    "always": "always: on every judgment",
+    "categories": "on chosen categories only",
+    "borderline": "on borderline scores: within one point of the pass score (scores output)",
+    "sample": "on a sampled share of the cases (the same cases on every run)",
+}
+# The secondary's fields and the `when` fields, by the name the engine gives them in its errors.
+SECONDARY_FIELDS = ("provider", "model", "model_family", "base_url_env", "api_key_env", "params")
+WHEN_FIELDS = ("mode", "categories", "share")
 
 
 def _unix_newlines(text: str) -> str:
@@ -107,10 +121,43 @@ class JudgeConfigForm(forms.Form):
         max_length=100, required=False, label="API key variable",
         help_text="The NAME of the environment variable holding the key, never the key.",
     )
-    secondary = JsonText(
-        rows=4,
-        help_text='Optional: {"role": "fallback" | "second_opinion", "provider": …, "model": …, '
-        '"when": {"mode": "always"}}. Blank: none.',
+    # The secondary judge, field by field (the engine's `secondary` object; `when` for a second opinion).
+    secondary_role = forms.ChoiceField(choices=SECONDARY_ROLE_CHOICES, required=False, label="Role")
+    secondary_provider = forms.ChoiceField(
+        choices=[("", "—"), *((p, p) for p in PROVIDERS)], required=False, label="Provider",
+    )
+    secondary_model = forms.CharField(
+        max_length=200, required=False, label="Model",
+        help_text="A second opinion must be of another model family than the judge (gpt-… is openai, claude-… "
+        "anthropic, gemini-… google, llama… meta): a second deployment of the same family is no second opinion.",
+    )
+    secondary_model_family = forms.CharField(
+        max_length=50, required=False, label="Model family",
+        help_text="Only where the model's name says nothing (a local model).",
+    )
+    secondary_base_url_env = forms.CharField(
+        max_length=100, required=False, label="Base URL variable",
+        help_text="The NAME of the variable holding its endpoint (openai-compatible), never the URL.",
+    )
+    secondary_api_key_env = forms.CharField(
+        max_length=100, required=False, label="API key variable",
+        help_text="The NAME of the variable holding its key, never the key.",
+    )
+    secondary_params = JsonText(
+        rows=2, label="Parameters",
+        help_text="Blank: the judge's temperature and max_tokens (its other parameters may be vendor-specific).",
+    )
+    when_mode = forms.ChoiceField(
+        choices=[(m, WHEN_LABELS[m]) for m in SECONDARY_MODES], initial="always", required=False,
+        label="Asked", help_text="Second opinion only.",
+    )
+    when_categories = forms.CharField(
+        max_length=500, required=False, label="Categories",
+        help_text="Comma-separated, for “on chosen categories”: the safety-critical ones (adversarial, policy, …).",
+    )
+    when_share = forms.FloatField(
+        required=False, label="Share", min_value=0.0, max_value=1.0,
+        help_text="For “a sampled share”: 0.2 asks on a fifth of the cases, chosen by a hash of each case id.",
     )
     note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
 
@@ -119,7 +166,40 @@ class JudgeConfigForm(forms.Form):
         initial = {name: spec.get(name) for name in cls.base_fields if name in spec}
         for name in ("provider", "model", "model_family", "base_url_env", "api_key_env"):
             initial[name] = initial.get(name) or ""
+        secondary = spec.get("secondary") or {}
+        if secondary:
+            initial["secondary_role"] = secondary.get("role", "")
+            for name in SECONDARY_FIELDS:
+                initial[f"secondary_{name}"] = secondary.get(name) or ("" if name != "params" else None)
+            when = secondary.get("when") or {"mode": "always"}
+            initial["when_mode"] = when.get("mode", "always")
+            initial["when_categories"] = ", ".join(when.get("categories") or [])
+            initial["when_share"] = when.get("share")
         return initial
+
+    def _secondary_spec(self) -> dict | None:
+        """The engine's `secondary` object from the fields, or None when no role is chosen."""
+        data = self.cleaned_data
+        if not data["secondary_role"]:
+            return None
+        secondary = {
+            "role": data["secondary_role"],
+            "provider": data["secondary_provider"] or None,  # the engine names a missing one
+            "model": data["secondary_model"].strip(),
+            "model_family": _blank_to_none(data["secondary_model_family"]),
+            "base_url_env": _blank_to_none(data["secondary_base_url_env"]),
+            "api_key_env": _blank_to_none(data["secondary_api_key_env"]),
+            "params": data["secondary_params"] if data["secondary_params"] is not None else {},
+        }
+        if data["secondary_role"] == "second_opinion":
+            mode = data["when_mode"] or "always"
+            when: dict[str, Any] = {"mode": mode}
+            if mode == "categories":
+                when["categories"] = [c.strip() for c in data["when_categories"].split(",") if c.strip()]
+            if mode == "sample":
+                when["share"] = data["when_share"]
+            secondary["when"] = when
+        return secondary
 
     def to_spec(self) -> dict:
         """The engine's config dict (without rubric and criteria) from the cleaned fields."""
@@ -142,13 +222,25 @@ class JudgeConfigForm(forms.Form):
             "max_attempts": data["max_attempts"],
             "base_url_env": _blank_to_none(data["base_url_env"]),
             "api_key_env": _blank_to_none(data["api_key_env"]),
-            "secondary": data["secondary"],
+            "secondary": self._secondary_spec(),
         }
 
     def add_engine_error(self, error: ValueError) -> None:
-        """The engine names the field first ("params.temperature: …"): show its message on that field."""
+        """The engine names the field first ("params.temperature: …"): show its message on that field.
+
+        The secondary's are "secondary.model: …" and "secondary.when.share: …"; its own checks
+        ("secondary: …", the same-family refusal above all) go on its model or its role.
+        """
         message = str(error)
-        name = message.split(":", 1)[0].split(".", 1)[0].strip()
+        path = message.split(":", 1)[0].strip().split(".")
+        name = path[0]
+        if name == "secondary":
+            if len(path) >= 3 and path[1] == "when" and path[2] in WHEN_FIELDS:
+                name = f"when_{path[2]}"
+            elif len(path) >= 2 and path[1] in SECONDARY_FIELDS:
+                name = f"secondary_{path[1]}"
+            else:
+                name = "secondary_model" if "model family" in message else "secondary_role"
         self.add_error(name if name in self.fields else None, message)
 
 

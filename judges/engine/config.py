@@ -368,7 +368,8 @@ class JudgeConfig:
                 if secondary.family == primary_family:
                     raise ValueError(
                         f"secondary: a second_opinion must come from another model family than the primary "
-                        f"(both are {primary_family!r}); set model_family where the name says nothing"
+                        f"(both are {primary_family!r}: {model} and {secondary.model}): a second deployment of "
+                        f"the same family is no second opinion; set model_family where the name says nothing"
                     )
                 if secondary.when and secondary.when["mode"] == "borderline" and d.get("output_kind") != "scores":
                     raise ValueError("secondary.when.mode: borderline needs output_kind scores")

@@ -1,8 +1,6 @@
 """The judge config pages: versions, the editor (save, no-op save, engine errors, alias warning),
 the diff between versions and the prompt preview."""
 
-import json
-
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
@@ -22,7 +20,7 @@ def form_data(**overrides) -> dict:
         "provider": "openai", "model": MODEL, "model_family": "", "prompt_template": DEFAULT_PROMPT_TEMPLATE,
         "policy": "Returns within 30 days.", "params": '{"temperature": 0, "max_tokens": 400}',
         "output_kind": "verdict", "pass_score": "4", "timeout_s": "30", "max_attempts": "3",
-        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "secondary": "", "note": "",
+        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "secondary_role": "", "note": "",
         "action": "save",
     }
     data.update(overrides)
@@ -94,7 +92,8 @@ def test_it_prefills_the_editor_from_the_newest_version(lead_client, rubric, lea
     ({"params": '{"temperature": 5}'}, "params"),
     ({"base_url_env": "https://api.example.com/v1"}, "base_url_env"),
     ({"provider": ""}, "provider"),
-    ({"secondary": '{"role": "second_opinion", "provider": "openai", "model": "gpt-4.1-2025-04-14"}'}, "secondary"),
+    ({"secondary_role": "second_opinion", "secondary_provider": "openai", "secondary_model": "gpt-4.1-2025-04-14"},
+     "secondary_model"),
     ({"params": "{not json"}, "params"),
 ])
 def test_it_shows_an_engine_error_on_the_field_it_names(lead_client, rubric, overrides, field):
@@ -106,10 +105,10 @@ def test_it_shows_an_engine_error_on_the_field_it_names(lead_client, rubric, ove
 
 
 def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
-    secondary = {"role": "fallback", "provider": "anthropic", "model": "claude-sonnet-4-5"}
+    secondary = {"secondary_role": "fallback", "secondary_provider": "anthropic",
+                 "secondary_model": "claude-sonnet-4-5"}
     response = lead_client.post(
-        reverse("judges:config_create", args=[rubric.slug]),
-        form_data(model="gpt-4o-mini", secondary=json.dumps(secondary)), follow=True,
+        reverse("judges:config_create", args=[rubric.slug]), form_data(model="gpt-4o-mini", **secondary), follow=True,
     )
 
     page = response.content.decode()
