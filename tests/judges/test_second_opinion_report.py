@@ -5,7 +5,11 @@ The primary (OpenAI) passes everything; the second opinion (Anthropic) passes on
 the two disagree on every `policy` case.
 """
 
+import json
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -88,6 +92,20 @@ def test_a_second_run_of_the_same_config_is_all_cache_second_opinion_included(
     def contested(run):
         return set(run.judgments.filter(contested=True).values_list("case_id", "repeat", "secondary_outcome"))
     assert contested(again) == contested(contested_run)
+
+
+def test_the_command_and_the_api_carry_the_contested_figures(contested_run):
+    out = StringIO()
+    call_command("calibration_report", str(contested_run.pk), stdout=out)
+    assert "contested                   6 of 12 evaluated judgments (50.0 %)" in out.getvalue()
+    out = StringIO()
+    call_command("calibration_report", str(contested_run.pk), "--json", stdout=out)
+    figures = json.loads(out.getvalue())
+    assert (figures["contested"], figures["contested_rate"], figures["contested_cases"]) == (
+        6, 0.5, ["c000", "c002", "c004"]
+    )
+    assert figures["by_category"]["policy"]["contested_rate"] == 1.0
+    assert figures["by_category"]["tools"]["contested"] == 0
 
 
 def test_the_report_shows_the_contested_rate_beside_agreement_and_lists_the_cases(lead_client, contested_run):

@@ -47,6 +47,8 @@ class Command(BaseCommand):
             f"  true pass / fail rate       {pct(figures['true_pass_rate'])} / {pct(figures['true_fail_rate'])}",
             f"  flips                       {figures['flips']}  (flip rate {pct(figures['flip_rate'])})",
             f"  coverage                    {pct(figures['coverage'])}",
+            f"  contested                   {figures['contested']} of {figures['evaluated']} evaluated judgments "
+            f"({pct(figures['contested_rate'])})",
             f"  reviewers agree             {pct(reviewers.get('percent'))}",
         ]
         for warning in figures["warnings"]:
