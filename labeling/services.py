@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case as SqlCase
 from django.db.models import Q, Value, When
 from django.utils import timezone
@@ -37,19 +37,33 @@ def label_submit(
     """
     if verdict not in Verdict.values:
         raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
-    note = note.strip()
+    note, now = note.strip(), timezone.now()
     with transaction.atomic():
-        # INSERT ... ON CONFLICT DO NOTHING: a concurrent insert of the same key waits for the other
-        # transaction, then does nothing; the locked SELECT below then sees the committed row.
-        Label.objects.bulk_create(
-            [Label(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, note=note, content_hash=content_hash)],
-            ignore_conflicts=True,
-        )
-        label = Label.objects.select_for_update().get(case=case, rubric=rubric, reviewer=reviewer)
-        if (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash):
-            label.revise(verdict=verdict, note=note, content_hash=content_hash)
+        # INSERT ... ON CONFLICT DO NOTHING RETURNING id (PostgreSQL and SQLite alike): a concurrent insert
+        # of the same key waits for the other transaction, then does nothing. RETURNING says which
+        # happened, so a new label (the usual case) costs one statement.
+        stamp = connection.ops.adapt_datetimefield_value(now)
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_LABEL, [case.pk, rubric.pk, reviewer.pk, verdict, note, content_hash, stamp, stamp])
+            inserted = cursor.fetchone()
+        if inserted:
+            label = Label(pk=inserted[0], case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, note=note,
+                          content_hash=content_hash, created_at=now, updated_at=now)
+        else:  # theirs already: lock it, and revise it only if something differs
+            label = Label.objects.select_for_update().get(case=case, rubric=rubric, reviewer=reviewer)
+            if (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash):
+                label.revise(verdict=verdict, note=note, content_hash=content_hash)
         Skip.objects.filter(case=case, rubric=rubric, reviewer=reviewer).delete()
     return label
+
+
+# stale and dataset_id are the triggers' to set (migrations 0003, 0004).
+_INSERT_LABEL = """
+INSERT INTO labeling_label (case_id, rubric_id, reviewer_id, verdict, note, content_hash, stale, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, FALSE, %s, %s)
+ON CONFLICT (case_id, rubric_id, reviewer_id) DO NOTHING
+RETURNING id
+"""
 
 
 def label_undo(*, label_id: int, reviewer: User, dataset: Dataset, rubric: Rubric) -> int | None:
