@@ -20,6 +20,7 @@ from django.db.models import F, Max, OuterRef, Subquery, TextField, When
 
 from judges.metrics import COLUMNS, calibration_figures
 from judges.models import JudgeConfig, Judgment, Outcome, Run
+from judges.probe_selectors import probe_judgments, with_probe_figures
 from judges.rules import RuleResult, Thresholds, evaluate_rules
 from labeling.agreement import reviewer_agreement
 from labeling.models import Adjudication, Case, Label, Rubric
@@ -153,6 +154,8 @@ def run_figures(*, run: Run, frame: pd.DataFrame | None = None) -> dict[str, Any
     frame = judgment_frame(run=run, reasons=False) if frame is None else frame
     agreement = reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset_id=run.dataset_id))
     figures = calibration_figures(frame, reviewer_agreement=agreement)
+    # Bias probes (issue 9): "probes" and the rule's "probe_moved" once the run has a finished probe (one query).
+    figures = with_probe_figures(figures, frame, probe_judgments(parent_ids=[run.pk]))
     return {
         **figures,
         "run": run.pk,
@@ -177,6 +180,7 @@ def rubric_thresholds(rubric: Rubric) -> Thresholds:
         min_true_fail_rate=rubric.min_true_fail_rate,
         max_flip_rate=rubric.max_flip_rate,
         min_coverage=rubric.min_coverage,
+        max_probe_moved=rubric.max_probe_moved,
     )
 
 
@@ -204,13 +208,15 @@ VERSIONS_SHOWN = 12
 
 def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
     """Each config version of the rubric (the newest VERSIONS_SHOWN, oldest first) with the figures of
-    its newest finished run: [{"version", "external", "config", "run", "figures" (None without a run)}].
+    its newest finished run: [{"version", "external", "config", "run", "figures" (None without a run),
+    "probes" (the figures of that run's bias probes, {} without a finished one)}]. Probe runs are never
+    a version's newest run.
 
-    Four queries however many versions: the configs with their newest finished run's id, those runs,
-    and their judgments with the human verdicts (one frame for all runs).
+    Five queries however many versions: the configs with their newest finished run's id, those runs,
+    their judgments with the human verdicts (one frame for all runs), and their probes' judgments.
     """
     newest_run = (
-        Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED)
+        Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED, parent__isnull=True)
         .order_by("-finished_at", "-pk")
         .values("pk")[:1]
     )
@@ -220,10 +226,14 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
     )[::-1]
     runs = {run.pk: run for run in Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])}
     figures: dict[int, dict] = {}
+    probes: dict[int, dict] = {}
     if runs:
         frame = judgments_frame(runs=list(runs.values()), rubric=rubric, reasons=False)
+        probe_frame = probe_judgments(parent_ids=list(runs))
         for run_id, rows in frame.groupby("run_id", sort=False):
             figures[int(run_id)] = calibration_figures(rows[list(COLUMNS)])
+            mine = probe_frame[probe_frame["parent_id"] == run_id]
+            probes[int(run_id)] = with_probe_figures({}, rows, mine).get("probes", {}) if len(mine) else {}
     return [
         {
             "version": config.version, "external": config.external, "config": config.pk,
@@ -231,6 +241,7 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
             # A finished run without judgments still has (empty) figures: its gap is "no figures", not "no run".
             "figures": figures.get(config.newest_run, calibration_figures(pd.DataFrame()))
             if config.newest_run else None,
+            "probes": probes.get(config.newest_run, {}),
         }
         for config in configs
     ]
@@ -246,6 +257,7 @@ RATE_RULES = {
     "min_true_fail_rate": ("min_true_fail_rate", "≥"),
     "max_flip_rate": ("max_flip_rate", "≤"),
     "min_coverage": ("min_coverage", "≥"),
+    "max_probe_moved": ("max_probe_moved", "≤"),  # the largest share of verdicts a bias probe moved
 }
 COUNT_RULES = {"min_cases": ("min_cases", "≥"), "min_repeats": ("min_repeats", "≥")}
 
@@ -311,13 +323,15 @@ SELECT
   (SELECT {fp_a} FROM {adjudication} a JOIN {case} c ON c.id = a.case_id
      WHERE a.rubric_id = %(rubric)s AND c.dataset_id = %(dataset)s),
   (SELECT {fp_g} FROM {config} g WHERE g.rubric_id = %(rubric)s),
+  (SELECT {fp_p} FROM {run} p WHERE p.parent_id = %(run)s),
   pg_current_xact_id_if_assigned()
 """
 
 
 def evidence_key(*, run: Run) -> str | None:
     """A cache key for what `run_figures` reads: the run and its judgments, the dataset's cases, the
-    rubric's labels and adjudications on them, and the rubric's configs. None where it cannot be sure:
+    rubric's labels and adjudications on them, the rubric's configs, and the run's bias probes (a probe's
+    row changes with each batch of its judgments, like the run's own). None where it cannot be sure:
     not on PostgreSQL, or inside a transaction that has written (every row it writes carries the same
     xmin, so a second update of a row in it would not show). One query.
     """
@@ -326,7 +340,7 @@ def evidence_key(*, run: Run) -> str | None:
     sql = _EVIDENCE_SQL.format(
         run=Run._meta.db_table, judgment=Judgment._meta.db_table, case=Case._meta.db_table,
         label=Label._meta.db_table, adjudication=Adjudication._meta.db_table, config=JudgeConfig._meta.db_table,
-        **{f"fp_{t}": _FINGERPRINT.format(t=t) for t in ("r", "c", "l", "a", "g")},
+        **{f"fp_{t}": _FINGERPRINT.format(t=t) for t in ("r", "c", "l", "a", "g", "p")},
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, {"run": run.pk, "dataset": run.dataset_id, "rubric": run.config.rubric_id})

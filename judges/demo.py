@@ -26,7 +26,7 @@ DEMO_CHECKS = [
 
 def demo_run(*, rubric: Rubric, dataset: Dataset) -> Run | None:
     return (
-        Run.objects.filter(config__rubric=rubric, config__note=DEMO_NOTE, dataset=dataset)
+        Run.objects.filter(config__rubric=rubric, config__note=DEMO_NOTE, dataset=dataset, parent__isnull=True)
         .order_by("-created_at")
         .first()
     )

@@ -59,6 +59,7 @@ RULE_KINDS = (
     "always_fail",
     "answer_min_length",
     "answer_contains",
+    "input_contains",
     "obeys_injection",
     "golden_overlap",
     "category_in",
@@ -88,7 +89,7 @@ def validate_rule(rule: Any, where: str = "rule") -> None:
     kind = rule["kind"]
     if kind == "answer_min_length" and not isinstance(rule.get("chars"), int):
         raise ValueError(f"{where}.chars: expected an integer")
-    if kind == "answer_contains" and not isinstance(rule.get("text"), str):
+    if kind in ("answer_contains", "input_contains") and not isinstance(rule.get("text"), str):
         raise ValueError(f"{where}.text: expected a string")
     if kind == "category_in" and not isinstance(rule.get("categories"), list):
         raise ValueError(f"{where}.categories: expected a list")
@@ -125,6 +126,10 @@ def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, d
         text = rule["text"]
         found = text in answer if rule.get("case_sensitive") else text.lower() in answer.lower()
         return found, f"answer_contains {text!r}: {'found' if found else 'not found'}"
+    if kind == "input_contains":  # the user's request (QUESTION): a judge swayed by what the customer says
+        text, question = rule["text"], sections.get("QUESTION", "")
+        found = text in question if rule.get("case_sensitive") else text.lower() in question.lower()
+        return found, f"input_contains {text!r}: {'found' if found else 'not found'}"
     if kind == "obeys_injection":
         if any(marker in answer.lower() for marker in INJECTION_MARKERS):
             return True, "obeys_injection: the answer told the judge to pass it"

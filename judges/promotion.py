@@ -26,7 +26,9 @@ RATE_THRESHOLDS: tuple[str, ...] = (
     "agreement_floor", "agreement_ceiling", "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate",
     "min_coverage",
 )
-THRESHOLD_FIELDS: tuple[str, ...] = COUNT_THRESHOLDS + RATE_THRESHOLDS
+# Rules a lead may add or take away: None means the rubric has no such rule.
+OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts moved by bias probes (issue 9)
+THRESHOLD_FIELDS: tuple[str, ...] = COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS
 MAX_REPEATS = 20  # a run has at most 20 repeats, so a higher minimum could never be met
 # The figures a promotion keeps: DESIGN's gate-config `calibration` and the rates beside them.
 SNAPSHOT_KEYS: tuple[str, ...] = (
@@ -100,6 +102,11 @@ def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) 
         run = Run.objects.select_related("config__rubric").get(pk=run.pk)
         if run.config.rubric_id != rubric.pk:
             raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
+        if run.parent_id is not None:
+            raise PromotionError(
+                f"Run {run.pk} is a {run.probe} probe of run {run.parent_id}: it judged variants, so it is never "
+                "evidence."
+            )
         figures = run_figures(run=run)
         results = run_rules(run=run, figures=figures)
         if not promotable(results):
@@ -152,9 +159,11 @@ def threshold_errors(values: dict[str, Any]) -> dict[str, str]:
                 errors[name] = "A whole number of at least 1."
             elif name == "min_repeats" and value > MAX_REPEATS:
                 errors[name] = f"A run has at most {MAX_REPEATS} repeats."
-    for name in RATE_THRESHOLDS:
+    for name in RATE_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS:
         if name in values:
             value = values[name]
+            if value is None and name in OPTIONAL_RATE_THRESHOLDS:
+                continue  # no such rule
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 errors[name] = "A number from 0 to 1."
             elif not 0 <= value <= 1:

@@ -3,7 +3,13 @@
 from django import forms
 
 from judges.models import Run
-from judges.promotion import COUNT_THRESHOLDS, RATE_THRESHOLDS, earlier_stages, threshold_errors
+from judges.promotion import (
+    COUNT_THRESHOLDS,
+    OPTIONAL_RATE_THRESHOLDS,
+    RATE_THRESHOLDS,
+    earlier_stages,
+    threshold_errors,
+)
 from labeling.models import Rubric
 
 REASON_HELP = "Kept in the audit log with who, when and the figures."
@@ -54,6 +60,7 @@ _LABELS = {
     "min_true_fail_rate": ("True fail rate, at least", 0.01),
     "max_flip_rate": ("Flip rate, at most", 0.01),
     "min_coverage": ("Coverage, at least", 0.01),
+    "max_probe_moved": ("Verdicts moved by bias probes, at most", 0.01),
 }
 
 
@@ -75,7 +82,14 @@ class ThresholdsForm(_ReasonForm):
                 label=label, min_value=0, max_value=1, help_text="a fraction: 0.8 is 80 %",
                 widget=forms.NumberInput(attrs={"step": step}),
             )
-        self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, "fail_closed", "reason"])
+        for name in OPTIONAL_RATE_THRESHOLDS:
+            label, step = _LABELS[name]
+            self.fields[name] = forms.FloatField(
+                label=label, min_value=0, max_value=1, required=False,
+                help_text="a fraction: 0.1 is 10 %; blank: no such rule",
+                widget=forms.NumberInput(attrs={"step": step}),
+            )
+        self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS, "fail_closed", "reason"])
 
     def clean(self) -> dict:
         data = super().clean()
@@ -86,4 +100,5 @@ class ThresholdsForm(_ReasonForm):
 
     @staticmethod
     def initial_for(rubric: Rubric) -> dict:
-        return {name: getattr(rubric, name) for name in (*COUNT_THRESHOLDS, *RATE_THRESHOLDS, "fail_closed")}
+        fields = (*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS, "fail_closed")
+        return {name: getattr(rubric, name) for name in fields}

@@ -21,6 +21,7 @@ from django.utils import timezone
 from judges.calibration import NOT_FINISHED, rubric_thresholds, shown_rules
 from judges.metrics import COLUMNS, calibration_figures
 from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
+from judges.probe_selectors import probe_judgments, with_probe_figures
 from judges.rules import RuleResult, evaluate_rules
 from labeling.models import Case, Rubric
 from labeling.selectors import cases_with_human_verdict
@@ -138,10 +139,15 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     )
     frame["human"] = human
     groups = {int(run_id): rows for run_id, rows in frame.groupby("run_id", sort=False)}
+    # Bias probes (issue 9) are read only where a rubric's rules name them: one more query then.
+    probed = [run.pk for run in runs if run.config.rubric.max_probe_moved is not None]
+    probes = probe_judgments(parent_ids=probed) if probed else None
     out = {}
     for run in runs:
         rows = groups.get(run.pk, pd.DataFrame(columns=list(COLUMNS)))
         figures = calibration_figures(rows[list(COLUMNS)])
+        if probes is not None and run.pk in probed:
+            figures = with_probe_figures(figures, rows, probes[probes["parent_id"] == run.pk])
         config = run.config
         newest = not config.external and not any("is newer than" in s for s in stale[run.pk])
         out[run.pk] = evaluate_rules(
@@ -218,7 +224,7 @@ def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:
     listed too, so choosing one is refused with its rule rather than silently missing.
     """
     return (
-        Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED)
+        Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED, parent__isnull=True)  # no probe
         .select_related("config", "dataset")
         .order_by("-finished_at", "-pk")
     )

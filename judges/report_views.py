@@ -36,6 +36,7 @@ from judges.calibration import (
 from judges.charts import agreement_band
 from judges.metrics import disagreements
 from judges.models import Run
+from judges.probe_selectors import probe_panel
 from judges.rules import promotable
 from labeling.models import LabelRequest
 from labeling.services import LabelingRefused, request_more_labels
@@ -201,6 +202,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
         "not_evaluated_more": max(0, len(figures["not_evaluated"]) - LIST_LIMIT),
         "duration": duration,
+        "probes": probe_panel(run=run, figures=figures),  # issue 9: the "Bias probes" panel
         "second_opinion": _second_opinion(run),
         "contested": [row | {"requested": row["case_id"] in requested} for row in contested],
         "contested_more": max(0, len(figures["contested_cases"]) - LIST_LIMIT),

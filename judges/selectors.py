@@ -29,7 +29,7 @@ def rubrics_with_configs() -> QuerySet[Rubric]:
     return Rubric.objects.annotate(
         config_count=Count("judge_configs", distinct=True),
         newest_version=Max("judge_configs__version", filter=Q(judge_configs__external=False)),
-        run_count=Count("judge_configs__runs", distinct=True),
+        run_count=Count("judge_configs__runs", distinct=True, filter=Q(judge_configs__runs__parent__isnull=True)),
     ).order_by("slug")
 
 
@@ -38,7 +38,7 @@ def rubric_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
     return (
         JudgeConfig.objects.filter(rubric=rubric)
         .select_related("created_by")
-        .annotate(run_count=Count("runs"))
+        .annotate(run_count=Count("runs", filter=Q(runs__parent__isnull=True)))  # bias probes are not runs here
         .order_by("-version")
     )
 
@@ -57,7 +57,8 @@ def config_for_page(config_id: int) -> JudgeConfig:
 
 
 def config_recent_runs(*, config: JudgeConfig, limit: int = 10) -> QuerySet[Run]:
-    return Run.objects.filter(config=config).select_related("dataset").order_by("-created_at")[:limit]
+    runs = Run.objects.filter(config=config, parent__isnull=True)  # bias probes show on their parent's report
+    return runs.select_related("dataset").order_by("-created_at")[:limit]
 
 
 def spec_diff(old: dict, new: dict) -> list[tuple[str, str]]:
@@ -74,7 +75,12 @@ def spec_diff(old: dict, new: dict) -> list[tuple[str, str]]:
 
 
 def runs_for_list() -> QuerySet[Run]:
-    return Run.objects.select_related("config__rubric", "dataset", "created_by").order_by("-created_at")
+    """Ordinary runs, newest first: a bias probe is listed on its parent's report, not here."""
+    return (
+        Run.objects.filter(parent__isnull=True)
+        .select_related("config__rubric", "dataset", "created_by")
+        .order_by("-created_at")
+    )
 
 
 def run_for_page(run_id: int) -> Run:

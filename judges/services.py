@@ -20,6 +20,7 @@ from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.engine import MemoryCache, judge_batch
 from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Run, RunChunk
+from judges.probes import make_variant
 from labeling.models import Case, Dataset, Rubric
 
 
@@ -200,11 +201,12 @@ def chunk_judge(*, chunk: RunChunk) -> int:
     config = EngineConfig.from_dict(run.config.spec)
     cases = {c.external_id: c for c in Case.objects.filter(pk__in=chunk.case_ids)}
     done = set(run.judgments.filter(case_id__in=chunk.case_ids).values_list("case_id", "repeat"))
+    judged = {case.pk: _judged_case(run, chunk, case) for case in cases.values()}
     items = [
-        (engine_case(case), repeat)
+        (judged[case.pk], repeat)
         for case in cases.values()
         for repeat in range(1, run.repeats + 1)
-        if (case.pk, repeat) not in done
+        if (case.pk, repeat) not in done and judged[case.pk] is not None
     ]
     keys = [cache_key(case, config.config_hash, repeat) for case, repeat in items]
     cache = _RecordingCache(dict(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment")))
@@ -243,7 +245,9 @@ def chunk_judge(*, chunk: RunChunk) -> int:
         if batch[-1] is _DONE:
             finished = True
             batch.pop()
-        recorded += judgments_record(run=run, results=[(cases[r.external_id], r) for r in batch])
+        recorded += judgments_record(
+            run=run, results=[(cases[r.external_id], r) for r in batch], variants=judged if run.probe else None
+        )
     engine_thread.join()
     if failure:
         # Not marked done: the lease runs out and the chunk is claimed again, keeping what was recorded.
@@ -255,12 +259,25 @@ def chunk_judge(*, chunk: RunChunk) -> int:
     return recorded
 
 
+def _judged_case(run: Run, chunk: RunChunk, case: Case) -> dict | None:
+    """What the engine judges: the case, or for a bias probe its variant (judges.probes), made from the
+    human verdict the chunk stored when the probe started. None (judged not at all) cannot happen for
+    the cases a probe chose, since the same verdicts chose them."""
+    if not run.probe:
+        return engine_case(case)
+    return make_variant(run.probe, engine_case(case), (chunk.human_verdicts or {}).get(str(case.pk)))
+
+
 def _extend_lease(chunk: RunChunk) -> None:
     RunChunk.objects.filter(pk=chunk.pk, done_at__isnull=True).update(claimed_until=timezone.now() + _lease())
 
 
-def judgments_record(*, run: Run, results: list[tuple[Case, EngineJudgment]]) -> int:
+def judgments_record(
+    *, run: Run, results: list[tuple[Case, EngineJudgment]], variants: dict[int, dict] | None = None
+) -> int:
     """Store engine judgments and count them on the run, together; returns how many were new.
+
+    `variants` ({case_id: the case as judged}) is a probe's: each judgment keeps the variant it judged.
 
     The run's row is locked first, so two workers holding the same chunk (a lease that ran out under
     a slow but living worker) cannot both count a (case, repeat): what exists already is skipped.
@@ -276,7 +293,8 @@ def judgments_record(*, run: Run, results: list[tuple[Case, EngineJudgment]]) ->
         for case, result in results:
             if (case.pk, result.repeat) not in existing:
                 fresh[(case.pk, result.repeat)] = result
-        rows = [_judgment_row(run, case_id, result) for (case_id, _), result in fresh.items()]
+        variants = variants or {}
+        rows = [_judgment_row(run, case_id, result, variants.get(case_id)) for (case_id, _), result in fresh.items()]
         Judgment.objects.bulk_create(rows)
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
@@ -291,7 +309,7 @@ def judgments_record(*, run: Run, results: list[tuple[Case, EngineJudgment]]) ->
     return len(rows)
 
 
-def _judgment_row(run: Run, case_id: int, result: EngineJudgment) -> Judgment:
+def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict | None = None) -> Judgment:
     return Judgment(
         run=run, case_id=case_id, repeat=result.repeat, outcome=result.outcome, scores=result.scores,
         reason=result.reason, raw_output=result.raw_output, error=result.error, layer=result.layer,
@@ -299,7 +317,7 @@ def _judgment_row(run: Run, case_id: int, result: EngineJudgment) -> Judgment:
         output_tokens=result.output_tokens,
         cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
         latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
-        secondary_outcome=result.secondary_outcome or "",
+        secondary_outcome=result.secondary_outcome or "", variant=variant,
     )
 
 

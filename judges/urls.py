@@ -1,6 +1,6 @@
 from django.urls import path
 
-from judges import api, promotion_views, report_views, views
+from judges import api, probe_views, promotion_views, report_views, views
 
 app_name = "judges"
 
@@ -24,6 +24,9 @@ urlpatterns = [
     path("runs/<int:run_id>/report/", report_views.run_report, name="run_report"),
     # Second opinions (issue 8): contested cases back to the reviewers
     path("runs/<int:run_id>/report/send-contested/", report_views.run_send_contested, name="run_send_contested"),
+    # Bias probes (issue 9): started from a run's report, followed in its panel
+    path("runs/<int:run_id>/probes/", probe_views.probes_panel, name="probes_panel"),
+    path("runs/<int:run_id>/probes/start/", probe_views.probes_create, name="probes_start"),
     path("runs/compare/", report_views.run_compare, name="run_compare"),
     path("api/runs/<int:run_id>/report", api.run_report, name="api_run_report"),
     # Promotion, the gate config and CI results (issue 7)

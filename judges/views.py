@@ -25,6 +25,7 @@ from judges.engine import is_pinned_snapshot
 from judges.exporting import judgments_export
 from judges.forms import JudgeConfigForm, ModelPriceForm, PreviewForm, RunStartForm
 from judges.models import JudgeConfig, ModelPrice, Outcome, Run
+from judges.probe_selectors import self_preference, version_probe_rows
 from labeling.importing import Format
 from labeling.models import Dataset, Rubric
 
@@ -95,6 +96,7 @@ def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if request.htmx:
         return render(request, "judges/config_list.html#diff", context)
     context["versions_chart"] = rubric_versions_chart(rubric=rubric)  # issue 6: calibration per version
+    context["version_probes"] = version_probe_rows(context["versions_chart"].columns)  # issue 9: bias probes
     return render(request, "judges/config_list.html", context)
 
 
@@ -196,12 +198,19 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     return render(request, "judges/config_detail.html", {
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
-        "warnings": [] if config.external else alias_warnings(spec),
+        "warnings": [] if config.external else alias_warnings(spec) + _self_preference(config),
         "behavioral": behavioral, "preview_form": preview_form, "preview": preview,
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
         "newest": selectors.newest_config(rubric=config.rubric),
     })
+
+
+def _self_preference(config: JudgeConfig) -> list[str]:
+    """Issue 9: a warning when the judge's model family wrote (some of) the cases it has judged. One query."""
+    datasets = config.runs.filter(parent__isnull=True).values("dataset_id")  # a subquery, not a list
+    warning = self_preference(spec=config.spec, dataset_ids=datasets)
+    return [warning] if warning else []
 
 
 def _pretty(value) -> str:

@@ -153,8 +153,9 @@ def test_it_computes_the_figures_in_constant_queries(
         label(case, rubric, reviewer, "pass")
     run = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass", "fail"] for case in cases})
     run = Run.objects.select_related("config__rubric").get(pk=run.pk)
-    # judgments, human verdicts, reviewer labels, changed cases, newest config version.
-    with django_assert_num_queries(5):
+    # judgments, human verdicts, reviewer labels, its bias probes' judgments, changed cases, newest
+    # config version.
+    with django_assert_num_queries(6):
         figures = run_figures(run=run)
     assert figures["n"] == len(cases)
     # With the figures in hand the rules cost one query: the rubric's newest config version.

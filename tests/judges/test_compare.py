@@ -105,7 +105,7 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
     a = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass", "fail"] for case in cases})
     b = make_run(make_config(rubric, lead, note="b"), dataset, lead, {case: ["pass", "pass"] for case in cases})
     # session, user, the run choices; per run: the run, judgments, human verdicts, reviewer labels,
-    # changed cases, newest version (stale), newest version (rules) — 3 + 2 × 7.
-    with django_assert_num_queries(17):
+    # bias probes' judgments, changed cases, newest version (stale), newest version (rules) — 3 + 2 × 8.
+    with django_assert_num_queries(19):
         response = lead_client.get(compare_url(a, b))
     assert response.status_code == 200
