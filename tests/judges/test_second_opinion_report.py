@@ -17,10 +17,11 @@ from django.urls import reverse
 
 from judges import services
 from judges.calibration import run_figures
+from judges.engine.runner import _sample_share
 from judges.fake_provider import STAND_IN
 from judges.models import Judgment, Run
 from labeling.models import CaseTally, LabelRequest
-from tests.judges.helpers import behavioral_spec, make_cases
+from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 from tests.judges.report_factories import label, make_config, make_run
 from tests.judges.report_factories import make_cases as make_report_cases
 
@@ -92,6 +93,30 @@ def test_a_second_run_of_the_same_config_is_all_cache_second_opinion_included(
     def contested(run):
         return set(run.judgments.filter(contested=True).values_list("case_id", "repeat", "secondary_outcome"))
     assert contested(again) == contested(contested_run)
+
+
+def test_a_sampled_second_opinion_asks_on_the_same_cases_every_run_and_the_cache_holds(
+    eager, fake_provider, dataset, rubric, lead, django_capture_on_commit_callbacks
+):
+    fake_provider.control(model=SECOND, rule={"kind": "always_fail"})  # every case it is asked on: contested
+    cases = make_cases(dataset, 16)
+    sampled = {c.external_id for c in cases if _sample_share(c.external_id) < 0.5}
+    assert 0 < len(sampled) < 16
+    spec = behavioral_spec(secondary={**SECOND_OPINION, "when": {"mode": "sample", "share": 0.5}})
+    config = services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+
+    first = start(django_capture_on_commit_callbacks, config, dataset, lead)
+    assert fake_provider.stats()["by_model"] == {MODEL: 32, SECOND: 2 * len(sampled)}
+
+    def asked(run):
+        return set(run.judgments.exclude(secondary_outcome="").values_list("case__external_id", "repeat"))
+    assert asked(first) == {(e, r) for e in sampled for r in (1, 2)}
+    assert set(first.judgments.filter(contested=True).values_list("case__external_id", flat=True)) == sampled
+
+    again = start(django_capture_on_commit_callbacks, config, dataset, lead)
+    assert (again.provider_calls, again.cache_hits) == (0, 32)
+    assert fake_provider.stats()["total"] == 32 + 2 * len(sampled)  # not one call more
+    assert asked(again) == asked(first)
 
 
 def test_the_command_and_the_api_carry_the_contested_figures(contested_run):
