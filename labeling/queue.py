@@ -22,9 +22,10 @@ _REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
 # them: tier 0 the reviewer's labels that stopped counting, tier 1 cases that need labels (fewest
 # first, in two branches: under labels_per_case, and above it because a lead asked), tier 2 their
 # skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
-# "Claimed": served to another reviewer a moment ago and needing only that one label, so it waits.
+# A case shown to another reviewer who has not answered yet is held for them (the claim, until it
+# runs out): reviewers working at once spread over the cases instead of all labeling the first one.
 _NEXT_CASE_SQL = """
-SELECT c.*, q.tier AS queue_tier, ct.labels AS tally_labels, ct.requested AS tally_requested,
+SELECT c.*, q.tier AS queue_tier,
        own.id AS own_id, own.verdict AS own_verdict, own.note AS own_note, own.stale AS own_stale FROM (
   SELECT * FROM (
     SELECT l.case_id AS case_id, 0 AS tier, 0 AS k1, l.case_id AS k2
@@ -59,7 +60,6 @@ SELECT c.*, q.tier AS queue_tier, ct.labels AS tally_labels, ct.requested AS tal
     ORDER BY s.created_at, s.case_id LIMIT 1
   ) skipped
 ) q JOIN labeling_case c ON c.id = q.case_id
-JOIN labeling_casetally ct ON ct.case_id = q.case_id AND ct.rubric_id = %(rubric)s
 LEFT JOIN labeling_label own ON own.case_id = q.case_id AND own.rubric_id = %(rubric)s AND own.reviewer_id = %(me)s
 ORDER BY q.tier, q.k1, q.k2
 LIMIT 1
@@ -69,17 +69,18 @@ LIMIT 1
       AND NOT EXISTS (SELECT 1 FROM labeling_skip s
                       WHERE s.case_id = t.case_id AND s.rubric_id = t.rubric_id AND s.reviewer_id = %(me)s)
       AND (t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s
-           OR t.labels + 1 < %(per_case)s + t.requested)"""
+           OR EXISTS (SELECT 1 FROM labeling_label h
+                      WHERE h.case_id = t.case_id AND h.rubric_id = t.rubric_id AND h.reviewer_id = t.claimed_by_id))"""
 )
 
 
 def next_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> Case | None:
-    """The case to label next, or None. It carries `.queue_reason` (changed, needed, skipped), `.own_label`,
-    and `.hold`: it needs exactly one more label, so it is held for this reviewer while they read it.
+    """The case to label next, with `.queue_reason` (changed, needed, skipped) and `.own_label`, or None.
 
     Order (issue 3): first their labels that stopped counting ("changed since you labeled"), then cases
     that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
-    labels first, never one they labeled; skipped cases only after the rest. Ties go by case id.
+    labels first, never one they labeled; skipped cases only after the rest. Ties go by case id. A case
+    on another reviewer's screen (held, see services.case_claim) waits until they answer or the hold ends.
     """
     params = {
         "me": reviewer.pk, "rubric": rubric.pk, "dataset": dataset.pk, "per_case": rubric.labels_per_case,
@@ -90,9 +91,6 @@ def next_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime
         return None
     case = found[0]
     case.queue_reason = _REASONS[case.queue_tier]
-    case.hold = case.queue_reason != CHANGED and (
-        case.tally_labels + 1 >= rubric.labels_per_case + case.tally_requested
-    )
     # Their own label on it (a changed or skipped case may have one), read in the same query.
     case.own_label = None
     if case.own_id is not None:
@@ -106,7 +104,7 @@ def queue_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, case_id: int
     `.own_label`: the reviewer's own label on it, shown to them (and only them) to confirm or change."""
     case = Case.objects.filter(dataset=dataset, pk=case_id).first()
     if case is not None:
-        case.queue_reason, case.hold = None, False
+        case.queue_reason = None
         case.own_label = Label.objects.filter(case=case, rubric=rubric, reviewer=reviewer).first()
     return case
 

@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 from evalhub.models import User
 from labeling.models import Adjudication, Case, CaseTally, Dataset, Label, LabelRequest, Rubric, Skip, Verdict
 
-# How long a case served to one reviewer is kept from others who would give its last needed label.
+# How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
 CLAIM_LEASE = timedelta(minutes=10)
 
 
@@ -103,9 +103,11 @@ def skip(*, case: Case, rubric: Rubric, reviewer: User) -> None:
 
 
 def case_claim(*, case_id: int | None, rubric: Rubric, reviewer: User, now: datetime | None = None) -> None:
-    """Hold the case just served to this reviewer, and let go of the one they held before.
+    """Hold the case just shown to this reviewer, and let go of the one they held before.
 
-    One UPDATE: a reviewer holds at most one case per rubric. case_id None only lets go.
+    Others are not served a held case until the holder labels it or the hold runs out (CLAIM_LEASE), so
+    reviewers working at once spread over the cases (Label Studio locks tasks the same way). One
+    UPDATE: a reviewer holds at most one case per rubric. case_id None only lets go.
     """
     mine = Q(rubric=rubric, claimed_by=reviewer)
     if case_id is None:

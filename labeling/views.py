@@ -317,9 +317,8 @@ def _render_queue(
 
     Blind by construction: nothing here reads another reviewer's label or any judgment.
     """
-    if case is not None and case.hold:
-        # Held from the others while this reviewer reads it: it needs only their label.
-        services.case_claim(case_id=case.pk, rubric=rubric, reviewer=request.user)
+    # The case shown is held from the others until this reviewer answers (the one held before is let go).
+    services.case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=request.user)
     context = {
         "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
         "mine": case.own_label if case else None,

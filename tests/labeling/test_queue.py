@@ -127,13 +127,13 @@ def test_a_request_is_refused_while_an_earlier_one_waits(dataset, rubric, second
     assert CaseTally.objects.get(case=case, rubric=rubric).requested == 1
 
 
-def test_a_case_served_to_one_reviewer_waits_for_them_when_it_needs_one_label(
-    dataset, rubric, reviewer, second_reviewer
-):
+def test_a_case_shown_to_one_reviewer_waits_for_them(dataset, rubric, reviewer, second_reviewer):
+    rubric.labels_per_case = 2
+    rubric.save()
     make_cases(dataset, 2)
     first = next_case(dataset=dataset, rubric=rubric, reviewer=reviewer)
     services.case_claim(case_id=first.pk, rubric=rubric, reviewer=reviewer)
-    # Two people on a one-label rubric do not both label c000...
+    # Two people at once do not both get c000 (even though it needs two labels)...
     assert served(dataset, rubric, second_reviewer) == ("c001", NEEDED)
     assert served(dataset, rubric, reviewer) == ("c000", NEEDED)
     # ...until the hold runs out.
@@ -141,15 +141,14 @@ def test_a_case_served_to_one_reviewer_waits_for_them_when_it_needs_one_label(
     assert next_case(dataset=dataset, rubric=rubric, reviewer=second_reviewer, now=later).external_id == "c000"
 
 
-def test_a_hold_does_not_keep_others_from_a_case_that_needs_more_than_one_label(
-    dataset, rubric, reviewer, second_reviewer
-):
+def test_a_hold_ends_when_its_holder_answers(dataset, rubric, reviewer, second_reviewer):
     rubric.labels_per_case = 2
     rubric.save()
-    make_cases(dataset, 2)
-    first = next_case(dataset=dataset, rubric=rubric, reviewer=reviewer)
-    services.case_claim(case_id=first.pk, rubric=rubric, reviewer=reviewer)
-    assert served(dataset, rubric, second_reviewer) == ("c000", NEEDED)
+    only = make_case(dataset, "only")
+    services.case_claim(case_id=only.pk, rubric=rubric, reviewer=reviewer)
+    assert served(dataset, rubric, second_reviewer) == (None, None)
+    give_label(only, rubric, reviewer)
+    assert served(dataset, rubric, second_reviewer) == ("only", NEEDED)
 
 
 def test_a_reviewer_holds_one_case_per_rubric(dataset, rubric, reviewer):
@@ -311,7 +310,7 @@ def test_label_and_next_runs_the_same_queries_however_many_cases(
     target = cases[-1]
     # 2 session and user, 1 assigned dataset, 1 rubric, 1 case; label_submit: savepoint, insert returning
     # its id, skip delete, release (the savepoint is the test's: in production it is a transaction);
-    # 1 next case with the reviewer's own label, 1 hold (it needs one label) = 11.
+    # 1 next case with the reviewer's own label, 1 hold of the case shown = 11.
     with django_assert_num_queries(11):
         response = reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(target), headers=HTMX)
     assert response.status_code == 200 and response.context["case"] is not None
@@ -331,19 +330,27 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
     assert response.status_code == 200
 
 
-def test_the_page_holds_a_case_only_when_it_needs_one_more_label(reviewer_client, reviewer, second_reviewer,
-                                                                 dataset, rubric):
+def test_the_page_holds_the_case_it_shows_and_lets_go_on_skip(reviewer_client, reviewer, dataset, rubric):
+    first, second = make_cases(dataset, 2)
+    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"].pk == first.pk
+    assert list(CaseTally.objects.filter(claimed_by=reviewer).values_list("case_id", flat=True)) == [first.pk]
+    response = reviewer_client.post(queue_url(dataset, rubric, "queue_skip"), {"case": first.pk}, headers=HTMX)
+    assert response.context["case"].pk == second.pk
+    assert list(CaseTally.objects.filter(claimed_by=reviewer).values_list("case_id", flat=True)) == [second.pk]
+    give_label(second, rubric, reviewer)
+    response = reviewer_client.get(queue_url(dataset, rubric))
+    assert response.context["case"].pk == first.pk  # the skipped one, after the rest
+    for case in (first,):
+        give_label(case, rubric, reviewer)
+    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"] is None
+    assert not CaseTally.objects.filter(claimed_by=reviewer).exists()  # nothing shown, nothing held
+
+
+def test_reviewers_working_at_once_get_different_cases(client, reviewer, second_reviewer, dataset, rubric):
     rubric.labels_per_case = 2
     rubric.save()
-    fresh, half, other_half = make_cases(dataset, 3)
-    give_label(half, rubric, second_reviewer)  # half and other_half need one more label, fresh two
-    give_label(other_half, rubric, second_reviewer)
-    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"].pk == fresh.pk
-    assert not CaseTally.objects.filter(claimed_by=reviewer).exists()
-    reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(fresh), headers=HTMX)
-    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"].pk == half.pk
-    assert list(CaseTally.objects.filter(claimed_by=reviewer).values_list("case_id", flat=True)) == [half.pk]
-    response = reviewer_client.post(queue_url(dataset, rubric, "queue_skip"), {"case": half.pk}, headers=HTMX)
-    assert response.context["case"].pk == other_half.pk
-    # The skipped case is let go (others may take it); the one shown now is held.
-    assert list(CaseTally.objects.filter(claimed_by=reviewer).values_list("case_id", flat=True)) == [other_half.pk]
+    make_cases(dataset, 2)
+    client.force_login(reviewer)
+    assert client.get(queue_url(dataset, rubric)).context["case"].external_id == "c000"
+    client.force_login(second_reviewer)
+    assert client.get(queue_url(dataset, rubric)).context["case"].external_id == "c001"
