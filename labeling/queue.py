@@ -134,14 +134,16 @@ class Progress:
 
 
 def progress_of(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Progress:
-    """The reviewer's and the dataset's progress for this rubric: two aggregate queries."""
-    mine = Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset).aggregate(
-        n=Count("id"), changed=Count("id", filter=Q(stale=True))
-    )
+    """The reviewer's and the dataset's progress for this rubric: three aggregate queries.
+
+    The reviewer's two counts are separate so that each reads one index only (label_queue_recent,
+    and the small partial label_queue_stale) instead of visiting every label of theirs.
+    """
+    mine = Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset)
     everyone = dataset_tallies(dataset=dataset, rubric=rubric)
     return Progress(
-        mine=mine["n"], mine_changed=mine["changed"], cases=everyone["cases"], done=everyone["done"],
-        labels=everyone["labels"],
+        mine=mine.count(), mine_changed=mine.filter(stale=True).count(), cases=everyone["cases"],
+        done=everyone["done"], labels=everyone["labels"],
     )
 
 

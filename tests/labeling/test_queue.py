@@ -323,9 +323,9 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
     cases = make_cases(dataset, n)
     for case in cases[: n // 2]:
         give_label(case, rubric, reviewer)
-    # 2 session and user, 1 assigned dataset, 1 rubric, 1 next case, 1 last label, 1 claim,
-    # 2 progress (own labels, dataset tallies) = 9.
-    with django_assert_num_queries(9):
+    # 2 session and user, 1 assigned dataset, 1 rubric, 1 next case, 1 last label, 1 hold,
+    # 3 progress (own labels, own changed labels, dataset tallies) = 10.
+    with django_assert_num_queries(10):
         response = reviewer_client.get(queue_url(dataset, rubric))
     assert response.status_code == 200
 
