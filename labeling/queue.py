@@ -23,7 +23,8 @@ _REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
 # first, in two branches: under labels_per_case, and above it because a lead asked), tier 2 their
 # skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
 # A case shown to another reviewer who has not answered yet is held for them (the claim, until it
-# runs out): reviewers working at once spread over the cases instead of all labeling the first one.
+# runs out; their label clears it, migration 0006): reviewers working at once spread over the cases
+# instead of all labeling the first one.
 _NEXT_CASE_SQL = """
 SELECT c.*, q.tier AS queue_tier,
        own.id AS own_id, own.verdict AS own_verdict, own.note AS own_note, own.stale AS own_stale FROM (
@@ -68,9 +69,7 @@ LIMIT 1
                   WHERE m.case_id = t.case_id AND m.rubric_id = t.rubric_id AND m.reviewer_id = %(me)s)
       AND NOT EXISTS (SELECT 1 FROM labeling_skip s
                       WHERE s.case_id = t.case_id AND s.rubric_id = t.rubric_id AND s.reviewer_id = %(me)s)
-      AND (t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s
-           OR EXISTS (SELECT 1 FROM labeling_label h
-                      WHERE h.case_id = t.case_id AND h.rubric_id = t.rubric_id AND h.reviewer_id = t.claimed_by_id))"""
+      AND (t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s)"""
 )
 
 

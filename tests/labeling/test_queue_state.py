@@ -106,6 +106,7 @@ def test_the_sqlite_triggers_keep_the_same_state():
 
     up = importlib.import_module("labeling.migrations.0003_queue_triggers").SQLITE_UP
     dataset_up = importlib.import_module("labeling.migrations.0004_label_dataset").SQLITE_UP
+    hold_up = importlib.import_module("labeling.migrations.0006_hold_ends_on_label").SQLITE_UP
     db = sqlite3.connect(":memory:")
     db.executescript("""
         CREATE TABLE labeling_rubric (id INTEGER PRIMARY KEY);
@@ -114,10 +115,13 @@ def test_the_sqlite_triggers_keep_the_same_state():
                                      content_hash TEXT, stale BOOL DEFAULT 0, dataset_id INTEGER);
         CREATE TABLE labeling_labelrequest (id INTEGER PRIMARY KEY, case_id INTEGER, rubric_id INTEGER);
         CREATE TABLE labeling_casetally (id INTEGER PRIMARY KEY, case_id INTEGER, rubric_id INTEGER, dataset_id INTEGER,
-                                         labels INTEGER, requested INTEGER, UNIQUE (case_id, rubric_id));
+                                         labels INTEGER, requested INTEGER, claimed_by_id INTEGER,
+                                         claimed_until TEXT, UNIQUE (case_id, rubric_id));
     """)
-    for statement in up + dataset_up:
+    for statement in up + dataset_up + hold_up:
         db.execute(statement)
+    db.execute("INSERT INTO labeling_casetally (case_id, rubric_id, dataset_id, labels, requested, claimed_by_id, "
+               "claimed_until) VALUES (1, 1, 7, 0, 0, 2, '2999-01-01')")  # case 1 is on reviewer 2's screen
     db.execute("INSERT INTO labeling_case VALUES (1, 7, 'h1')")
     db.execute("INSERT INTO labeling_rubric VALUES (1)")
     db.execute("INSERT INTO labeling_case VALUES (2, 7, 'h2')")
@@ -130,6 +134,10 @@ def test_the_sqlite_triggers_keep_the_same_state():
     tallies = "SELECT case_id, dataset_id, labels, requested FROM labeling_casetally ORDER BY case_id"
     labels = "SELECT id, stale, dataset_id FROM labeling_label ORDER BY id"
     assert db.execute(tallies).fetchall() == [(1, 7, 2, 0), (2, 7, 0, 1)]
+    # Reviewer 2 answered: their hold ended.
+    assert db.execute("SELECT claimed_by_id, claimed_until FROM labeling_casetally WHERE case_id = 1").fetchall() == [
+        (None, None)
+    ]
     assert db.execute(labels).fetchall() == [(1, 0, 7), (2, 1, 7)]
     db.execute("UPDATE labeling_case SET content_hash = 'x' WHERE id = 1")
     assert db.execute(labels).fetchall() == [(1, 1, 7), (2, 0, 7)]
