@@ -7,11 +7,14 @@ functions in judges.probes. judges.calibration reads `probe_judgments` for `run_
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from django.db.models import Count, F
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Count, F, Max, Q, QuerySet
 
 from judges.engine import model_family
 from judges.models import Judgment, Run
@@ -20,26 +23,40 @@ from judges.probes import (
     PROBE_HELP,
     PROBE_KINDS,
     PROBE_LABELS,
+    name_moved_cases,
     probe_moved,
     probes_figures,
     self_preference_from_counts,
 )
 from labeling.models import Case
 
-PROBE_COLUMNS = ["parent_id", "run_id", "probe", "case_id", "repeat", "outcome"]
+PROBE_COLUMNS = ["parent_id", "run_id", "probe", "case_id", "passes", "fails"]
 MOVED_LISTED = 100  # moved cases listed per probe on the page; the rest are counted
 
 
+def _counted(judgments) -> QuerySet:
+    # Passes and fails per case, summed by the database: a case's K repeats come back as one row.
+    return judgments.order_by().annotate(
+        passes=Count("pk", filter=Q(outcome="pass")), fails=Count("pk", filter=Q(outcome="fail"))
+    )
+
+
 def probe_judgments(*, parent_ids: list[int]) -> pd.DataFrame:
-    """The judgments of the finished probes of these runs, columns PROBE_COLUMNS. One query.
+    """The judgments of the newest finished probe of each kind of these runs, counted per case: columns
+    PROBE_COLUMNS. One query (the newest probes are a subquery).
 
     An unfinished probe has no figures yet: a half-judged probe would move a share of half its cases.
     """
-    rows = (
-        Judgment.objects.filter(run__parent_id__in=parent_ids, run__status=Run.Status.FINISHED)
+    newest = (
+        Run.objects.filter(parent_id__in=parent_ids, status=Run.Status.FINISHED)
         .order_by()
-        .values_list("run__parent_id", "run_id", "run__probe", "case_id", "repeat", "outcome")
+        .values("parent_id", "probe")
+        .annotate(newest=Max("pk"))
+        .values("newest")
     )
+    rows = _counted(
+        Judgment.objects.filter(run_id__in=newest).values("run__parent_id", "run_id", "run__probe", "case_id")
+    ).values_list("run__parent_id", "run_id", "run__probe", "case_id", "passes", "fails")
     return pd.DataFrame.from_records(list(rows), columns=PROBE_COLUMNS)
 
 
@@ -53,19 +70,55 @@ def with_probe_figures(figures: dict[str, Any], parent: pd.DataFrame, probes: pd
     return {**figures, "probes": results, "probe_moved": probe_moved(results)}
 
 
-def parent_frame(*, run: Run) -> pd.DataFrame:
-    """The run's judgments as the probe figures read them (case_id, external_id, repeat, outcome). One query."""
-    rows = Judgment.objects.filter(run=run).order_by().values_list("case_id", "case__external_id", "repeat", "outcome")
-    return pd.DataFrame.from_records(list(rows), columns=["case_id", "external_id", "repeat", "outcome"])
+_PROBES_KEY_SQL = """
+SELECT string_agg(id || ':' || xmin::text, ',' ORDER BY id), pg_current_xact_id_if_assigned()
+FROM {run} WHERE id = %(run)s OR (parent_id = %(run)s AND status = %(finished)s)
+"""
+PROBES_CACHE_SECONDS = 3600
+
+
+def probes_key(*, run: Run) -> str | None:
+    """A cache key for `probe_figures`: what moved depends on the run's judgments and its finished probes'
+    only (not on labels), and each of those runs' rows changes with every write of its judgments (the
+    run services and the import count them on the row), so their row versions (PostgreSQL's xmin) stand
+    for them. None off PostgreSQL, or inside a transaction that has written. One query."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(_PROBES_KEY_SQL.format(run=Run._meta.db_table),
+                       {"run": run.pk, "finished": Run.Status.FINISHED})
+        versions, writing = cursor.fetchone()
+    if writing is not None:
+        return None
+    return f"evalhub:probes:{run.pk}:{hashlib.sha256((versions or '').encode()).hexdigest()[:32]}"
 
 
 def probe_figures(*, run: Run) -> dict[str, Any]:
     """{"probes": {kind: figures}, "probe_moved": share} of the run's newest finished probe of each kind
-    ({} without one): `run_figures` carries the same. Two queries."""
-    frame = probe_judgments(parent_ids=[run.pk])
-    if frame.empty:
+    ({} without one), as `run_figures` carries them. Cached under `probes_key` (the panel polls this
+    while probes work): one query when cached, else four (the key, the probes' counts, the run's, and
+    the external ids of the cases that moved, none when nothing moved)."""
+    key = probes_key(run=run)
+    figures = cache.get(key) if key else None
+    if figures is None:
+        figures = _probe_figures(run)
+        if key:
+            cache.set(key, figures, PROBES_CACHE_SECONDS)
+    return figures
+
+
+def _probe_figures(run: Run) -> dict[str, Any]:
+    probes = probe_judgments(parent_ids=[run.pk])
+    if probes.empty:
         return {}
-    return with_probe_figures({}, parent_frame(run=run), frame)
+    counts = _counted(Judgment.objects.filter(run=run).values("case_id")).values_list("case_id", "passes", "fails")
+    parent = pd.DataFrame.from_records(list(counts), columns=["case_id", "passes", "fails"])
+    figures = with_probe_figures({}, parent, probes)
+    moved = {case["case_id"] for result in figures["probes"].values() for case in result["moved_cases"]}
+    names = dict(Case.objects.filter(pk__in=moved).values_list("pk", "external_id")) if moved else {}
+    for result in figures["probes"].values():
+        result["moved_cases"] = name_moved_cases(result["moved_cases"], names)
+    return figures
 
 
 def agent_model_counts(*, dataset_ids) -> dict[str | None, int]:
@@ -147,7 +200,7 @@ def probe_panel(*, run: Run, figures: dict[str, Any] | None = None) -> ProbePane
 
     Pass the report's `figures` (run_figures carries "probes") to save reading the judgments again.
     Constant queries: the probe runs, the dataset's agent models, the variants of the listed moved cases
-    (only when some moved), and without `figures` the probe figures (two).
+    (only when some moved), and without `figures` the probe figures (`probe_figures`: one when cached).
     """
     results = (figures or {}).get("probes") if figures is not None else probe_figures(run=run).get("probes")
     results = results or {}

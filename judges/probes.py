@@ -82,21 +82,31 @@ def make_variant(kind: str, case: dict[str, Any], human_verdict: str | None) -> 
 # ---- what moved -------------------------------------------------------------------------------------
 
 
-def case_majorities(frame: pd.DataFrame) -> pd.Series:
-    """case_id → "pass" / "fail", the majority of the case's evaluated repeats. Cases with a tie, or with
-    no evaluated repeat, are left out: they have no verdict to move."""
+def verdict_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per case (index case_id): `passes` and `fails` among its repeats. `frame` is either judgments (columns
+    case_id, outcome) or already counts (columns case_id, passes, fails: what the database can sum)."""
+    if "passes" in frame.columns:
+        return frame.groupby("case_id")[["passes", "fails"]].sum()
     if frame.empty:
-        return pd.Series(dtype=object)
-    evaluated = frame[frame["outcome"].isin(("pass", "fail"))]
-    passes = evaluated["outcome"].eq("pass").groupby(evaluated["case_id"]).sum()
-    fails = evaluated["outcome"].eq("fail").groupby(evaluated["case_id"]).sum()
-    verdict = pd.Series("pass", index=passes.index, dtype=object).where(passes > fails, "fail")
+        return pd.DataFrame({"passes": [], "fails": []}, index=pd.Index([], name="case_id"))
+    outcome = frame["outcome"]
+    return pd.DataFrame({"passes": outcome.eq("pass"), "fails": outcome.eq("fail"), "case_id": frame["case_id"]}) \
+        .groupby("case_id")[["passes", "fails"]].sum()
+
+
+def case_majorities(frame: pd.DataFrame) -> pd.Series:
+    """case_id → "pass" / "fail", the majority of the case's evaluated repeats (`frame` as `verdict_counts`
+    reads it). Cases with a tie, or with no evaluated repeat, are left out: they have no verdict to move."""
+    counts = verdict_counts(frame)
+    passes, fails = counts["passes"], counts["fails"]
+    verdict = pd.Series("pass", index=counts.index, dtype=object).where(passes > fails, "fail")
     return verdict[passes != fails]
 
 
 def probe_result(parent: pd.DataFrame, probe: pd.DataFrame) -> dict[str, Any]:
-    """How a probe moved its parent run's verdicts. Both frames hold the judgments of one run, with columns
-    case_id, repeat, outcome; the parent's has external_id too (a probe judges only cases its parent did).
+    """How a probe moved its parent run's verdicts. Each frame is one run's judgments (case_id, outcome) or
+    their counts per case (case_id, passes, fails); a parent frame with external_id names the moved cases
+    (otherwise the caller does: see `name_moved_cases`).
 
     compared: cases with a verdict (a majority of evaluated repeats, not a tie) in both runs; moved: those
     whose verdict differs; moved_share = moved / compared (None with nothing compared); moved_to_pass and
@@ -105,15 +115,13 @@ def probe_result(parent: pd.DataFrame, probe: pd.DataFrame) -> dict[str, Any]:
     before, after = case_majorities(parent), case_majorities(probe)
     both = pd.DataFrame({"parent": before}).join(pd.DataFrame({"probe": after}), how="inner")
     moved = both[both["parent"] != both["probe"]]
-    names = parent.drop_duplicates("case_id").set_index("case_id")["external_id"] if len(moved) else {}
-    moved_cases = sorted(
-        (
-            {"case_id": int(case_id), "external_id": names.get(case_id, str(case_id)),
-             "parent": row.parent, "probe": row.probe}
-            for case_id, row in moved.iterrows()
-        ),
-        key=lambda c: c["external_id"],
-    )
+    moved_cases = [
+        {"case_id": int(case_id), "parent": verdict, "probe": probed}
+        for case_id, verdict, probed in zip(moved.index, moved["parent"], moved["probe"], strict=True)
+    ]
+    if "external_id" in parent.columns and moved_cases:
+        names = parent[parent["case_id"].isin(moved.index)].drop_duplicates("case_id")
+        moved_cases = name_moved_cases(moved_cases, dict(zip(names["case_id"], names["external_id"], strict=True)))
     compared = len(both)
     return {
         "compared": compared,
@@ -125,9 +133,15 @@ def probe_result(parent: pd.DataFrame, probe: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def name_moved_cases(moved_cases: list[dict[str, Any]], names: Mapping[int, str]) -> list[dict[str, Any]]:
+    """The moved cases with their external_id, in external_id order."""
+    named = [case | {"external_id": names.get(case["case_id"], str(case["case_id"]))} for case in moved_cases]
+    return sorted(named, key=lambda case: case["external_id"])
+
+
 def probes_figures(parent: pd.DataFrame, probes: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """{kind: {"run": id} | probe_result} for each kind's newest probe run in `probes` (columns run_id, probe,
-    case_id, repeat, outcome: the judgments of finished probes of one parent), in PROBE_KINDS order."""
+    case_id, and outcome or passes and fails: finished probes of one parent), in PROBE_KINDS order."""
     out: dict[str, dict[str, Any]] = {}
     if probes.empty:
         return out

@@ -1,0 +1,214 @@
+"""Bias probes on 20,000 labeled cases × 5 repeats in PostgreSQL: starting them, their figures, the pages.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub python benchmarks/bench_probes.py [--cases N]
+
+It uses a database of its own on DATABASE_URL's server (`evalhub_bench_probes` unless --database says
+otherwise), created, migrated and dropped at the end (--keep keeps it). The parent run is
+bench_report.py's (about 88 % agreement, some flips and not-evaluated); then:
+1. `probes_start` for the three kinds (the human verdicts of every case in one query, the chunks with
+   their stored verdicts; no worker runs, so this is the start alone): median of 3, probes deleted between;
+2. three finished probes written with bulk_create (each judgment with its variant, as chunk_judge stores
+   it), moving about 6 %, 2 % and 1 % of the verdicts;
+3. `probe_figures` (the parent's and the probes' judgments, pandas) and `run_figures` with and without
+   probes (the probes' cost inside the figures): median of 5;
+4. the report page with its "Bias probes" panel (first view, cache cleared; and cached), the polled
+   panel partial, and the rubric's config page with the probes table: median and p95 of 20.
+Figures are printed and written to benchmarks/results/bench_probes.json.
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_report import build, p95, timed  # noqa: E402  (the parent run and the timing helpers)
+
+MOVES = {"verbosity": 0.06, "sycophancy": 0.02, "injection": 0.01}
+
+
+def write_probes(run) -> dict[str, int]:
+    """A finished probe of each kind over the run's judged cases with a human verdict (injection: the human
+    fails), moving a share of verdicts, each judgment with its variant. Returns judgments per kind."""
+    from django.utils import timezone
+
+    from judges.models import Judgment, Run
+    from judges.probes import applies, make_variant
+    from judges.services import engine_case
+    from labeling.models import Case
+    from labeling.selectors import cases_with_human_verdict
+
+    rng = random.Random(9)
+    humans = dict(
+        cases_with_human_verdict(rubric=run.config.rubric, cases=Case.objects.filter(dataset_id=run.dataset_id))
+        .filter(human_verdict__isnull=False).values_list("pk", "human_verdict")
+    )
+    outcomes: dict[int, list[str]] = {}
+    for case_id, outcome in Judgment.objects.filter(run=run).order_by("case_id", "repeat").values_list(
+        "case_id", "outcome"
+    ):
+        outcomes.setdefault(case_id, []).append(outcome)
+    cases = {c.pk: c for c in Case.objects.filter(pk__in=list(humans))}
+    written = {}
+    now = timezone.now()
+    for kind, share in MOVES.items():
+        chosen = [pk for pk in sorted(humans) if applies(kind, humans[pk])]
+        probe = Run.objects.create(
+            config=run.config, dataset_id=run.dataset_id, repeats=run.repeats, status=Run.Status.FINISHED,
+            created_by=run.created_by, started_at=now, finished_at=now, parent=run, probe=kind,
+            total=len(chosen) * run.repeats, done=len(chosen) * run.repeats,
+        )
+        batch, count = [], 0
+        for pk in chosen:
+            variant = make_variant(kind, engine_case(cases[pk]), humans[pk])
+            move = rng.random() < share
+            for repeat, outcome in enumerate(outcomes[pk], start=1):
+                if move and outcome in ("pass", "fail"):
+                    outcome = "pass" if outcome == "fail" else "fail"
+                batch.append(Judgment(run=probe, case_id=pk, repeat=repeat, outcome=outcome, layer="behavioral",
+                                      reason="probe", variant=variant))
+            if len(batch) >= 10_000:
+                Judgment.objects.bulk_create(batch)
+                count += len(batch)
+                batch = []
+        Judgment.objects.bulk_create(batch)
+        written[kind] = count + len(batch)
+    return written
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--pages", type=int, default=20, help="page requests to time")
+    parser.add_argument("--database", default="evalhub_bench_probes", help="the benchmark's own database name")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
+    args = parser.parse_args()
+
+    base = os.environ.get("DATABASE_URL", "")
+    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
+        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
+    import psycopg
+
+    server = urlsplit(base)
+    admin_url = urlunsplit(server._replace(path="/postgres"))
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
+        conn.execute(f'CREATE DATABASE "{args.database}"')
+    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+
+    import django
+
+    django.setup()
+    from django.core.cache import cache
+    from django.core.management import call_command
+    from django.db import connection, connections, transaction
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from judges.calibration import run_figures
+    from judges.models import Run
+    from judges.probe_selectors import probe_figures
+    from judges.probe_services import probes_start
+
+    try:
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        run, lead = build(args.cases, args.repeats)
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        print(f"{args.cases:,} cases × {args.repeats} repeats = {args.cases * args.repeats:,} judgments, "
+              f"built in {time.perf_counter() - started:.1f} s (database {args.database})")
+
+        def fresh_run():
+            return Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
+
+        run_figures(run=fresh_run())  # warm-up
+        without = timed(lambda: run_figures(run=fresh_run()), 5)
+
+        def start_and_drop():
+            # Queued work goes to the broker on commit: roll back instead, so nothing is queued.
+            with transaction.atomic():
+                probes_start(run=fresh_run(), kinds=["verbosity", "sycophancy", "injection"], by=lead)
+                transaction.set_rollback(True)
+        start_times = timed(start_and_drop, 3)
+
+        started = time.perf_counter()
+        written = write_probes(fresh_run())
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        print(f"  probes written: {', '.join(f'{k} {n:,}' for k, n in written.items())} judgments "
+              f"in {time.perf_counter() - started:.1f} s")
+
+        figures = probe_figures(run=fresh_run())
+        probe_times = timed(lambda: probe_figures(run=fresh_run()), 5)
+        with_probes = timed(lambda: run_figures(run=fresh_run()), 5)
+
+        setup_test_environment()
+        client = Client()
+        client.force_login(lead)
+        url = f"/runs/{run.pk}/report/"
+        assert client.get(url).status_code == 200
+
+        def page(path: str, cold: bool = False, status: int = 200, **headers):
+            def get():
+                if cold:
+                    cache.clear()
+                response = client.get(path, headers=headers)
+                assert response.status_code == status, response.status_code
+            return get
+
+        pages = {
+            "report page with probes, first view (cold)": page(url, cold=True),
+            "report page with probes, again (cached)": page(url),
+            "probes panel partial, htmx (polled)": page(f"/runs/{run.pk}/probes/", status=286,
+                                                        **{"HX-Request": "true"}),
+            "rubric config page with the probes table": page("/rubrics/return-policy/judges/"),
+        }
+        page_times = {name: timed(get, args.pages) for name, get in pages.items()}
+
+        result = {
+            "cases": args.cases, "repeats": args.repeats, "parent_judgments": args.cases * args.repeats,
+            "probe_judgments": written,
+            "moved": {k: {"compared": f["compared"], "moved": f["moved"], "moved_share": round(f["moved_share"], 4)}
+                      for k, f in figures["probes"].items()},
+            "probe_moved": round(figures["probe_moved"], 4),
+            "probes_start_3_kinds_median_s": round(statistics.median(start_times), 3),
+            "probe_figures_median_s": round(statistics.median(probe_times), 3),
+            "run_figures_without_probes_median_s": round(statistics.median(without), 3),
+            "run_figures_with_probes_median_s": round(statistics.median(with_probes), 3),
+            "pages": {name: {"median_s": round(statistics.median(t), 3), "p95_s": round(p95(t), 3)}
+                      for name, t in page_times.items()},
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+        for kind, moved in result["moved"].items():
+            print(f"  {kind:<11} compared {moved['compared']:,}  moved {moved['moved']:,} "
+                  f"({moved['moved_share'] * 100:.1f} %)")
+        print(f"  probes_start (3 kinds)       median {result['probes_start_3_kinds_median_s']:.3f} s")
+        print(f"  probe_figures                median {result['probe_figures_median_s']:.3f} s")
+        print(f"  run_figures without probes   median {result['run_figures_without_probes_median_s']:.3f} s")
+        print(f"  run_figures with 3 probes    median {result['run_figures_with_probes_median_s']:.3f} s")
+        for name, stats in result["pages"].items():
+            print(f"  {name:<44} median {stats['median_s']:.3f} s  p95 {stats['p95_s']:.3f} s")
+        print(f"  peak memory {result['peak_rss_mib']:,.0f} MiB")
+        out = ROOT / "benchmarks" / "results"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench_probes.json").write_text(json.dumps(result, indent=2) + "\n")
+    finally:
+        connections.close_all()
+        if not args.keep:
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
+
+
+if __name__ == "__main__":
+    main()
