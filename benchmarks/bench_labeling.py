@@ -232,6 +232,8 @@ def main() -> None:
                                  ignore_conflicts=True)
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
+            # Flush the bulk load's WAL now, so the measurement is the steady state and not a checkpoint.
+            cursor.execute("CHECKPOINT")
         labels, stale = Label.objects.count(), Label.objects.filter(stale=True).count()
         assert CaseTally.objects.filter(rubric=rubric).count() == args.cases
         print(f"{args.cases:,} cases, {labels:,} labels ({stale} changed since labeled), {REVIEWERS} reviewers, "
