@@ -9,8 +9,9 @@ bench_report.py's (about 88 % agreement, some flips and not-evaluated); then:
    their stored verdicts; no worker runs, so this is the start alone): median of 3, probes deleted between;
 2. three finished probes written with bulk_create (each judgment with its variant, as chunk_judge stores
    it), moving about 6 %, 2 % and 1 % of the verdicts;
-3. `probe_figures` (the parent's and the probes' judgments, pandas) and `run_figures` with and without
-   probes (the probes' cost inside the figures): median of 5;
+3. `probe_figures` (the parent's and the probes' judgments counted per case by the database, pandas),
+   computed and cached, and `run_figures` with and without probes (their cost inside the figures):
+   median of 5;
 4. the report page with its "Bias probes" panel (first view, cache cleared; and cached), the polled
    panel partial, and the rubric's config page with the probes table: median and p95 of 20.
 Figures are printed and written to benchmarks/results/bench_probes.json.
@@ -117,7 +118,7 @@ def main() -> None:
 
     from judges.calibration import run_figures
     from judges.models import Run
-    from judges.probe_selectors import probe_figures
+    from judges.probe_selectors import probe_figures, probe_judgments
     from judges.probe_services import probes_start
 
     try:
@@ -150,7 +151,13 @@ def main() -> None:
               f"in {time.perf_counter() - started:.1f} s")
 
         figures = probe_figures(run=fresh_run())
-        probe_times = timed(lambda: probe_figures(run=fresh_run()), 5)
+
+        def probe_figures_cold():
+            cache.clear()
+            probe_figures(run=fresh_run())
+        probe_times = timed(probe_figures_cold, 5)
+        probe_cached_times = timed(lambda: probe_figures(run=fresh_run()), 5)
+        probe_sql_times = timed(lambda: probe_judgments(parent_ids=[run.pk]), 5)
         with_probes = timed(lambda: run_figures(run=fresh_run()), 5)
 
         setup_test_environment()
@@ -184,6 +191,8 @@ def main() -> None:
             "probe_moved": round(figures["probe_moved"], 4),
             "probes_start_3_kinds_median_s": round(statistics.median(start_times), 3),
             "probe_figures_median_s": round(statistics.median(probe_times), 3),
+            "probe_figures_cached_median_s": round(statistics.median(probe_cached_times), 3),
+            "probe_judgments_query_median_s": round(statistics.median(probe_sql_times), 3),
             "run_figures_without_probes_median_s": round(statistics.median(without), 3),
             "run_figures_with_probes_median_s": round(statistics.median(with_probes), 3),
             "pages": {name: {"median_s": round(statistics.median(t), 3), "p95_s": round(p95(t), 3)}
@@ -194,7 +203,9 @@ def main() -> None:
             print(f"  {kind:<11} compared {moved['compared']:,}  moved {moved['moved']:,} "
                   f"({moved['moved_share'] * 100:.1f} %)")
         print(f"  probes_start (3 kinds)       median {result['probes_start_3_kinds_median_s']:.3f} s")
-        print(f"  probe_figures                median {result['probe_figures_median_s']:.3f} s")
+        print(f"  probe_figures                median {result['probe_figures_median_s']:.3f} s "
+              f"(the probes' counts query {result['probe_judgments_query_median_s']:.3f} s); cached "
+              f"{result['probe_figures_cached_median_s']:.3f} s")
         print(f"  run_figures without probes   median {result['run_figures_without_probes_median_s']:.3f} s")
         print(f"  run_figures with 3 probes    median {result['run_figures_with_probes_median_s']:.3f} s")
         for name, stats in result["pages"].items():
