@@ -125,6 +125,7 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     context |= {
         "categories": categories, "case_count": sum(c["n"] for c in categories),
         "splits": Case.Split.values, "rubrics": report_rubrics(dataset=dataset),
+        "all_rubrics": Rubric.objects.order_by("slug"),
     }
     return render(request, "labeling/dataset_detail.html", context)
 

@@ -91,8 +91,8 @@ def test_an_htmx_request_gets_only_the_case_table(lead_client, dataset):
 @pytest.mark.parametrize("n", [1, 60, 150])
 def test_the_case_list_query_count_does_not_grow(lead_client, dataset, django_assert_num_queries, n):
     add_cases(dataset, n, category="policy")
-    # session + user, dataset, count, page of rows, categories, rubrics with labels here
-    with django_assert_num_queries(7):
+    # session + user, dataset, count, page of rows, categories, rubrics with labels here, all rubrics
+    with django_assert_num_queries(8):
         lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug]), {"page": 2})
 
 
