@@ -27,8 +27,11 @@ class JudgeConfigAdmin(ReadOnlyAdmin):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ["pk", "config", "dataset", "status", "done", "total", "not_evaluated", "cost_usd", "created_at"]
-    list_filter = ["status"]
+    list_display = [
+        "pk", "config", "dataset", "status", "probe", "parent", "done", "total", "not_evaluated", "cost_usd",
+        "created_at",
+    ]
+    list_filter = ["status", "probe"]  # a bias probe (issue 9) names the run it measures
     list_select_related = ["config__rubric", "dataset"]
 
 

@@ -182,3 +182,13 @@ def test_a_contract_only_config_has_no_self_preference(lead_client, rubric, data
     run = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass"]})
     assert "self-preference" not in panel(report(lead_client, run))
 
+
+
+def test_the_admin_lists_probes_with_the_run_they_measure(client, admin_user, run):
+    probe = make_probe(run, "injection", moved=1)
+    client.force_login(admin_user)
+    html = client.get(reverse("admin:judges_run_changelist") + "?probe__exact=injection").content.decode()
+    # (a row's link carries the changelist's filters after the path)
+    assert f'href="{reverse("admin:judges_run_change", args=[probe.pk])}' in html
+    assert f'href="{reverse("admin:judges_run_change", args=[run.pk])}' not in html
+    assert "<td class=\"field-probe\">injected instruction</td>" in html

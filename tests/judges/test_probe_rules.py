@@ -4,9 +4,16 @@ refusing a promotion when a probe moved more; probe runs are never evidence."""
 import pytest
 from django.urls import reverse
 
+from evalhub.models import ApiToken, Scope
 from judges.calibration import run_figures, run_rules, shown_rules
 from judges.models import RubricEvent, Run
-from judges.promotion import PromotionError, PromotionRefused, rubric_promote, rubric_thresholds_change, threshold_errors
+from judges.promotion import (
+    PromotionError,
+    PromotionRefused,
+    rubric_promote,
+    rubric_thresholds_change,
+    threshold_errors,
+)
 from judges.promotion_selectors import candidate_runs, evidence_rules, promotion_rows
 from tests.judges.probe_factories import make_probe
 from tests.judges.promotion_factories import REASON, evidence_run
@@ -125,3 +132,12 @@ def test_the_figures_carry_the_probes(run, rubric, lead):
     figures = run_figures(run=run)
     assert figures["probe_moved"] == pytest.approx(3 / 40)
     assert figures["probes"]["injection"]["moved"] == 3
+
+def test_the_json_api_carries_the_probes(run, lead, client):
+    make_probe(run, "injection", moved=3)
+    _, raw = ApiToken.issue(name="ci", scopes=[Scope.RUNS_READ], created_by=lead)
+    response = client.get(reverse("judges:api_run_report", args=[run.pk]), headers={"Authorization": f"Bearer {raw}"})
+    body = response.json()
+    assert body["probe_moved"] == pytest.approx(3 / 40)
+    assert [c["external_id"] for c in body["probes"]["injection"]["moved_cases"]] == ["case-000", "case-001",
+                                                                                      "case-002"]
