@@ -5,39 +5,18 @@ characters or more); work runs eagerly inside the live server, so the probes fin
 Screenshots go to /tmp/shots/ (probes_panel.png, probes_moved.png).
 """
 
-import os
-
 import pytest
-from django.db import connections
 
 from judges import services
 from labeling.models import Case, Label, case_split, labeled_content_hash
-from tests.browser.test_report_browser import SHOTS
+from tests.browser.helpers import SHOTS, log_in
 from tests.conftest import PASSWORD, make_user
 from tests.judges.helpers import behavioral_spec
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 LONG = ("Thanks for your order. I looked up the purchase and the policy for it, and here is what applies in "
         "your case: ")
-
-
-@pytest.fixture
-def page():
-    from playwright.sync_api import sync_playwright
-
-    connections.close_all()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        yield context.new_page()
-        context.close()
-        browser.close()
-        connections.close_all()
 
 
 def test_a_lead_probes_a_run_and_opens_a_moved_case(live_server, page, settings, fake_provider, dataset, rubric,
@@ -59,11 +38,7 @@ def test_a_lead_probes_a_run_and_opens_a_moved_case(live_server, page, settings,
     config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=4, spend_cap_usd=None, by=lead)
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", lead.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server, lead.username, PASSWORD)
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 

@@ -5,45 +5,18 @@ test database. Screenshots of the refused promotion, the promoted rubric with it
 overview and the audit log go to /tmp/shots/.
 """
 
-import os
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from judges.models import CiResult
+from tests.browser.helpers import log_in, shot
 from tests.conftest import PASSWORD
 from tests.judges.promotion_factories import evidence_run
 from tests.judges.report_factories import make_config
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 pytestmark = pytest.mark.browser
-
-SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture
-def page():
-    from playwright.sync_api import sync_playwright
-
-    connections.close_all()  # Playwright's context opens its own connection; see test_report_browser
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        yield context.new_page()
-        context.close()
-        browser.close()
-        connections.close_all()
-
-
-def shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / name), full_page=True)
 
 
 def ci_history(rubric, config_hash: str) -> None:
@@ -63,11 +36,7 @@ def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubri
     weak = evidence_run(rubric, dataset, lead, reviewer, config=config, repeats=1, wrong=10, prefix="weak")
     good = evidence_run(rubric, dataset, lead, reviewer, config=config, prefix="good")
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", lead.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server, lead.username, PASSWORD)
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 

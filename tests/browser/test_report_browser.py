@@ -5,45 +5,15 @@ the test database (the run machinery has its own browser test). Screenshots of t
 report and the rubric's versions chart go to /tmp/shots/.
 """
 
-import os
-from pathlib import Path
-
 import pytest
-from django.db import connections
 
+from tests.browser.helpers import SHOTS, log_in, shot
 from tests.conftest import PASSWORD, make_user
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
-# Playwright's sync API runs an event loop in this thread; the ORM calls in the test are still plain sync.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
 pytestmark = pytest.mark.browser
 
-SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 CATEGORIES = ("policy", "tools", "combined", "edge")
-
-
-@pytest.fixture
-def page():
-    from playwright.sync_api import sync_playwright
-
-    # Playwright runs the test body in a context of its own, where Django opens a fresh connection:
-    # close the one opened before, or it stays open and the test database cannot be dropped.
-    connections.close_all()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        yield context.new_page()
-        context.close()
-        browser.close()
-        connections.close_all()
-
-
-def shot(page, name: str, *, full_page: bool = True) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / name), full_page=full_page)
 
 
 def build_report(dataset, rubric, lead):
@@ -77,11 +47,7 @@ def build_report(dataset, rubric, lead):
 def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_server, page, dataset, rubric, lead):
     run, cases = build_report(dataset, rubric, lead)
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", lead.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server, lead.username, PASSWORD)
 
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)

@@ -16,23 +16,18 @@ from pathlib import Path
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 
 from judges import services
 from judges.models import Judgment, ModelPrice, Run
+from tests.browser.helpers import log_in, shot
 from tests.conftest import PASSWORD
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls in the test are still plain sync.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
 CASES, REPEATS = 30, 2
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 
 
 @pytest.fixture
@@ -68,27 +63,6 @@ def worker(live_server, tmp_path, fake_provider):
     log.close()
 
 
-@pytest.fixture
-def page():
-    from playwright.sync_api import sync_playwright
-
-    # Playwright runs the test body in a context of its own, where Django opens a fresh connection:
-    # close the one opened before, or it stays open and the test database cannot be dropped.
-    connections.close_all()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        yield context.new_page()
-        context.close()
-        browser.close()
-        connections.close_all()
-
-
-def shot(page, name: str, *, full_page: bool = True) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / name), full_page=full_page)
-
-
 def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page, dataset, rubric, lead,
                                                         fake_provider):
     make_cases(dataset, CASES)
@@ -98,11 +72,7 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
     # Slow enough to watch: 60 calls of 150 ms, two at a time; answers shorter than 28 characters fail.
     fake_provider.control(latency_ms=150, rule={"kind": "answer_min_length", "chars": 28})
 
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", lead.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server, lead.username, PASSWORD)
 
     # The editor, with the prompt preview filled in from a case.
     page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/new/")

@@ -1,0 +1,63 @@
+"""What the browser tests share: launching headless Chromium, screenshots, logging in."""
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+from tests.conftest import PASSWORD
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
+VIEWPORT = {"width": 1400, "height": 1000}
+
+
+@contextmanager
+def browser_page(*, capture_csp: bool = False, **context_options) -> Iterator:
+    """A page in a fresh Chromium context; `context_options` go to `new_context` (viewport, JavaScript).
+
+    With capture_csp, `page.csp_errors` collects the console's Content-Security-Policy violations (Chromium
+    reports an inline script or style there).
+    """
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (scripts/test.sh does) to run browser tests.")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright runs the test body in a context of its own, where Django opens a fresh connection:
+    # close the one opened before, or it stays open and the test database cannot be dropped.
+    connections.close_all()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(**context_options)
+        try:
+            page = context.new_page()
+            if capture_csp:
+                page.csp_errors = []
+                page.on("console", lambda message: "Content Security Policy" in message.text
+                        and page.csp_errors.append(message.text))
+            yield page
+        finally:
+            context.close()
+            browser.close()
+            connections.close_all()
+
+
+def shot(page, name: str, *, full_page: bool = True, caret: str = "hide") -> None:
+    """A screenshot of the page in SHOTS (caret="hide" is Playwright's default)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name), full_page=full_page, caret=caret)
+
+
+def log_in(page, live_server, username: str, password: str = PASSWORD, *, lands_on: str | None = "/") -> None:
+    """Log in through the login form; then wait for the page the user lands on (None: don't wait)."""
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    if lands_on is not None:
+        page.wait_for_url(f"{live_server.url}{lands_on}")
