@@ -20,10 +20,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
 
 
 def write_cases(path: Path, n: int, *, answer: str) -> int:
@@ -63,29 +64,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     args = parser.parse_args()
 
-    base = os.environ.get("DATABASE_URL", "")
-    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
-        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
-    import psycopg
+    with bench_database(args.database, keep=args.keep):
+        from django.core.management import call_command
 
-    server = urlsplit(base)
-    admin_url = urlunsplit(server._replace(path="/postgres"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+        from labeling.models import Case, CaseTally, Rubric
 
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connections
-
-    from labeling.models import Case, CaseTally, Rubric
-
-    try:
-        call_command("migrate", verbosity=0)
         for i in range(args.rubrics):
             Rubric.objects.create(slug=f"rubric-{i}", name=f"Question {i}?", criteria="…")
         with tempfile.TemporaryDirectory() as folder:
@@ -112,11 +95,6 @@ def main() -> None:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         verdict = "under" if timings[0] < 30 else "OVER"
         print(f"  peak memory {peak:,.0f} MB; first import {verdict} the 30 s target")
-    finally:
-        connections.close_all()
-        if not args.keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
 
 
 if __name__ == "__main__":

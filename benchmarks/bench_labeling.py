@@ -29,10 +29,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
 
 REVIEWERS = 20
 LABELERS = 8
@@ -174,137 +175,120 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     args = parser.parse_args()
 
-    base = os.environ.get("DATABASE_URL", "")
-    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
-        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
-    import psycopg
+    # A persistent connection, as production runs with DATABASE_CONN_MAX_AGE; FORCE: the server thread's
+    # connection may still be open at the end.
+    env = {"DATABASE_CONN_MAX_AGE": "600", "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
+    with bench_database(args.database, keep=args.keep, env=env, force_drop=True):
+        from django.core.handlers.wsgi import WSGIHandler
+        from django.db import connection, connections
 
-    server = urlsplit(base)
-    admin_url = urlunsplit(server._replace(path="/postgres"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
-    os.environ["DATABASE_CONN_MAX_AGE"] = "600"
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "127.0.0.1"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+        from evalhub.models import Role, User
+        from labeling import services
+        from labeling.models import Case, CaseTally, Dataset, Label, Rubric, Skip
 
-    import django
+        httpd = None
+        try:
+            started = time.perf_counter()
+            lead = User.objects.create_user("bench-lead", password="bench-password", role=Role.LEAD)
+            reviewers = [User.objects.create_user(f"bench-r{i:02d}", password="bench-password")
+                         for i in range(REVIEWERS)]
+            dataset = Dataset.objects.create(slug="bench", name="Bench")
+            dataset.reviewers.add(*reviewers)
+            rubric = Rubric.objects.create(slug="bench-policy", name="Does the answer follow the return policy?",
+                                           criteria="Pass when the 30-day window is stated correctly.",
+                                           labels_per_case=3)
+            Rubric.objects.create(slug="bench-tone", name="Is the tone polite?", criteria="…")
+            full, single = int(args.cases * 0.6), int(args.cases * 0.2)
+            with connection.cursor() as cursor:
+                cursor.execute(FILL_SQL, {"dataset": dataset.pk, "cases": args.cases})
+                print(f"  cases written in {time.perf_counter() - started:.0f} s")
+                cursor.execute(LABELS_SQL, {"dataset": dataset.pk, "rubric": rubric.pk, "reviewers": REVIEWERS,
+                                            "full": full, "single": single})
+                print(f"  labels written in {time.perf_counter() - started:.0f} s")
+                # 300 labeled cases changed since they were labeled (a re-import): their labels stop counting.
+                cursor.execute("UPDATE labeling_case SET content_hash = md5(content_hash) || md5(external_id) "
+                               "WHERE dataset_id = %s AND id %% 200 = 0 AND id <= (SELECT min(id) FROM labeling_case "
+                               "WHERE dataset_id = %s) + %s", [dataset.pk, dataset.pk, full])
+            rng = random.Random(7)
+            ids = list(Case.objects.filter(dataset=dataset).values_list("pk", flat=True))
+            for case in Case.objects.filter(pk__in=rng.sample(ids[:full], 100)):
+                services.request_another_label(case=case, rubric=rubric, by=lead)
+            Skip.objects.bulk_create([Skip(case_id=case_id, rubric=rubric, reviewer=reviewer)
+                                      for reviewer in reviewers for case_id in rng.sample(ids[full:], 20)],
+                                     ignore_conflicts=True)
+            with connection.cursor() as cursor:
+                cursor.execute("VACUUM ANALYZE")
+                # Flush the bulk load's WAL now, so the measurement is the steady state and not a checkpoint.
+                cursor.execute("CHECKPOINT")
+            labels, stale = Label.objects.count(), Label.objects.filter(stale=True).count()
+            assert CaseTally.objects.filter(rubric=rubric).count() == args.cases
+            print(f"{args.cases:,} cases, {labels:,} labels ({stale} changed since labeled), {REVIEWERS} reviewers, "
+                  f"filled in {time.perf_counter() - started:.0f} s; database {args.database}")
+            connections.close_all()
 
-    django.setup()
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.core.management import call_command
-    from django.db import connection, connections
+            httpd, base_url = serve(WSGIHandler())
+            clients = [login(base_url, reviewer.username) for reviewer in reviewers[:LABELERS]]
 
-    from evalhub.models import Role, User
-    from labeling import services
-    from labeling.models import Case, CaseTally, Dataset, Label, Rubric, Skip
+            def label_and_next(rubric_slug: str, count: int) -> list[dict]:
+                """Each labeler labels the case the previous response served them, in turn."""
+                queue = f"/label/{dataset.slug}/{rubric_slug}/"
+                current = [shown_case(request(client, "GET", queue)[0].text) for client in clients]
+                samples: list[dict] = []
+                rounds = 0
+                while len(samples) < count:
+                    for i, client in enumerate(clients):
+                        if current[i] is None:
+                            continue
+                        case_id, digest = current[i]
+                        response, sample = request(client, "POST", f"{queue}label/", headers={"HX-Request": "true"},
+                                                   data={"case": case_id, "content_hash": digest,
+                                                         "verdict": rng.choice(["pass", "fail"]), "note": ""})
+                        current[i] = shown_case(response.text)
+                        if rounds >= 5:  # the first rounds warm up: plans, caches, pages in memory
+                            samples.append(sample)
+                    rounds += 1
+                return samples
 
-    httpd = None
-    try:
-        call_command("migrate", verbosity=0)
-        started = time.perf_counter()
-        lead = User.objects.create_user("bench-lead", password="bench-password", role=Role.LEAD)
-        reviewers = [User.objects.create_user(f"bench-r{i:02d}", password="bench-password")
-                     for i in range(REVIEWERS)]
-        dataset = Dataset.objects.create(slug="bench", name="Bench")
-        dataset.reviewers.add(*reviewers)
-        rubric = Rubric.objects.create(slug="bench-policy", name="Does the answer follow the return policy?",
-                                       criteria="Pass when the 30-day window is stated correctly.", labels_per_case=3)
-        Rubric.objects.create(slug="bench-tone", name="Is the tone polite?", criteria="…")
-        full, single = int(args.cases * 0.6), int(args.cases * 0.2)
-        with connection.cursor() as cursor:
-            cursor.execute(FILL_SQL, {"dataset": dataset.pk, "cases": args.cases})
-            print(f"  cases written in {time.perf_counter() - started:.0f} s")
-            cursor.execute(LABELS_SQL, {"dataset": dataset.pk, "rubric": rubric.pk, "reviewers": REVIEWERS,
-                                        "full": full, "single": single})
-            print(f"  labels written in {time.perf_counter() - started:.0f} s")
-            # 300 labeled cases changed since they were labeled (a re-import): their labels stop counting.
-            cursor.execute("UPDATE labeling_case SET content_hash = md5(content_hash) || md5(external_id) "
-                           "WHERE dataset_id = %s AND id %% 200 = 0 AND id <= (SELECT min(id) FROM labeling_case "
-                           "WHERE dataset_id = %s) + %s", [dataset.pk, dataset.pk, full])
-        rng = random.Random(7)
-        ids = list(Case.objects.filter(dataset=dataset).values_list("pk", flat=True))
-        for case in Case.objects.filter(pk__in=rng.sample(ids[:full], 100)):
-            services.request_another_label(case=case, rubric=rubric, by=lead)
-        Skip.objects.bulk_create([Skip(case_id=case_id, rubric=rubric, reviewer=reviewer)
-                                  for reviewer in reviewers for case_id in rng.sample(ids[full:], 20)],
-                                 ignore_conflicts=True)
-        with connection.cursor() as cursor:
-            cursor.execute("VACUUM ANALYZE")
-            # Flush the bulk load's WAL now, so the measurement is the steady state and not a checkpoint.
-            cursor.execute("CHECKPOINT")
-        labels, stale = Label.objects.count(), Label.objects.filter(stale=True).count()
-        assert CaseTally.objects.filter(rubric=rubric).count() == args.cases
-        print(f"{args.cases:,} cases, {labels:,} labels ({stale} changed since labeled), {REVIEWERS} reviewers, "
-              f"filled in {time.perf_counter() - started:.0f} s; database {args.database}")
-        connections.close_all()
+            load_before = os.getloadavg()[0]
+            three = label_and_next(rubric.slug, args.requests)
+            one = label_and_next("bench-tone", args.requests // 2)
+            queue = f"/label/{dataset.slug}/{rubric.slug}/"
+            page = [request(clients[i % LABELERS], "GET", queue)[1] for i in range(60)]
+            progress = [request(clients[i % LABELERS], "GET", f"{queue}progress/", headers={"HX-Request": "true"})[1]
+                        for i in range(60)]
+            load_after = os.getloadavg()[0]
 
-        httpd, base_url = serve(WSGIHandler())
-        clients = [login(base_url, reviewer.username) for reviewer in reviewers[:LABELERS]]
-
-        def label_and_next(rubric_slug: str, count: int) -> list[dict]:
-            """Each labeler labels the case the previous response served them, in turn."""
-            queue = f"/label/{dataset.slug}/{rubric_slug}/"
-            current = [shown_case(request(client, "GET", queue)[0].text) for client in clients]
-            samples: list[dict] = []
-            rounds = 0
-            while len(samples) < count:
-                for i, client in enumerate(clients):
-                    if current[i] is None:
-                        continue
-                    case_id, digest = current[i]
-                    response, sample = request(client, "POST", f"{queue}label/", headers={"HX-Request": "true"},
-                                               data={"case": case_id, "content_hash": digest,
-                                                     "verdict": rng.choice(["pass", "fail"]), "note": ""})
-                    current[i] = shown_case(response.text)
-                    if rounds >= 5:  # the first rounds warm up: plans, caches, pages in memory
-                        samples.append(sample)
-                rounds += 1
-            return samples
-
-        load_before = os.getloadavg()[0]
-        three = label_and_next(rubric.slug, args.requests)
-        one = label_and_next("bench-tone", args.requests // 2)
-        queue = f"/label/{dataset.slug}/{rubric.slug}/"
-        page = [request(clients[i % LABELERS], "GET", queue)[1] for i in range(60)]
-        progress = [request(clients[i % LABELERS], "GET", f"{queue}progress/", headers={"HX-Request": "true"})[1]
-                    for i in range(60)]
-        load_after = os.getloadavg()[0]
-
-        results = {
-            "cases": args.cases, "labels": labels, "stale_labels": stale, "reviewers": REVIEWERS,
-            "cpus": os.cpu_count(), "load_average": [round(load_before, 2), round(load_after, 2)],
-            "label_and_next_3_per_case": summary(three),
-            "label_and_next_1_per_case": summary(one),
-            "queue_page": summary(page),
-            "progress_panel": summary(progress),
-        }
-        print(f"  machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, {load_after:.1f} after")
-        for name, title in (("label_and_next_3_per_case", "label and get the next (rubric of 3 labels a case)"),
-                            ("label_and_next_1_per_case", "label and get the next (rubric of 1 label a case)"),
-                            ("queue_page", "the queue page (full GET, with progress)"),
-                            ("progress_panel", "the progress panel (htmx GET after each label)")):
-            row = results[name]
-            print(f"  {title}: {row['requests']} requests")
-            print(f"      server median {row['server_ms']['median']:6.2f} ms, p95 {row['server_ms']['p95']:6.2f} ms "
-                  f"(of which SQL median {row['sql_ms']['median']:5.2f} ms, server CPU median "
-                  f"{row['server_cpu_ms']['median']:5.2f} ms); round trip median {row['round_trip_ms']['median']:6.2f}"
-                  f" ms, p95 {row['round_trip_ms']['p95']:6.2f} ms; queries per request {row['queries']}")
-        p95 = max(results[name]["server_ms"]["p95"] for name in ("label_and_next_3_per_case",
-                                                                  "label_and_next_1_per_case"))
-        results["target_p95_under_25_ms"] = p95 < 25
-        print(f"  target: label-and-next p95 {p95:.2f} ms {'under' if p95 < 25 else 'OVER'} 25 ms")
-        out = ROOT / "benchmarks" / "results" / "bench_labeling.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(results, indent=2) + "\n")
-    finally:
-        if httpd is not None:
-            httpd.shutdown()
-        connections.close_all()
-        if not args.keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
+            results = {
+                "cases": args.cases, "labels": labels, "stale_labels": stale, "reviewers": REVIEWERS,
+                "cpus": os.cpu_count(), "load_average": [round(load_before, 2), round(load_after, 2)],
+                "label_and_next_3_per_case": summary(three),
+                "label_and_next_1_per_case": summary(one),
+                "queue_page": summary(page),
+                "progress_panel": summary(progress),
+            }
+            print(f"  machine: {os.cpu_count()} CPUs, load average {load_before:.1f} before, {load_after:.1f} after")
+            for name, title in (("label_and_next_3_per_case", "label and get the next (rubric of 3 labels a case)"),
+                                ("label_and_next_1_per_case", "label and get the next (rubric of 1 label a case)"),
+                                ("queue_page", "the queue page (full GET, with progress)"),
+                                ("progress_panel", "the progress panel (htmx GET after each label)")):
+                row = results[name]
+                print(f"  {title}: {row['requests']} requests")
+                print(f"      server median {row['server_ms']['median']:6.2f} ms, "
+                      f"p95 {row['server_ms']['p95']:6.2f} ms "
+                      f"(of which SQL median {row['sql_ms']['median']:5.2f} ms, server CPU median "
+                      f"{row['server_cpu_ms']['median']:5.2f} ms); "
+                      f"round trip median {row['round_trip_ms']['median']:6.2f}"
+                      f" ms, p95 {row['round_trip_ms']['p95']:6.2f} ms; queries per request {row['queries']}")
+            p95 = max(results[name]["server_ms"]["p95"] for name in ("label_and_next_3_per_case",
+                                                                      "label_and_next_1_per_case"))
+            results["target_p95_under_25_ms"] = p95 < 25
+            print(f"  target: label-and-next p95 {p95:.2f} ms {'under' if p95 < 25 else 'OVER'} 25 ms")
+            out = ROOT / "benchmarks" / "results" / "bench_labeling.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=2) + "\n")
+        finally:
+            if httpd is not None:
+                httpd.shutdown()
 
 
 if __name__ == "__main__":

@@ -19,18 +19,17 @@ Figures are printed and written to benchmarks/results/bench_probes.json.
 
 import argparse
 import json
-import os
 import random
 import resource
 import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
 from benchmarks.bench_report import build, p95, timed  # noqa: E402  (the parent run and the timing helpers)
 
 MOVES = {"verbosity": 0.06, "sycophancy": 0.02, "injection": 0.01}
@@ -94,35 +93,17 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     args = parser.parse_args()
 
-    base = os.environ.get("DATABASE_URL", "")
-    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
-        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
-    import psycopg
+    with bench_database(args.database, keep=args.keep):
+        from django.core.cache import cache
+        from django.db import connection, transaction
+        from django.test import Client
+        from django.test.utils import setup_test_environment
 
-    server = urlsplit(base)
-    admin_url = urlunsplit(server._replace(path="/postgres"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+        from judges.calibration import run_figures
+        from judges.models import Run
+        from judges.probe_selectors import probe_figures, probe_judgments
+        from judges.probe_services import probes_start
 
-    import django
-
-    django.setup()
-    from django.core.cache import cache
-    from django.core.management import call_command
-    from django.db import connection, connections, transaction
-    from django.test import Client
-    from django.test.utils import setup_test_environment
-
-    from judges.calibration import run_figures
-    from judges.models import Run
-    from judges.probe_selectors import probe_figures, probe_judgments
-    from judges.probe_services import probes_start
-
-    try:
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         run, lead = build(args.cases, args.repeats)
         with connection.cursor() as cursor:
@@ -214,11 +195,6 @@ def main() -> None:
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
         (out / "bench_probes.json").write_text(json.dumps(result, indent=2) + "\n")
-    finally:
-        connections.close_all()
-        if not args.keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
 
 
 if __name__ == "__main__":

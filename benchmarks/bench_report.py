@@ -17,7 +17,6 @@ benchmarks/results/bench_report.json.
 
 import argparse
 import json
-import os
 import random
 import resource
 import statistics
@@ -25,10 +24,11 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
 
 CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
 REASON = "The answer {} the 30-day return window and checks the order's delivery date before promising a return."
@@ -123,34 +123,16 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     args = parser.parse_args()
 
-    base = os.environ.get("DATABASE_URL", "")
-    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
-        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
-    import psycopg
+    with bench_database(args.database, keep=args.keep):
+        from django.core.cache import cache
+        from django.db import connection
+        from django.test import Client
+        from django.test.utils import setup_test_environment
 
-    server = urlsplit(base)
-    admin_url = urlunsplit(server._replace(path="/postgres"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
+        from judges.calibration import judgment_frame, run_figures
+        from judges.metrics import calibration_figures
+        from judges.models import Run
 
-    import django
-
-    django.setup()
-    from django.core.cache import cache
-    from django.core.management import call_command
-    from django.db import connection, connections
-    from django.test import Client
-    from django.test.utils import setup_test_environment
-
-    from judges.calibration import judgment_frame, run_figures
-    from judges.metrics import calibration_figures
-    from judges.models import Run
-
-    try:
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         run, lead = build(args.cases, args.repeats)
         with connection.cursor() as cursor:
@@ -221,11 +203,6 @@ def main() -> None:
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
         (out / "bench_report.json").write_text(json.dumps(result, indent=2) + "\n")
-    finally:
-        connections.close_all()
-        if not args.keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
 
 
 def timed(label: str, fn, *, repeat: int = 1):
@@ -43,39 +44,20 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     args = parser.parse_args()
 
-    base = os.environ.get("DATABASE_URL", "")
-    if urlsplit(base).scheme not in {"postgres", "postgresql"}:
-        sys.exit("Set DATABASE_URL=postgres://user@host:5432/name: the benchmark measures PostgreSQL.")
-    import psycopg
+    with bench_database(args.database, keep=args.keep, env={"DJANGO_ALLOWED_HOSTS": "testserver"}):
+        from django.conf import settings
+        from django.core.management import call_command
+        from django.test import Client
+        from django.urls import reverse
 
-    server = urlsplit(base)
-    admin_url = urlunsplit(server._replace(path="/postgres"))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
-        conn.execute(f'CREATE DATABASE "{args.database}"')
-    os.environ["DATABASE_URL"] = urlunsplit(server._replace(path=f"/{args.database}"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
-    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver"
+        from evalhub.models import Role, User
+        from judges import services
+        from judges.demo import _create_run
+        from judges.models import Judgment, ModelPrice, Run
+        from judges.selectors import run_estimate
+        from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.core.management import call_command
-    from django.db import connections
-    from django.test import Client
-    from django.urls import reverse
-
-    from evalhub.models import Role, User
-    from judges import services
-    from judges.demo import _create_run
-    from judges.models import Judgment, ModelPrice, Run
-    from judges.selectors import run_estimate
-    from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
-
-    settings.EVALHUB_CHUNK_CASES = 200
-    try:
-        call_command("migrate", verbosity=0)
+        settings.EVALHUB_CHUNK_CASES = 200
         lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
         dataset = Dataset.objects.create(slug="bench", name="Bench")
         rubric = Rubric.objects.create(slug="tool-use", name="Tools right?", criteria="The right tool is called.")
@@ -146,11 +128,6 @@ def main() -> None:
                                        stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w")))
         external = Run.objects.filter(config__external=True).get()
         assert Judgment.objects.filter(run=external).count() == total
-    finally:
-        connections.close_all()
-        if not args.keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{args.database}"')
 
 
 if __name__ == "__main__":
