@@ -30,6 +30,7 @@ from labeling.importing import (
     _text,
     _type_name,
     parse_json,
+    validated_rows,
 )
 from labeling.models import Case, Dataset, Rubric
 
@@ -139,22 +140,15 @@ def judgments_import(
     content), the finished run with its counters, and every judgment.
     """
     errors: list[RowError] = []
-    rows: list[tuple[int, JudgmentData]] = []
-    first_row: dict[tuple[str, int], int] = {}
     records = _read(stream, fmt, errors, known=JUDGMENT_FIELDS, required=JUDGMENT_REQUIRED, max_bytes=max_bytes,
                     from_csv=_judgment_from_csv)
-    for row, obj in records:
-        data, problems = validate_judgment(obj)
-        errors.extend(RowError(row, name, message) for name, message in problems)
-        if data is None:
-            continue
-        key = (data.external_id, data.repeat)
-        if key in first_row:
-            errors.append(RowError(row, "repeat", f"{data.external_id!r} repeat {data.repeat} is judged twice in "
-                                                  f"this import (first at line {first_row[key]})"))
-            continue
-        first_row[key] = row
-        rows.append((row, data))
+    rows: list[tuple[int, JudgmentData]] = validated_rows(
+        records, errors, validate=validate_judgment, key=lambda data: (data.external_id, data.repeat),
+        duplicate=lambda data, first: (
+            "repeat",
+            f"{data.external_id!r} repeat {data.repeat} is judged twice in this import (first at line {first})",
+        ),
+    )
     if not rows and not errors:
         errors.append(RowError(None, None, "the file has no judgments"))
 

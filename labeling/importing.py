@@ -454,21 +454,37 @@ def _read(stream: IO[bytes], fmt: Format, errors: list[RowError], *, known, requ
 # Cases
 
 
-def _validate_cases(records: Iterable[tuple[int, Any]], errors: list[RowError]) -> list[tuple[int, CaseData]]:
-    rows: list[tuple[int, CaseData]] = []
-    first_row: dict[str, int] = {}
+def validated_rows(
+    records: Iterable[tuple[int, Any]], errors: list[RowError], *, validate: Callable, key: Callable,
+    duplicate: Callable[[Any, int], tuple[str, str]],
+) -> list[tuple[int, Any]]:
+    """(line, data) for each record that validates; every problem goes to `errors` by line.
+
+    A second record with the same `key(data)` is an error too: `duplicate(data, first_line)` gives its
+    field and message. Cases, labels and judgments all import through this.
+    """
+    rows: list[tuple[int, Any]] = []
+    first_row: dict[Any, int] = {}
     for row, obj in records:
-        data, problems = validate_case(obj)
+        data, problems = validate(obj)
         errors.extend(RowError(row, name, message) for name, message in problems)
         if data is None:
             continue
-        if data.external_id in first_row:
-            errors.append(RowError(row, "external_id", f"{data.external_id!r} appears twice in this import "
-                                                       f"(first at {first_row[data.external_id]})"))
+        if (k := key(data)) in first_row:
+            errors.append(RowError(row, *duplicate(data, first_row[k])))
             continue
-        first_row[data.external_id] = row
+        first_row[k] = row
         rows.append((row, data))
     return rows
+
+
+def _validate_cases(records: Iterable[tuple[int, Any]], errors: list[RowError]) -> list[tuple[int, CaseData]]:
+    return validated_rows(
+        records, errors, validate=validate_case, key=lambda data: data.external_id,
+        duplicate=lambda data, first: (
+            "external_id", f"{data.external_id!r} appears twice in this import (first at {first})"
+        ),
+    )
 
 
 def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bool = False,
@@ -659,21 +675,13 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
         validate_slug(rubric_slug)
     except ValidationError:
         errors.append(RowError(None, "rubric", f"{rubric_slug!r} is not a valid slug"))
-    rows: list[tuple[int, LabelData]] = []
-    first_row: dict[tuple[str, str], int] = {}
     records = _read(stream, fmt, errors, known=LABEL_FIELDS, required=LABEL_REQUIRED, max_bytes=max_bytes)
-    for row, obj in records:
-        data, problems = validate_label(obj)
-        errors.extend(RowError(row, name, message) for name, message in problems)
-        if data is None:
-            continue
-        key = (data.external_id, data.reviewer)
-        if key in first_row:
-            errors.append(RowError(row, "reviewer", f"{data.reviewer!r} labels {data.external_id!r} twice in "
-                                                    f"this import (first at line {first_row[key]})"))
-            continue
-        first_row[key] = row
-        rows.append((row, data))
+    rows: list[tuple[int, LabelData]] = validated_rows(
+        records, errors, validate=validate_label, key=lambda data: (data.external_id, data.reviewer),
+        duplicate=lambda data, first: (
+            "reviewer", f"{data.reviewer!r} labels {data.external_id!r} twice in this import (first at line {first})"
+        ),
+    )
     if not rows and not errors:
         errors.append(RowError(None, None, "the file has no labels"))
 
