@@ -6,7 +6,7 @@ It uses a database of its own on DATABASE_URL's server (`evalhub_bench_report` u
 otherwise): created, migrated, filled with bulk_create, and dropped at the end (--keep keeps it).
 The data: every case labeled by one reviewer, one in ten by a second (a few disagreeing); one finished
 run with K repeats, about 88 % agreement, some flips and not-evaluated judgments. It times:
-1. `run_figures` (the frame's two queries, reviewer agreement, stale checks, pandas): median of 5;
+1. `run_figures` (the frames' three queries, reviewer agreement, stale checks, pandas): median of 5;
 2. the report page, GET /runs/<id>/report/ through Django's test client (the whole server side:
    middleware, session, queries, pandas, template): median and p95 of 20, first views (cache cleared
    before each) and cached views (filtering and paging the same report); the htmx table partial; and
@@ -129,7 +129,7 @@ def main() -> None:
         from django.test import Client
         from django.test.utils import setup_test_environment
 
-        from judges.calibration import judgment_frame, run_figures
+        from judges.calibration import run_figures, run_frames
         from judges.metrics import calibration_figures
         from judges.models import Run
 
@@ -145,9 +145,9 @@ def main() -> None:
 
         figures = run_figures(run=fresh_run())  # warm-up (imports, connection), not measured
         figure_times = timed(lambda: run_figures(run=fresh_run()), 5)
-        frame_times = timed(lambda: judgment_frame(run=fresh_run()), 5)
-        frame = judgment_frame(run=fresh_run())
-        pandas_times = timed(lambda: calibration_figures(frame), 5)
+        frame_times = timed(lambda: run_frames(run=fresh_run()), 5)
+        cases, judgments = run_frames(run=fresh_run())
+        pandas_times = timed(lambda: calibration_figures(judgments, cases=cases), 5)
 
         setup_test_environment()  # the test client's host, 'testserver', is allowed
         client = Client()
@@ -178,7 +178,7 @@ def main() -> None:
             "n": figures["n"], "agreement": figures["agreement"], "flip_rate": figures["flip_rate"],
             "coverage": figures["coverage"],
             "run_figures_median_s": round(statistics.median(figure_times), 3),
-            "judgment_frame_median_s": round(statistics.median(frame_times), 3),
+            "run_frames_median_s": round(statistics.median(frame_times), 3),
             "calibration_figures_pandas_median_s": round(statistics.median(pandas_times), 3),
             "pages": {
                 name: {"median_s": round(statistics.median(t), 3), "p95_s": round(p95(t), 3)}
@@ -190,7 +190,7 @@ def main() -> None:
         print(f"  figures: n {figures['n']:,}, agreement {figures['agreement']:.4f}, "
               f"flip rate {figures['flip_rate']:.4f}, coverage {figures['coverage']:.4f}")
         print(f"  run_figures                 median {result['run_figures_median_s']:.3f} s "
-              f"(frame {result['judgment_frame_median_s']:.3f} s, pandas "
+              f"(frames {result['run_frames_median_s']:.3f} s, pandas "
               f"{result['calibration_figures_pandas_median_s']:.3f} s)  target < 1 s: "
               f"{'met' if result['run_figures_median_s'] < 1 else 'MISSED'}")
         for name, stats in result["pages"].items():

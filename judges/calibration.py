@@ -1,9 +1,10 @@
 """A run's calibration figures and promotion rules, read from the database (DESIGN "Calibration figures").
 
-The ORM side of `judges.metrics` (pure pandas) and `judges.rules` (pure checks): one query for the
-run's judgments, one for its cases' human verdicts, and the figures come from the frame they make.
-The report page, the JSON command, the API and promotion all call these functions, so they show the
-same numbers.
+The ORM side of `judges.metrics` (pure pandas) and `judges.rules` (pure checks): the database counts
+each case's judgments, one query reads the cases' human verdicts, one the not-evaluated judgments (the
+figures list each), and the figures come from the frames they make. The report page, the JSON command,
+the API, the versions chart and promotion all read runs through `case_frame` and
+`not_evaluated_judgments`, so they show the same numbers.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.db import connection
-from django.db.models import Case as SqlCase
-from django.db.models import F, Max, OuterRef, Subquery, TextField, When
+from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Value
 
-from judges.metrics import COLUMNS, calibration_figures
+from judges.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.probe_selectors import probe_judgments, with_probe_figures
 from judges.rules import RuleResult, Thresholds, evaluate_rules
@@ -36,51 +36,89 @@ def pct(value: float | None | str) -> str:
     return f"{value * 100:.1f} %"
 
 
-def _only_not_evaluated(field: str) -> SqlCase:
-    """The field of a not-evaluated judgment, NULL otherwise: its reason is what the figures list."""
-    return SqlCase(When(outcome=Outcome.NOT_EVALUATED, then=F(field)), output_field=TextField())
+def case_frame(*, runs: list[Run]) -> pd.DataFrame:
+    """One row per case each run judged: `run_id` and metrics.CASE_COLUMNS, the human verdict being the
+    one for the run's rubric (runs need `config__rubric` loaded). Two queries.
 
-
-def judgments_frame(*, runs: list[Run], rubric: Rubric, reasons: bool = True) -> pd.DataFrame:
-    """Judgments of several runs (one rubric) as one frame: COLUMNS plus `run_id`. Two queries.
-
-    One query reads the judgments, one reads each case of the runs' datasets with its human verdict;
-    they meet in pandas on case_id. Per case rather than per judgment, the human verdict (a GROUP BY
-    over the labels) and the case's columns are read once instead of K times, and the judgments'
-    query needs no join.
-
-    reasons=False reads a judgment's reason and error only when it was not evaluated (the figures list
-    those); the judge's reasons for its verdicts are long text that only the disagreements table shows,
-    for one page of cases (`judgment_reasons`). Over 100,000 judgments that halves the reading.
+    The database counts each (run, case)'s judgments, so 100,000 judgments arrive as 20,000 rows; a
+    second query reads the runs' datasets' cases with labeling's `cases_with_human_verdict`, one UNION
+    branch per rubric, so the rule for a human verdict stays labeling's. They meet in pandas.
     """
-    fields = ["case_id", "repeat", "outcome"]
-    rows = Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by()  # the metrics sort what they show
-    if reasons:
-        rows = rows.values_list("run_id", *fields, "reason", "error", "contested")
-    else:
-        rows = rows.values_list(
-            "run_id", *fields, _only_not_evaluated("reason"), _only_not_evaluated("error"), "contested"
+    if not runs:
+        return pd.DataFrame(columns=["run_id", *CASE_COLUMNS])
+    evaluated = [Outcome.PASS, Outcome.FAIL]
+    counts = (
+        Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by().values("run_id", "case_id")
+        .annotate(
+            judgments=Count("pk"),
+            passes=Count("pk", filter=Q(outcome=Outcome.PASS)),
+            fails=Count("pk", filter=Q(outcome=Outcome.FAIL)),
+            contested=Count("pk", filter=Q(contested=True, outcome__in=evaluated)),
         )
-    frame = _typed_frame(
-        list(rows), ["run_id", *fields, "reason", "error", "contested"], integers=("run_id", "case_id", "repeat")
+        .values_list("run_id", "case_id", "judgments", "passes", "fails", "contested")
     )
-    cases = cases_with_human_verdict(
-        rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted({run.dataset_id for run in runs}))
-    ).order_by().values_list("pk", "external_id", "category", "split", "human_verdict")
-    case_frame = pd.DataFrame.from_records(
-        list(cases), columns=["case_id", "external_id", "category", "split", "human"]
+    count_columns = ["run_id", "case_id", "judgments", "passes", "fails", "contested"]
+    frame = _typed_frame(_raw_rows(counts), count_columns, integers=tuple(count_columns))
+    rubric_of = {run.pk: run.config.rubric for run in runs}
+    datasets: dict[Rubric, set[int]] = {}
+    for run in runs:
+        datasets.setdefault(rubric_of[run.pk], set()).add(run.dataset_id)
+    branches = [
+        cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted(ids)))
+        .annotate(rubric_key=Value(rubric.pk, output_field=IntegerField()))
+        .order_by()
+        .values_list("rubric_key", "pk", "external_id", "category", "split", "human_verdict")
+        for rubric, ids in datasets.items()
+    ]
+    # The combined query must not inherit Case's default ordering (a UNION cannot order by a column it
+    # does not select).
+    query = branches[0].union(*branches[1:], all=True).order_by() if len(branches) > 1 else branches[0]
+    case_columns = ["rubric_id", "case_id", "external_id", "category", "split", "human"]
+    cases = _typed_frame(_raw_rows(query), case_columns, integers=("rubric_id", "case_id"))
+    frame["rubric_id"] = frame["run_id"].map({pk: rubric.pk for pk, rubric in rubric_of.items()})
+    frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
+    frame["human"] = _none_for_missing(frame["human"])
+    return frame[["run_id", *CASE_COLUMNS]]
+
+
+def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
+    """The not-evaluated judgments of `case_frame`'s runs, with their reason and the engine's error:
+    `run_id` and metrics.COLUMNS. One query (an index on run and outcome finds them), none without runs.
+    """
+    if cases.empty:
+        return pd.DataFrame(columns=["run_id", *COLUMNS])
+    fields = ["run_id", "case_id", "repeat", "outcome", "reason", "error", "contested"]
+    rows = (
+        Judgment.objects.filter(run__in=cases["run_id"].unique().tolist(), outcome=Outcome.NOT_EVALUATED)
+        .order_by()  # the metrics sort what they show
+        .values_list(*fields)
     )
-    frame = frame.merge(case_frame, on="case_id", how="left", sort=False)
-    # None (not NaN) where there is nothing, as the metrics' frame is documented.
-    for column in ("reason", "error", "human"):
-        values = frame[column].astype(object)
-        frame[column] = values.where(values.notna(), None)
+    frame = _typed_frame(list(rows), fields, integers=("run_id", "case_id", "repeat"))
+    frame = frame.merge(cases[["run_id", "case_id", "external_id", "category", "split", "human"]],
+                        on=["run_id", "case_id"], how="left", sort=False)
+    frame["human"] = _none_for_missing(frame["human"])
     return frame[["run_id", *COLUMNS]]
+
+
+def _raw_rows(queryset: QuerySet) -> list[tuple]:
+    """The queryset's rows as the database cursor gives them, for integer and text columns only (which
+    need no conversion): Django would call a converter on each of 100,000 values, as long as the query
+    itself takes."""
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _none_for_missing(values: pd.Series) -> pd.Series:
+    """None (not NaN) where there is nothing, as the metrics' frames are documented."""
+    values = values.astype(object)
+    return values.where(values.notna(), None)
 
 
 def _typed_frame(rows: list[tuple], columns: list[str], *, integers: tuple[str, ...]) -> pd.DataFrame:
     """rows as a frame, column by column with the types the query gives: `from_records` would infer each
-    column's type value by value, a third of the time it takes to read 100,000 judgments."""
+    column's type value by value, a third of the time it takes to read 100,000 rows."""
     values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
     return pd.DataFrame({
         column: np.array(value, dtype=np.int64 if column in integers else object)
@@ -88,19 +126,25 @@ def _typed_frame(rows: list[tuple], columns: list[str], *, integers: tuple[str, 
     })
 
 
-def judgment_frame(*, run: Run, reasons: bool = True) -> pd.DataFrame:
-    """The run's judgments with their case and human verdict, columns exactly `metrics.COLUMNS`.
+def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One run's cases frame and its not-evaluated judgments, columns exactly metrics.CASE_COLUMNS and
+    COLUMNS: what `calibration_figures` reads. Three queries (two for a run without judgments);
+    `run.config.rubric` must be loaded (select_related)."""
+    cases = case_frame(runs=[run])
+    return cases[list(CASE_COLUMNS)], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
 
-    Two queries (judgments, cases with their human verdicts) when `run.config.rubric` is loaded
-    (select_related). See `judgments_frame` for `reasons`.
-    """
-    return judgments_frame(runs=[run], rubric=run.config.rubric, reasons=reasons)[list(COLUMNS)]
 
-
-def judgment_reasons(*, run: Run, case_ids: list[int]) -> dict[tuple[int, int], str]:
-    """(case_id, repeat) → the judge's reason, for these cases only (a page of a table). One query."""
-    rows = Judgment.objects.filter(run=run, case_id__in=case_ids).values_list("case_id", "repeat", "reason")
-    return {(case_id, repeat): reason for case_id, repeat, reason in rows}
+def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """case_id → the run's judgments of these cases only (one page of a table) in repeat order:
+    {repeat, outcome, reason} where reason is the judge's, or the engine's error when it gave none. One query."""
+    rows = (
+        Judgment.objects.filter(run=run, case_id__in=case_ids).order_by("case_id", "repeat")
+        .values_list("case_id", "repeat", "outcome", "reason", "error")
+    )
+    out: dict[int, list[dict[str, Any]]] = {}
+    for case_id, repeat, outcome, reason, error in rows:
+        out.setdefault(case_id, []).append({"repeat": repeat, "outcome": outcome, "reason": reason or error})
+    return out
 
 
 def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
@@ -143,19 +187,19 @@ def newest_version(*, rubric_id: int) -> int | None:
     return JudgeConfig.objects.filter(rubric_id=rubric_id, external=False).aggregate(v=Max("version"))["v"]
 
 
-def run_figures(*, run: Run, frame: pd.DataFrame | None = None) -> dict[str, Any]:
+def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict[str, Any]:
     """DESIGN's figures of one run against its rubric's current human verdicts, JSON-serialisable.
 
     `calibration_figures` plus run, repeats, config_version, stale_reasons, reviewer_agreement (over
-    the run's dataset), cost_usd, tokens, cache_hits and provider_calls. Pass `frame` when the caller
-    already holds `judgment_frame(run=run)` (the report page needs it for its tables too).
+    the run's dataset), cost_usd, tokens, cache_hits and provider_calls. Pass `frames` when the caller
+    already holds `run_frames(run=run)` (the report page needs them for its tables too).
     """
     rubric = run.config.rubric
-    frame = judgment_frame(run=run, reasons=False) if frame is None else frame
-    agreement = reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset_id=run.dataset_id))
-    figures = calibration_figures(frame, reviewer_agreement=agreement)
+    cases, judgments = run_frames(run=run) if frames is None else frames
+    agreement = reviewer_agreement(rubric=rubric, dataset_id=run.dataset_id)
+    figures = calibration_figures(judgments, cases=cases, reviewer_agreement=agreement)
     # Bias probes (issue 9): "probes" and the rule's "probe_moved" once the run has a finished probe (one query).
-    figures = with_probe_figures(figures, frame, probe_judgments(parent_ids=[run.pk]))
+    figures = with_probe_figures(figures, cases, probe_judgments(parent_ids=[run.pk]))
     return {
         **figures,
         "run": run.pk,
@@ -212,8 +256,9 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
     "probes" (the figures of that run's bias probes, {} without a finished one)}]. Probe runs are never
     a version's newest run.
 
-    Five queries however many versions: the configs with their newest finished run's id, those runs,
-    their judgments with the human verdicts (one frame for all runs), and their probes' judgments.
+    Six queries however many versions: the configs with their newest finished run's id, those runs,
+    their cases' counts and human verdicts (`case_frame`), their not-evaluated judgments, and their
+    probes'.
     """
     newest_run = (
         Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED, parent__isnull=True)
@@ -224,14 +269,17 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
         JudgeConfig.objects.filter(rubric=rubric).annotate(newest_run=Subquery(newest_run))
         .order_by("-version")[:VERSIONS_SHOWN]
     )[::-1]
-    runs = {run.pk: run for run in Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])}
+    newest_runs = Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])
+    runs = {run.pk: run for run in newest_runs.select_related("config__rubric")}
     figures: dict[int, dict] = {}
     probes: dict[int, dict] = {}
     if runs:
-        frame = judgments_frame(runs=list(runs.values()), rubric=rubric, reasons=False)
+        cases = case_frame(runs=list(runs.values()))
+        missing = dict(iter(not_evaluated_judgments(cases=cases).groupby("run_id", sort=False)))
         probe_frame = probe_judgments(parent_ids=list(runs))
-        for run_id, rows in frame.groupby("run_id", sort=False):
-            figures[int(run_id)] = calibration_figures(rows[list(COLUMNS)])
+        for run_id, rows in cases.groupby("run_id", sort=False):
+            judgments = missing.get(run_id, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
+            figures[int(run_id)] = calibration_figures(judgments, cases=rows[list(CASE_COLUMNS)])
             mine = probe_frame[probe_frame["parent_id"] == run_id]
             probes[int(run_id)] = with_probe_figures({}, rows, mine).get("probes", {}) if len(mine) else {}
     return [

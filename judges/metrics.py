@@ -1,14 +1,22 @@
 """Calibration figures of one run against one rubric's human verdicts (DESIGN "Calibration figures").
 
-Pure pandas, no ORM: a selector builds the frame from one `.values()` query, one row per judgment:
+Pure pandas, no ORM. Two frames describe a run:
 
+- judgments, one row per judgment (COLUMNS):
     case_id, external_id, category, split, repeat, outcome, reason, error, contested, human
+  `outcome` is "pass" / "fail" / "not_evaluated"; `contested` is True where a second-opinion judge
+  disagreed (a frame without the column has none); `human` is the case's human verdict ("pass" / "fail" /
+  None).
+- cases, one row per case the run judged (CASE_COLUMNS): the case's columns and human verdict, and how
+  many of its judgments there are, said pass, said fail, and were contested (evaluated ones only).
+  `case_counts` reduces judgments to it; the database sums the same per case for a stored run
+  (judges.calibration), so 100,000 judgments arrive as 20,000 rows.
 
-`outcome` is "pass" / "fail" / "not_evaluated"; `contested` is True where a second-opinion judge
-disagreed (a frame without the column has none); `human` is the case's human verdict ("pass" / "fail" /
-None). Only cases with a human verdict count, in every figure. Positive = the judge says pass.
+Every figure is counted from the cases frame; only the list of not-evaluated judgments needs judgment
+rows, so a caller holding the cases frame passes just those. Only cases with a human verdict count, in
+every figure. Positive = the judge says pass.
 
-Everything is counted once, vectorised, into a small table of integers per group (the whole run, each
+The counts are summed, vectorised, into a small table of integers per group (the whole run, each
 category, each split); every rate is then derived from those integers by one scalar function, so the
 overall figures and the per-group figures cannot drift apart. The result is a plain JSON-serialisable
 dict: Python ints/floats/None/str/lists only, never a numpy type or NaN.
@@ -18,23 +26,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from itertools import pairwise
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 COLUMNS = (
     "case_id", "external_id", "category", "split", "repeat", "outcome", "reason", "error", "contested", "human",
+)
+CASE_COLUMNS = (
+    "case_id", "external_id", "category", "split", "human", "judgments", "passes", "fails", "contested",
 )
 VERDICTS = ("pass", "fail")
 WILSON_Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
 OVERFIT_GAP = (1, 10)  # dev agreement may beat holdout by at most 10 points, as an exact fraction
 OVERFIT_WARNING = "dev agreement beats holdout by more than 10 points (an overfit prompt)"
 
-# The integer counts every figure is derived from. Row counts are per judgment, case counts per case.
-_ROW_COUNTS = ("judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf", "contested")
-_CASE_COUNTS = ("n", "flips", "repeatable")
+# The integer counts every figure is derived from, one row per case, summed over a group's cases.
+# hp_jf: judgments where the human said pass and the judge fail (false fails); hf_jp: false passes.
+_COUNTS = ("n", "judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf", "contested", "flips", "repeatable")
 
 
 def wilson_interval(successes: int, n: int, z: float = WILSON_Z95) -> list[float] | None:
@@ -80,63 +89,74 @@ def cohen_kappa(human: pd.Series, judge: pd.Series) -> float | None:
     return _kappa_from_table(table)[0]
 
 
-def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
-    """The judgments of cases with a human verdict, with one 0/1 column per count."""
-    frame = frame.reindex(columns=list(COLUMNS))  # an empty `.values()` frame has no columns at all
-    df = frame[frame["human"].isin(VERDICTS)]
+def case_counts(judgments: pd.DataFrame) -> pd.DataFrame:
+    """The cases frame (CASE_COLUMNS) of a judgments frame: one row per case, in order of appearance."""
+    frame = judgments.reindex(columns=list(COLUMNS))  # an empty `.values()` frame has no columns at all
+    evaluated = frame["outcome"].isin(VERDICTS)
+    counted = frame[["case_id", "external_id", "category", "split", "human"]].assign(
+        judgments=1,
+        passes=frame["outcome"].eq("pass").astype(int),
+        fails=frame["outcome"].eq("fail").astype(int),
+        # Only an evaluated judgment can be contested (the primary's verdict stands, flagged); eq(True)
+        # reads a missing column's NaN, None and False alike as "not contested".
+        contested=(frame["contested"].eq(True) & evaluated).astype(int),
+    )
+    cases = counted.groupby("case_id", sort=False, as_index=False).agg(
+        external_id=("external_id", "first"), category=("category", "first"), split=("split", "first"),
+        human=("human", "first"), judgments=("judgments", "sum"), passes=("passes", "sum"),
+        fails=("fails", "sum"), contested=("contested", "sum"),
+    )
+    human = cases["human"].astype(object)
+    cases["human"] = human.where(human.notna(), None)  # "first" gives NaN for a case without a verdict
+    return cases[list(CASE_COLUMNS)]
+
+
+def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
+    """The cases with a human verdict, with one integer column per count in _COUNTS."""
+    cases = cases.reindex(columns=list(CASE_COLUMNS))
+    df = cases[cases["human"].isin(VERDICTS)]
     human_pass = df["human"].eq("pass")
-    judge_pass = df["outcome"].eq("pass")
-    judge_fail = df["outcome"].eq("fail")
-    evaluated = judge_pass | judge_fail
-    error = df["error"].fillna("").astype(str)
-    reason = df["reason"].fillna("").astype(str)
+    passes, fails = df["passes"].astype(int), df["fails"].astype(int)
+    evaluated = passes + fails
     return pd.DataFrame(
         {
-            "case_id": df["case_id"],
             "external_id": df["external_id"].astype(str),
             "category": df["category"].fillna("").astype(str),
             "split": df["split"].fillna("").astype(str),
-            "repeat": df["repeat"],
-            "outcome": df["outcome"],
-            "human": df["human"],
-            # The judge's reason for a verdict; for a missing verdict the engine's error if it has one.
-            "why": reason.where(evaluated | error.eq(""), error),
-            "judgments": 1,
-            "evaluated": evaluated.astype(int),
-            "hp_jp": (human_pass & judge_pass).astype(int),
-            "hp_jf": (human_pass & judge_fail).astype(int),  # false fail
-            "hf_jp": (~human_pass & judge_pass).astype(int),  # false pass
-            "hf_jf": (~human_pass & judge_fail).astype(int),
-            "judge_pass": judge_pass.astype(int),
-            # Only an evaluated judgment can be contested (the primary's verdict stands, flagged);
-            # eq(True) reads a missing column's NaN, None and False alike as "not contested".
-            "contested": (df["contested"].eq(True) & evaluated).astype(int),
-        }
+            "n": 1,
+            "judgments": df["judgments"].astype(int),
+            "evaluated": evaluated,
+            "hp_jp": passes.where(human_pass, 0),
+            "hp_jf": fails.where(human_pass, 0),
+            "hf_jp": passes.where(~human_pass, 0),
+            "hf_jf": fails.where(~human_pass, 0),
+            "contested": df["contested"].astype(int),
+            # A flip: among its evaluated repeats the judge said pass at least once and fail at least once.
+            "flips": ((passes > 0) & (fails > 0)).astype(int),
+            "repeatable": (evaluated >= 2).astype(int),
+        },
+        index=df.index,
     )
 
 
-def _per_case(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per case: its category and split, and whether its evaluated repeats flipped."""
-    cases = rows.groupby("case_id", sort=False).agg(
-        external_id=("external_id", "first"),
-        category=("category", "first"),
-        split=("split", "first"),
-        evaluated=("evaluated", "sum"),
-        judge_pass=("judge_pass", "sum"),
-    )
-    cases["n"] = 1
-    cases["repeatable"] = (cases["evaluated"] >= 2).astype(int)
-    # A flip: among its evaluated repeats the judge said pass at least once and fail at least once.
-    cases["flips"] = (
-        (cases["judge_pass"] > 0) & (cases["judge_pass"] < cases["evaluated"])
-    ).astype(int)
-    return cases
+def _not_evaluated(judgments: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every not-evaluated judgment of a case with a human verdict, by external_id and repeat, with why:
+    the engine's error, or the judge's reason when there is no error."""
+    frame = judgments.reindex(columns=list(COLUMNS))
+    missing = frame[frame["human"].isin(VERDICTS) & ~frame["outcome"].isin(VERDICTS)]
+    missing = missing.assign(external_id=missing["external_id"].astype(str)).sort_values(["external_id", "repeat"])
+    error, reason = missing["error"].fillna("").astype(str), missing["reason"].fillna("").astype(str)
+    why = error.where(error.ne(""), reason)
+    return [
+        {"external_id": external_id, "repeat": int(repeat), "reason": text}
+        for external_id, repeat, text in zip(
+            missing["external_id"].tolist(), missing["repeat"].tolist(), why.tolist(), strict=True
+        )
+    ]
 
 
-def _counts_by(rows: pd.DataFrame, cases: pd.DataFrame, key: str) -> dict[Hashable, dict[str, int]]:
-    by_row = rows.groupby(key)[list(_ROW_COUNTS)].sum()
-    by_case = cases.groupby(key)[list(_CASE_COUNTS)].sum()
-    table = by_row.join(by_case, how="outer").fillna(0).astype(int).sort_index()
+def _counts_by(cases: pd.DataFrame, key: str) -> dict[Hashable, dict[str, int]]:
+    table = cases.groupby(key)[list(_COUNTS)].sum().sort_index()
     return {name: {col: int(value) for col, value in counts.items()} for name, counts in table.iterrows()}
 
 
@@ -198,34 +218,29 @@ def _sorted_ids(ids: pd.Series) -> list[str]:
     return sorted(set(ids.tolist()))  # tolist(): iterating a pandas string column is slow
 
 
-def calibration_figures(frame: pd.DataFrame, *, reviewer_agreement: dict | None = None) -> dict:
-    """DESIGN's calibration figures of one run's judgments (see the module docstring for the frame)."""
-    rows = _prepare(frame)
-    cases = _per_case(rows)
-    overall = {col: int(rows[col].sum()) for col in _ROW_COUNTS} | {
-        col: int(cases[col].sum()) for col in _CASE_COUNTS
-    }
-    by_category = _counts_by(rows, cases, "category")
-    by_split = _counts_by(rows, cases, "split")
+def calibration_figures(
+    judgments: pd.DataFrame, *, cases: pd.DataFrame | None = None, reviewer_agreement: dict | None = None
+) -> dict:
+    """DESIGN's calibration figures of one run (see the module docstring for the frames).
 
-    missing = rows[rows["evaluated"].eq(0)].sort_values(["external_id", "repeat"])
-    not_evaluated = [
-        {"external_id": str(external_id), "repeat": int(repeat), "reason": str(why)}
-        for external_id, repeat, why in zip(
-            missing["external_id"], missing["repeat"], missing["why"], strict=True
-        )
-    ]
+    `cases` is the run's cases frame (`case_counts(judgments)` when not given). With it, `judgments` may
+    hold just the not-evaluated judgments: the figures read nothing else from it.
+    """
+    counted = _counted_cases(case_counts(judgments) if cases is None else cases)
+    overall = {col: int(counted[col].sum()) for col in _COUNTS}
+    by_category = _counts_by(counted, "category")
+    by_split = _counts_by(counted, "split")
     return {
         **_scalar_figures(overall),
-        "not_evaluated": not_evaluated,
+        "not_evaluated": _not_evaluated(judgments),
         "confusion": {
             "human_pass": {"judge_pass": overall["hp_jp"], "judge_fail": overall["hp_jf"]},
             "human_fail": {"judge_pass": overall["hf_jp"], "judge_fail": overall["hf_jf"]},
         },
-        "false_pass_cases": _sorted_ids(rows.loc[rows["hf_jp"].eq(1), "external_id"]),
-        "false_fail_cases": _sorted_ids(rows.loc[rows["hp_jf"].eq(1), "external_id"]),
-        "flipped_cases": _sorted_ids(cases.loc[cases["flips"].eq(1), "external_id"]),
-        "contested_cases": _sorted_ids(rows.loc[rows["contested"].eq(1), "external_id"]),
+        "false_pass_cases": _sorted_ids(counted.loc[counted["hf_jp"].gt(0), "external_id"]),
+        "false_fail_cases": _sorted_ids(counted.loc[counted["hp_jf"].gt(0), "external_id"]),
+        "flipped_cases": _sorted_ids(counted.loc[counted["flips"].eq(1), "external_id"]),
+        "contested_cases": _sorted_ids(counted.loc[counted["contested"].gt(0), "external_id"]),
         "by_category": {str(name): _scalar_figures(c) for name, c in by_category.items()},
         "by_split": {str(name): _scalar_figures(c) for name, c in by_split.items()},
         "warnings": [OVERFIT_WARNING] if _overfit_warning(by_split) else [],
@@ -233,30 +248,25 @@ def calibration_figures(frame: pd.DataFrame, *, reviewer_agreement: dict | None 
     }
 
 
-def disagreements(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def disagreements(cases: pd.DataFrame) -> list[dict[str, Any]]:
     """Cases (with a human verdict) where an evaluated repeat differs from it, for the report's table.
 
-    One dict per case, ordered by external_id: its human verdict, and every repeat's outcome and
-    reason (not-evaluated repeats included, so the row reads as the run saw it), ordered by repeat.
+    One dict per case of a cases frame, ordered by external_id: case_id, external_id, category, split,
+    human, passes and fails. Each repeat's verdict and reason are read for one page of the table.
     """
-    rows = _prepare(frame)
-    wrong = rows["hp_jf"].eq(1) | rows["hf_jp"].eq(1)
-    shown = rows[rows["case_id"].isin(rows.loc[wrong, "case_id"])]
-    shown = shown.sort_values(["external_id", "case_id", "repeat"], kind="stable")
-    # Each case's rows are now contiguous: slice plain lists at the case boundaries rather than
-    # building a Series per case (groupby(...).agg(list) is ten times slower here).
-    starts = np.flatnonzero(~shown["case_id"].duplicated().to_numpy()).tolist()
-    columns = {col: shown[col].tolist() for col in ("external_id", "category", "split", "human")}
-    repeats, outcomes, reasons = (shown[col].tolist() for col in ("repeat", "outcome", "why"))
+    counted = cases.reindex(columns=list(CASE_COLUMNS))
+    human = counted["human"]
+    wrong = (human.eq("pass") & counted["fails"].gt(0)) | (human.eq("fail") & counted["passes"].gt(0))
+    shown = counted[wrong].assign(
+        external_id=lambda df: df["external_id"].astype(str),
+        category=lambda df: df["category"].fillna("").astype(str),
+        split=lambda df: df["split"].fillna("").astype(str),
+    ).sort_values(["external_id", "case_id"], kind="stable")
+    columns = ["case_id", "external_id", "category", "split", "human", "passes", "fails"]
     return [
-        {
-            "external_id": columns["external_id"][a],
-            "category": columns["category"][a],
-            "split": columns["split"][a],
-            "human": columns["human"][a],
-            "repeats": [int(r) for r in repeats[a:b]],
-            "outcomes": outcomes[a:b],
-            "reasons": reasons[a:b],
-        }
-        for a, b in pairwise([*starts, len(shown)])
+        {"case_id": int(case_id), "external_id": external_id, "category": category, "split": split,
+         "human": verdict, "passes": int(passes), "fails": int(fails)}
+        for case_id, external_id, category, split, verdict, passes, fails in zip(
+            *(shown[column].tolist() for column in columns), strict=True
+        )
     ]

@@ -3,9 +3,10 @@
 A rubric's evidence is the run of its newest promotion, unless a demotion to draft came after it
 (judges.models.RubricEvent). "Recalibration needed" (DESIGN "Stale evidence") is computed for every
 promoted rubric at once, in a fixed number of queries however many rubrics there are: the staleness
-of all evidence runs in one query, their judgments in one, the human verdicts of all their rubrics
-in one (a UNION of labeling's own selector, one branch per rubric), and the rules from the same pure
-functions `judges.calibration.run_rules` uses (tests pin that both agree).
+of all evidence runs in one query, then the same readers the report uses for all their runs at once
+(`judges.calibration.case_frame` and `not_evaluated_judgments`: each case's judgment counts, the
+human verdicts of all their rubrics, the not-evaluated judgments), and the rules from the same pure functions
+`judges.calibration.run_rules` uses (tests pin that both agree).
 """
 
 from __future__ import annotations
@@ -14,17 +15,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pandas as pd
-from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from judges.calibration import NOT_FINISHED, rubric_thresholds, shown_rules
-from judges.metrics import COLUMNS, calibration_figures
-from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
+from judges.calibration import NOT_FINISHED, case_frame, not_evaluated_judgments, rubric_thresholds, shown_rules
+from judges.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
+from judges.models import CiResult, JudgeConfig, RubricEvent, Run
 from judges.probe_selectors import probe_judgments, with_probe_figures
 from judges.rules import RuleResult, evaluate_rules
 from labeling.models import Case, Rubric
-from labeling.selectors import cases_with_human_verdict
 
 # Rules that say the same as a stale reason: shown once, as the stale reason.
 _SAID_BY_STALENESS = {"newest_config", "not_stale"}
@@ -97,57 +97,28 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
     return reasons
 
 
-def _human_verdicts(runs: list[Run]) -> dict[tuple[int, int], str]:
-    """(rubric_id, case_id) → human verdict over the runs' datasets: one query, a UNION of
-    labeling's `cases_with_human_verdict`, one branch per rubric, so the rule stays labeling's."""
-    datasets: dict[Rubric, set[int]] = {}
-    for run in runs:
-        datasets.setdefault(run.config.rubric, set()).add(run.dataset_id)
-    branches = [
-        cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted(ids)))
-        .filter(human_verdict__isnull=False)
-        .annotate(rubric_key=Value(rubric.pk, output_field=IntegerField()))
-        .order_by()
-        .values_list("rubric_key", "pk", "human_verdict")
-        for rubric, ids in datasets.items()
-    ]
-    if not branches:
-        return {}
-    # The combined query must not inherit Case's default ordering (a UNION cannot order by a column
-    # it does not select).
-    query = branches[0].union(*branches[1:], all=True).order_by() if len(branches) > 1 else branches[0]
-    return {(rubric_id, case_id): verdict for rubric_id, case_id, verdict in query}
-
-
 def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     """run_id → every promotion rule for the run as it stands now; runs need config__rubric loaded.
 
-    The same rules as `judges.calibration.run_rules`, for many runs in three queries.
+    The same rules as `judges.calibration.run_rules`, for many runs in four queries (five with probes).
     """
     if not runs:
         return {}
     stale = _stale_reasons(runs)
-    humans = _human_verdicts(runs)
-    fields = ["run_id", "case_id", "case__external_id", "case__category", "case__split", "repeat", "outcome",
-              "reason", "error", "contested"]
-    rows = Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by().values_list(*fields)
-    frame = pd.DataFrame.from_records(list(rows), columns=["run_id", *COLUMNS[:-1]])
-    rubric_of = {run.pk: run.config.rubric_id for run in runs}
-    human = pd.Series(
-        [humans.get((rubric_of[r], c)) for r, c in zip(frame["run_id"], frame["case_id"], strict=True)],
-        index=frame.index, dtype=object,
-    )
-    frame["human"] = human
-    groups = {int(run_id): rows for run_id, rows in frame.groupby("run_id", sort=False)}
+    cases = case_frame(runs=runs)
+    missing = not_evaluated_judgments(cases=cases)
+    case_groups = {int(run_id): rows for run_id, rows in cases.groupby("run_id", sort=False)}
+    judgment_groups = {int(run_id): rows for run_id, rows in missing.groupby("run_id", sort=False)}
     # Bias probes (issue 9) are read only where a rubric's rules name them: one more query then.
     probed = [run.pk for run in runs if run.config.rubric.max_probe_moved is not None]
     probes = probe_judgments(parent_ids=probed) if probed else None
     out = {}
     for run in runs:
-        rows = groups.get(run.pk, pd.DataFrame(columns=list(COLUMNS)))
-        figures = calibration_figures(rows[list(COLUMNS)])
+        mine = case_groups.get(run.pk, pd.DataFrame(columns=list(CASE_COLUMNS)))[list(CASE_COLUMNS)]
+        judgments = judgment_groups.get(run.pk, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
+        figures = calibration_figures(judgments, cases=mine)
         if probes is not None and run.pk in probed:
-            figures = with_probe_figures(figures, rows, probes[probes["parent_id"] == run.pk])
+            figures = with_probe_figures(figures, mine, probes[probes["parent_id"] == run.pk])
         config = run.config
         newest = not config.external and not any("is newer than" in s for s in stale[run.pk])
         out[run.pk] = evaluate_rules(

@@ -1,8 +1,9 @@
 """The calibration pages, for leads: one run's report, and two runs compared.
 
 Every figure comes from judges.calibration (the same numbers as the JSON command and the API); the
-views only choose what to show. Query counts are fixed whatever the number of cases: the judgments
-arrive as one frame and the tables are sliced from it.
+views only choose what to show. Query counts are fixed whatever the number of cases: the run arrives as
+two frames (its cases' counts and its not-evaluated judgments), the tables are sliced from them, and
+each repeat's verdict and reason are read for the one page of a table shown.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from django_htmx.middleware import HtmxDetails
 from evalhub.access import lead_required
 from judges import selectors
 from judges.calibration import (
+    case_judgments,
     contested_judgments,
     evidence_key,
-    judgment_frame,
-    judgment_reasons,
     pct,
     run_figures,
+    run_frames,
     run_rules,
     shown_rules,
 )
@@ -70,24 +71,13 @@ def _filters(request: HttpRequest, figures: dict) -> dict[str, str]:
     }
 
 
-def all_disagreements(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """`metrics.disagreements` with each case's id (for its link): one row per case where a repeat
-    differs from the human verdict."""
-    # Only those cases' judgments go to `disagreements` (the same rows come out): a tenth of the frame.
-    evaluated = frame["outcome"].isin(("pass", "fail"))
-    wrong = evaluated & frame["human"].isin(("pass", "fail")) & frame["outcome"].ne(frame["human"])
-    shown = frame[frame["case_id"].isin(frame.loc[wrong, "case_id"].unique())]
-    ids = dict(zip(shown["external_id"].tolist(), shown["case_id"].tolist(), strict=True))
-    return [row | {"case_id": ids[row["external_id"]]} for row in disagreements(shown)]
-
-
 def filter_disagreements(rows: list[dict], figures: dict, filters: dict[str, str]) -> list[dict[str, Any]]:
     """The rows the filters keep. A flipped case always disagrees on some repeat, so "flips only" is a
     filter of this table too."""
     flipped = set(figures["flipped_cases"])
     wanted = {
-        "false_pass": lambda row: row["human"] == "fail" and "pass" in row["outcomes"],
-        "false_fail": lambda row: row["human"] == "pass" and "fail" in row["outcomes"],
+        "false_pass": lambda row: row["human"] == "fail" and row["passes"] > 0,
+        "false_fail": lambda row: row["human"] == "pass" and row["fails"] > 0,
         "flips": lambda row: row["external_id"] in flipped,
     }.get(filters["only"])
     return [
@@ -110,17 +100,17 @@ def report_data(run: Run) -> dict[str, Any]:
     data = cache.get(key) if key else None
     if data is not None:
         return data
-    frame = judgment_frame(run=run, reasons=False)  # the page reads the reasons of its own rows
-    figures = run_figures(run=run, frame=frame)
+    cases, not_evaluated = run_frames(run=run)
+    figures = run_figures(run=run, frames=(cases, not_evaluated))
     listed = {ne["external_id"] for ne in figures["not_evaluated"][:LIST_LIMIT]}
     listed.update(figures["flipped_cases"][:LIST_LIMIT])
     listed.update(figures["contested_cases"])  # every one: "send to reviewers" sends them all
-    named = frame[frame["external_id"].isin(listed)].drop_duplicates("case_id")
+    named = cases[cases["external_id"].isin(listed)]
     ids = dict(zip(named["external_id"].tolist(), named["case_id"].tolist(), strict=True))
     humans = dict(zip(named["external_id"].tolist(), named["human"].tolist(), strict=True))
     data = {
         "figures": figures,
-        "rows": all_disagreements(frame),
+        "rows": disagreements(cases),  # each repeat is read for the page shown
         "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
         "not_evaluated": [ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]],
         "contested_ids": [ids[e] for e in figures["contested_cases"]],
@@ -148,15 +138,14 @@ def _second_opinion(run: Run) -> dict | None:
 
 
 def _page_rows(run: Run, rows: list[dict], flipped: set[str]) -> list[dict]:
-    """One page of the disagreements table, with the judge's reasons (read for this page only)."""
-    reasons = judgment_reasons(run=run, case_ids=[row["case_id"] for row in rows]) if rows else {}
+    """One page of the disagreements table, with each repeat's verdict and reason (read for this page only)."""
+    judgments = case_judgments(run=run, case_ids=[row["case_id"] for row in rows]) if rows else {}
     return [
         row | {
             "flipped": row["external_id"] in flipped,
             "repeat_rows": [
-                {"repeat": r, "outcome": o, "reason": reasons.get((row["case_id"], r)) or why or "",
-                 "wrong": o in ("pass", "fail") and o != row["human"]}
-                for r, o, why in zip(row["repeats"], row["outcomes"], row["reasons"], strict=True)
+                judgment | {"wrong": judgment["outcome"] in ("pass", "fail") and judgment["outcome"] != row["human"]}
+                for judgment in judgments.get(row["case_id"], [])
             ],
         }
         for row in rows
@@ -271,43 +260,29 @@ COMPARED = (
 )
 
 
-def case_verdicts(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per case (indexed by case_id): external_id, human, and the run's verdict, the majority
-    of its evaluated repeats (a tie is "tie", none evaluated "not_evaluated", as the CI command decides)."""
-    if frame.empty:
-        return pd.DataFrame(columns=["external_id", "human", "verdict"]).rename_axis("case_id")
-    counts = frame.assign(
-        passes=frame["outcome"].eq("pass").astype(int), fails=frame["outcome"].eq("fail").astype(int)
-    ).groupby("case_id").agg(
-        external_id=("external_id", "first"), human=("human", "first"), passes=("passes", "sum"),
-        fails=("fails", "sum"),
-    )
-    counts["verdict"] = np.select(
-        [counts["passes"] > counts["fails"], counts["fails"] > counts["passes"], counts["passes"] > 0],
+def case_verdicts(cases: pd.DataFrame) -> pd.DataFrame:
+    """One row per case of a cases frame (indexed by case_id): external_id, human, and the run's verdict,
+    the majority of its evaluated repeats (a tie is "tie", none evaluated "not_evaluated", as the CI
+    command decides)."""
+    verdicts = cases.set_index("case_id")[["external_id", "human"]]
+    verdicts["verdict"] = np.select(
+        [cases["passes"] > cases["fails"], cases["fails"] > cases["passes"], cases["passes"] > 0],
         ["pass", "fail", "tie"], default="not_evaluated",
     )
-    return counts[["external_id", "human", "verdict"]]
+    return verdicts
 
 
-def _outcomes(frame: pd.DataFrame, case_ids: pd.Index) -> dict[int, list[str]]:
-    """case_id → outcomes in repeat order, for the given cases only (the changed ones)."""
-    rows = frame[frame["case_id"].isin(case_ids)].sort_values(["case_id", "repeat"])
-    return {int(k): v for k, v in rows.groupby("case_id")["outcome"].agg(list).items()}
-
-
-def verdict_changes(frame_a: pd.DataFrame, frame_b: pd.DataFrame) -> list[dict[str, Any]]:
-    """Cases judged by both runs whose verdict differs, by external_id, each marked "fixed" / "broken"
-    when run B now agrees / no longer agrees with the human verdict (of run A's rubric)."""
-    a, b = case_verdicts(frame_a), case_verdicts(frame_b)
+def verdict_changes(cases_a: pd.DataFrame, cases_b: pd.DataFrame) -> list[dict[str, Any]]:
+    """Cases judged by both runs (their cases frames) whose verdict differs, by external_id, each marked
+    "fixed" / "broken" when run B now agrees / no longer agrees with the human verdict (of run A's rubric)."""
+    a, b = case_verdicts(cases_a), case_verdicts(cases_b)
     both = a.merge(b[["verdict"]], how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
     changed = both[both["verdict_a"] != both["verdict_b"]].sort_values("external_id")
     human = changed["human"].astype(object).where(changed["human"].notna(), None)
     right_a, right_b = changed["verdict_a"].eq(human), changed["verdict_b"].eq(human)
     effect = np.select([right_b & ~right_a, right_a & ~right_b], ["fixed", "broken"], default="")
-    outcomes_a, outcomes_b = _outcomes(frame_a, changed.index), _outcomes(frame_b, changed.index)
     return [
-        {"case_id": case_id, "external_id": ext, "human": h, "verdict_a": va, "verdict_b": vb,
-         "outcomes_a": outcomes_a.get(case_id, []), "outcomes_b": outcomes_b.get(case_id, []), "effect": e}
+        {"case_id": case_id, "external_id": ext, "human": h, "verdict_a": va, "verdict_b": vb, "effect": e}
         for case_id, ext, h, va, vb, e in zip(
             [int(i) for i in changed.index], changed["external_id"].tolist(), human.tolist(),
             changed["verdict_a"].tolist(), changed["verdict_b"].tolist(), effect.tolist(), strict=True,
@@ -316,10 +291,10 @@ def verdict_changes(frame_a: pd.DataFrame, frame_b: pd.DataFrame) -> list[dict[s
 
 
 def _side(run: Run) -> dict[str, Any]:
-    frame = judgment_frame(run=run, reasons=False)
-    figures = run_figures(run=run, frame=frame)
+    cases, not_evaluated = run_frames(run=run)
+    figures = run_figures(run=run, frames=(cases, not_evaluated))
     rules = run_rules(run=run, figures=figures)
-    return {"run": run, "frame": frame, "figures": figures, "promotable": promotable(rules),
+    return {"run": run, "cases": cases, "figures": figures, "promotable": promotable(rules),
             "failing": [r.label for r in rules if not r.met]}
 
 
@@ -341,8 +316,16 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
     if not (request.GET.get("a") and request.GET.get("b")):
         return render(request, "judges/compare.html", context)
     a, b = _side(_get_run(request.GET["a"])), _side(_get_run(request.GET["b"]))
-    changes = verdict_changes(a["frame"], b["frame"])
+    changes = verdict_changes(a["cases"], b["cases"])
     page = Paginator(changes, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    # Each run's outcomes, repeat by repeat, for this page's cases only: one query per run.
+    shown = [change["case_id"] for change in page.object_list]
+    judged_a, judged_b = (case_judgments(run=side["run"], case_ids=shown) if shown else {} for side in (a, b))
+    page.object_list = [
+        change | {"outcomes_a": [j["outcome"] for j in judged_a.get(change["case_id"], [])],
+                  "outcomes_b": [j["outcome"] for j in judged_b.get(change["case_id"], [])]}
+        for change in page.object_list
+    ]
     query = request.GET.copy()
     query.pop("page", None)
     notes = []

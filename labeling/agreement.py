@@ -6,23 +6,27 @@ one query's rows, computed by `agreement_figures`, a pure function on a DataFram
 """
 
 import pandas as pd
-from django.db.models import F, QuerySet
 
-from labeling.models import Case, Label, Rubric
+from labeling.models import CaseTally, Label, Rubric
 
 COHEN, FLEISS = "cohen", "fleiss"
 
 
-def reviewer_agreement(*, rubric: Rubric, cases: QuerySet[Case] | None = None) -> dict:
-    """Reviewers' agreement on `rubric` over the counting labels of `cases` (every case when None).
+def reviewer_agreement(*, rubric: Rubric, dataset_id: int | None = None) -> dict:
+    """Reviewers' agreement on `rubric` over the counting labels of one dataset's cases (every case when
+    None).
 
     Returns {"percent", "pairs", "cases", "kappa", "kappa_kind", "raters", "kappa_note"}: see
     `agreement_figures`. One query.
     """
-    labels = Label.objects.filter(rubric=rubric, content_hash=F("case__content_hash"))
-    if cases is not None:
-        labels = labels.filter(case__in=cases)
-    rows = labels.values_list("case_id", "reviewer_id", "verdict")
+    # A stale label was given against older content: it no longer counts (kept exact by triggers).
+    labels = Label.objects.filter(rubric=rubric, stale=False)
+    # Only a case with two or more labels of the rubric can make a pair: its tally counts them (counting
+    # or not), so the labels of the rest (most cases of a 1-label rubric) stay in the database.
+    paired = CaseTally.objects.filter(rubric=rubric, labels__gte=2)
+    if dataset_id is not None:
+        labels, paired = labels.filter(dataset_id=dataset_id), paired.filter(dataset_id=dataset_id)
+    rows = labels.filter(case_id__in=paired.values("case_id")).values_list("case_id", "reviewer_id", "verdict")
     return agreement_figures(pd.DataFrame.from_records(list(rows), columns=["case", "reviewer", "verdict"]))
 
 
@@ -54,8 +58,9 @@ def agreement_figures(labels: pd.DataFrame) -> dict:
     result |= {"percent": agreeing / pairs, "pairs": pairs, "cases": len(per_case)}
 
     multi = labels[labels["case"].isin(per_case.index)]
-    reviewer_sets = multi.groupby("case")["reviewer"].agg(frozenset)
-    if (per_case["n"] == 2).all() and reviewer_sets.nunique() == 1:
+    # Two labels on every case, by one and the same pair of reviewers: (lowest, highest) id identical.
+    pairs_of_reviewers = multi.groupby("case")["reviewer"].agg(["min", "max"]).drop_duplicates()
+    if (per_case["n"] == 2).all() and len(pairs_of_reviewers) == 1:
         kappa, note = _cohen(multi)
         result |= {"kappa_kind": COHEN, "raters": 2}
     else:

@@ -460,7 +460,7 @@ def dataset_rubric(request: HttpRequest, slug: str, rubric_slug: str) -> HttpRes
     return render(request, "labeling/dataset_rubric.html", {
         "dataset": dataset, "rubric": rubric,
         "counts": rubric_counts(dataset=dataset, rubric=rubric),
-        "agreement": reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset=dataset)),
+        "agreement": reviewer_agreement(rubric=rubric, dataset_id=dataset.pk),
         "reviewers": reviewer_progress(dataset=dataset, rubric=rubric),
         "rubrics": Rubric.objects.order_by("slug"),
     })

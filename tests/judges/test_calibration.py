@@ -8,20 +8,21 @@ the run's judgments only, the reviewers' agreement of the run's dataset.
 import json
 from datetime import timedelta
 
+import pandas as pd
 import pytest
 from django.utils import timezone
 from statsmodels.stats.proportion import proportion_confint
 
 from judges.calibration import (
     NOT_FINISHED,
-    judgment_frame,
     rubric_thresholds,
     run_figures,
+    run_frames,
     run_rules,
     stale_reasons,
 )
-from judges.metrics import COLUMNS
-from judges.models import Run
+from judges.metrics import CASE_COLUMNS, COLUMNS, case_counts
+from judges.models import Judgment, Run
 from judges.rules import Thresholds, promotable
 from labeling.models import Adjudication, Case
 from tests.conftest import make_user
@@ -55,40 +56,60 @@ def world(dataset, other_dataset, rubric, reviewer, second_reviewer, lead):
             "config": config}
 
 
-def test_it_builds_the_frame_with_the_metrics_columns_and_human_verdicts(world):
-    frame = judgment_frame(run=world["run"])
+def test_it_counts_each_cases_judgments_beside_its_human_verdict(world):
+    cases, _ = run_frames(run=world["run"])
 
-    assert tuple(frame.columns) == COLUMNS
-    assert len(frame) == 10
-    humans = frame.groupby("external_id")["human"].first().to_dict()
+    assert tuple(cases.columns) == CASE_COLUMNS
+    by_id = cases.set_index("external_id")
     # a3's reviewers tie; the lead's adjudication decides. a5 has no label: no verdict.
-    assert humans == {"a1": "pass", "a2": "pass", "a3": "fail", "a4": "fail", "a5": None}
-    row = frame[(frame["external_id"] == "a4") & (frame["repeat"] == 2)].iloc[0]
-    assert (row["category"], row["outcome"], row["error"]) == ("tools", "not_evaluated", "timeout")
-    assert set(frame["split"]) <= {"dev", "holdout"}
+    assert by_id["human"].to_dict() == {"a1": "pass", "a2": "pass", "a3": "fail", "a4": "fail", "a5": None}
+    assert by_id.loc["a4", ["category", "judgments", "passes", "fails", "contested"]].tolist() == [
+        "tools", 2, 0, 1, 0,
+    ]
+    assert by_id["judgments"].sum() == 10
+    assert set(cases["split"]) <= {"dev", "holdout"}
 
 
-def test_it_can_leave_the_reasons_of_verdicts_behind_without_changing_the_figures(world):
+def test_it_reads_the_not_evaluated_judgments_only(world):
+    _, judgments = run_frames(run=world["run"])
+
+    assert tuple(judgments.columns) == COLUMNS
+    # Every figure is counted per case; only the not-evaluated judgments are listed one by one.
+    assert judgments[["external_id", "repeat", "outcome", "error", "category", "human"]].values.tolist() == [
+        ["a4", 2, "not_evaluated", "timeout", "tools", "fail"],
+    ]
+
+
+def test_the_databases_counts_are_the_metrics_own(world, lead, reviewer):
+    """case_frame sums in SQL what metrics.case_counts sums in pandas, here from every judgment read
+    one by one (a contested verdict and a contested not-evaluated judgment among them)."""
     run = world["run"]
-    full, lean = judgment_frame(run=run), judgment_frame(run=run, reasons=False)
-    assert full.drop(columns=["reason", "error"]).equals(lean.drop(columns=["reason", "error"]))
-    evaluated = lean["outcome"] != "not_evaluated"
-    assert lean.loc[evaluated, "reason"].isna().all() and full.loc[evaluated, "reason"].notna().all()
-    assert lean.loc[~evaluated, "error"].tolist() == ["timeout"]
-    assert run_figures(run=run, frame=full) == run_figures(run=run, frame=lean) == run_figures(run=run)
+    Judgment.objects.filter(run=run, case__external_id__in=["a2", "a4"], repeat=2).update(contested=True)
+    cases, _ = run_frames(run=run)
+    humans = cases.set_index("case_id")["human"].to_dict()
+    every = pd.DataFrame([
+        {"case_id": j.case_id, "external_id": j.case.external_id, "category": j.case.category,
+         "split": j.case.split, "repeat": j.repeat, "outcome": j.outcome, "reason": j.reason, "error": j.error,
+         "contested": j.contested, "human": humans[j.case_id]}
+        for j in Judgment.objects.filter(run=run).select_related("case")
+    ], columns=list(COLUMNS))
+
+    expected = case_counts(every).sort_values("case_id").to_dict("records")
+    assert cases.sort_values("case_id").to_dict("records") == expected
+    assert cases.set_index("external_id")["contested"].to_dict() == {"a1": 0, "a2": 1, "a3": 0, "a4": 0, "a5": 0}
 
 
-def test_it_reads_the_frame_in_two_queries(world, django_assert_num_queries):
-    # One for the judgments with their cases, one for the human verdicts of the dataset's cases.
-    with django_assert_num_queries(2):
-        judgment_frame(run=world["run"])
+def test_it_reads_the_frames_in_three_queries(world, django_assert_num_queries):
+    # The judgments counted per case, the dataset's cases with their human verdicts, the not-evaluated ones.
+    with django_assert_num_queries(3):
+        run_frames(run=world["run"])
 
 
 def test_it_ignores_labels_given_against_older_content(world, rubric):
     a1 = world["cases"][0]
     Case.objects.filter(pk=a1.pk).update(content_hash="0" * 64)  # re-imported: a1's labels stop counting
-    frame = judgment_frame(run=world["run"])
-    assert frame.loc[frame["external_id"] == "a1", "human"].isna().all()
+    cases, _ = run_frames(run=world["run"])
+    assert cases.loc[cases["external_id"] == "a1", "human"].tolist() == [None]
 
 
 def test_it_computes_the_figures_of_the_hand_worked_example(world):
@@ -153,9 +174,9 @@ def test_it_computes_the_figures_in_constant_queries(
         label(case, rubric, reviewer, "pass")
     run = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass", "fail"] for case in cases})
     run = Run.objects.select_related("config__rubric").get(pk=run.pk)
-    # judgments, human verdicts, reviewer labels, its bias probes' judgments, changed cases, newest
-    # config version.
-    with django_assert_num_queries(6):
+    # judgments counted per case, human verdicts, the not-evaluated judgments, reviewer labels, its bias
+    # probes' judgments, changed cases, newest config version.
+    with django_assert_num_queries(7):
         figures = run_figures(run=run)
     assert figures["n"] == len(cases)
     # With the figures in hand the rules cost one query: the rubric's newest config version.

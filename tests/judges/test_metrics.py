@@ -13,9 +13,11 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from statsmodels.stats.proportion import proportion_confint
 
 from judges.metrics import (
+    CASE_COLUMNS,
     COLUMNS,
     OVERFIT_WARNING,
     calibration_figures,
+    case_counts,
     cohen_kappa,
     disagreements,
     wilson_interval,
@@ -251,12 +253,12 @@ def test_it_counts_a_flip_only_between_evaluated_repeats():
 
 
 def test_it_lists_the_disagreements_by_case():
-    rows = disagreements(make_frame(SMALL_RUN, shuffle=3))
+    rows = disagreements(case_counts(make_frame(SMALL_RUN, shuffle=3)))
     assert rows == [
-        {"external_id": "b", "category": "policy", "split": "dev", "human": "pass", "repeats": [1, 2],
-         "outcomes": ["fail", "pass"], "reasons": ["reason b/1", "reason b/2"]},
-        {"external_id": "d", "category": "tools", "split": "holdout", "human": "fail", "repeats": [1, 2],
-         "outcomes": ["pass", "not_evaluated"], "reasons": ["reason d/1", "timeout"]},
+        {"case_id": 2, "external_id": "b", "category": "policy", "split": "dev", "human": "pass",
+         "passes": 1, "fails": 1},
+        {"case_id": 4, "external_id": "d", "category": "tools", "split": "holdout", "human": "fail",
+         "passes": 1, "fails": 0},
     ]
     assert_plain_json(rows)
 
@@ -412,11 +414,36 @@ def test_it_never_flips_with_one_repeat(frame):
 @settings(max_examples=50, deadline=None)
 @given(random_runs())
 def test_it_lists_exactly_the_cases_with_a_wrong_evaluated_repeat(frame):
-    rows = disagreements(frame)
+    rows = disagreements(case_counts(frame))
     figures = calibration_figures(frame)
     assert [row["external_id"] for row in rows] == sorted(
         set(figures["false_pass_cases"]) | set(figures["false_fail_cases"])
     )
     for row in rows:
-        assert row["repeats"] == sorted(row["repeats"])
-        assert any(o in ("pass", "fail") and o != row["human"] for o in row["outcomes"])
+        outcomes = frame.loc[frame["external_id"] == row["external_id"], "outcome"].tolist()
+        assert (row["passes"], row["fails"]) == (outcomes.count("pass"), outcomes.count("fail"))
+        assert row["fails" if row["human"] == "pass" else "passes"] > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_runs())
+def test_the_not_evaluated_judgments_are_enough_beside_the_case_counts(frame):
+    # What a stored run does: the database sums each case, and only the not-evaluated judgments are read.
+    missing = frame[~frame["outcome"].isin(["pass", "fail"])]
+    assert calibration_figures(missing, cases=case_counts(frame)) == calibration_figures(frame)
+
+
+def test_it_counts_each_case_once_with_its_columns():
+    frame = make_frame([
+        ("a", "pass", ["pass", ("not_evaluated", "timeout"), "fail"], "policy", "dev"),
+        ("b", None, ["fail"], "tools", "holdout"),
+    ], shuffle=3).assign(contested=False)
+    frame.loc[(frame["external_id"] == "a") & (frame["repeat"] == 3), "contested"] = True
+    frame.loc[(frame["external_id"] == "a") & (frame["repeat"] == 2), "contested"] = True  # not evaluated
+    cases = case_counts(frame).set_index("external_id")
+
+    assert tuple(case_counts(frame).columns) == CASE_COLUMNS
+    assert cases.loc["a", ["category", "split", "human"]].tolist() == ["policy", "dev", "pass"]
+    assert cases.loc["a", ["judgments", "passes", "fails", "contested"]].tolist() == [3, 1, 1, 1]
+    assert cases.loc["b", ["judgments", "passes", "fails", "contested"]].tolist() == [1, 0, 1, 0]
+    assert case_counts(pd.DataFrame()).empty

@@ -153,8 +153,9 @@ def promoted_rubrics(n: int, lead, reviewer) -> None:
 def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, reviewer, n,
                                                              django_assert_num_queries):
     promoted_rubrics(n, lead, reviewer)
-    # session + user, rubrics, evidence events, staleness, human verdicts (one UNION), judgments, latest CI.
-    with django_assert_num_queries(8):
+    # session + user, rubrics, evidence events, staleness, judgments counted per case, human verdicts (one
+    # UNION), the not-evaluated judgments, latest CI.
+    with django_assert_num_queries(9):
         assert lead_client.get(reverse("judges:promotion_overview")).status_code == 200
 
 
@@ -184,8 +185,8 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
                  not_evaluated=0, total=4, exit_code=0, token_name="ci")
         for _ in range(n)
     ])
-    # session + user, rubric, evidence, staleness, human verdicts, judgments, latest CI, whether runs exist,
-    # the evidence menu's runs (twice: Django's ModelChoiceIterator queries on each pass over the choices),
-    # recent audit entries, CI results.
-    with django_assert_num_queries(13):
+    # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
+    # judgments, latest CI, whether runs exist, the evidence menu's runs (twice: Django's
+    # ModelChoiceIterator queries on each pass over the choices), recent audit entries, CI results.
+    with django_assert_num_queries(14):
         assert lead_client.get(page_url(rubric)).status_code == 200

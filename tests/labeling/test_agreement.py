@@ -6,7 +6,7 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa
 
 from labeling.agreement import COHEN, FLEISS, agreement_figures, reviewer_agreement
-from labeling.models import Case, Rubric
+from labeling.models import Rubric
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import change_content, give_label, make_cases
 
@@ -96,7 +96,7 @@ def test_reviewer_agreement_reads_the_counting_labels_of_one_rubric(dataset, oth
     give_label(foreign, rubric, reviewer, "pass")
     give_label(foreign, rubric, second_reviewer, "fail")
 
-    figures = reviewer_agreement(rubric=rubric, cases=Case.objects.filter(dataset=dataset))
+    figures = reviewer_agreement(rubric=rubric, dataset_id=dataset.pk)
     assert (figures["pairs"], figures["percent"], figures["kappa_kind"]) == (3, pytest.approx(2 / 3), COHEN)
     assert figures["kappa"] == pytest.approx(cohen_kappa_score(["pass", "pass", "fail"], ["pass", "fail", "fail"]))
     assert reviewer_agreement(rubric=rubric)["pairs"] == 4
