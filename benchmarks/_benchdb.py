@@ -45,3 +45,13 @@ def bench_database(name: str, *, keep: bool = False, env: dict[str, str] | None 
         if not keep:
             with psycopg.connect(admin_url, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}"' + (" WITH (FORCE)" if force_drop else ""))
+
+
+def settle_after_bulk_load() -> None:
+    """Do now what autovacuum and the checkpointer do to a real database after a bulk load (statistics,
+    the visibility map, the load's WAL flushed), so that they do not run in the background of the timings."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+        cursor.execute("CHECKPOINT")

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
 
 REVIEWERS = 20
 LABELERS = 8
@@ -216,10 +216,7 @@ def main() -> None:
             Skip.objects.bulk_create([Skip(case_id=case_id, rubric=rubric, reviewer=reviewer)
                                       for reviewer in reviewers for case_id in rng.sample(ids[full:], 20)],
                                      ignore_conflicts=True)
-            with connection.cursor() as cursor:
-                cursor.execute("VACUUM ANALYZE")
-                # Flush the bulk load's WAL now, so the measurement is the steady state and not a checkpoint.
-                cursor.execute("CHECKPOINT")
+            settle_after_bulk_load()
             labels, stale = Label.objects.count(), Label.objects.filter(stale=True).count()
             assert CaseTally.objects.filter(rubric=rubric).count() == args.cases
             print(f"{args.cases:,} cases, {labels:,} labels ({stale} changed since labeled), {REVIEWERS} reviewers, "

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
 from benchmarks.bench_report import build, p95, timed  # noqa: E402  (the parent run and the timing helpers)
 
 MOVES = {"verbosity": 0.06, "sycophancy": 0.02, "injection": 0.01}
@@ -95,7 +95,7 @@ def main() -> None:
 
     with bench_database(args.database, keep=args.keep):
         from django.core.cache import cache
-        from django.db import connection, transaction
+        from django.db import transaction
         from django.test import Client
         from django.test.utils import setup_test_environment
 
@@ -106,8 +106,7 @@ def main() -> None:
 
         started = time.perf_counter()
         run, lead = build(args.cases, args.repeats)
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+        settle_after_bulk_load()
         print(f"{args.cases:,} cases × {args.repeats} repeats = {args.cases * args.repeats:,} judgments, "
               f"built in {time.perf_counter() - started:.1f} s (database {args.database})")
 
@@ -126,8 +125,7 @@ def main() -> None:
 
         started = time.perf_counter()
         written = write_probes(fresh_run())
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+        settle_after_bulk_load()
         print(f"  probes written: {', '.join(f'{k} {n:,}' for k, n in written.items())} judgments "
               f"in {time.perf_counter() - started:.1f} s")
 

@@ -13,11 +13,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from django.db import connection
-from django.db.models import Count, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Value
 
+from judges.frames import raw_rows, typed_frame
 from judges.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.probe_selectors import probe_judgments, with_probe_figures
@@ -58,7 +58,7 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
         .values_list("run_id", "case_id", "judgments", "passes", "fails", "contested")
     )
     count_columns = ["run_id", "case_id", "judgments", "passes", "fails", "contested"]
-    frame = _typed_frame(_raw_rows(counts), count_columns, integers=tuple(count_columns))
+    frame = typed_frame(raw_rows(counts), count_columns, integers=tuple(count_columns))
     rubric_of = {run.pk: run.config.rubric for run in runs}
     datasets: dict[Rubric, set[int]] = {}
     for run in runs:
@@ -74,7 +74,7 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
     # does not select).
     query = branches[0].union(*branches[1:], all=True).order_by() if len(branches) > 1 else branches[0]
     case_columns = ["rubric_id", "case_id", "external_id", "category", "split", "human"]
-    cases = _typed_frame(_raw_rows(query), case_columns, integers=("rubric_id", "case_id"))
+    cases = typed_frame(raw_rows(query), case_columns, integers=("rubric_id", "case_id"))
     frame["rubric_id"] = frame["run_id"].map({pk: rubric.pk for pk, rubric in rubric_of.items()})
     frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
     frame["human"] = _none_for_missing(frame["human"])
@@ -93,37 +93,17 @@ def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
         .order_by()  # the metrics sort what they show
         .values_list(*fields)
     )
-    frame = _typed_frame(list(rows), fields, integers=("run_id", "case_id", "repeat"))
+    frame = typed_frame(list(rows), fields, integers=("run_id", "case_id", "repeat"))
     frame = frame.merge(cases[["run_id", "case_id", "external_id", "category", "split", "human"]],
                         on=["run_id", "case_id"], how="left", sort=False)
     frame["human"] = _none_for_missing(frame["human"])
     return frame[["run_id", *COLUMNS]]
 
 
-def _raw_rows(queryset: QuerySet) -> list[tuple]:
-    """The queryset's rows as the database cursor gives them, for integer and text columns only (which
-    need no conversion): Django would call a converter on each of 100,000 values, as long as the query
-    itself takes."""
-    sql, params = queryset.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 def _none_for_missing(values: pd.Series) -> pd.Series:
     """None (not NaN) where there is nothing, as the metrics' frames are documented."""
     values = values.astype(object)
     return values.where(values.notna(), None)
-
-
-def _typed_frame(rows: list[tuple], columns: list[str], *, integers: tuple[str, ...]) -> pd.DataFrame:
-    """rows as a frame, column by column with the types the query gives: `from_records` would infer each
-    column's type value by value, a third of the time it takes to read 100,000 rows."""
-    values = list(zip(*rows, strict=True)) if rows else [()] * len(columns)
-    return pd.DataFrame({
-        column: np.array(value, dtype=np.int64 if column in integers else object)
-        for column, value in zip(columns, values, strict=True)
-    })
 
 
 def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -198,7 +178,8 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
     cases, judgments = run_frames(run=run) if frames is None else frames
     agreement = reviewer_agreement(rubric=rubric, dataset_id=run.dataset_id)
     figures = calibration_figures(judgments, cases=cases, reviewer_agreement=agreement)
-    # Bias probes (issue 9): "probes" and the rule's "probe_moved" once the run has a finished probe (one query).
+    # Bias probes (issue 9): "probes" and the rule's "probe_moved" once the run has a finished probe (one
+    # query without a finished probe, two with).
     figures = with_probe_figures(figures, cases, probe_judgments(parent_ids=[run.pk]))
     return {
         **figures,
@@ -256,9 +237,9 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
     "probes" (the figures of that run's bias probes, {} without a finished one)}]. Probe runs are never
     a version's newest run.
 
-    Six queries however many versions: the configs with their newest finished run's id, those runs,
-    their cases' counts and human verdicts (`case_frame`), their not-evaluated judgments, and their
-    probes'.
+    Six queries however many versions (seven with a finished probe): the configs with their newest
+    finished run's id, those runs, their cases' counts and human verdicts (`case_frame`), their
+    not-evaluated judgments, and their probes' (`probe_judgments`).
     """
     newest_run = (
         Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED, parent__isnull=True)

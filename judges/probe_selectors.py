@@ -1,6 +1,6 @@
 """Reads of bias probes (issue 9): their judgments as frames, and the report page's "Bias probes" panel.
 
-Every read is one query whatever the number of cases or probes; the figures come from the pure
+Every read is a fixed number of queries whatever the number of cases or probes; the figures come from the pure
 functions in judges.probes. judges.calibration reads `probe_judgments` for `run_figures` (the rule's
 `probe_moved`) and `version_figures`, so this module must not import calibration.
 """
@@ -17,6 +17,7 @@ from django.db import connection
 from django.db.models import Count, F, Max, Q, QuerySet
 
 from judges.engine import model_family
+from judges.frames import raw_rows, typed_frame
 from judges.models import Judgment, Run
 from judges.probes import (
     CHANGED_FIELD,
@@ -43,7 +44,9 @@ def _counted(judgments) -> QuerySet:
 
 def probe_judgments(*, parent_ids: list[int]) -> pd.DataFrame:
     """The judgments of the newest finished probe of each kind of these runs, counted per case: columns
-    PROBE_COLUMNS. One query (the newest probes are a subquery).
+    PROBE_COLUMNS. Two queries (one without a finished probe): those probe runs, then their judgments
+    counted per (run, case) by the database; each run's parent and kind join in pandas, not on the
+    230,000 rows of three probes.
 
     An unfinished probe has no figures yet: a half-judged probe would move a share of half its cases.
     """
@@ -52,18 +55,26 @@ def probe_judgments(*, parent_ids: list[int]) -> pd.DataFrame:
         .order_by()
         .values("parent_id", "probe")
         .annotate(newest=Max("pk"))
-        .values("newest")
+        .values_list("newest", "parent_id", "probe")
     )
-    rows = _counted(
-        Judgment.objects.filter(run_id__in=newest).values("run__parent_id", "run_id", "run__probe", "case_id")
-    ).values_list("run__parent_id", "run_id", "run__probe", "case_id", "passes", "fails")
-    return pd.DataFrame.from_records(list(rows), columns=PROBE_COLUMNS)
+    probes = {run_id: (parent_id, kind) for run_id, parent_id, kind in newest}
+    if not probes:
+        return pd.DataFrame(columns=PROBE_COLUMNS)
+    counts = _counted(Judgment.objects.filter(run_id__in=sorted(probes)).values("run_id", "case_id")).values_list(
+        "run_id", "case_id", "passes", "fails"
+    )
+    columns = ["run_id", "case_id", "passes", "fails"]
+    frame = typed_frame(raw_rows(counts), columns, integers=tuple(columns))
+    frame["parent_id"] = frame["run_id"].map({run_id: parent for run_id, (parent, _) in probes.items()})
+    frame["probe"] = frame["run_id"].map({run_id: kind for run_id, (_, kind) in probes.items()})
+    return frame[PROBE_COLUMNS]
 
 
 def with_probe_figures(figures: dict[str, Any], parent: pd.DataFrame, probes: pd.DataFrame) -> dict[str, Any]:
     """`figures` plus "probes" ({kind: probes.probe_result and its run}) and "probe_moved" (the largest share
-    moved) when the run has a finished probe; `figures` unchanged otherwise. `parent` is the run's
-    judgment frame (metrics.COLUMNS), `probes` its rows of `probe_judgments`."""
+    moved) when the run has a finished probe; `figures` unchanged otherwise. `parent` is the run's cases
+    frame (metrics.CASE_COLUMNS: passes and fails per case) or its judgments, `probes` its rows of
+    `probe_judgments`."""
     results = probes_figures(parent, probes)
     if not results:
         return figures
@@ -96,8 +107,8 @@ def probes_key(*, run: Run) -> str | None:
 def probe_figures(*, run: Run) -> dict[str, Any]:
     """{"probes": {kind: figures}, "probe_moved": share} of the run's newest finished probe of each kind
     ({} without one), as `run_figures` carries them. Cached under `probes_key` (the panel polls this
-    while probes work): one query when cached, else four (the key, the probes' counts, the run's, and
-    the external ids of the cases that moved, none when nothing moved)."""
+    while probes work): one query when cached, else five (the key, the newest probes and their counts,
+    the run's, and the external ids of the cases that moved, none when nothing moved)."""
     key = probes_key(run=run)
     figures = cache.get(key) if key else None
     if figures is None:

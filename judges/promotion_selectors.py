@@ -100,7 +100,7 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
 def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     """run_id → every promotion rule for the run as it stands now; runs need config__rubric loaded.
 
-    The same rules as `judges.calibration.run_rules`, for many runs in four queries (five with probes).
+    The same rules as `judges.calibration.run_rules`, for many runs in four queries (six with probes).
     """
     if not runs:
         return {}
