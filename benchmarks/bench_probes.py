@@ -17,7 +17,6 @@ bench_report.py's (about 88 % agreement, some flips and not-evaluated); then:
 Figures are printed and written to benchmarks/results/bench_probes.json.
 """
 
-import argparse
 import json
 import random
 import resource
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
-from benchmarks.bench_report import build, p95, timed  # noqa: E402  (the parent run and the timing helpers)
+from benchmarks.bench_report import arguments, build_settled, p95, timed  # noqa: E402  (the parent run, timing helpers)
 
 MOVES = {"verbosity": 0.06, "sycophancy": 0.02, "injection": 0.01}
 
@@ -85,14 +84,7 @@ def write_probes(run) -> dict[str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", type=int, default=20_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--pages", type=int, default=20, help="page requests to time")
-    parser.add_argument("--database", default="evalhub_bench_probes", help="the benchmark's own database name")
-    parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
-    args = parser.parse_args()
-
+    args = arguments(__doc__, "evalhub_bench_probes")
     with bench_database(args.database, keep=args.keep):
         from django.core.cache import cache
         from django.db import transaction
@@ -104,11 +96,7 @@ def main() -> None:
         from judges.probe_selectors import probe_figures, probe_judgments
         from judges.probe_services import probes_start
 
-        started = time.perf_counter()
-        run, lead = build(args.cases, args.repeats)
-        settle_after_bulk_load()
-        print(f"{args.cases:,} cases × {args.repeats} repeats = {args.cases * args.repeats:,} judgments, "
-              f"built in {time.perf_counter() - started:.1f} s (database {args.database})")
+        run, lead = build_settled(args)
 
         def fresh_run():
             return Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)

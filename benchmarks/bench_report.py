@@ -114,15 +114,29 @@ def p95(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(description: str, database: str) -> argparse.Namespace:
+    """The command line of this benchmark and of those built on its run (bench_probes.py)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--pages", type=int, default=20, help="page requests to time")
-    parser.add_argument("--database", default="evalhub_bench_report", help="the benchmark's own database name")
+    parser.add_argument("--database", default=database, help="the benchmark's own database name")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def build_settled(args: argparse.Namespace):
+    """`build`, then the load settled (see `settle_after_bulk_load`), saying how long it took. Returns (run, lead)."""
+    started = time.perf_counter()
+    run, lead = build(args.cases, args.repeats)
+    settle_after_bulk_load()
+    print(f"{args.cases:,} cases × {args.repeats} repeats = {args.cases * args.repeats:,} judgments, "
+          f"built in {time.perf_counter() - started:.1f} s (database {args.database})")
+    return run, lead
+
+
+def main() -> None:
+    args = arguments(__doc__, "evalhub_bench_report")
     with bench_database(args.database, keep=args.keep):
         from django.core.cache import cache
         from django.test import Client
@@ -132,11 +146,7 @@ def main() -> None:
         from judges.metrics import calibration_figures
         from judges.models import Run
 
-        started = time.perf_counter()
-        run, lead = build(args.cases, args.repeats)
-        settle_after_bulk_load()
-        print(f"{args.cases:,} cases × {args.repeats} repeats = {args.cases * args.repeats:,} judgments, "
-              f"built in {time.perf_counter() - started:.1f} s (database {args.database})")
+        run, lead = build_settled(args)
 
         def fresh_run():
             return Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
