@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from judges.engine import judge_batch  # noqa: E402
-from judges.fake_provider import FakeProvider  # noqa: E402
+from judges.testing.fake_provider import FakeProvider  # noqa: E402
 
 MODELS = {"openai": "gpt-4o-mini-2024-07-18", "anthropic": "claude-haiku-4-5-20251001"}
 PRICES = {

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from judges.engine import JudgeConfig  # noqa: E402
-from judges.fake_provider import FakeProvider  # noqa: E402
+from judges.testing.fake_provider import FakeProvider  # noqa: E402
 
 MODEL = "gpt-4o-mini-2024-07-18"
 

@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 
 from evalhub.models import Role, User
-from judges.fake_provider import FakeProvider
+from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
 
 PASSWORD = "correct-horse-battery"

@@ -1,7 +1,7 @@
 import pytest
 
 from judges.engine import RetryPolicy
-from judges.fake_provider import FakeProvider
+from judges.testing.fake_provider import FakeProvider
 
 # Looks like a key; the tests check it never reaches a reason or an error.
 FAKE_KEY = "sk-test-0123456789abcdef"

@@ -5,7 +5,7 @@ import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, judge_batch, judge_case
 from judges.engine.prompt import build_messages, parse_sections
-from judges.fake_provider import evaluate_rule, validate_rule
+from judges.testing.fake_provider import evaluate_rule, validate_rule
 
 from .factories import ANTHROPIC_MODEL, OPENAI_MODEL, judge_config, policy_case, tool_case
 
@@ -107,6 +107,6 @@ def test_stats_count_calls_by_endpoint_and_model(fake, env):
 
 def test_it_says_it_is_not_a_model():
     out = subprocess.run(
-        [sys.executable, "-m", "judges.fake_provider", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "judges.testing.fake_provider", "--help"], capture_output=True, text=True, check=True
     )
     assert "not a model" in out.stdout

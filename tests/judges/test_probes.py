@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, parse_sections
-from judges.fake_provider import evaluate_rule, validate_rule
+from judges.testing.fake_provider import evaluate_rule, validate_rule
 from judges.probes import (
     FLATTERY,
     INJECTED_INSTRUCTION,

@@ -18,7 +18,7 @@ from django.urls import reverse
 from judges import services
 from judges.calibration import run_figures
 from judges.engine.runner import _sample_share
-from judges.fake_provider import STAND_IN
+from judges.testing.fake_provider import STAND_IN
 from judges.models import Judgment, Run
 from labeling.models import CaseTally, LabelRequest
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases

@@ -7,7 +7,7 @@ says it is a scripted stand-in. Faults (latency, 429 with Retry-After, 500, a ha
 connection, a refused key, malformed JSON, a score of 7, a missing field, a verdict of `Pass.`)
 are switched on over HTTP from any process:
 
-    python -m judges.fake_provider --port 8765
+    python -m judges.testing.fake_provider --port 8765
     curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "fault": "429", "fault_count": 1}'
     curl -X POST localhost:8765/_control -d '{"model": "claude-x", "rule": {"kind": "always_fail"}}'
     curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency
@@ -496,7 +496,7 @@ def make_server(host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m judges.fake_provider",
+        prog="python -m judges.testing.fake_provider",
         description="Scripted stand-in for OpenAI/Anthropic judge endpoints, for tests and local "
         "development. It is not a model: its verdicts come from a rule set over HTTP.",
     )
@@ -538,7 +538,7 @@ class FakeProvider:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "judges.fake_provider", "--port", "0"],
+            [sys.executable, "-u", "-m", "judges.testing.fake_provider", "--port", "0"],
             cwd=root,
             env=env,
             stdout=subprocess.PIPE,
