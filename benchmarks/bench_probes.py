@@ -40,8 +40,8 @@ def write_probes(run) -> dict[str, int]:
     from django.utils import timezone
 
     from judges.models import Judgment, Run
-    from judges.probes import applies, make_variant
-    from judges.services import engine_case
+    from judges.probes.variants import applies, make_variant
+    from judges.runs.services import engine_case
     from labeling.models import Case
     from labeling.selectors import cases_with_human_verdict
 
@@ -91,10 +91,10 @@ def main() -> None:
         from django.test import Client
         from django.test.utils import setup_test_environment
 
-        from judges.calibration import run_figures
+        from judges.calibration.selectors import run_figures
         from judges.models import Run
-        from judges.probe_selectors import probe_figures, probe_judgments
-        from judges.probe_services import probes_start
+        from judges.probes.selectors import probe_figures, probe_judgments
+        from judges.probes.services import probes_start
 
         run, lead = build_settled(args)
 

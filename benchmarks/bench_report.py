@@ -39,7 +39,7 @@ def build(n_cases: int, repeats: int):
     from django.utils import timezone
 
     from evalhub.models import Role, User
-    from judges import services
+    from judges.configs import services as config_services
     from judges.models import Judgment, Run
     from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
 
@@ -69,7 +69,7 @@ def build(n_cases: int, repeats: int):
         labels.append(Label(case=c, rubric=rubric, reviewer=rob, verdict=verdict, content_hash=c.content_hash))
     Label.objects.bulk_create(labels, batch_size=5000)
 
-    config = services.judge_config_save(rubric=rubric, spec={"layers": ["contract"],
+    config = config_services.judge_config_save(rubric=rubric, spec={"layers": ["contract"],
                                                              "contract_checks": ["answer_present"]}, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, repeats=repeats, status=Run.Status.FINISHED,
                              created_by=lead, started_at=past, finished_at=past + timedelta(minutes=30),
@@ -142,8 +142,8 @@ def main() -> None:
         from django.test import Client
         from django.test.utils import setup_test_environment
 
-        from judges.calibration import run_figures, run_frames
-        from judges.metrics import calibration_figures
+        from judges.calibration.metrics import calibration_figures
+        from judges.calibration.selectors import run_figures, run_frames
         from judges.models import Run
 
         run, lead = build_settled(args)

@@ -51,10 +51,11 @@ def main() -> None:
         from django.urls import reverse
 
         from evalhub.models import Role, User
-        from judges import services
-        from judges.demo import _create_run
+        from judges.configs import services as config_services
         from judges.models import Judgment, ModelPrice, Run
-        from judges.selectors import run_estimate
+        from judges.runs import services
+        from judges.runs.demo import _create_run
+        from judges.runs.selectors import run_estimate
         from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
         settings.EVALHUB_CHUNK_CASES = 200
@@ -76,7 +77,7 @@ def main() -> None:
         total = args.cases * args.repeats
         print(f"{args.cases:,} cases × {args.repeats} repeats = {total:,} judgments, database {args.database}")
 
-        config = services.judge_config_save(
+        config = config_services.judge_config_save(
             rubric=rubric, by=lead,
             spec={"layers": ["contract"], "contract_checks": ["answer_present", "expected_tool",
                                                               "expected_tool_argument"]},
@@ -104,7 +105,7 @@ def main() -> None:
         timed("progress partial", lambda: client.get(reverse("judges:run_progress", args=[run.pk])), repeat=5)
         timed("run list", lambda: client.get(reverse("judges:run_list")), repeat=5)
 
-        behavioral = services.judge_config_save(
+        behavioral = config_services.judge_config_save(
             rubric=rubric, by=lead,
             spec={"layers": ["behavioral"], "provider": "openai", "model": "gpt-4o-mini-2024-07-18",
                   "params": {"temperature": 0, "max_tokens": 300}},

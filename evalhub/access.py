@@ -63,3 +63,10 @@ def _api_error(status: int, message: str) -> JsonResponse:
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="evalhub"'
     return response
+
+
+def method_not_allowed(allowed: str) -> JsonResponse:
+    """The API's JSON 405, naming the one method the endpoint takes."""
+    response = JsonResponse({"error": f"Use {allowed}."}, status=405)
+    response["Allow"] = allowed
+    return response

@@ -6,4 +6,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
 
 app = Celery("evalhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# The judges app keeps its tasks with the runs they work on (judges/runs/tasks.py).
+app.autodiscover_tasks(["judges.runs"])

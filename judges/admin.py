@@ -1,6 +1,6 @@
 """Judges in the admin: mostly read-only views of configs, runs and judgments, and the price table.
 
-Configs are immutable and runs change only through judges.services, so the admin shows them without
+Configs are immutable and runs change only through judges.runs.services, so the admin shows them without
 letting anyone edit them; prices are a plain table leads also edit on /prices/.
 """
 

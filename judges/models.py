@@ -152,7 +152,7 @@ class Judgment(models.Model):
     cached = models.BooleanField(default=False)
     contested = models.BooleanField(default=False)
     secondary_outcome = models.CharField(max_length=16, blank=True)
-    # A probe's judgment: the exact case variant judged (judges.probes.make_variant), stored here and
+    # A probe's judgment: the exact case variant judged (judges.probes.variants.make_variant), stored here and
     # never in the dataset, so a probe changes no case and makes no run stale.
     variant = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -1,34 +1,40 @@
 from django.urls import path
 
-from judges import api, probe_views, promotion_views, report_views, views
+from judges.calibration import api as calibration_api
+from judges.calibration import views as calibration_views
+from judges.configs import views as config_views
+from judges.probes import views as probe_views
+from judges.promotion import api as promotion_api
+from judges.promotion import views as promotion_views
+from judges.runs import views as run_views
 
 app_name = "judges"
 
 urlpatterns = [
     # Judge configs (issue 5)
-    path("judges/", views.judge_index, name="judge_index"),
-    path("rubrics/<slug:slug>/judges/", views.config_list, name="config_list"),
-    path("rubrics/<slug:slug>/judges/new/", views.config_create, name="config_create"),
-    path("judges/<int:config_id>/", views.config_detail, name="config_detail"),
-    path("judges/<int:config_id>/run/", views.run_create, name="run_create"),
-    path("prices/", views.price_list, name="price_list"),
-    path("prices/<int:price_id>/edit/", views.price_edit, name="price_edit"),
+    path("judges/", config_views.judge_index, name="judge_index"),
+    path("rubrics/<slug:slug>/judges/", config_views.config_list, name="config_list"),
+    path("rubrics/<slug:slug>/judges/new/", config_views.config_create, name="config_create"),
+    path("judges/<int:config_id>/", config_views.config_detail, name="config_detail"),
+    path("judges/<int:config_id>/run/", run_views.run_create, name="run_create"),
+    path("prices/", config_views.price_list, name="price_list"),
+    path("prices/<int:price_id>/edit/", config_views.price_edit, name="price_edit"),
     # Runs (issue 5)
-    path("runs/", views.run_list, name="run_list"),
-    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
-    path("runs/<int:run_id>/progress/", views.run_progress, name="run_progress"),
-    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
-    path("runs/<int:run_id>/retry/", views.run_retry, name="run_retry"),
-    path("runs/<int:run_id>/judgments.<str:fmt>", views.run_export, name="run_export"),
+    path("runs/", run_views.run_list, name="run_list"),
+    path("runs/<int:run_id>/", run_views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/progress/", run_views.run_progress, name="run_progress"),
+    path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/retry/", run_views.run_retry, name="run_retry"),
+    path("runs/<int:run_id>/judgments.<str:fmt>", run_views.run_export, name="run_export"),
     # Calibration report (issue 6)
-    path("runs/<int:run_id>/report/", report_views.run_report, name="run_report"),
+    path("runs/<int:run_id>/report/", calibration_views.run_report, name="run_report"),
     # Second opinions (issue 8): contested cases back to the reviewers
-    path("runs/<int:run_id>/report/send-contested/", report_views.run_send_contested, name="run_send_contested"),
+    path("runs/<int:run_id>/report/send-contested/", calibration_views.run_send_contested, name="run_send_contested"),
     # Bias probes (issue 9): started from a run's report, followed in its panel
     path("runs/<int:run_id>/probes/", probe_views.probes_panel, name="probes_panel"),
     path("runs/<int:run_id>/probes/start/", probe_views.probes_create, name="probes_start"),
-    path("runs/compare/", report_views.run_compare, name="run_compare"),
-    path("api/runs/<int:run_id>/report", api.run_report, name="api_run_report"),
+    path("runs/compare/", calibration_views.run_compare, name="run_compare"),
+    path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
     # Promotion, the gate config and CI results (issue 7)
     path("promotion/", promotion_views.overview, name="promotion_overview"),
     path("promotion/audit/", promotion_views.audit_log, name="audit_log"),
@@ -36,6 +42,6 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/promote/", promotion_views.rubric_promote, name="promotion_promote"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
-    path("api/gates", api.gates, name="api_gates"),
-    path("api/ci-results", api.ci_results_create, name="api_ci_results"),
+    path("api/gates", promotion_api.gates, name="api_gates"),
+    path("api/ci-results", promotion_api.ci_results_create, name="api_ci_results"),
 ]

@@ -2,7 +2,7 @@
 
 from django import template
 
-from judges.calibration import pct as _pct
+from judges.calibration.selectors import pct as _pct
 
 register = template.Library()
 

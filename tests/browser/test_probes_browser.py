@@ -7,7 +7,8 @@ Screenshots go to /tmp/shots/ (probes_panel.png, probes_moved.png).
 
 import pytest
 
-from judges import services
+from judges.configs import services as config_services
+from judges.runs import services
 from labeling.models import Case, Label, case_split, labeled_content_hash
 from tests.browser.helpers import SHOTS, log_in
 from tests.conftest import PASSWORD, make_user
@@ -35,7 +36,7 @@ def test_a_lead_probes_a_run_and_opens_a_moved_case(live_server, page, settings,
             content_hash=labeled_content_hash(input=f"Can I return order {i}?", output=output, trace={}),
         )
         Label.objects.create(case=case, rubric=rubric, reviewer=rita, verdict=human, content_hash=case.content_hash)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=4, spend_cap_usd=None, by=lead)
 
     log_in(page, live_server, lead.username, PASSWORD)

@@ -18,7 +18,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from judges import services
+from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run
 from tests.browser.helpers import log_in, shot
 from tests.conftest import PASSWORD
@@ -66,7 +66,7 @@ def worker(live_server, tmp_path, fake_provider):
 def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page, dataset, rubric, lead,
                                                         fake_provider):
     make_cases(dataset, CASES)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="Orders ship in 2 days."), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="Orders ship in 2 days."), by=lead)
     ModelPrice.objects.create(model=MODEL, input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.60"),
                               updated_by=lead)
     # Slow enough to watch: 60 calls of 150 ms, two at a time; answers shorter than 28 characters fail.

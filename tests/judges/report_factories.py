@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from judges import services
+from judges.configs import services as config_services
 from judges.models import Judgment, Run
 from labeling.models import Case, Label, case_split, labeled_content_hash
 
@@ -39,7 +39,7 @@ def make_config(rubric, lead, *, external: bool = False, note: str = ""):
     spec = dict(CONTRACT_SPEC)
     if note:  # a different regex makes a different config_hash, hence a new version
         spec = {**spec, "contract_checks": ["answer_present", "must_match"], "must_match": [note]}
-    return services.judge_config_save(rubric=rubric, spec=spec, by=lead, external=external)
+    return config_services.judge_config_save(rubric=rubric, spec=spec, by=lead, external=external)
 
 
 def make_run(config, dataset, lead, judgments: dict[Case, list[str]], *, status=Run.Status.FINISHED,

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from judges.models import RubricEvent
-from judges.promotion import rubric_demote, rubric_promote, rubric_thresholds_change
+from judges.promotion.services import rubric_demote, rubric_promote, rubric_thresholds_change
 from labeling.models import Rubric
 from tests.conftest import make_user
 from tests.judges.promotion_factories import REASON, evidence_run

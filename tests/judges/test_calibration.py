@@ -1,4 +1,4 @@
-"""judges.calibration: the run's frame from the database, its figures, stale reasons and promotion rules.
+"""judges.calibration.selectors: the run's frame from the database, its figures, stale reasons and promotion rules.
 
 The pure figures have their own oracle tests (test_metrics.py); here the point is that the rows
 reaching them are the right ones: human verdicts by adjudication and majority of counting labels,
@@ -13,7 +13,9 @@ import pytest
 from django.utils import timezone
 from statsmodels.stats.proportion import proportion_confint
 
-from judges.calibration import (
+from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, case_counts
+from judges.calibration.rules import Thresholds, promotable
+from judges.calibration.selectors import (
     NOT_FINISHED,
     rubric_thresholds,
     run_figures,
@@ -21,9 +23,7 @@ from judges.calibration import (
     run_rules,
     stale_reasons,
 )
-from judges.metrics import CASE_COLUMNS, COLUMNS, case_counts
 from judges.models import Judgment, Run
-from judges.rules import Thresholds, promotable
 from labeling.models import Adjudication, Case
 from tests.conftest import make_user
 from tests.judges.report_factories import label, make_cases, make_config, make_run

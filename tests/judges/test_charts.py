@@ -5,8 +5,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from judges.calibration import version_figures
-from judges.charts import BAND_PAD, BAND_WIDTH, PLOT, agreement_band, versions_chart
+from judges.calibration.charts import BAND_PAD, BAND_WIDTH, PLOT, agreement_band, versions_chart
+from judges.calibration.selectors import version_figures
 from judges.models import Run
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 

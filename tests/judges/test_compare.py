@@ -4,8 +4,8 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from judges.metrics import case_counts
-from judges.report_views import case_verdicts, verdict_changes
+from judges.calibration.metrics import case_counts
+from judges.calibration.views import case_verdicts, verdict_changes
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 

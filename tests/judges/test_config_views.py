@@ -5,10 +5,10 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from judges import services
+from judges.configs import services as config_services
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages
 from judges.models import JudgeConfig, Run
-from judges.services import engine_case
+from judges.runs.services import engine_case
 from tests.conftest import make_user
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 
@@ -36,7 +36,7 @@ def test_it_forbids_reviewers(reviewer_client, rubric, name, args):
 
 
 def test_it_forbids_reviewers_a_config_page(reviewer_client, rubric, lead):
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     assert reviewer_client.get(reverse("judges:config_detail", args=[config.pk])).status_code == 403
     assert reviewer_client.post(reverse("judges:config_create", args=[rubric.slug]), form_data()).status_code == 403
     assert JudgeConfig.objects.count() == 1
@@ -55,7 +55,7 @@ def test_it_saves_the_form_as_the_first_version_with_the_rubrics_criteria(lead_c
 
 
 def test_it_keeps_the_template_hash_when_the_browser_sends_crlf(lead_client, rubric, lead):
-    first = services.judge_config_save(rubric=rubric, spec=behavioral_spec(params={"temperature": 0, "max_tokens": 400},
+    first = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(params={"temperature": 0, "max_tokens": 400},
                                                                           timeout_s=30, max_attempts=3,
                                                                           policy="Returns within 30 days."), by=lead)
     crlf = form_data(prompt_template=DEFAULT_PROMPT_TEMPLATE.replace("\n", "\r\n"),
@@ -74,8 +74,8 @@ def test_it_makes_no_new_version_when_nothing_changed_and_says_so(lead_client, r
 
 
 def test_it_prefills_the_editor_from_the_newest_version(lead_client, rubric, lead):
-    services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="old policy"), by=lead)
-    services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="the newest policy"), by=lead)
+    config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="old policy"), by=lead)
+    config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="the newest policy"), by=lead)
 
     page = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).content.decode()
 
@@ -122,13 +122,13 @@ def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
 
 
 def test_it_does_not_warn_about_a_pinned_snapshot(lead_client, rubric, lead):
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     assert "is an alias" not in lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
 
 
 def test_it_never_changes_a_version_that_has_run(lead_client, rubric, dataset, lead):
     make_cases(dataset, 2)
-    v1 = services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="v1 policy"), by=lead)
+    v1 = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="v1 policy"), by=lead)
     Run.objects.create(config=v1, dataset=dataset, created_by=lead, total=2)
     spec_before, hash_before = v1.spec, v1.config_hash
 
@@ -143,8 +143,8 @@ def test_it_never_changes_a_version_that_has_run(lead_client, rubric, dataset, l
 
 
 def test_it_lists_versions_with_hash_model_layers_and_runs(lead_client, rubric, dataset, lead):
-    v1 = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead, note="contract only")
-    v2 = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    v1 = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead, note="contract only")
+    v2 = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     Run.objects.create(config=v1, dataset=dataset, created_by=lead)
     Run.objects.create(config=v1, dataset=dataset, created_by=lead)
 
@@ -163,7 +163,7 @@ def test_it_lists_versions_with_hash_model_layers_and_runs(lead_client, rubric, 
 
 def test_it_diffs_the_versions_chosen_as_a_partial(lead_client, rubric, lead):
     for policy in ("one", "two", "three"):
-        services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=policy), by=lead)
+        config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=policy), by=lead)
 
     response = lead_client.get(reverse("judges:config_list", args=[rubric.slug]), {"a": 1, "b": 3},
                                headers={"HX-Request": "true"})
@@ -176,7 +176,7 @@ def test_it_diffs_the_versions_chosen_as_a_partial(lead_client, rubric, lead):
 @pytest.mark.parametrize("versions", [1, 4, 12])
 def test_it_lists_versions_in_constant_queries(lead_client, rubric, lead, django_assert_num_queries, versions):
     for i in range(versions):
-        services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=f"p{i}"), by=lead)
+        config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=f"p{i}"), by=lead)
     # session, user, rubric, the versions with their run counts and authors, and the versions chart's
     # configs with their newest finished run (no run here: no judgments to read; see test_charts.py)
     with django_assert_num_queries(5):
@@ -185,7 +185,7 @@ def test_it_lists_versions_in_constant_queries(lead_client, rubric, lead, django
 
 def test_it_previews_the_exact_prompt_the_engine_sends_for_a_chosen_case(lead_client, rubric, dataset, lead):
     cases = make_cases(dataset, 3)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="No refunds <b>ever</b>."), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="No refunds <b>ever</b>."), by=lead)
     system, user = build_messages(engine_case(cases[1]), template=config.spec["prompt_template"],
                                   criteria=rubric.criteria, policy="No refunds <b>ever</b>.", output_kind="verdict")
 
@@ -213,21 +213,21 @@ def test_it_previews_unsaved_editor_fields_without_saving(lead_client, rubric, d
 
 def test_it_says_which_case_is_missing_in_a_preview(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     page = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
                            {"preview_dataset": dataset.slug, "preview_case": "nope"}).content.decode()
     assert "has no case &#x27;nope&#x27;" in page
 
 
 def test_it_shows_a_contract_only_config_without_a_prompt(lead_client, rubric, lead):
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     page = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
     assert "this config sends no prompt and calls no model" in page
     assert config.config_hash in page
 
 
 def test_it_shows_the_judges_index_to_leads(lead_client, rubric, lead):
-    services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     make_user("other-lead", role="lead")
     response = lead_client.get(reverse("judges:judge_index"))
     row = response.context["rubrics"][0]

@@ -20,9 +20,10 @@ import httpx
 import pytest
 
 from evalhub.models import ApiToken, Role, Scope
-from judges import services
-from judges.calibration import run_figures
+from judges.calibration.selectors import run_figures
+from judges.configs import services as config_services
 from judges.models import CiResult, RubricEvent, Run
+from judges.runs import services
 from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
 from tests.conftest import PASSWORD, make_user
 
@@ -66,7 +67,7 @@ def world(eager, fake_provider):
         for i, case in enumerate(cases)
     ])
     fake_provider.control(rule={"kind": "answer_contains", "text": "30 days"})
-    config = services.judge_config_save(rubric=rubric, by=lead, spec={
+    config = config_services.judge_config_save(rubric=rubric, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai-compatible", "model": "gpt-4o-mini-2024-07-18",
         "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "params": {"temperature": 0},
         "timeout_s": 5, "max_attempts": 1,

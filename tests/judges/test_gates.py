@@ -9,12 +9,12 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
-from judges import services
+from judges.configs import services as config_services
 from judges.engine import JudgeConfig
 from judges.gate_cli import parse_gate_config
-from judges.gates import gate_config
 from judges.models import ModelPrice
-from judges.promotion import rubric_demote, rubric_promote, rubric_thresholds_change
+from judges.promotion.gates import gate_config
+from judges.promotion.services import rubric_demote, rubric_promote, rubric_thresholds_change
 from labeling.models import Dataset, Rubric
 from tests.judges.promotion_factories import REASON, evidence_run
 
@@ -30,7 +30,7 @@ def behavioral_config(rubric, lead, *, policy="Returns: 30 days.", secondary_mod
         "secondary": {"role": "fallback", "provider": "anthropic", "model": secondary_model,
                       "base_url_env": "FAKE_ANTHROPIC_URL", "api_key_env": "FAKE_API_KEY"},
     }
-    return services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    return config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
 
 
 @pytest.fixture

@@ -8,8 +8,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from judges import services
+from judges.configs import services as config_services
 from judges.models import JudgeConfig, Judgment, Run
+from judges.runs import services
 from tests.judges.helpers import CONTRACT_SPEC, behavioral_spec, make_cases
 
 
@@ -37,7 +38,7 @@ def import_file(path, dataset, rubric, **options) -> tuple[int, str]:
 
 def test_it_imports_judgments_as_a_finished_run_of_an_external_config(tmp_path, dataset, rubric, lead):
     make_cases(dataset, 3)
-    services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)  # v1: versions are shared
+    config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)  # v1: versions are shared
     path = write(tmp_path, "other-tool.jsonl", jsonl(
         {"external_id": "c000", "repeat": 1, "verdict": "pass", "scores": {"correctness": 5}, "reason": "fine",
          "judge": "promptfoo-gpt-4o-2024-08-06"},
@@ -158,7 +159,7 @@ def test_an_export_imports_again_unchanged(
 ):
     make_cases(dataset, 6)
     # Scores, reasons with the fake's markers, a fallback-free primary: the richest rows a run writes.
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(output_kind="scores"), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(output_kind="scores"), by=lead)
     fake_provider.control(rule={"kind": "answer_min_length", "chars": 1})
     with django_capture_on_commit_callbacks(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
@@ -183,7 +184,7 @@ def test_it_exports_a_contract_run_naming_the_judge_contract(
     eager, tmp_path, dataset, rubric, lead, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 2)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     with django_capture_on_commit_callbacks(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None,
                                  by=lead)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from statsmodels.stats.proportion import proportion_confint
 
-from judges.metrics import (
+from judges.calibration.metrics import (
     CASE_COLUMNS,
     COLUMNS,
     OVERFIT_WARNING,

@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from judges import services
+from judges.configs import services as config_services
 from judges.models import ModelPrice
 from tests.conftest import make_user
 from tests.judges.helpers import MODEL, behavioral_spec
@@ -44,7 +44,7 @@ def test_it_refuses_a_second_price_for_the_same_model(lead_client, lead):
 def test_it_lists_prices_and_the_models_configs_name_without_one(lead_client, rubric, lead):
     ModelPrice.objects.create(model="claude-haiku-4-5-20251001", input_per_mtok=1, output_per_mtok=5,
                               updated_by=lead)
-    services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
 
     response = lead_client.get(reverse("judges:price_list"))
 

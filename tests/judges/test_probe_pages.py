@@ -6,10 +6,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from judges import services
-from judges.charts import rubric_versions_chart
+from judges.calibration.charts import rubric_versions_chart
+from judges.configs import services as config_services
 from judges.models import Run
-from judges.probes import INJECTED_INSTRUCTION, PADDING_BEFORE
+from judges.probes.variants import INJECTED_INSTRUCTION, PADDING_BEFORE
 from labeling.models import Case
 from tests.judges.helpers import behavioral_spec
 from tests.judges.probe_factories import make_probe
@@ -165,7 +165,7 @@ def test_it_warns_when_the_judge_and_the_agent_share_a_model_family(lead_client,
                            strict=True):
         Case.objects.filter(pk=case.pk).update(metadata={"agent_model": agent})
         label(case, rubric, reviewer, "pass")
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)  # gpt-4o-mini: openai
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)  # gpt-4o-mini: openai
     run = make_run(config, dataset, lead, {case: ["pass"] for case in cases})
     warning = panel(report(lead_client, run))
     assert 'data-testid="self-preference">Self-preference' in warning

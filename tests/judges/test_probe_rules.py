@@ -5,16 +5,16 @@ import pytest
 from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
-from judges.calibration import run_figures, run_rules, shown_rules
+from judges.calibration.selectors import run_figures, run_rules, shown_rules
 from judges.models import RubricEvent, Run
-from judges.promotion import (
+from judges.promotion.selectors import candidate_runs, evidence_rules, promotion_rows
+from judges.promotion.services import (
     PromotionError,
     PromotionRefused,
     rubric_promote,
     rubric_thresholds_change,
     threshold_errors,
 )
-from judges.promotion_selectors import candidate_runs, evidence_rules, promotion_rows
 from tests.judges.probe_factories import make_probe
 from tests.judges.promotion_factories import REASON, evidence_run
 

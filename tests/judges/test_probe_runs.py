@@ -6,13 +6,14 @@ never from a list of replies; each test works out which cases must move from the
 
 import pytest
 
-from judges import services
-from judges.calibration import run_figures, stale_reasons
+from judges.calibration.selectors import run_figures, stale_reasons
+from judges.configs import services as config_services
 from judges.models import Judgment, Run
-from judges.probe_selectors import probe_figures
-from judges.probe_services import probes_start
-from judges.probes import make_variant
-from judges.services import RunError, engine_case
+from judges.probes.selectors import probe_figures
+from judges.probes.services import probes_start
+from judges.probes.variants import make_variant
+from judges.runs import services
+from judges.runs.services import RunError, engine_case
 from labeling.models import Case, Label, case_split, labeled_content_hash
 from tests.judges.helpers import behavioral_spec
 
@@ -57,7 +58,7 @@ def world(db, dataset, rubric, reviewer, lead):
 
 def start_run(capture, fake_provider, rule, *, rubric, dataset, lead) -> Run:
     fake_provider.control(rule=rule)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     with capture(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=3, spend_cap_usd=None, by=lead)
     run.refresh_from_db()

@@ -1,12 +1,11 @@
-"""Bias probes, the pure side (judges.probes): variants, what moved, self-preference; and the fake
+"""Bias probes, the pure side (judges.probes.variants): variants, what moved, self-preference; and the fake
 provider's `input_contains` rule that lets a test script a judge swayed by the customer."""
 
 import pandas as pd
 import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, parse_sections
-from judges.testing.fake_provider import evaluate_rule, validate_rule
-from judges.probes import (
+from judges.probes.variants import (
     FLATTERY,
     INJECTED_INSTRUCTION,
     PADDING_AFTER,
@@ -19,6 +18,7 @@ from judges.probes import (
     probes_figures,
     self_preference_warning,
 )
+from judges.testing.fake_provider import evaluate_rule, validate_rule
 
 CASE = {
     "external_id": "c1", "input": "Can I return shoes I wore once?",

@@ -5,16 +5,16 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from judges.calibration import run_rules
+from judges.calibration.selectors import run_rules
 from judges.models import RubricEvent, Run
-from judges.promotion import (
+from judges.promotion.selectors import evidence_for, evidence_rules, promotion_rows
+from judges.promotion.services import (
     PromotionError,
     PromotionRefused,
     rubric_demote,
     rubric_promote,
     rubric_thresholds_change,
 )
-from judges.promotion_selectors import evidence_for, evidence_rules, promotion_rows
 from labeling.models import Rubric
 from tests.conftest import make_user
 from tests.judges.promotion_factories import REASON, evidence_run

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from judges.models import RubricEvent
-from judges.promotion import rubric_promote
+from judges.promotion.services import rubric_promote
 from labeling.models import Dataset, Rubric
 from tests.judges.promotion_factories import REASON, evidence_run
 
@@ -172,7 +172,7 @@ def test_the_audit_log_query_count_does_not_grow_with_entries(lead_client, lead,
 def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_client, lead, rubric, dataset, reviewer,
                                                                 n, django_assert_num_queries):
     from judges.models import CiResult
-    from judges.promotion import rubric_demote
+    from judges.promotion.services import rubric_demote
 
     run = evidence_run(rubric, dataset, lead, reviewer)
     for _ in range(n):

@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
-from judges.calibration import run_figures
+from judges.calibration.selectors import run_figures
 from judges.models import Run
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from evalhub.models import Role
-from judges.calibration import evidence_key
+from judges.calibration.selectors import evidence_key
 from judges.models import Judgment, Run
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 from tests.conftest import make_user

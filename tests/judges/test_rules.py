@@ -5,8 +5,8 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from judges.metrics import COLUMNS, calibration_figures
-from judges.rules import RuleResult, Thresholds, evaluate_rules, promotable
+from judges.calibration.metrics import COLUMNS, calibration_figures
+from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, promotable
 
 RULE_KEYS = [
     "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",

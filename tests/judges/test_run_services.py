@@ -10,8 +10,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from judges import services
+from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run, RunChunk
+from judges.runs import services
 from labeling.models import Case, case_split, labeled_content_hash
 
 CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present", "expected_tool"]}
@@ -57,7 +58,7 @@ def test_it_runs_a_contract_config_to_one_judgment_per_case_and_repeat(
     eager, dataset, rubric, lead, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 10)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = start(django_capture_on_commit_callbacks, config=config, dataset=dataset, by=lead)
 
     assert run.status == Run.Status.FINISHED
@@ -73,7 +74,7 @@ def test_it_calls_no_provider_when_an_unchanged_config_runs_again(
     eager, dataset, rubric, lead, fake_provider, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 6)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     first = start(django_capture_on_commit_callbacks, config=config, dataset=dataset, by=lead)
     calls_after_first = fake_provider.stats()["total"]
     second = start(django_capture_on_commit_callbacks, config=config, dataset=dataset, by=lead)
@@ -90,7 +91,7 @@ def test_it_reruns_only_the_not_evaluated_judgments(
     eager, dataset, rubric, lead, fake_provider, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 5)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     fake_provider.control(fault="500", fault_count=3)
     run = start(django_capture_on_commit_callbacks, config=config, dataset=dataset, by=lead, concurrency=1)
     assert (run.done, run.not_evaluated) == (10, 3)
@@ -111,7 +112,7 @@ def test_it_records_a_judgment_only_once(eager, dataset, rubric, lead, django_ca
     from judges.engine import Judgment as EngineJudgment
 
     (case,) = make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, repeats=1, created_by=lead, total=1)
     result = EngineJudgment(external_id=case.external_id, repeat=1, outcome="pass", input_tokens=7)
 
@@ -124,7 +125,7 @@ def test_it_records_a_judgment_only_once(eager, dataset, rubric, lead, django_ca
 def test_it_claims_one_chunk_at_a_time_and_takes_back_an_expired_lease(dataset, rubric, lead, settings):
     settings.EVALHUB_CHUNK_CASES = 2
     make_cases(dataset, 4)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None, by=lead)
 
     chunk = services.chunk_claim(run_id=run.pk)
@@ -140,7 +141,7 @@ def test_it_claims_one_chunk_at_a_time_and_takes_back_an_expired_lease(dataset, 
 
 def test_it_claims_nothing_once_cancelled(dataset, rubric, lead):
     make_cases(dataset, 3)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None, by=lead)
     services.run_cancel(run=run)
     run.refresh_from_db()
@@ -158,7 +159,7 @@ def test_it_stops_calling_at_the_spend_cap(
         updated_by=lead,
     )
     # Each call reserves about $0.10 (100 output tokens at $1000 a million) and costs about $0.03.
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(params={"max_tokens": 100}), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(params={"max_tokens": 100}), by=lead)
     run = start(
         django_capture_on_commit_callbacks, config=config, dataset=dataset, by=lead, repeats=1, concurrency=1,
         spend_cap_usd=Decimal("0.20"),
@@ -171,9 +172,9 @@ def test_it_stops_calling_at_the_spend_cap(
 
 
 def test_it_saves_a_new_version_only_when_the_config_changes(rubric, lead):
-    first = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
-    same = services.judge_config_save(rubric=rubric, spec=dict(CONTRACT_SPEC), by=lead)
-    changed = services.judge_config_save(
+    first = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    same = config_services.judge_config_save(rubric=rubric, spec=dict(CONTRACT_SPEC), by=lead)
+    changed = config_services.judge_config_save(
         rubric=rubric, spec={**CONTRACT_SPEC, "contract_checks": ["answer_present"]}, by=lead
     )
     first.refresh_from_db()
@@ -185,4 +186,4 @@ def test_it_saves_a_new_version_only_when_the_config_changes(rubric, lead):
 
 def test_it_refuses_a_spec_the_engine_refuses(rubric, lead):
     with pytest.raises(ValueError, match="provider"):
-        services.judge_config_save(rubric=rubric, spec={"layers": ["behavioral"]}, by=lead)
+        config_services.judge_config_save(rubric=rubric, spec={"layers": ["behavioral"]}, by=lead)

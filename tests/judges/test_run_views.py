@@ -13,10 +13,11 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from judges import services
+from judges.configs import services as config_services
 from judges.engine import build_messages
 from judges.models import Judgment, ModelPrice, Run
-from judges.services import engine_case
+from judges.runs import services
+from judges.runs.services import engine_case
 from labeling.models import Dataset
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 
@@ -46,7 +47,7 @@ def start_run(client, config, capture, **fields) -> Run:
 
 def test_it_estimates_nothing_for_a_contract_only_config(lead_client, rubric, dataset, lead):
     make_cases(dataset, 5)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
 
     response = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 3})
 
@@ -57,7 +58,7 @@ def test_it_estimates_nothing_for_a_contract_only_config(lead_client, rubric, da
 
 def test_it_estimates_cases_times_repeats_times_tokens_times_price(lead_client, rubric, dataset, lead):
     cases = make_cases(dataset, 25)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     ModelPrice.objects.create(model=MODEL, input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.6"),
                               updated_by=lead)
     # The estimate reads the first 20 cases' prompts (chars / 4) and counts max_tokens (100) out.
@@ -77,7 +78,7 @@ def test_it_estimates_cases_times_repeats_times_tokens_times_price(lead_client, 
 
 def test_it_says_when_the_model_has_no_price(lead_client, rubric, dataset, lead):
     make_cases(dataset, 2)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
 
     response = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 1},
                                headers={"HX-Request": "true"})
@@ -92,7 +93,7 @@ def test_it_counts_cached_judgments_as_free_in_the_estimate(
     eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 4)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     ModelPrice.objects.create(model=MODEL, input_per_mtok=1, output_per_mtok=1, updated_by=lead)
     start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
 
@@ -105,7 +106,7 @@ def test_it_counts_cached_judgments_as_free_in_the_estimate(
 
 def test_it_refuses_a_dataset_without_cases_on_the_form(lead_client, rubric, dataset, lead):
     Dataset.objects.create(slug="empty", name="Empty")
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
 
     response = lead_client.post(start_url(config), {"dataset": "empty", "repeats": 1, "concurrency": 1})
 
@@ -125,7 +126,7 @@ def test_it_does_not_run_an_external_config(lead_client, rubric, dataset, lead):
 
 def test_it_forbids_reviewers_to_start_runs(reviewer_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     response = reviewer_client.post(start_url(config), {"dataset": dataset.slug, "repeats": 1, "concurrency": 1})
     assert response.status_code == 403 and not Run.objects.exists()
 
@@ -137,7 +138,7 @@ def test_it_starts_a_run_that_works_in_the_background_to_the_end(
     eager, lead_client, rubric, dataset, lead, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 9)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
 
     run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2, concurrency=2)
 
@@ -150,7 +151,7 @@ def test_it_starts_a_run_that_works_in_the_background_to_the_end(
 
 def test_it_polls_progress_until_the_run_ends_then_answers_286(rubric, dataset, lead, lead_client):
     make_cases(dataset, 3)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=6, done=2, cache_hits=1,
                              provider_calls=4, status=Run.Status.RUNNING, started_at=timezone.now())
     url = reverse("judges:run_progress", args=[run.pk])
@@ -170,7 +171,7 @@ def test_it_polls_progress_until_the_run_ends_then_answers_286(rubric, dataset, 
 
 def test_it_warns_when_no_worker_picks_a_queued_run_up(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     fresh = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
     stuck = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1,
                                created_at=timezone.now() - timedelta(seconds=20))
@@ -189,7 +190,7 @@ def test_it_warns_when_no_worker_picks_a_queued_run_up(lead_client, rubric, data
 
 def test_it_cancels_a_run(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
     url = reverse("judges:run_cancel", args=[run.pk])
 
@@ -202,7 +203,7 @@ def test_it_cancels_a_run(lead_client, rubric, dataset, lead):
 
 def test_it_forbids_reviewers_to_cancel(reviewer_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
     assert reviewer_client.post(reverse("judges:run_cancel", args=[run.pk])).status_code == 403
     assert reviewer_client.get(reverse("judges:run_detail", args=[run.pk])).status_code == 403
@@ -214,7 +215,7 @@ def test_it_reruns_only_the_not_evaluated_judgments(
     eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 5)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     fake_provider.control(fault="500", fault_count=3)  # three calls fail; max_attempts is 1
     run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
     run.refresh_from_db()
@@ -237,7 +238,7 @@ def test_it_reruns_only_the_not_evaluated_judgments(
 
 def test_it_refuses_to_rerun_a_running_run(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1, status=Run.Status.RUNNING)
     response = lead_client.post(reverse("judges:run_retry", args=[run.pk]), follow=True)
     assert "Only a finished or cancelled run" in response.content.decode()
@@ -247,7 +248,7 @@ def test_it_calls_the_provider_zero_times_when_an_unchanged_config_runs_again(
     eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 6)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     first = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
     calls = fake_provider.stats()["total"]
     assert calls == 12
@@ -270,7 +271,7 @@ def test_it_calls_the_provider_zero_times_when_an_unchanged_config_runs_again(
 def finished_run(eager, rubric, dataset, lead, django_capture_on_commit_callbacks) -> Run:
     """30 cases × 2 repeats through the contract; every third case has no answer and fails."""
     make_cases(dataset, 30)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     with django_capture_on_commit_callbacks(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
                                  by=lead)
@@ -317,7 +318,7 @@ def test_it_filters_judgments_by_error(
     eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
 ):
     make_cases(dataset, 4)
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     fake_provider.control(fault="500", fault_count=2)
     run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=1)
 
@@ -328,7 +329,7 @@ def test_it_filters_judgments_by_error(
 
 
 def _many_runs(rubric, dataset, lead, count: int) -> None:
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     Run.objects.bulk_create(Run(config=config, dataset=dataset, created_by=lead) for _ in range(count))
 
 
@@ -337,7 +338,7 @@ def test_it_shows_a_run_page_in_constant_queries(
     eager, lead_client, rubric, dataset, lead, django_assert_num_queries, django_capture_on_commit_callbacks, cases
 ):
     make_cases(dataset, cases)
-    config = services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     with django_capture_on_commit_callbacks(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
                                  by=lead)

@@ -4,9 +4,9 @@ asked, field by field; the same-family refusal and the other engine checks show 
 import pytest
 from django.urls import reverse
 
-from judges import services
+from judges.configs import services as config_services
+from judges.configs.forms import JudgeConfigForm
 from judges.engine import JudgeConfig as EngineConfig
-from judges.forms import JudgeConfigForm
 from judges.models import JudgeConfig
 from tests.judges.helpers import MODEL, behavioral_spec
 from tests.judges.test_config_views import form_data
@@ -108,7 +108,7 @@ def test_the_editor_prefills_a_second_opinion_so_that_saving_it_unchanged_makes_
 ):
     secondary = {"role": "second_opinion", "provider": "anthropic", "model": SECOND,
                  "base_url_env": "FAKE_ANTHROPIC_URL", "api_key_env": "FAKE_API_KEY", "when": when}
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(secondary=secondary), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(secondary=secondary), by=lead)
     form = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).context["form"]
     assert (form.initial["secondary_role"], form.initial["when_mode"]) == ("second_opinion", when["mode"])
     # The page's values posted back, as a browser would send them.

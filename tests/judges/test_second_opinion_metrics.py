@@ -5,7 +5,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judges.metrics import COLUMNS, calibration_figures
+from judges.calibration.metrics import COLUMNS, calibration_figures
 
 
 def frame(rows) -> pd.DataFrame:

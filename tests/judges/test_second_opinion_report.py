@@ -15,11 +15,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from judges import services
-from judges.calibration import run_figures
+from judges.calibration.selectors import run_figures
+from judges.configs import services as config_services
 from judges.engine.runner import _sample_share
-from judges.testing.fake_provider import STAND_IN
 from judges.models import Judgment, Run
+from judges.runs import services
+from judges.testing.fake_provider import STAND_IN
 from labeling.models import CaseTally, LabelRequest
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 from tests.judges.report_factories import label, make_config, make_run
@@ -57,7 +58,7 @@ def contested_run(eager, disagreeing, dataset, rubric, reviewer, lead, django_ca
     cases = make_cases(dataset, 6)
     for case in cases:
         label(case, rubric, reviewer, "fail" if case.external_id == "c002" else "pass")
-    config = services.judge_config_save(rubric=rubric, spec=behavioral_spec(secondary=SECOND_OPINION), by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(secondary=SECOND_OPINION), by=lead)
     return start(django_capture_on_commit_callbacks, config, dataset, lead)
 
 
@@ -103,7 +104,7 @@ def test_a_sampled_second_opinion_asks_on_the_same_cases_every_run_and_the_cache
     sampled = {c.external_id for c in cases if _sample_share(c.external_id) < 0.5}
     assert 0 < len(sampled) < 16
     spec = behavioral_spec(secondary={**SECOND_OPINION, "when": {"mode": "sample", "share": 0.5}})
-    config = services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
 
     first = start(django_capture_on_commit_callbacks, config, dataset, lead)
     assert fake_provider.stats()["by_model"] == {MODEL: 32, SECOND: 2 * len(sampled)}

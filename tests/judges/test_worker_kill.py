@@ -13,8 +13,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from judges import services
+from judges.configs import services as config_services
 from judges.models import Judgment, Run
+from judges.runs import services
 from labeling.models import Case, case_split, labeled_content_hash
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -76,7 +77,7 @@ def test_it_finishes_a_run_exactly_once_after_its_worker_is_killed(
         for i in range(CASES)
     )
     fake_provider.control(latency_ms=150)
-    config = services.judge_config_save(
+    config = config_services.judge_config_save(
         rubric=rubric, by=lead,
         spec={"layers": ["behavioral"], "provider": "openai", "model": "gpt-4o-mini-2024-07-18",
               "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "timeout_s": 5},

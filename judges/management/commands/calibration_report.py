@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from judges.calibration import pct, run_figures, run_rules, shown_rules
+from judges.calibration.rules import promotable
+from judges.calibration.selectors import pct, run_figures, run_rules, shown_rules
 from judges.models import Run
-from judges.rules import promotable
 
 
 def _kappa(figures: dict) -> str:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from judges.exporting import judgments_export
 from judges.models import Run
+from judges.runs.exporting import judgments_export
 from labeling.importing import Format
 from labeling.management.commands._files import FORMAT_CHOICES, resolve_format, write_output
 

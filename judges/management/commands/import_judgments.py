@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
 from evalhub.models import Role
-from judges.importing import judgments_import
+from judges.runs.importing import judgments_import
 from labeling.importing import ImportRejected
 from labeling.management.commands._files import FORMAT_CHOICES, open_input, report_rejection, resolve_format
 from labeling.models import Dataset, Rubric

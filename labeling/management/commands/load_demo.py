@@ -15,7 +15,7 @@ class Command(BaseCommand):
         if created["users"]:
             self.stdout.write(f"Users lena (lead), rita, rob, ria (reviewers), ada (admin); password {DEMO_PASSWORD}")
         # The judges' part: a contract-only config of tool-use and a finished run of it (no provider key needed).
-        from judges.demo import load_demo_run
+        from judges.runs.demo import load_demo_run
 
         run = load_demo_run(dataset_slug=DATASET_SLUG)
         self.stdout.write(f"Demo judge run {run.pk} ({run.config.rubric.slug} v{run.config.version}, contract "

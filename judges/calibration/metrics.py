@@ -1,0 +1,272 @@
+"""Calibration figures of one run against one rubric's human verdicts (DESIGN "Calibration figures").
+
+Pure pandas, no ORM. Two frames describe a run:
+
+- judgments, one row per judgment (COLUMNS):
+    case_id, external_id, category, split, repeat, outcome, reason, error, contested, human
+  `outcome` is "pass" / "fail" / "not_evaluated"; `contested` is True where a second-opinion judge
+  disagreed (a frame without the column has none); `human` is the case's human verdict ("pass" / "fail" /
+  None).
+- cases, one row per case the run judged (CASE_COLUMNS): the case's columns and human verdict, and how
+  many of its judgments there are, said pass, said fail, and were contested (evaluated ones only).
+  `case_counts` reduces judgments to it; the database sums the same per case for a stored run
+  (judges.calibration.selectors), so 100,000 judgments arrive as 20,000 rows.
+
+Every figure is counted from the cases frame; only the list of not-evaluated judgments needs judgment
+rows, so a caller holding the cases frame passes just those. Only cases with a human verdict count, in
+every figure. Positive = the judge says pass.
+
+The counts are summed, vectorised, into a small table of integers per group (the whole run, each
+category, each split); every rate is then derived from those integers by one scalar function, so the
+overall figures and the per-group figures cannot drift apart. The result is a plain JSON-serialisable
+dict: Python ints/floats/None/str/lists only, never a numpy type or NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from typing import Any
+
+import pandas as pd
+
+COLUMNS = (
+    "case_id", "external_id", "category", "split", "repeat", "outcome", "reason", "error", "contested", "human",
+)
+CASE_COLUMNS = (
+    "case_id", "external_id", "category", "split", "human", "judgments", "passes", "fails", "contested",
+)
+VERDICTS = ("pass", "fail")
+WILSON_Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
+OVERFIT_GAP = (1, 10)  # dev agreement may beat holdout by at most 10 points, as an exact fraction
+OVERFIT_WARNING = "dev agreement beats holdout by more than 10 points (an overfit prompt)"
+
+# The integer counts every figure is derived from, one row per case, summed over a group's cases.
+# hp_jf: judgments where the human said pass and the judge fail (false fails); hf_jp: false passes.
+_COUNTS = ("n", "judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf", "contested", "flips", "repeatable")
+
+
+def wilson_interval(successes: int, n: int, z: float = WILSON_Z95) -> list[float] | None:
+    """Wilson score interval for successes / n; None when n is 0 (nothing to estimate)."""
+    successes, n = int(successes), int(n)
+    if n <= 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denominator = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
+    low, high = centre - half, centre + half
+    # Mathematically the bound is exactly 0 (none) or 1 (all); in floats it can miss by 1e-16, and a
+    # page must not show 100 % as 99.99999… Otherwise clamp only against noise.
+    return [0.0 if successes == 0 else max(0.0, low), 1.0 if successes == n else min(1.0, high)]
+
+
+def _kappa_from_table(table: pd.DataFrame) -> tuple[float | None, str | None]:
+    """Cohen's κ from a square contingency table (rows: rater A, columns: rater B, same labels).
+
+    Integer arithmetic until the one division: κ = (N·Σagree − Σ row·col) / (N² − Σ row·col), so the
+    "chance agreement is 1" test is exact rather than a float comparison.
+    """
+    counts = table.to_numpy()
+    total = int(counts.sum())
+    if total == 0:
+        return None, "no evaluated judgments"
+    agree = int(counts.trace())
+    chance = int((counts.sum(axis=1) * counts.sum(axis=0)).sum())
+    if chance == total * total:
+        # Both raters used one and the same label for everything: chance agreement is 1, κ is 0/0.
+        only = table.index[counts.sum(axis=1) > 0][0]
+        return None, f"one class only: humans and judge all said {only}"
+    return (total * agree - chance) / (total * total - chance), None
+
+
+def cohen_kappa(human: pd.Series, judge: pd.Series) -> float | None:
+    """Cohen's κ between two aligned series of labels (any labels); None when undefined."""
+    pairs = pd.DataFrame({"a": pd.Series(human).to_numpy(), "b": pd.Series(judge).to_numpy()}).dropna()
+    labels = sorted(set(pairs["a"]) | set(pairs["b"]))
+    table = pd.crosstab(pairs["a"], pairs["b"]).reindex(index=labels, columns=labels, fill_value=0)
+    return _kappa_from_table(table)[0]
+
+
+def case_counts(judgments: pd.DataFrame) -> pd.DataFrame:
+    """The cases frame (CASE_COLUMNS) of a judgments frame: one row per case, in order of appearance."""
+    frame = judgments.reindex(columns=list(COLUMNS))  # an empty `.values()` frame has no columns at all
+    evaluated = frame["outcome"].isin(VERDICTS)
+    counted = frame[["case_id", "external_id", "category", "split", "human"]].assign(
+        judgments=1,
+        passes=frame["outcome"].eq("pass").astype(int),
+        fails=frame["outcome"].eq("fail").astype(int),
+        # Only an evaluated judgment can be contested (the primary's verdict stands, flagged); eq(True)
+        # reads a missing column's NaN, None and False alike as "not contested".
+        contested=(frame["contested"].eq(True) & evaluated).astype(int),
+    )
+    cases = counted.groupby("case_id", sort=False, as_index=False).agg(
+        external_id=("external_id", "first"), category=("category", "first"), split=("split", "first"),
+        human=("human", "first"), judgments=("judgments", "sum"), passes=("passes", "sum"),
+        fails=("fails", "sum"), contested=("contested", "sum"),
+    )
+    human = cases["human"].astype(object)
+    cases["human"] = human.where(human.notna(), None)  # "first" gives NaN for a case without a verdict
+    return cases[list(CASE_COLUMNS)]
+
+
+def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
+    """The cases with a human verdict, with one integer column per count in _COUNTS."""
+    cases = cases.reindex(columns=list(CASE_COLUMNS))
+    df = cases[cases["human"].isin(VERDICTS)]
+    human_pass = df["human"].eq("pass")
+    passes, fails = df["passes"].astype(int), df["fails"].astype(int)
+    evaluated = passes + fails
+    return pd.DataFrame(
+        {
+            "external_id": df["external_id"].astype(str),
+            "category": df["category"].fillna("").astype(str),
+            "split": df["split"].fillna("").astype(str),
+            "n": 1,
+            "judgments": df["judgments"].astype(int),
+            "evaluated": evaluated,
+            "hp_jp": passes.where(human_pass, 0),
+            "hp_jf": fails.where(human_pass, 0),
+            "hf_jp": passes.where(~human_pass, 0),
+            "hf_jf": fails.where(~human_pass, 0),
+            "contested": df["contested"].astype(int),
+            # A flip: among its evaluated repeats the judge said pass at least once and fail at least once.
+            "flips": ((passes > 0) & (fails > 0)).astype(int),
+            "repeatable": (evaluated >= 2).astype(int),
+        },
+        index=df.index,
+    )
+
+
+def _not_evaluated(judgments: pd.DataFrame) -> list[dict[str, Any]]:
+    """Every not-evaluated judgment of a case with a human verdict, by external_id and repeat, with why:
+    the engine's error, or the judge's reason when there is no error."""
+    frame = judgments.reindex(columns=list(COLUMNS))
+    missing = frame[frame["human"].isin(VERDICTS) & ~frame["outcome"].isin(VERDICTS)]
+    missing = missing.assign(external_id=missing["external_id"].astype(str)).sort_values(["external_id", "repeat"])
+    error, reason = missing["error"].fillna("").astype(str), missing["reason"].fillna("").astype(str)
+    why = error.where(error.ne(""), reason)
+    return [
+        {"external_id": external_id, "repeat": int(repeat), "reason": text}
+        for external_id, repeat, text in zip(
+            missing["external_id"].tolist(), missing["repeat"].tolist(), why.tolist(), strict=True
+        )
+    ]
+
+
+def _counts_by(cases: pd.DataFrame, key: str) -> dict[Hashable, dict[str, int]]:
+    table = cases.groupby(key)[list(_COUNTS)].sum().sort_index()
+    return {name: {col: int(value) for col, value in counts.items()} for name, counts in table.iterrows()}
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def _scalar_figures(c: dict[str, int]) -> dict[str, Any]:
+    """Every scalar figure from one group's integer counts."""
+    matches = c["hp_jp"] + c["hf_jf"]
+    human_pass_evaluated = c["hp_jp"] + c["hp_jf"]
+    human_fail_evaluated = c["hf_jp"] + c["hf_jf"]
+    confusion = pd.DataFrame(
+        [[c["hp_jp"], c["hp_jf"]], [c["hf_jp"], c["hf_jf"]]], index=list(VERDICTS), columns=list(VERDICTS)
+    )
+    kappa, kappa_note = _kappa_from_table(confusion)
+    if c["repeatable"]:
+        flip_rate, flip_note = c["flips"] / c["repeatable"], None
+    else:
+        # K = 1 (or every case lost repeats): nothing can flip. 0 by definition; the note says why.
+        flip_rate, flip_note = 0.0, "no case has two or more evaluated repeats"
+    return {
+        "n": c["n"],
+        "judgments": c["judgments"],
+        "evaluated": c["evaluated"],
+        "agreement": _ratio(matches, c["evaluated"]),
+        "agreement_ci95": wilson_interval(matches, c["evaluated"]),
+        "kappa": kappa,
+        "kappa_note": kappa_note,
+        "false_pass": c["hf_jp"],
+        "false_pass_rate": _ratio(c["hf_jp"], human_fail_evaluated),
+        "false_fail": c["hp_jf"],
+        "false_fail_rate": _ratio(c["hp_jf"], human_pass_evaluated),
+        # Computed from the matching counts, not as 1 − rate, so a boundary like 0.70 stays exact.
+        "true_pass_rate": _ratio(c["hp_jp"], human_pass_evaluated),
+        "true_fail_rate": _ratio(c["hf_jf"], human_fail_evaluated),
+        "flips": c["flips"],
+        "flip_rate": flip_rate,
+        "flip_note": flip_note,
+        "coverage": _ratio(c["evaluated"], c["judgments"]),
+        # Where a second-opinion judge disagreed, over the same evaluated judgments as agreement.
+        "contested": c["contested"],
+        "contested_rate": _ratio(c["contested"], c["evaluated"]),
+    }
+
+
+def _overfit_warning(by_split: dict[str, dict[str, int]]) -> bool:
+    """dev agreement − holdout agreement > 0.10, compared exactly on the integer counts."""
+    dev, holdout = by_split.get("dev"), by_split.get("holdout")
+    if not dev or not holdout or not dev["evaluated"] or not holdout["evaluated"]:
+        return False
+    dev_match, dev_n = dev["hp_jp"] + dev["hf_jf"], dev["evaluated"]
+    hold_match, hold_n = holdout["hp_jp"] + holdout["hf_jf"], holdout["evaluated"]
+    gap_num, gap_den = OVERFIT_GAP
+    return gap_den * (dev_match * hold_n - hold_match * dev_n) > gap_num * dev_n * hold_n
+
+
+def _sorted_ids(ids: pd.Series) -> list[str]:
+    return sorted(set(ids.tolist()))  # tolist(): iterating a pandas string column is slow
+
+
+def calibration_figures(
+    judgments: pd.DataFrame, *, cases: pd.DataFrame | None = None, reviewer_agreement: dict | None = None
+) -> dict:
+    """DESIGN's calibration figures of one run (see the module docstring for the frames).
+
+    `cases` is the run's cases frame (`case_counts(judgments)` when not given). With it, `judgments` may
+    hold just the not-evaluated judgments: the figures read nothing else from it.
+    """
+    counted = _counted_cases(case_counts(judgments) if cases is None else cases)
+    overall = {col: int(counted[col].sum()) for col in _COUNTS}
+    by_category = _counts_by(counted, "category")
+    by_split = _counts_by(counted, "split")
+    return {
+        **_scalar_figures(overall),
+        "not_evaluated": _not_evaluated(judgments),
+        "confusion": {
+            "human_pass": {"judge_pass": overall["hp_jp"], "judge_fail": overall["hp_jf"]},
+            "human_fail": {"judge_pass": overall["hf_jp"], "judge_fail": overall["hf_jf"]},
+        },
+        "false_pass_cases": _sorted_ids(counted.loc[counted["hf_jp"].gt(0), "external_id"]),
+        "false_fail_cases": _sorted_ids(counted.loc[counted["hp_jf"].gt(0), "external_id"]),
+        "flipped_cases": _sorted_ids(counted.loc[counted["flips"].eq(1), "external_id"]),
+        "contested_cases": _sorted_ids(counted.loc[counted["contested"].gt(0), "external_id"]),
+        "by_category": {str(name): _scalar_figures(c) for name, c in by_category.items()},
+        "by_split": {str(name): _scalar_figures(c) for name, c in by_split.items()},
+        "warnings": [OVERFIT_WARNING] if _overfit_warning(by_split) else [],
+        "reviewer_agreement": reviewer_agreement,
+    }
+
+
+def disagreements(cases: pd.DataFrame) -> list[dict[str, Any]]:
+    """Cases (with a human verdict) where an evaluated repeat differs from it, for the report's table.
+
+    One dict per case of a cases frame, ordered by external_id: case_id, external_id, category, split,
+    human, passes and fails. Each repeat's verdict and reason are read for one page of the table.
+    """
+    counted = cases.reindex(columns=list(CASE_COLUMNS))
+    human = counted["human"]
+    wrong = (human.eq("pass") & counted["fails"].gt(0)) | (human.eq("fail") & counted["passes"].gt(0))
+    shown = counted[wrong].assign(
+        external_id=lambda df: df["external_id"].astype(str),
+        category=lambda df: df["category"].fillna("").astype(str),
+        split=lambda df: df["split"].fillna("").astype(str),
+    ).sort_values(["external_id", "case_id"], kind="stable")
+    columns = ["case_id", "external_id", "category", "split", "human", "passes", "fails"]
+    return [
+        {"case_id": int(case_id), "external_id": external_id, "category": category, "split": split,
+         "human": verdict, "passes": int(passes), "fails": int(fails)}
+        for case_id, external_id, category, split, verdict, passes, fails in zip(
+            *(shown[column].tolist() for column in columns), strict=True
+        )
+    ]

@@ -1,0 +1,380 @@
+"""A run's calibration figures and promotion rules, read from the database (DESIGN "Calibration figures").
+
+The ORM side of `judges.calibration.metrics` (pure pandas) and `judges.calibration.rules` (pure checks): the database counts
+each case's judgments, one query reads the cases' human verdicts, one the not-evaluated judgments (the
+figures list each), and the figures come from the frames they make. The report page, the JSON command,
+the API, the versions chart and promotion all read runs through `case_frame` and
+`not_evaluated_judgments`, so they show the same numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from django.db import connection
+from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Value
+
+from judges.calibration.frames import raw_rows, typed_frame
+from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
+from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules
+from judges.models import JudgeConfig, Judgment, Outcome, Run
+from judges.probes.selectors import probe_judgments, with_probe_figures
+from labeling.agreement import reviewer_agreement
+from labeling.models import Adjudication, Case, Label, Rubric
+from labeling.selectors import cases_with_human_verdict
+
+NOT_FINISHED = "the run has not finished"
+
+
+def pct(value: float | None | str) -> str:
+    """0.8421 → "84.2 %"; None → "—". Pages show percentages with one decimal (JSON stays unrounded)."""
+    if not isinstance(value, int | float):  # None, or a template's "" for a missing interval
+        return "—"
+    return f"{value * 100:.1f} %"
+
+
+def case_frame(*, runs: list[Run]) -> pd.DataFrame:
+    """One row per case each run judged: `run_id` and metrics.CASE_COLUMNS, the human verdict being the
+    one for the run's rubric (runs need `config__rubric` loaded). Two queries.
+
+    The database counts each (run, case)'s judgments, so 100,000 judgments arrive as 20,000 rows; a
+    second query reads the runs' datasets' cases with labeling's `cases_with_human_verdict`, one UNION
+    branch per rubric, so the rule for a human verdict stays labeling's. They meet in pandas.
+    """
+    if not runs:
+        return pd.DataFrame(columns=["run_id", *CASE_COLUMNS])
+    evaluated = [Outcome.PASS, Outcome.FAIL]
+    counts = (
+        Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by().values("run_id", "case_id")
+        .annotate(
+            judgments=Count("pk"),
+            passes=Count("pk", filter=Q(outcome=Outcome.PASS)),
+            fails=Count("pk", filter=Q(outcome=Outcome.FAIL)),
+            contested=Count("pk", filter=Q(contested=True, outcome__in=evaluated)),
+        )
+        .values_list("run_id", "case_id", "judgments", "passes", "fails", "contested")
+    )
+    count_columns = ["run_id", "case_id", "judgments", "passes", "fails", "contested"]
+    frame = typed_frame(raw_rows(counts), count_columns, integers=tuple(count_columns))
+    rubric_of = {run.pk: run.config.rubric for run in runs}
+    datasets: dict[Rubric, set[int]] = {}
+    for run in runs:
+        datasets.setdefault(rubric_of[run.pk], set()).add(run.dataset_id)
+    branches = [
+        cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted(ids)))
+        .annotate(rubric_key=Value(rubric.pk, output_field=IntegerField()))
+        .order_by()
+        .values_list("rubric_key", "pk", "external_id", "category", "split", "human_verdict")
+        for rubric, ids in datasets.items()
+    ]
+    # The combined query must not inherit Case's default ordering (a UNION cannot order by a column it
+    # does not select).
+    query = branches[0].union(*branches[1:], all=True).order_by() if len(branches) > 1 else branches[0]
+    case_columns = ["rubric_id", "case_id", "external_id", "category", "split", "human"]
+    cases = typed_frame(raw_rows(query), case_columns, integers=("rubric_id", "case_id"))
+    frame["rubric_id"] = frame["run_id"].map({pk: rubric.pk for pk, rubric in rubric_of.items()})
+    frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
+    frame["human"] = _none_for_missing(frame["human"])
+    return frame[["run_id", *CASE_COLUMNS]]
+
+
+def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
+    """The not-evaluated judgments of `case_frame`'s runs, with their reason and the engine's error:
+    `run_id` and metrics.COLUMNS. One query (an index on run and outcome finds them), none without runs.
+    """
+    if cases.empty:
+        return pd.DataFrame(columns=["run_id", *COLUMNS])
+    fields = ["run_id", "case_id", "repeat", "outcome", "reason", "error", "contested"]
+    rows = (
+        Judgment.objects.filter(run__in=cases["run_id"].unique().tolist(), outcome=Outcome.NOT_EVALUATED)
+        .order_by()  # the metrics sort what they show
+        .values_list(*fields)
+    )
+    frame = typed_frame(list(rows), fields, integers=("run_id", "case_id", "repeat"))
+    frame = frame.merge(cases[["run_id", "case_id", "external_id", "category", "split", "human"]],
+                        on=["run_id", "case_id"], how="left", sort=False)
+    frame["human"] = _none_for_missing(frame["human"])
+    return frame[["run_id", *COLUMNS]]
+
+
+def _none_for_missing(values: pd.Series) -> pd.Series:
+    """None (not NaN) where there is nothing, as the metrics' frames are documented."""
+    values = values.astype(object)
+    return values.where(values.notna(), None)
+
+
+def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One run's cases frame and its not-evaluated judgments, columns exactly metrics.CASE_COLUMNS and
+    COLUMNS: what `calibration_figures` reads. Three queries (two for a run without judgments);
+    `run.config.rubric` must be loaded (select_related)."""
+    cases = case_frame(runs=[run])
+    return cases[list(CASE_COLUMNS)], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
+
+
+def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """case_id → the run's judgments of these cases only (one page of a table) in repeat order:
+    {repeat, outcome, reason} where reason is the judge's, or the engine's error when it gave none. One query."""
+    rows = (
+        Judgment.objects.filter(run=run, case_id__in=case_ids).order_by("case_id", "repeat")
+        .values_list("case_id", "repeat", "outcome", "reason", "error")
+    )
+    out: dict[int, list[dict[str, Any]]] = {}
+    for case_id, repeat, outcome, reason, error in rows:
+        out.setdefault(case_id, []).append({"repeat": repeat, "outcome": outcome, "reason": reason or error})
+    return out
+
+
+def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """case_id → its contested judgments in repeat order, {repeat, primary, secondary} (the two judges'
+    verdicts), for these cases only (the report's contested table). One query."""
+    rows = (
+        Judgment.objects.filter(run=run, case_id__in=case_ids, contested=True)
+        .order_by("case_id", "repeat")
+        .values_list("case_id", "repeat", "outcome", "secondary_outcome")
+    )
+    out: dict[int, list[dict[str, Any]]] = {}
+    for case_id, repeat, primary, secondary in rows:
+        out.setdefault(case_id, []).append({"repeat": repeat, "primary": primary, "secondary": secondary})
+    return out
+
+
+def stale_reasons(*, run: Run) -> list[str]:
+    """Why the run's judgments no longer judge what stands (DESIGN "Stale evidence"); [] when fresh.
+
+    Label changes do not count: the figures follow the current labels. Two queries.
+    """
+    if run.status != Run.Status.FINISHED or run.finished_at is None:
+        return [NOT_FINISHED]
+    reasons = []
+    # A case created after the run is new, not changed: the run never judged it, so no judgment of
+    # the run is out of date (its figures simply do not cover it).
+    changed = Case.objects.filter(
+        dataset_id=run.dataset_id, content_changed_at__gt=run.finished_at, created_at__lte=run.finished_at
+    ).count()
+    if changed:
+        reasons.append(f"{changed} case{'' if changed == 1 else 's'} changed since this run finished")
+    newest = newest_version(rubric_id=run.config.rubric_id)
+    if newest is not None and newest > run.config.version:
+        reasons.append(f"config v{newest} is newer than this run's v{run.config.version}")
+    return reasons
+
+
+def newest_version(*, rubric_id: int) -> int | None:
+    """The rubric's newest non-external config version (an imported config never counts as newest)."""
+    return JudgeConfig.objects.filter(rubric_id=rubric_id, external=False).aggregate(v=Max("version"))["v"]
+
+
+def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict[str, Any]:
+    """DESIGN's figures of one run against its rubric's current human verdicts, JSON-serialisable.
+
+    `calibration_figures` plus run, repeats, config_version, stale_reasons, reviewer_agreement (over
+    the run's dataset), cost_usd, tokens, cache_hits and provider_calls. Pass `frames` when the caller
+    already holds `run_frames(run=run)` (the report page needs them for its tables too).
+    """
+    rubric = run.config.rubric
+    cases, judgments = run_frames(run=run) if frames is None else frames
+    agreement = reviewer_agreement(rubric=rubric, dataset_id=run.dataset_id)
+    figures = calibration_figures(judgments, cases=cases, reviewer_agreement=agreement)
+    # Bias probes (issue 9): "probes" and the rule's "probe_moved" once the run has a finished probe (one
+    # query without a finished probe, two with).
+    figures = with_probe_figures(figures, cases, probe_judgments(parent_ids=[run.pk]))
+    return {
+        **figures,
+        "run": run.pk,
+        "repeats": run.repeats,
+        "config_version": run.config.version,
+        "stale_reasons": stale_reasons(run=run),
+        "cost_usd": float(run.cost_usd),
+        "tokens": {"input": run.input_tokens, "output": run.output_tokens},
+        "cache_hits": run.cache_hits,
+        "provider_calls": run.provider_calls,
+    }
+
+
+def rubric_thresholds(rubric: Rubric) -> Thresholds:
+    """The rubric's promotion thresholds (DESIGN defaults unless a lead changed them, audited)."""
+    return Thresholds(
+        min_cases=rubric.min_cases,
+        min_repeats=rubric.min_repeats,
+        agreement_floor=rubric.agreement_floor,
+        agreement_ceiling=rubric.agreement_ceiling,
+        min_true_pass_rate=rubric.min_true_pass_rate,
+        min_true_fail_rate=rubric.min_true_fail_rate,
+        max_flip_rate=rubric.max_flip_rate,
+        min_coverage=rubric.min_coverage,
+        max_probe_moved=rubric.max_probe_moved,
+    )
+
+
+def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
+    """Every promotion rule for this run as evidence, met or not (DESIGN "Promotion").
+
+    With `figures` from `run_figures` (its stale reasons included) this costs one query.
+    """
+    figures = run_figures(run=run) if figures is None else figures
+    config = run.config
+    reasons = figures["stale_reasons"] if "stale_reasons" in figures else stale_reasons(run=run)
+    return evaluate_rules(
+        figures=figures,
+        repeats=run.repeats,
+        thresholds=rubric_thresholds(config.rubric),
+        is_newest_config=not config.external and newest_version(rubric_id=config.rubric_id) == config.version,
+        stale_reasons=reasons,
+        is_external=config.external,
+    )
+
+
+# Runs, not cases, make this loop: the versions chart shows at most this many (the newest).
+VERSIONS_SHOWN = 12
+
+
+def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
+    """Each config version of the rubric (the newest VERSIONS_SHOWN, oldest first) with the figures of
+    its newest finished run: [{"version", "external", "config", "run", "figures" (None without a run),
+    "probes" (the figures of that run's bias probes, {} without a finished one)}]. Probe runs are never
+    a version's newest run.
+
+    Six queries however many versions (seven with a finished probe): the configs with their newest
+    finished run's id, those runs, their cases' counts and human verdicts (`case_frame`), their
+    not-evaluated judgments, and their probes' (`probe_judgments`).
+    """
+    newest_run = (
+        Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED, parent__isnull=True)
+        .order_by("-finished_at", "-pk")
+        .values("pk")[:1]
+    )
+    configs = list(
+        JudgeConfig.objects.filter(rubric=rubric).annotate(newest_run=Subquery(newest_run))
+        .order_by("-version")[:VERSIONS_SHOWN]
+    )[::-1]
+    newest_runs = Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])
+    runs = {run.pk: run for run in newest_runs.select_related("config__rubric")}
+    figures: dict[int, dict] = {}
+    probes: dict[int, dict] = {}
+    if runs:
+        cases = case_frame(runs=list(runs.values()))
+        missing = dict(iter(not_evaluated_judgments(cases=cases).groupby("run_id", sort=False)))
+        probe_frame = probe_judgments(parent_ids=list(runs))
+        for run_id, rows in cases.groupby("run_id", sort=False):
+            judgments = missing.get(run_id, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
+            figures[int(run_id)] = calibration_figures(judgments, cases=rows[list(CASE_COLUMNS)])
+            mine = probe_frame[probe_frame["parent_id"] == run_id]
+            probes[int(run_id)] = with_probe_figures({}, rows, mine).get("probes", {}) if len(mine) else {}
+    return [
+        {
+            "version": config.version, "external": config.external, "config": config.pk,
+            "run": config.newest_run,
+            # A finished run without judgments still has (empty) figures: its gap is "no figures", not "no run".
+            "figures": figures.get(config.newest_run, calibration_figures(pd.DataFrame()))
+            if config.newest_run else None,
+            "probes": probes.get(config.newest_run, {}),
+        }
+        for config in configs
+    ]
+
+
+# ---- the rules as pages and the command show them --------------------------------------------------
+
+# Rules whose number is a fraction, shown as a percentage with its threshold (attribute, comparison).
+RATE_RULES = {
+    "agreement_floor": ("agreement_floor", "≥"),
+    "agreement_ceiling": ("agreement_ceiling", "<"),
+    "min_true_pass_rate": ("min_true_pass_rate", "≥"),
+    "min_true_fail_rate": ("min_true_fail_rate", "≥"),
+    "max_flip_rate": ("max_flip_rate", "≤"),
+    "min_coverage": ("min_coverage", "≥"),
+    "max_probe_moved": ("max_probe_moved", "≤"),  # the largest share of verdicts a bias probe moved
+}
+COUNT_RULES = {"min_cases": ("min_cases", "≥"), "min_repeats": ("min_repeats", "≥")}
+
+
+@dataclass
+class ShownRule:
+    key: str
+    label: str
+    met: bool
+    value: str
+    threshold: str
+
+
+def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
+    """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike."""
+    thresholds = rubric_thresholds(run.config.rubric)
+    shown = []
+    for rule in rules:
+        if rule.key in RATE_RULES:
+            attribute, op = RATE_RULES[rule.key]
+            value, threshold = pct(rule.value), f"{op} {pct(getattr(thresholds, attribute))}"
+            if rule.key == "agreement_ceiling":
+                threshold += " (100 % means overfit or sycophantic)"
+        elif rule.key in COUNT_RULES:
+            attribute, op = COUNT_RULES[rule.key]
+            value = "—" if rule.value is None else str(rule.value)
+            threshold = f"{op} {getattr(thresholds, attribute)}"
+        elif rule.key == "newest_config":
+            value = f"v{run.config.version}" + (
+                " (external)" if run.config.external else "" if rule.met else " (a newer version exists)"
+            )
+            threshold = rule.threshold_text
+        elif rule.key == "not_stale":
+            value = "; ".join(rule.value) if rule.value else "fresh"
+            threshold = rule.threshold_text
+        else:  # a rule added later (probes): its own texts
+            value, threshold = str(rule.value), rule.threshold_text
+        label = {"agreement_floor": "agreement (floor)", "agreement_ceiling": "agreement (ceiling)"}.get(
+            rule.key, rule.label
+        )
+        shown.append(ShownRule(rule.key, label, rule.met, value, threshold))
+    return shown
+
+
+
+
+# ---- a key that changes whenever a run's figures could ---------------------------------------------
+
+# PostgreSQL stamps every row version with the id of the transaction that wrote it (xmin): any insert,
+# update or delete changes the set of (id, xmin) pairs of a table's rows. Summing a 64-bit hash of each
+# pair gives a fingerprint of the set that changes with it (a collision is a 1-in-2^64 chance); with the
+# count beside it. Judgments are written only together with their run's counters (the run services,
+# the import) and are read-only in the admin, so the run row's version and their count stand for them:
+# hashing 100,000 judgments would cost more than the rest together.
+_FINGERPRINT = "count(*) || '/' || coalesce(sum(hashtextextended({t}.id || ':' || {t}.xmin::text, 0)), 0)"
+_EVIDENCE_SQL = """
+SELECT
+  (SELECT {fp_r} FROM {run} r WHERE r.id = %(run)s),
+  (SELECT count(*) FROM {judgment} j WHERE j.run_id = %(run)s),
+  (SELECT {fp_c} FROM {case} c WHERE c.dataset_id = %(dataset)s),
+  (SELECT {fp_l} FROM {label} l JOIN {case} c ON c.id = l.case_id
+     WHERE l.rubric_id = %(rubric)s AND c.dataset_id = %(dataset)s),
+  (SELECT {fp_a} FROM {adjudication} a JOIN {case} c ON c.id = a.case_id
+     WHERE a.rubric_id = %(rubric)s AND c.dataset_id = %(dataset)s),
+  (SELECT {fp_g} FROM {config} g WHERE g.rubric_id = %(rubric)s),
+  (SELECT {fp_p} FROM {run} p WHERE p.parent_id = %(run)s),
+  pg_current_xact_id_if_assigned()
+"""
+
+
+def evidence_key(*, run: Run) -> str | None:
+    """A cache key for what `run_figures` reads: the run and its judgments, the dataset's cases, the
+    rubric's labels and adjudications on them, the rubric's configs, and the run's bias probes (a probe's
+    row changes with each batch of its judgments, like the run's own). None where it cannot be sure:
+    not on PostgreSQL, or inside a transaction that has written (every row it writes carries the same
+    xmin, so a second update of a row in it would not show). One query.
+    """
+    if connection.vendor != "postgresql":
+        return None
+    sql = _EVIDENCE_SQL.format(
+        run=Run._meta.db_table, judgment=Judgment._meta.db_table, case=Case._meta.db_table,
+        label=Label._meta.db_table, adjudication=Adjudication._meta.db_table, config=JudgeConfig._meta.db_table,
+        **{f"fp_{t}": _FINGERPRINT.format(t=t) for t in ("r", "c", "l", "a", "g", "p")},
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"run": run.pk, "dataset": run.dataset_id, "rubric": run.config.rubric_id})
+        *parts, writing = cursor.fetchone()
+    if writing is not None:
+        return None
+    digest = hashlib.sha256("|".join(str(part) for part in parts).encode()).hexdigest()[:32]
+    return f"evalhub:calibration:{run.pk}:{digest}"

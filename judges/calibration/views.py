@@ -1,0 +1,344 @@
+"""The calibration pages, for leads: one run's report, and two runs compared.
+
+Every figure comes from judges.calibration.selectors (the same numbers as the JSON command and the API); the
+views only choose what to show. Query counts are fixed whatever the number of cases: the run arrives as
+two frames (its cases' counts and its not-evaluated judgments), the tables are sliced from them, and
+each repeat's verdict and reason are read for the one page of a table shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.contrib import messages
+from django.core.cache import cache
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from evalhub.access import lead_required
+from judges.calibration.charts import agreement_band
+from judges.calibration.metrics import disagreements
+from judges.calibration.rules import promotable
+from judges.calibration.selectors import (
+    case_judgments,
+    contested_judgments,
+    evidence_key,
+    pct,
+    run_figures,
+    run_frames,
+    run_rules,
+    shown_rules,
+)
+from judges.models import Run
+from judges.probes.selectors import probe_panel
+from judges.runs import selectors
+from labeling.models import LabelRequest
+from labeling.services import LabelingRefused, request_more_labels
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+ROWS_PER_PAGE = 50
+LIST_LIMIT = 100  # flipped and not-evaluated lists show this many; the rest are counted
+REPORT_CACHE_SECONDS = 3600
+ONLY_CHOICES = {"false_pass": "false passes", "false_fail": "false fails", "flips": "flips"}
+
+
+def _get_run(run_id: int | None) -> Run:
+    try:
+        return selectors.run_for_page(run_id)
+    except (Run.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such run.") from None
+
+
+def _filters(request: HttpRequest, figures: dict) -> dict[str, str]:
+    only = request.GET.get("only", "")
+    category = request.GET.get("category", "")
+    split = request.GET.get("split", "")
+    return {
+        "only": only if only in ONLY_CHOICES else "",
+        "category": category if category in figures["by_category"] else "",
+        "split": split if split in figures["by_split"] else "",
+    }
+
+
+def filter_disagreements(rows: list[dict], figures: dict, filters: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows the filters keep. A flipped case always disagrees on some repeat, so "flips only" is a
+    filter of this table too."""
+    flipped = set(figures["flipped_cases"])
+    wanted = {
+        "false_pass": lambda row: row["human"] == "fail" and row["passes"] > 0,
+        "false_fail": lambda row: row["human"] == "pass" and row["fails"] > 0,
+        "flips": lambda row: row["external_id"] in flipped,
+    }.get(filters["only"])
+    return [
+        row for row in rows
+        if (not wanted or wanted(row))
+        and (not filters["category"] or row["category"] == filters["category"])
+        and (not filters["split"] or row["split"] == filters["split"])
+    ]
+
+
+def report_data(run: Run) -> dict[str, Any]:
+    """What the report computes from the run's frame: the figures, every disagreement, the first
+    flipped, not-evaluated and contested cases with their ids, and the ids of every contested case.
+
+    Cached under `evidence_key`, which changes with anything the figures read, so filtering and paging
+    a report (how a lead tunes a prompt) does not compute it again. The key is taken before the figures:
+    a change in between makes the next key differ, so a cached value is never older than its key.
+    """
+    key = evidence_key(run=run)
+    data = cache.get(key) if key else None
+    if data is not None:
+        return data
+    cases, not_evaluated = run_frames(run=run)
+    figures = run_figures(run=run, frames=(cases, not_evaluated))
+    listed = {ne["external_id"] for ne in figures["not_evaluated"][:LIST_LIMIT]}
+    listed.update(figures["flipped_cases"][:LIST_LIMIT])
+    listed.update(figures["contested_cases"])  # every one: "send to reviewers" sends them all
+    named = cases[cases["external_id"].isin(listed)]
+    ids = dict(zip(named["external_id"].tolist(), named["case_id"].tolist(), strict=True))
+    humans = dict(zip(named["external_id"].tolist(), named["human"].tolist(), strict=True))
+    data = {
+        "figures": figures,
+        "rows": disagreements(cases),  # each repeat is read for the page shown
+        "flipped": [{"external_id": e, "case_id": ids.get(e)} for e in figures["flipped_cases"][:LIST_LIMIT]],
+        "not_evaluated": [ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]],
+        "contested_ids": [ids[e] for e in figures["contested_cases"]],
+        "contested": _contested_rows(run, [(ids[e], e, humans[e]) for e in figures["contested_cases"][:LIST_LIMIT]]),
+    }
+    if key:
+        cache.set(key, data, REPORT_CACHE_SECONDS)
+    return data
+
+
+def _contested_rows(run: Run, cases: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
+    """(case_id, external_id, human) → the contested table's rows, each with its contested repeats and
+    both judges' verdicts on them (one query, none when nothing is contested)."""
+    judgments = contested_judgments(run=run, case_ids=[case_id for case_id, _, _ in cases]) if cases else {}
+    return [
+        {"case_id": case_id, "external_id": external_id, "human": human, "repeats": judgments.get(case_id, [])}
+        for case_id, external_id, human in cases
+    ]
+
+
+def _second_opinion(run: Run) -> dict | None:
+    """The config's second-opinion judge, or None (no secondary, or a fallback)."""
+    secondary = run.config.spec.get("secondary") or None
+    return secondary if secondary and secondary.get("role") == "second_opinion" else None
+
+
+def _page_rows(run: Run, rows: list[dict], flipped: set[str]) -> list[dict]:
+    """One page of the disagreements table, with each repeat's verdict and reason (read for this page only)."""
+    judgments = case_judgments(run=run, case_ids=[row["case_id"] for row in rows]) if rows else {}
+    return [
+        row | {
+            "flipped": row["external_id"] in flipped,
+            "repeat_rows": [
+                judgment | {"wrong": judgment["outcome"] in ("pass", "fail") and judgment["outcome"] != row["human"]}
+                for judgment in judgments.get(row["case_id"], [])
+            ],
+        }
+        for row in rows
+    ]
+
+
+def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+    data = report_data(run)
+    figures = data["figures"]
+    rules = run_rules(run=run, figures=figures)
+    rubric = run.config.rubric
+    filters = _filters(request, figures)
+    rows = filter_disagreements(data["rows"], figures, filters)
+    page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    reviewers = figures["reviewer_agreement"] or {}
+    agreement = figures["agreement"]
+    suspect = []
+    if agreement is not None and reviewers.get("percent") is not None and agreement > reviewers["percent"]:
+        suspect.append(
+            f"The judge agrees with the humans ({pct(agreement)}) more than the reviewers agree with each other "
+            f"({pct(reviewers['percent'])}): suspect, like a judge at 100 %."
+        )
+    duration = run.finished_at - run.started_at if run.finished_at and run.started_at else None
+    contested = data["contested"]
+    # Which listed cases already wait for (or got) another label of this rubric: one query, only when
+    # something is contested.
+    requested = set(
+        LabelRequest.objects.filter(rubric=rubric, case_id__in=[row["case_id"] for row in contested])
+        .values_list("case_id", flat=True)
+    ) if contested else set()
+    return {
+        "run": run, "rubric": rubric, "config": run.config, "figures": figures,
+        "rules": shown_rules(run, rules),
+        "promotable": promotable(rules), "failing": [r for r in rules if not r.met],
+        "band": agreement_band(agreement=agreement, ci95=figures["agreement_ci95"],
+                               floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),
+        "suspect": suspect, "filters": filters, "filter_query": query.urlencode(),
+        "only_choices": ONLY_CHOICES, "page": page,
+        "rows": _page_rows(run, list(page.object_list), set(figures["flipped_cases"])),
+        "flipped": data["flipped"], "not_evaluated": data["not_evaluated"],
+        "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
+        "not_evaluated_more": max(0, len(figures["not_evaluated"]) - LIST_LIMIT),
+        "duration": duration,
+        "probes": probe_panel(run=run, figures=figures),  # issue 9: the "Bias probes" panel
+        "second_opinion": _second_opinion(run),
+        "contested": [row | {"requested": row["case_id"] in requested} for row in contested],
+        "contested_more": max(0, len(figures["contested_cases"]) - LIST_LIMIT),
+    }
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """Does this judge agree with the humans? Every figure, every promotion rule, and the cases behind them.
+
+    Filters (?only=false_pass|false_fail|flips, ?category=, ?split=) narrow the disagreements table;
+    with htmx only that table is swapped.
+    """
+    run = _get_run(run_id)
+    context = _report_context(request, run)
+    if request.htmx and request.htmx.target == "disagreements":
+        return render(request, "judges/calibration/report.html#disagreements", context)
+    return render(request, "judges/calibration/report.html", context)
+
+
+@lead_required
+@require_POST
+def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Send the run's contested cases to the reviewers' queue for its rubric, as requests for another
+    label (DESIGN: a human decides where the judges disagree). The reviewers see the case only, never
+    either judge's verdict. A repeat changes nothing: cases asked for already are left alone.
+    """
+    run = _get_run(run_id)
+    rubric = run.config.rubric
+    case_ids = report_data(run)["contested_ids"]  # the cases the report lists, by the same figures
+    if not case_ids:
+        messages.info(request, "No contested case with a human verdict to send.")
+    else:
+        try:
+            sent = request_more_labels(
+                case_ids=case_ids, rubric=rubric, by=request.user, reason=f"contested by second opinion (run {run.pk})"
+            )
+        except LabelingRefused as refused:  # lead_required lets only leads here; the service checks too
+            messages.error(request, str(refused))
+        else:
+            already = f" ({sent.already} asked for already)" if sent.already else ""
+            messages.success(
+                request,
+                f"Sent {sent.requested} contested case{'' if sent.requested == 1 else 's'} to the reviewers' queue "
+                f"for {rubric.slug}{already}: each now needs one more label, from a reviewer who has not labeled it.",
+            )
+    return redirect(reverse("judges:run_report", args=[run.pk]) + "#contested")
+
+
+# ---- two runs side by side -----------------------------------------------------------------------
+
+COMPARED = (
+    # (key, label, kind): the rows of the side-by-side table.
+    ("n", "cases with a human verdict", "count"),
+    ("agreement", "agreement", "rate"),
+    ("kappa", "Cohen's κ", "kappa"),
+    ("false_pass", "false passes", "count"),
+    ("false_pass_rate", "false pass rate", "rate"),
+    ("false_fail", "false fails", "count"),
+    ("false_fail_rate", "false fail rate", "rate"),
+    ("true_pass_rate", "true pass rate", "rate"),
+    ("true_fail_rate", "true fail rate", "rate"),
+    ("flip_rate", "flip rate", "rate"),
+    ("coverage", "coverage", "rate"),
+)
+
+
+def case_verdicts(cases: pd.DataFrame) -> pd.DataFrame:
+    """One row per case of a cases frame (indexed by case_id): external_id, human, and the run's verdict,
+    the majority of its evaluated repeats (a tie is "tie", none evaluated "not_evaluated", as the CI
+    command decides)."""
+    verdicts = cases.set_index("case_id")[["external_id", "human"]]
+    verdicts["verdict"] = np.select(
+        [cases["passes"] > cases["fails"], cases["fails"] > cases["passes"], cases["passes"] > 0],
+        ["pass", "fail", "tie"], default="not_evaluated",
+    )
+    return verdicts
+
+
+def verdict_changes(cases_a: pd.DataFrame, cases_b: pd.DataFrame) -> list[dict[str, Any]]:
+    """Cases judged by both runs (their cases frames) whose verdict differs, by external_id, each marked
+    "fixed" / "broken" when run B now agrees / no longer agrees with the human verdict (of run A's rubric)."""
+    a, b = case_verdicts(cases_a), case_verdicts(cases_b)
+    both = a.merge(b[["verdict"]], how="inner", left_index=True, right_index=True, suffixes=("_a", "_b"))
+    changed = both[both["verdict_a"] != both["verdict_b"]].sort_values("external_id")
+    human = changed["human"].astype(object).where(changed["human"].notna(), None)
+    right_a, right_b = changed["verdict_a"].eq(human), changed["verdict_b"].eq(human)
+    effect = np.select([right_b & ~right_a, right_a & ~right_b], ["fixed", "broken"], default="")
+    return [
+        {"case_id": case_id, "external_id": ext, "human": h, "verdict_a": va, "verdict_b": vb, "effect": e}
+        for case_id, ext, h, va, vb, e in zip(
+            [int(i) for i in changed.index], changed["external_id"].tolist(), human.tolist(),
+            changed["verdict_a"].tolist(), changed["verdict_b"].tolist(), effect.tolist(), strict=True,
+        )
+    ]
+
+
+def _side(run: Run) -> dict[str, Any]:
+    cases, not_evaluated = run_frames(run=run)
+    figures = run_figures(run=run, frames=(cases, not_evaluated))
+    rules = run_rules(run=run, figures=figures)
+    return {"run": run, "cases": cases, "figures": figures, "promotable": promotable(rules),
+            "failing": [r.label for r in rules if not r.met]}
+
+
+def _compared_rows(a: dict, b: dict) -> list[dict[str, Any]]:
+    rows = []
+    for key, label, kind in COMPARED:
+        va, vb = a["figures"].get(key), b["figures"].get(key)
+        delta = vb - va if va is not None and vb is not None else None
+        rows.append({"key": key, "label": label, "kind": kind, "a": va, "b": vb, "delta": delta})
+    return rows
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def run_compare(request: HtmxHttpRequest) -> HttpResponse:
+    """Two runs side by side (?a=<id>&b=<id>): the figures of each, and the cases whose verdict changed."""
+    choices = selectors.runs_for_list().filter(status=Run.Status.FINISHED)[:100]
+    context: dict[str, Any] = {"choices": choices, "a_id": request.GET.get("a", ""), "b_id": request.GET.get("b", "")}
+    if not (request.GET.get("a") and request.GET.get("b")):
+        return render(request, "judges/calibration/compare.html", context)
+    a, b = _side(_get_run(request.GET["a"])), _side(_get_run(request.GET["b"]))
+    changes = verdict_changes(a["cases"], b["cases"])
+    page = Paginator(changes, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    # Each run's outcomes, repeat by repeat, for this page's cases only: one query per run.
+    shown = [change["case_id"] for change in page.object_list]
+    judged_a, judged_b = (case_judgments(run=side["run"], case_ids=shown) if shown else {} for side in (a, b))
+    page.object_list = [
+        change | {"outcomes_a": [j["outcome"] for j in judged_a.get(change["case_id"], [])],
+                  "outcomes_b": [j["outcome"] for j in judged_b.get(change["case_id"], [])]}
+        for change in page.object_list
+    ]
+    query = request.GET.copy()
+    query.pop("page", None)
+    notes = []
+    if a["run"].config.rubric_id != b["run"].config.rubric_id:
+        notes.append("The runs judge different rubrics: each is measured against its own rubric's human verdicts, "
+                     "and the changed cases show run A's.")
+    if a["run"].dataset_id != b["run"].dataset_id:
+        notes.append("The runs judged different datasets: only cases judged by both can change verdict.")
+    context |= {
+        "a": a, "b": b, "rows": _compared_rows(a, b), "page": page, "filter_query": query.urlencode(),
+        "changes": len(changes), "fixed": sum(c["effect"] == "fixed" for c in changes),
+        "broken": sum(c["effect"] == "broken" for c in changes), "notes": notes,
+    }
+    if request.htmx and request.htmx.target == "changes":
+        return render(request, "judges/calibration/compare.html#changes", context)
+    return render(request, "judges/calibration/compare.html", context)

@@ -1,0 +1,270 @@
+"""Forms of the judges pages. The engine validates a config (judges.engine.JudgeConfig.from_dict); these
+forms only turn fields into its dict and back, and put its ValueError on the field it names.
+"""
+
+import json
+from typing import Any
+
+from django import forms
+
+from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
+from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
+from judges.models import ModelPrice
+from labeling.models import Dataset
+
+DEFAULT_PARAMS = {"temperature": 0, "max_tokens": 400}
+SECONDARY_ROLE_CHOICES = [
+    ("", "— none —"),
+    ("fallback", "fallback: answers only when the judge cannot"),
+    ("second_opinion", "second opinion: judges too; where it disagrees the judgment is contested"),
+]
+WHEN_LABELS = {
+    "always": "always: on every judgment",
+    "categories": "on chosen categories only",
+    "borderline": "on borderline scores: within one point of the pass score (scores output)",
+    "sample": "on a sampled share of the cases (the same cases on every run)",
+}
+# The secondary's fields and the `when` fields, by the name the engine gives them in its errors.
+SECONDARY_FIELDS = ("provider", "model", "model_family", "base_url_env", "api_key_env", "params")
+WHEN_FIELDS = ("mode", "categories", "share")
+
+
+def _unix_newlines(text: str) -> str:
+    # Browsers send textareas with \r\n: left alone, a re-saved template would hash differently.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+class TextArea(forms.CharField):
+    """Multi-line text kept exactly as typed, but with \\n line ends."""
+
+    def __init__(self, *, rows: int = 4, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("strip", False)
+        super().__init__(widget=forms.Textarea(attrs={"rows": rows, "spellcheck": "false"}), **kwargs)
+
+    def to_python(self, value: Any) -> str:
+        return _unix_newlines(super().to_python(value))
+
+
+class JsonText(TextArea):
+    """JSON typed in a textarea; blank means null."""
+
+    def to_python(self, value: Any) -> Any:
+        text = super().to_python(value).strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"This is not valid JSON: {exc}") from None
+
+    def prepare_value(self, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class LinesField(TextArea):
+    """One entry (a regular expression) per line; blank lines are dropped."""
+
+    def to_python(self, value: Any) -> list[str]:
+        return [line for line in super().to_python(value).split("\n") if line.strip()]
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list | tuple) else value
+
+
+def _blank_to_none(value: str) -> str | None:
+    value = (value or "").strip()
+    return value or None
+
+
+class JudgeConfigForm(forms.Form):
+    """Every field of a judge config but the rubric and its criteria, which the service copies in."""
+
+    layers = forms.MultipleChoiceField(
+        choices=[(x, x) for x in LAYERS], widget=forms.CheckboxSelectMultiple,
+        help_text="Contract checks run first; a failed one decides fail without calling a model.",
+    )
+    contract_checks = forms.MultipleChoiceField(
+        choices=[(c, c) for c in CONTRACT_CHECKS], widget=forms.CheckboxSelectMultiple, required=False,
+    )
+    must_match = LinesField(rows=2, help_text="Regular expressions the answer must match, one per line.")
+    must_not_match = LinesField(rows=2, help_text="Regular expressions the answer must not match, one per line.")
+    json_schema = JsonText(rows=3, label="JSON Schema",
+                           help_text="A JSON Schema the answer must validate against (for json_schema).")
+    provider = forms.ChoiceField(
+        choices=[("", "— none (no behavioral layer) —"), *((p, p) for p in PROVIDERS)], required=False,
+    )
+    model = forms.CharField(
+        max_length=200, required=False,
+        help_text="A pinned snapshot (gpt-4o-mini-2024-07-18, claude-haiku-4-5-20251001): an alias can change "
+        "under the gate.",
+    )
+    model_family = forms.CharField(
+        max_length=50, required=False, help_text="Only where the model's name says nothing (a local model).",
+    )
+    prompt_template = TextArea(rows=14, initial=DEFAULT_PROMPT_TEMPLATE)
+    policy = TextArea(rows=4, help_text="The policy or context text the judge grades against.")
+    params = JsonText(rows=2, initial=json.dumps(DEFAULT_PARAMS), help_text="Model parameters, a JSON object.")
+    output_kind = forms.ChoiceField(choices=[(k, k) for k in OUTPUT_KINDS], initial="verdict")
+    pass_score = forms.IntegerField(min_value=1, max_value=5, initial=4,
+                                    help_text="For scores: every score must reach it.")
+    timeout_s = forms.FloatField(min_value=0.1, max_value=600, initial=30.0, label="Timeout (s)")
+    max_attempts = forms.IntegerField(min_value=1, max_value=10, initial=3)
+    base_url_env = forms.CharField(
+        max_length=100, required=False, label="Base URL variable",
+        help_text="The NAME of the environment variable holding the endpoint (openai-compatible), never the URL.",
+    )
+    api_key_env = forms.CharField(
+        max_length=100, required=False, label="API key variable",
+        help_text="The NAME of the environment variable holding the key, never the key.",
+    )
+    # The secondary judge, field by field (the engine's `secondary` object; `when` for a second opinion).
+    secondary_role = forms.ChoiceField(choices=SECONDARY_ROLE_CHOICES, required=False, label="Role")
+    secondary_provider = forms.ChoiceField(
+        choices=[("", "—"), *((p, p) for p in PROVIDERS)], required=False, label="Provider",
+    )
+    secondary_model = forms.CharField(
+        max_length=200, required=False, label="Model",
+        help_text="A second opinion must be of another model family than the judge (gpt-… is openai, claude-… "
+        "anthropic, gemini-… google, llama… meta): a second deployment of the same family is no second opinion.",
+    )
+    secondary_model_family = forms.CharField(
+        max_length=50, required=False, label="Model family",
+        help_text="Only where the model's name says nothing (a local model).",
+    )
+    secondary_base_url_env = forms.CharField(
+        max_length=100, required=False, label="Base URL variable",
+        help_text="The NAME of the variable holding its endpoint (openai-compatible), never the URL.",
+    )
+    secondary_api_key_env = forms.CharField(
+        max_length=100, required=False, label="API key variable",
+        help_text="The NAME of the variable holding its key, never the key.",
+    )
+    secondary_params = JsonText(
+        rows=2, label="Parameters",
+        help_text="Blank: the judge's temperature and max_tokens (its other parameters may be vendor-specific).",
+    )
+    when_mode = forms.ChoiceField(
+        choices=[(m, WHEN_LABELS[m]) for m in SECONDARY_MODES], initial="always", required=False,
+        label="Asked", help_text="Second opinion only.",
+    )
+    when_categories = forms.CharField(
+        max_length=500, required=False, label="Categories",
+        help_text="Comma-separated, for “on chosen categories”: the safety-critical ones (adversarial, policy, …).",
+    )
+    when_share = forms.FloatField(
+        required=False, label="Share", min_value=0.0, max_value=1.0,
+        help_text="For “a sampled share”: 0.2 asks on a fifth of the cases, chosen by a hash of each case id.",
+    )
+    note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
+
+    @classmethod
+    def initial_from_spec(cls, spec: dict) -> dict:
+        initial = {name: spec.get(name) for name in cls.base_fields if name in spec}
+        for name in ("provider", "model", "model_family", "base_url_env", "api_key_env"):
+            initial[name] = initial.get(name) or ""
+        secondary = spec.get("secondary") or {}
+        if secondary:
+            initial["secondary_role"] = secondary.get("role", "")
+            for name in SECONDARY_FIELDS:
+                initial[f"secondary_{name}"] = secondary.get(name) or ("" if name != "params" else None)
+            when = secondary.get("when") or {"mode": "always"}
+            initial["when_mode"] = when.get("mode", "always")
+            initial["when_categories"] = ", ".join(when.get("categories") or [])
+            initial["when_share"] = when.get("share")
+        return initial
+
+    def _secondary_spec(self) -> dict | None:
+        """The engine's `secondary` object from the fields, or None when no role is chosen."""
+        data = self.cleaned_data
+        if not data["secondary_role"]:
+            return None
+        secondary = {
+            "role": data["secondary_role"],
+            "provider": data["secondary_provider"] or None,  # the engine names a missing one
+            "model": data["secondary_model"].strip(),
+            "model_family": _blank_to_none(data["secondary_model_family"]),
+            "base_url_env": _blank_to_none(data["secondary_base_url_env"]),
+            "api_key_env": _blank_to_none(data["secondary_api_key_env"]),
+            "params": data["secondary_params"] if data["secondary_params"] is not None else {},
+        }
+        if data["secondary_role"] == "second_opinion":
+            mode = data["when_mode"] or "always"
+            when: dict[str, Any] = {"mode": mode}
+            if mode == "categories":
+                when["categories"] = [c.strip() for c in data["when_categories"].split(",") if c.strip()]
+            if mode == "sample":
+                when["share"] = data["when_share"]
+            secondary["when"] = when
+        return secondary
+
+    def to_spec(self) -> dict:
+        """The engine's config dict (without rubric and criteria) from the cleaned fields."""
+        data = self.cleaned_data
+        return {
+            "layers": data["layers"],
+            "contract_checks": data["contract_checks"],
+            "must_match": data["must_match"],
+            "must_not_match": data["must_not_match"],
+            "json_schema": data["json_schema"],
+            "provider": _blank_to_none(data["provider"]),
+            "model": _blank_to_none(data["model"]),
+            "model_family": _blank_to_none(data["model_family"]),
+            "prompt_template": data["prompt_template"] or DEFAULT_PROMPT_TEMPLATE,
+            "policy": data["policy"],
+            "params": data["params"] if data["params"] is not None else {},
+            "output_kind": data["output_kind"],
+            "pass_score": data["pass_score"],
+            "timeout_s": data["timeout_s"],
+            "max_attempts": data["max_attempts"],
+            "base_url_env": _blank_to_none(data["base_url_env"]),
+            "api_key_env": _blank_to_none(data["api_key_env"]),
+            "secondary": self._secondary_spec(),
+        }
+
+    def add_engine_error(self, error: ValueError) -> None:
+        """The engine names the field first ("params.temperature: …"): show its message on that field.
+
+        The secondary's are "secondary.model: …" and "secondary.when.share: …"; its own checks
+        ("secondary: …", the same-family refusal above all) go on its model or its role.
+        """
+        message = str(error)
+        path = message.split(":", 1)[0].strip().split(".")
+        name = path[0]
+        if name == "secondary":
+            if len(path) >= 3 and path[1] == "when" and path[2] in WHEN_FIELDS:
+                name = f"when_{path[2]}"
+            elif len(path) >= 2 and path[1] in SECONDARY_FIELDS:
+                name = f"secondary_{path[1]}"
+            else:
+                name = "secondary_model" if "model family" in message else "secondary_role"
+        self.add_error(name if name in self.fields else None, message)
+
+
+class PreviewForm(forms.Form):
+    """Which case the prompt preview is filled in from: a dataset and one of its external_ids."""
+
+    preview_dataset = forms.ModelChoiceField(
+        queryset=Dataset.objects.order_by("slug"), required=False, label="Dataset", to_field_name="slug",
+    )
+    preview_case = forms.CharField(
+        max_length=200, required=False, label="Case external_id",
+        help_text="Blank: the dataset's first case.",
+    )
+
+
+
+
+class ModelPriceForm(forms.ModelForm):
+    class Meta:
+        model = ModelPrice
+        fields = ["model", "input_per_mtok", "output_per_mtok"]
+        labels = {
+            "input_per_mtok": "Input (USD per million tokens)",
+            "output_per_mtok": "Output (USD per million tokens)",
+        }
+
+    def clean_model(self) -> str:
+        return self.cleaned_data["model"].strip()

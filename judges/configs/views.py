@@ -1,0 +1,210 @@
+"""The judge config pages, for leads: config versions, the prompt preview, the price table.
+
+Writes go through judges.configs.services, except the one-row price table, which the view saves.
+"""
+
+import json
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from evalhub.access import lead_required
+from judges.calibration.charts import rubric_versions_chart
+from judges.configs import selectors, services
+from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
+from judges.models import JudgeConfig, ModelPrice
+from judges.probes.selectors import self_preference, version_probe_rows
+from labeling.models import Dataset, Rubric
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@lead_required
+def judge_index(request: HttpRequest) -> HttpResponse:
+    """Every rubric with its judge config versions and runs."""
+    return render(request, "judges/configs/judge_index.html", {"rubrics": selectors.rubrics_with_configs()})
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """A rubric's config versions, and the differences between two of them (the newest two by default)."""
+    rubric = get_object_or_404(Rubric, slug=slug)
+    configs = list(selectors.rubric_configs(rubric=rubric))
+    by_version = {c.version: c for c in configs}
+    old = by_version.get(_int(request.GET.get("a")))
+    new = by_version.get(_int(request.GET.get("b")))
+    if old is None and new is None and len(configs) >= 2:
+        new, old = configs[0], configs[1]
+    diff = selectors.spec_diff(old.spec, new.spec) if old and new else None
+    context = {"rubric": rubric, "configs": configs, "old": old, "new": new, "diff": diff}
+    if request.htmx:
+        return render(request, "judges/configs/config_list.html#diff", context)
+    context["versions_chart"] = rubric_versions_chart(rubric=rubric)  # issue 6: calibration per version
+    context["version_probes"] = version_probe_rows(context["versions_chart"].columns)  # issue 9: bias probes
+    return render(request, "judges/configs/config_list.html", context)
+
+
+def _get_config(config_id: int) -> JudgeConfig:
+    try:
+        return selectors.config_for_page(config_id)
+    except JudgeConfig.DoesNotExist:
+        raise Http404("No such judge config.") from None
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The editor: prefilled from the newest version (or ?from=<id>); saving makes the next version.
+
+    The "Preview prompt" button posts the same form with action=preview: nothing is saved, and the
+    prompt the engine would send for the chosen case is shown (as a partial when htmx asks).
+    """
+    rubric = get_object_or_404(Rubric, slug=slug)
+    base = None
+    if from_id := _int(request.GET.get("from")):
+        base = get_object_or_404(JudgeConfig, pk=from_id, rubric=rubric, external=False)
+    base = base or selectors.newest_config(rubric=rubric)
+    first_dataset = Dataset.objects.order_by("slug").first()
+    preview_form = PreviewForm(request.POST or None, initial={"preview_dataset": first_dataset})
+    preview = None
+    if request.method == "POST":
+        form = JudgeConfigForm(request.POST)
+        if request.POST.get("action") == "preview":
+            preview = _preview_from_post(request, rubric)
+            if request.htmx:
+                return render(request, "judges/configs/config_form.html#prompt-preview", {"preview": preview})
+        elif form.is_valid():
+            config = _save_config(request, rubric, form)
+            if config is not None:
+                return redirect("judges:config_detail", config_id=config.pk)
+    else:
+        form = JudgeConfigForm(initial=JudgeConfigForm.initial_from_spec(base.spec) if base else {})
+    return render(request, "judges/configs/config_form.html", {
+        "rubric": rubric, "form": form, "base": base, "preview_form": preview_form, "preview": preview,
+    })
+
+
+def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) -> JudgeConfig | None:
+    newest_before = selectors.newest_config(rubric=rubric)
+    try:
+        config = services.judge_config_save(
+            rubric=rubric, spec=form.to_spec(), by=request.user, note=form.cleaned_data["note"],
+        )
+    except ValueError as exc:
+        form.add_engine_error(exc)
+        return None
+    if newest_before is not None and config.pk == newest_before.pk:
+        messages.info(request, f"Nothing changed: v{config.version} already says exactly this, so no new version "
+                               "was saved.")
+    else:
+        messages.success(request, f"Saved {rubric.slug} v{config.version} (config_hash {config.config_hash[:12]}…).")
+    for warning in selectors.alias_warnings(config.spec):
+        messages.warning(request, warning)
+    return config
+
+
+def _preview_from_post(request: HttpRequest, rubric: Rubric) -> selectors.PromptPreview:
+    # The raw fields, not cleaned ones: a preview helps most while the rest of the form is unfinished.
+    data = request.POST
+    dataset = Dataset.objects.filter(slug=data.get("preview_dataset", "")).first()
+    return selectors.prompt_preview(
+        dataset=dataset, external_id=data.get("preview_case", ""),
+        template=data.get("prompt_template", "").replace("\r\n", "\n"),
+        criteria=rubric.criteria, policy=data.get("policy", "").replace("\r\n", "\n"),
+        output_kind=data.get("output_kind", "verdict"),
+    )
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
+    """One version: its spec, hash, warnings, runs, and the exact prompt it sends for a chosen case."""
+    config = _get_config(config_id)
+    spec = config.spec
+    behavioral = "behavioral" in spec.get("layers", [])
+    preview_form = PreviewForm(request.GET or None)
+    preview = None
+    if behavioral:
+        dataset = None
+        if preview_form.is_valid():
+            dataset = preview_form.cleaned_data["preview_dataset"]
+        dataset = dataset or Dataset.objects.order_by("slug").first()
+        preview = selectors.prompt_preview(
+            dataset=dataset, external_id=request.GET.get("preview_case", ""), template=spec["prompt_template"],
+            criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
+        )
+        if request.htmx:
+            return render(request, "judges/configs/config_detail.html#prompt-preview", {"preview": preview})
+        if not request.GET:
+            preview_form = PreviewForm(initial={"preview_dataset": dataset})
+    models = [m for m in (spec.get("model"), (spec.get("secondary") or {}).get("model")) if m]
+    prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
+    return render(request, "judges/configs/config_detail.html", {
+        "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
+        "warnings": [] if config.external else selectors.alias_warnings(spec) + _self_preference(config),
+        "behavioral": behavioral, "preview_form": preview_form, "preview": preview,
+        "prices": [(m, prices.get(m)) for m in models],
+        "runs": selectors.config_recent_runs(config=config),
+        "newest": selectors.newest_config(rubric=config.rubric),
+    })
+
+
+def _self_preference(config: JudgeConfig) -> list[str]:
+    """Issue 9: a warning when the judge's model family wrote (some of) the cases it has judged. One query."""
+    datasets = config.runs.filter(parent__isnull=True).values("dataset_id")  # a subquery, not a list
+    warning = self_preference(spec=config.spec, dataset_ids=datasets)
+    return [warning] if warning else []
+
+
+def _pretty(value) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+def price_list(request: HttpRequest) -> HttpResponse:
+    """The price table (USD per million tokens), with a form to add a model."""
+    form = ModelPriceForm(request.POST or None, initial={"model": request.GET.get("model", "")})
+    if request.method == "POST" and form.is_valid():
+        price = _save_price(request, form)
+        messages.success(request, f"Added the price of {price.model}.")
+        return redirect("judges:price_list")
+    return render(request, "judges/configs/price_list.html", {
+        "prices": selectors.prices_for_list(), "form": form, "missing": selectors.models_without_price(),
+    })
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+def price_edit(request: HttpRequest, price_id: int) -> HttpResponse:
+    price = get_object_or_404(ModelPrice, pk=price_id)
+    form = ModelPriceForm(request.POST or None, instance=price)
+    if request.method == "POST" and form.is_valid():
+        _save_price(request, form)
+        messages.success(request, f"Updated the price of {price.model}.")
+        return redirect("judges:price_list")
+    return render(request, "judges/configs/price_edit.html", {"form": form, "price": price})
+
+
+def _save_price(request: HttpRequest, form: ModelPriceForm) -> ModelPrice:
+    price = form.save(commit=False)
+    price.updated_by = request.user
+    price.updated_at = timezone.now()
+    price.save()
+    return price

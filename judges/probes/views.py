@@ -1,0 +1,77 @@
+"""The bias probes of a run, for leads: start them, and the panel of the run's report that follows them.
+
+The panel is rendered inside the report (judges/calibration/report.html includes judges/probes/_probes.html); these views
+serve its htmx side: a POST that starts probes and answers with the panel, and a GET the panel polls
+while a probe is at work (286 stops the polling once none is).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HTMX_STOP_POLLING
+from django_htmx.middleware import HtmxDetails
+
+from evalhub.access import lead_required
+from judges.models import Run
+from judges.probes.selectors import probe_panel
+from judges.probes.services import probes_start
+from judges.runs import selectors
+from judges.runs.services import RunError
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _get_run(run_id: int) -> Run:
+    try:
+        return selectors.run_for_page(run_id)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+
+
+def _report_url(run: Run) -> str:
+    return reverse("judges:run_report", args=[run.pk]) + "#probes"
+
+
+def _panel(request: HttpRequest, run: Run, *, error: str = "", started: list[Run] | None = None) -> HttpResponse:
+    panel = probe_panel(run=run)
+    response = render(request, "judges/probes/_probes.html", {"probes": panel, "probe_error": error, "started": started})
+    if not panel.unfinished and request.method == "GET":
+        response.status_code = HTMX_STOP_POLLING  # nothing left to follow
+    return response
+
+
+@lead_required
+@require_POST
+def probes_create(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """Start the chosen probes (`kinds`) of a finished run; the panel (htmx) or the report follows them."""
+    run = _get_run(run_id)
+    try:
+        started = probes_start(run=run, kinds=request.POST.getlist("kinds"), by=request.user)
+    except RunError as exc:
+        if request.htmx:
+            return _panel(request, run, error=str(exc))
+        messages.error(request, str(exc))
+        return redirect(_report_url(run))
+    if request.htmx:
+        return _panel(request, run, started=started)
+    names = ", ".join(f"{probe.probe} (run {probe.pk})" for probe in started)
+    messages.success(request, f"Probes queued: {names}.")
+    return redirect(_report_url(run))
+
+
+@lead_required
+@require_GET
+@vary_on_headers("HX-Request")
+def probes_panel(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """The panel, polled while a probe is at work; without htmx, the report where the panel lives."""
+    run = _get_run(run_id)
+    if not request.htmx:
+        return redirect(_report_url(run))
+    return _panel(request, run)

@@ -1,0 +1,48 @@
+"""The gate config and CI results API, for CI holding a `gates:read` / `results:write` token."""
+
+import json
+
+from django.http import HttpRequest, JsonResponse
+
+from evalhub.access import method_not_allowed, token_required
+from evalhub.models import Scope
+from judges.promotion.ci_results import CI_RESULTS_MAX_BYTES, CiResultsRejected, ci_results_store
+from judges.promotion.gates import gate_config
+
+
+@token_required(Scope.GATES_READ)
+def gates(request: HttpRequest) -> JsonResponse:
+    """GET /api/gates: the gate config CI reads (DESIGN "Gate config"), as `manage.py export_gates`."""
+    if request.method != "GET":
+        return method_not_allowed("GET")
+    return JsonResponse(gate_config(), json_dumps_params={"allow_nan": False})
+
+
+@token_required(Scope.RESULTS_WRITE)
+def ci_results_create(request: HttpRequest) -> JsonResponse:
+    """POST /api/ci-results: what `evalhub-gate check --post` sends; kept per rubric.
+
+    201 with the stored ids, or 400 with every error as {"field", "message"}; nothing is stored then.
+    """
+    if request.method != "POST":
+        return method_not_allowed("POST")
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    body = request.read(CI_RESULTS_MAX_BYTES + 1) if declared <= CI_RESULTS_MAX_BYTES else b""
+    if declared > CI_RESULTS_MAX_BYTES or len(body) > CI_RESULTS_MAX_BYTES:
+        message = f"The body is over the limit of {CI_RESULTS_MAX_BYTES:,} bytes."
+        return JsonResponse({"errors": [{"field": None, "message": message}]}, status=413)
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return JsonResponse({"errors": [{"field": None, "message": f"The body is not JSON: {exc}"}]}, status=400)
+    try:
+        stored = ci_results_store(payload=payload, token_name=request.api_token.name)
+    except CiResultsRejected as rejected:
+        return JsonResponse({"errors": rejected.errors}, status=400)
+    return JsonResponse(
+        {"stored": [{"rubric": result.rubric.slug, "id": result.pk, "outcome": result.outcome} for result in stored]},
+        status=201,
+    )

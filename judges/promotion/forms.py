@@ -1,0 +1,104 @@
+"""Forms of the promotion page: promote, demote, thresholds. They validate; judges.promotion.services writes."""
+
+from django import forms
+
+from judges.models import Run
+from judges.promotion.services import (
+    COUNT_THRESHOLDS,
+    OPTIONAL_RATE_THRESHOLDS,
+    RATE_THRESHOLDS,
+    earlier_stages,
+    threshold_errors,
+)
+from labeling.models import Rubric
+
+REASON_HELP = "Kept in the audit log with who, when and the figures."
+
+
+class _ReasonForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), max_length=2000, help_text=REASON_HELP,
+        error_messages={"required": "Type the reason for this change: the audit log keeps it."},
+    )
+
+
+class EvidenceChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, run: Run) -> str:
+        external = " (external)" if run.config.external else ""
+        finished = f"{run.finished_at:%Y-%m-%d %H:%M}" if run.finished_at else "—"
+        return f"run {run.pk} · v{run.config.version}{external} on {run.dataset.slug} · K={run.repeats} · {finished}"
+
+
+class PromoteForm(_ReasonForm):
+    # The stage the lead saw as next: if another lead moved the rubric meanwhile, the service refuses.
+    to_stage = forms.ChoiceField(choices=Rubric.Stage.choices, widget=forms.HiddenInput)
+    run = EvidenceChoiceField(queryset=Run.objects.none(), label="Evidence run", empty_label=None)
+
+    field_order = ["to_stage", "run", "reason"]
+
+    def __init__(self, *args, runs, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["run"].queryset = runs
+
+
+class DemoteForm(_ReasonForm):
+    to_stage = forms.ChoiceField(label="Demote to")
+
+    field_order = ["to_stage", "reason"]
+
+    def __init__(self, *args, rubric: Rubric, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["to_stage"].choices = [(stage, stage) for stage in reversed(earlier_stages(rubric.stage))]
+
+
+_LABELS = {
+    "min_cases": ("Cases with a human verdict, at least", 1),
+    "min_repeats": ("Repeats K, at least", 1),
+    "agreement_floor": ("Agreement floor (≥)", 0.01),
+    "agreement_ceiling": ("Agreement ceiling (<)", 0.01),
+    "min_true_pass_rate": ("True pass rate, at least", 0.01),
+    "min_true_fail_rate": ("True fail rate, at least", 0.01),
+    "max_flip_rate": ("Flip rate, at most", 0.01),
+    "min_coverage": ("Coverage, at least", 0.01),
+    "max_probe_moved": ("Verdicts moved by bias probes, at most", 0.01),
+}
+
+
+class ThresholdsForm(_ReasonForm):
+    fail_closed = forms.BooleanField(
+        required=False, label="fail_closed: at gate stage, not evaluated counts as fail in CI",
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name in COUNT_THRESHOLDS:
+            label, step = _LABELS[name]
+            self.fields[name] = forms.IntegerField(
+                label=label, min_value=1, widget=forms.NumberInput(attrs={"step": step})
+            )
+        for name in RATE_THRESHOLDS:
+            label, step = _LABELS[name]
+            self.fields[name] = forms.FloatField(
+                label=label, min_value=0, max_value=1, help_text="a fraction: 0.8 is 80 %",
+                widget=forms.NumberInput(attrs={"step": step}),
+            )
+        for name in OPTIONAL_RATE_THRESHOLDS:
+            label, step = _LABELS[name]
+            self.fields[name] = forms.FloatField(
+                label=label, min_value=0, max_value=1, required=False,
+                help_text="a fraction: 0.1 is 10 %; blank: no such rule",
+                widget=forms.NumberInput(attrs={"step": step}),
+            )
+        self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS, "fail_closed", "reason"])
+
+    def clean(self) -> dict:
+        data = super().clean()
+        for name, message in threshold_errors({k: v for k, v in data.items() if v is not None}).items():
+            if name in self.fields and name not in self.errors:
+                self.add_error(name, message)
+        return data
+
+    @staticmethod
+    def initial_for(rubric: Rubric) -> dict:
+        fields = (*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS, "fail_closed")
+        return {name: getattr(rubric, name) for name in fields}

@@ -1,0 +1,68 @@
+"""The gate config CI reads (DESIGN "Gate config"): every promoted rubric with its pinned judge.
+
+`judge` is the config of the rubric's evidence run — the judge that was calibrated — not a newer
+version; `calibration` is the snapshot the promotion was granted on. Draft rubrics are left out.
+Served by GET /api/gates (gates:read) and written by `manage.py export_gates`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from judges.engine import JudgeConfig as EngineConfig
+from judges.gate_cli import GATES_SCHEMA
+from judges.models import ModelPrice
+from judges.promotion.selectors import evidence_events
+
+# DESIGN's `calibration` keys, in its order, taken from the promotion's snapshot.
+CALIBRATION_KEYS: tuple[str, ...] = (
+    "run", "n", "repeats", "agreement", "agreement_ci95", "kappa", "false_pass", "false_fail", "true_pass_rate",
+    "true_fail_rate", "flip_rate", "coverage",
+)
+
+
+def _judge_models(judge: dict[str, Any]) -> list[str]:
+    models = [judge.get("model"), (judge.get("secondary") or {}).get("model")]
+    return [m for m in models if m]
+
+
+def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
+    """DESIGN's gate config as a JSON-able dict. Two queries however many rubrics: the evidence
+    (rubric, run, config, who promoted) and the prices of the models those judges name."""
+    events = list(evidence_events())
+    judges = {}
+    for event in events:
+        config = event.run.config
+        # Through the engine: the spec with its defaults and the hash CI will verify.
+        judge = EngineConfig.from_dict(config.spec).to_dict(include_hash=True)
+        if judge["config_hash"] != config.config_hash:  # a stored config never changes; if it did, stop here
+            raise ValueError(f"judge config {config.pk} no longer matches its config_hash")
+        judges[event.pk] = judge
+    wanted = {model for judge in judges.values() for model in _judge_models(judge)}
+    prices = {p.model: p.as_engine_price() for p in ModelPrice.objects.filter(model__in=wanted)}
+    rubrics = []
+    for event in events:
+        judge = judges[event.pk]
+        snapshot = event.figures or {}
+        rubrics.append(
+            {
+                "slug": event.rubric.slug,
+                "criteria": event.rubric.criteria,
+                "stage": event.rubric.stage,
+                "fail_closed": event.rubric.fail_closed,
+                "judge": judge,
+                "prices": {m: prices[m] for m in _judge_models(judge) if m in prices},
+                "calibration": {key: snapshot.get(key) for key in CALIBRATION_KEYS}
+                | {"run": event.run_id, "repeats": event.run.repeats},
+                "promoted_by": event.by.get_username(),
+                "promoted_at": event.at.isoformat(),
+            }
+        )
+    return {
+        "schema": GATES_SCHEMA,
+        "generated_at": (now or timezone.now()).isoformat(),
+        "rubrics": rubrics,
+    }

@@ -1,0 +1,228 @@
+"""Reads for promotion, the gate config and CI results: each rubric's evidence and whether it still holds.
+
+A rubric's evidence is the run of its newest promotion, unless a demotion to draft came after it
+(judges.models.RubricEvent). "Recalibration needed" (DESIGN "Stale evidence") is computed for every
+promoted rubric at once, in a fixed number of queries however many rubrics there are: the staleness
+of all evidence runs in one query, then the same readers the report uses for all their runs at once
+(`judges.calibration.selectors.case_frame` and `not_evaluated_judgments`: each case's judgment counts, the
+human verdicts of all their rubrics, the not-evaluated judgments), and the rules from the same pure functions
+`judges.calibration.selectors.run_rules` uses (tests pin that both agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import pandas as pd
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
+from judges.calibration.rules import RuleResult, evaluate_rules
+from judges.calibration.selectors import (
+    NOT_FINISHED,
+    case_frame,
+    not_evaluated_judgments,
+    rubric_thresholds,
+    shown_rules,
+)
+from judges.models import CiResult, JudgeConfig, RubricEvent, Run
+from judges.probes.selectors import probe_judgments, with_probe_figures
+from labeling.models import Case, Rubric
+
+# Rules that say the same as a stale reason: shown once, as the stale reason.
+_SAID_BY_STALENESS = {"newest_config", "not_stale"}
+
+
+def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
+    """The promotion event holding each promoted rubric's evidence, with its run, config and author.
+
+    One query: a promotion is the evidence while no later promotion and no later demotion to draft
+    exists for its rubric (ids grow with time, so "later" is a greater id).
+    """
+    later = RubricEvent.objects.filter(rubric=OuterRef("rubric"), pk__gt=OuterRef("pk"))
+    events = (
+        RubricEvent.objects.filter(kind=RubricEvent.Kind.PROMOTE)
+        .exclude(rubric__stage=Rubric.Stage.DRAFT)
+        .annotate(
+            superseded=Exists(later.filter(kind=RubricEvent.Kind.PROMOTE)),
+            reset=Exists(later.filter(kind=RubricEvent.Kind.DEMOTE, to_stage=Rubric.Stage.DRAFT)),
+        )
+        .filter(superseded=False, reset=False)
+        .select_related("rubric", "run__config", "run__dataset", "by")
+    )
+    if rubric_ids is not None:
+        events = events.filter(rubric_id__in=rubric_ids)
+    return events.order_by("rubric__slug")
+
+
+def evidence_for(*, rubric: Rubric) -> RubricEvent | None:
+    return evidence_events(rubric_ids=[rubric.pk]).first()
+
+
+# ---- does the evidence still hold? --------------------------------------------------------------------
+
+
+def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
+    """run_id → calibration.stale_reasons(run=…) for every run, in one query instead of two per run."""
+    changed = (
+        Case.objects.filter(
+            dataset_id=OuterRef("dataset_id"),
+            content_changed_at__gt=OuterRef("finished_at"),
+            created_at__lte=OuterRef("finished_at"),
+        )
+        .order_by()
+        .values("dataset_id")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    newest = (
+        JudgeConfig.objects.filter(rubric_id=OuterRef("config__rubric_id"), external=False)
+        .order_by()
+        .values("rubric_id")
+        .annotate(v=Max("version"))
+        .values("v")
+    )
+    rows = Run.objects.filter(pk__in=[run.pk for run in runs]).annotate(
+        changed=Coalesce(Subquery(changed, output_field=IntegerField()), 0),
+        newest=Subquery(newest, output_field=IntegerField()),
+    ).values_list("pk", "status", "finished_at", "changed", "newest", "config__version")
+    reasons: dict[int, list[str]] = {}
+    for pk, status, finished_at, changed_count, newest_version, version in rows:
+        if status != Run.Status.FINISHED or finished_at is None:
+            reasons[pk] = [NOT_FINISHED]
+            continue
+        mine = []
+        if changed_count:
+            mine.append(f"{changed_count} case{'' if changed_count == 1 else 's'} changed since this run finished")
+        if newest_version is not None and newest_version > version:
+            mine.append(f"config v{newest_version} is newer than this run's v{version}")
+        reasons[pk] = mine
+    return reasons
+
+
+def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
+    """run_id → every promotion rule for the run as it stands now; runs need config__rubric loaded.
+
+    The same rules as `judges.calibration.selectors.run_rules`, for many runs in four queries (six with probes).
+    """
+    if not runs:
+        return {}
+    stale = _stale_reasons(runs)
+    cases = case_frame(runs=runs)
+    missing = not_evaluated_judgments(cases=cases)
+    case_groups = {int(run_id): rows for run_id, rows in cases.groupby("run_id", sort=False)}
+    judgment_groups = {int(run_id): rows for run_id, rows in missing.groupby("run_id", sort=False)}
+    # Bias probes (issue 9) are read only where a rubric's rules name them: one more query then.
+    probed = [run.pk for run in runs if run.config.rubric.max_probe_moved is not None]
+    probes = probe_judgments(parent_ids=probed) if probed else None
+    out = {}
+    for run in runs:
+        mine = case_groups.get(run.pk, pd.DataFrame(columns=list(CASE_COLUMNS)))[list(CASE_COLUMNS)]
+        judgments = judgment_groups.get(run.pk, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
+        figures = calibration_figures(judgments, cases=mine)
+        if probes is not None and run.pk in probed:
+            figures = with_probe_figures(figures, mine, probes[probes["parent_id"] == run.pk])
+        config = run.config
+        newest = not config.external and not any("is newer than" in s for s in stale[run.pk])
+        out[run.pk] = evaluate_rules(
+            figures=figures, repeats=run.repeats, thresholds=rubric_thresholds(config.rubric),
+            is_newest_config=newest, stale_reasons=stale[run.pk], is_external=config.external,
+        )
+    return out
+
+
+def recalibration_reasons(rules: list[RuleResult], shown: list) -> list[str]:
+    """Why a promoted rubric needs recalibrating: its stale reasons, then each rule its figures now break.
+
+    `shown` is `calibration.shown_rules(run, rules)` (the same texts as the report page).
+    """
+    reasons: list[str] = []
+    for rule, text in zip(rules, shown, strict=True):
+        if rule.met:
+            continue
+        if rule.key == "not_stale":
+            reasons.extend(rule.value)
+        elif rule.key not in _SAID_BY_STALENESS:
+            reasons.append(f"{text.label} is now {text.value}, needs {text.threshold}")
+    return reasons
+
+
+# ---- the overview and a rubric's promotion page -------------------------------------------------------
+
+
+@dataclass
+class PromotionRow:
+    rubric: Rubric
+    evidence: RubricEvent | None
+    recalibration: list[str] = field(default_factory=list)
+    rules: list[RuleResult] = field(default_factory=list)
+    last_ci: CiResult | None = None
+
+
+def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
+    newest = CiResult.objects.filter(rubric=OuterRef("rubric")).order_by("-received_at", "-id").values("pk")[:1]
+    latest = CiResult.objects.filter(rubric_id__in=rubric_ids, pk=Subquery(newest))
+    return {result.rubric_id: result for result in latest}
+
+
+def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
+    """Each rubric with its evidence, what breaks it now, and its latest CI result. Six queries
+    however many rubrics (evidence, staleness, human verdicts, judgments, latest CI results)."""
+    ids = [r.pk for r in rubrics]
+    events = {e.rubric_id: e for e in evidence_events(rubric_ids=ids)} if ids else {}
+    by_pk = {r.pk: r for r in rubrics}
+    for event in events.values():
+        # The caller's rubric objects, so the rules read its current thresholds with no further query.
+        event.rubric = event.run.config.rubric = by_pk[event.rubric_id]
+    rules = evidence_rules(runs=[e.run for e in events.values()])
+    latest = _latest_ci(ids) if ids else {}
+    rows = []
+    for rubric in rubrics:
+        event = events.get(rubric.pk)
+        row = PromotionRow(rubric=rubric, evidence=event, last_ci=latest.get(rubric.pk))
+        if event is not None:
+            row.rules = rules[event.run_id]
+            row.recalibration = recalibration_reasons(row.rules, shown_rules(event.run, row.rules))
+        rows.append(row)
+    return rows
+
+
+def promotion_overview() -> list[PromotionRow]:
+    return promotion_rows(rubrics=list(Rubric.objects.order_by("slug")))
+
+
+def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:
+    """Finished runs of the rubric's configs, newest first, for the promotion form's evidence menu.
+
+    Not sliced: the form looks the chosen run up in this same queryset. External configs' runs are
+    listed too, so choosing one is refused with its rule rather than silently missing.
+    """
+    return (
+        Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED, parent__isnull=True)  # no probe
+        .select_related("config", "dataset")
+        .order_by("-finished_at", "-pk")
+    )
+
+
+def rubric_events(*, rubric: Rubric | None = None) -> QuerySet[RubricEvent]:
+    """The audit log, newest first, with who, the rubric and the run; one query per page."""
+    events = RubricEvent.objects.select_related("rubric", "by", "run__config").order_by("-id")
+    return events if rubric is None else events.filter(rubric=rubric)
+
+
+# ---- CI results over time -----------------------------------------------------------------------------
+
+CI_PERIODS = {"7": 7, "30": 30, "90": 90}
+CI_MAX_SHOWN = 60
+
+
+def ci_results(*, rubric: Rubric, days: int) -> list[CiResult]:
+    """The rubric's CI results of the last `days` days, oldest first (newest last), at most CI_MAX_SHOWN."""
+    since = timezone.now() - timedelta(days=days)
+    newest = list(
+        CiResult.objects.filter(rubric=rubric, received_at__gte=since).order_by("-received_at", "-id")[:CI_MAX_SHOWN]
+    )
+    return newest[::-1]

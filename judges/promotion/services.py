@@ -1,0 +1,225 @@
+"""Promotion: the only writes of a rubric's stage, thresholds and fail_closed, each one audited.
+
+DESIGN "Promotion": stages go one step at a time (draft → observe → warn → gate) on the evidence of a
+run that meets every rule; demotion is always allowed, to any earlier stage. Every change leaves a
+RubricEvent in the same transaction as the change itself, so the audit log can never miss one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from judges.calibration.rules import RuleResult, promotable
+from judges.calibration.selectors import run_figures, run_rules
+from judges.models import RubricEvent, Run
+from labeling.models import Rubric
+
+STAGES: tuple[str, ...] = tuple(Rubric.Stage.values)  # draft, observe, warn, gate, in order
+# What a lead may change per rubric, and the type each holds.
+COUNT_THRESHOLDS: tuple[str, ...] = ("min_cases", "min_repeats")
+RATE_THRESHOLDS: tuple[str, ...] = (
+    "agreement_floor", "agreement_ceiling", "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate",
+    "min_coverage",
+)
+# Rules a lead may add or take away: None means the rubric has no such rule.
+OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts moved by bias probes (issue 9)
+THRESHOLD_FIELDS: tuple[str, ...] = COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS
+MAX_REPEATS = 20  # a run has at most 20 repeats, so a higher minimum could never be met
+# The figures a promotion keeps: DESIGN's gate-config `calibration` and the rates beside them.
+SNAPSHOT_KEYS: tuple[str, ...] = (
+    "n", "agreement", "agreement_ci95", "kappa", "kappa_note", "false_pass", "false_fail", "false_pass_rate",
+    "false_fail_rate", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage",
+)
+
+
+class PromotionError(Exception):
+    """A change that cannot be made as asked; the message says why."""
+
+
+class PromotionRefused(PromotionError):
+    """The evidence breaks a rule: `results` holds every rule, `failing` the ones not met."""
+
+    def __init__(self, results: list[RuleResult]) -> None:
+        self.results = results
+        self.failing = [r for r in results if not r.met]
+        broken = "; ".join(f"{r.label} {r.threshold_text}" for r in self.failing)
+        super().__init__(f"The promotion is refused: {broken}")
+
+
+def next_stage(stage: str) -> str | None:
+    index = STAGES.index(stage)
+    return STAGES[index + 1] if index + 1 < len(STAGES) else None
+
+
+def earlier_stages(stage: str) -> list[str]:
+    return list(STAGES[: STAGES.index(stage)])
+
+
+def figures_snapshot(*, run: Run, figures: dict[str, Any]) -> dict[str, Any]:
+    """The granted figures, as the gate config ships them (`calibration`) and the audit log shows them."""
+    return {"run": run.pk, "repeats": run.repeats, "config_version": run.config.version} | {
+        key: figures.get(key) for key in SNAPSHOT_KEYS
+    }
+
+
+def _reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise PromotionError("Type the reason for this change: the audit log keeps it.")
+    return reason
+
+
+def _locked(rubric: Rubric) -> Rubric:
+    # Two leads acting at once: the second waits, then sees the stage the first left.
+    return Rubric.objects.select_for_update().get(pk=rubric.pk)
+
+
+def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) -> RubricEvent:
+    """Move `rubric` one stage up with `run` as its evidence, or raise PromotionRefused.
+
+    Together or not at all: the rubric is locked and its stage re-read, the run's figures and every
+    rule are computed inside the lock (thresholds as they stand now), and the new stage and the
+    audit entry with the granted figures are written in one transaction. A refused promotion writes
+    nothing. The run must be one of this rubric's; an external config's run fails the newest-config
+    rule, so it can never be evidence.
+    """
+    reason = _reason(reason)
+    with transaction.atomic():
+        rubric = _locked(rubric)
+        expected = next_stage(rubric.stage)
+        if expected is None:
+            raise PromotionError(f"{rubric.slug} is at gate already: there is no stage above it.")
+        if to_stage != expected:
+            raise PromotionError(
+                f"A promotion goes one stage at a time: {rubric.slug} is at {rubric.stage}, so the next stage "
+                f"is {expected}, not {to_stage}."
+            )
+        run = Run.objects.select_related("config__rubric").get(pk=run.pk)
+        if run.config.rubric_id != rubric.pk:
+            raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
+        if run.parent_id is not None:
+            raise PromotionError(
+                f"Run {run.pk} is a {run.probe} probe of run {run.parent_id}: it judged variants, so it is never "
+                "evidence."
+            )
+        figures = run_figures(run=run)
+        results = run_rules(run=run, figures=figures)
+        if not promotable(results):
+            raise PromotionRefused(results)
+        from_stage = rubric.stage
+        rubric.stage = to_stage
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=["stage", "updated_at"])
+        return RubricEvent.objects.create(
+            rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, to_stage=to_stage, run=run,
+            figures=figures_snapshot(run=run, figures=figures), rules=[asdict(r) for r in results],
+            reason=reason, by=by,
+        )
+
+
+def rubric_demote(*, rubric: Rubric, to_stage: str, reason: str, by) -> RubricEvent:
+    """Move `rubric` down to any earlier stage; always allowed, with a reason.
+
+    The stage and its audit entry are written together. A demotion to draft takes the rubric out of
+    the gate config and leaves it with no evidence: the next promotion needs a run again.
+    """
+    reason = _reason(reason)
+    with transaction.atomic():
+        rubric = _locked(rubric)
+        if to_stage not in earlier_stages(rubric.stage):
+            below = ", ".join(earlier_stages(rubric.stage)) or "none"
+            raise PromotionError(
+                f"{rubric.slug} is at {rubric.stage}: a demotion goes to an earlier stage ({below}), not {to_stage}."
+            )
+        from_stage = rubric.stage
+        rubric.stage = to_stage
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=["stage", "updated_at"])
+        return RubricEvent.objects.create(
+            rubric=rubric, kind=RubricEvent.Kind.DEMOTE, from_stage=from_stage, to_stage=to_stage, reason=reason,
+            by=by,
+        )
+
+
+def threshold_errors(values: dict[str, Any]) -> dict[str, str]:
+    """{field: message} for the thresholds in `values` that no rule could sensibly use; {} when all fit.
+
+    Shared by the form and the service, so a page and a script are refused alike.
+    """
+    errors: dict[str, str] = {}
+    for name in COUNT_THRESHOLDS:
+        if name in values:
+            value = values[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                errors[name] = "A whole number of at least 1."
+            elif name == "min_repeats" and value > MAX_REPEATS:
+                errors[name] = f"A run has at most {MAX_REPEATS} repeats."
+    for name in RATE_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS:
+        if name in values:
+            value = values[name]
+            if value is None and name in OPTIONAL_RATE_THRESHOLDS:
+                continue  # no such rule
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                errors[name] = "A number from 0 to 1."
+            elif not 0 <= value <= 1:
+                errors[name] = "A fraction from 0 to 1 (0.8 is 80 %)."
+    floor, ceiling = values.get("agreement_floor"), values.get("agreement_ceiling")
+    both_valid = not {"agreement_floor", "agreement_ceiling"} & set(errors)
+    if both_valid and floor is not None and ceiling is not None and floor >= ceiling:
+        errors["agreement_ceiling"] = "The ceiling must be above the floor, or no agreement could pass."
+    return errors
+
+
+def rubric_thresholds_change(
+    *, rubric: Rubric, reason: str, by, fail_closed: bool | None = None, **thresholds: int | float
+) -> list[RubricEvent]:
+    """Change the rubric's promotion thresholds and/or fail_closed; returns the audit entries written.
+
+    Only what differs is changed and recorded, as {field: [old, new]}: one `thresholds` entry for the
+    thresholds, one `fail_closed` entry for the safety contract, written with the rubric in one
+    transaction. Changing nothing is an error (an empty audit entry would say nothing). A threshold
+    change never re-checks the rubric's current stage: "recalibration needed" shows when its evidence
+    no longer meets the new thresholds.
+    """
+    unknown = sorted(set(thresholds) - set(THRESHOLD_FIELDS))
+    if unknown:
+        raise PromotionError(f"Unknown threshold(s): {', '.join(unknown)}.")
+    errors = threshold_errors(thresholds)
+    reason = _reason(reason)
+    with transaction.atomic():
+        rubric = _locked(rubric)
+        merged = {name: getattr(rubric, name) for name in THRESHOLD_FIELDS} | thresholds
+        errors = errors or threshold_errors(merged)
+        if errors:
+            raise PromotionError(" ".join(f"{name}: {message}" for name, message in errors.items()))
+        changes = {
+            name: [getattr(rubric, name), value] for name, value in thresholds.items() if getattr(rubric, name) != value
+        }
+        closed_changed = fail_closed is not None and fail_closed != rubric.fail_closed
+        if not changes and not closed_changed:
+            raise PromotionError("Nothing changed: the thresholds and fail_closed already have these values.")
+        events = []
+        stage = rubric.stage
+        if changes:
+            for name, (_, value) in changes.items():
+                setattr(rubric, name, value)
+            events.append(
+                RubricEvent(rubric=rubric, kind=RubricEvent.Kind.THRESHOLDS, from_stage=stage, to_stage=stage,
+                            changes=changes, reason=reason, by=by)
+            )
+        if closed_changed:
+            events.append(
+                RubricEvent(rubric=rubric, kind=RubricEvent.Kind.FAIL_CLOSED, from_stage=stage, to_stage=stage,
+                            changes={"fail_closed": [rubric.fail_closed, fail_closed]}, reason=reason, by=by)
+            )
+            rubric.fail_closed = fail_closed
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=[*changes, *(["fail_closed"] if closed_changed else []), "updated_at"])
+        for event in events:
+            event.save()
+        return events

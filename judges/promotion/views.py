@@ -1,0 +1,244 @@
+"""The promotion pages, for leads: every rubric's stage and evidence, one rubric's promotion page, the audit log.
+
+Writes go through judges.promotion.services (stage, thresholds, fail_closed: each one audited). A refused
+promotion re-renders the page (400) listing every rule with the run's number and the threshold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from evalhub.access import lead_required
+from judges.calibration.selectors import shown_rules
+from judges.models import CiResult, RubricEvent, Run
+from judges.promotion import services as promotion
+from judges.promotion.forms import DemoteForm, PromoteForm, ThresholdsForm
+from judges.promotion.selectors import (
+    CI_PERIODS,
+    candidate_runs,
+    ci_results,
+    promotion_overview,
+    promotion_rows,
+    rubric_events,
+)
+from labeling.models import Rubric
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+EVENTS_PER_PAGE = 50
+RECENT_EVENTS = 10
+DEFAULT_PERIOD = "30"
+
+
+def _get_rubric(slug: str) -> Rubric:
+    rubric = Rubric.objects.filter(slug=slug).first()
+    if rubric is None:
+        raise Http404("No such rubric.")
+    return rubric
+
+
+# ---- CI results as SVG bars (geometry here, markup in the template: the CSP forbids inline styles) ----
+
+
+@dataclass
+class CiBar:
+    x: float
+    width: float
+    segments: list[dict]  # css, y, height
+    title: str
+    result: CiResult
+
+
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD, CHART_TOP = 640, 150, 30, 10
+
+
+def ci_chart(results: list[CiResult]) -> dict:
+    """One stacked bar per CI result, oldest on the left, newest last: the share of cases passed,
+    failed and not evaluated (each bar is 100 % of that run's cases)."""
+    plot_h = CHART_HEIGHT - CHART_TOP - CHART_PAD
+    usable = CHART_WIDTH - 2 * CHART_PAD
+    slot = usable / max(len(results), 1)
+    width = round(min(28.0, slot * 0.7), 1)
+    bars = []
+    for i, result in enumerate(results):
+        x = round(CHART_PAD + i * slot + (slot - width) / 2, 1)
+        y, segments = float(CHART_TOP), []
+        for css, count in (("ci-ne", result.not_evaluated), ("ci-fail", result.failed), ("ci-pass", result.passed)):
+            height = round(plot_h * count / result.total, 1) if result.total else 0
+            if height:
+                segments.append({"css": css, "y": round(y, 1), "height": height})
+                y += height
+        title = (
+            f"{result.received_at:%Y-%m-%d %H:%M} · {result.stage} · {result.outcome.replace('_', ' ')}: "
+            f"{result.passed} pass, {result.failed} fail, {result.not_evaluated} not evaluated"
+        )
+        bars.append(CiBar(x=x, width=width, segments=segments, title=title, result=result))
+    return {
+        "width": CHART_WIDTH, "height": CHART_HEIGHT, "bars": bars, "axis_y": CHART_HEIGHT - CHART_PAD,
+        "first": results[0] if results else None, "last": results[-1] if results else None,
+        "left": CHART_PAD, "right": CHART_WIDTH - CHART_PAD,
+    }
+
+
+def _ci_context(request: HttpRequest, rubric: Rubric) -> dict:
+    period = request.GET.get("days", DEFAULT_PERIOD)
+    period = period if period in CI_PERIODS else DEFAULT_PERIOD
+    results = ci_results(rubric=rubric, days=CI_PERIODS[period])
+    totals = {
+        "runs": len(results),
+        "passed": sum(r.passed for r in results),
+        "failed": sum(r.failed for r in results),
+        "not_evaluated": sum(r.not_evaluated for r in results),
+    }
+    return {"ci_results": results, "ci_chart": ci_chart(results), "ci_period": period, "ci_periods": CI_PERIODS,
+            "ci_totals": totals, "ci_newest_first": results[::-1]}
+
+
+# ---- pages --------------------------------------------------------------------------------------------
+
+
+@lead_required
+def overview(request: HttpRequest) -> HttpResponse:
+    """Every rubric: its stage, its evidence, "recalibration needed", its latest CI result."""
+    return render(request, "judges/promotion/promotion_overview.html", {"rows": promotion_overview()})
+
+
+def _page(
+    request: HtmxHttpRequest,
+    rubric: Rubric,
+    *,
+    promote_form: PromoteForm | None = None,
+    demote_form: DemoteForm | None = None,
+    thresholds_form: ThresholdsForm | None = None,
+    refused: dict | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    [row] = promotion_rows(rubrics=[rubric])
+    runs = candidate_runs(rubric=rubric)
+    next_stage = promotion.next_stage(rubric.stage)
+    if next_stage and promote_form is None:
+        promote_form = PromoteForm(initial={"to_stage": next_stage}, runs=runs)
+    if rubric.stage != Rubric.Stage.DRAFT and demote_form is None:
+        demote_form = DemoteForm(rubric=rubric)
+    context = {
+        "rubric": rubric,
+        "row": row,
+        "evidence_rules": shown_rules(row.evidence.run, row.rules) if row.evidence else [],
+        "next_stage": next_stage,
+        "stages": promotion.STAGES,
+        "promote_form": promote_form if next_stage else None,
+        "has_candidates": runs.exists(),
+        "demote_form": demote_form if rubric.stage != Rubric.Stage.DRAFT else None,
+        "thresholds_form": thresholds_form or ThresholdsForm(initial=ThresholdsForm.initial_for(rubric)),
+        "refused": refused,
+        "events": rubric_events(rubric=rubric)[:RECENT_EVENTS],
+        **_ci_context(request, rubric),
+    }
+    if request.htmx and request.htmx.target == "ci-results":
+        return render(request, "judges/promotion/promotion_rubric.html#ci", context)
+    return render(request, "judges/promotion/promotion_rubric.html", context, status=status)
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def rubric_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """One rubric's stage, evidence, promote / demote / thresholds forms, recent audit entries and CI results."""
+    return _page(request, _get_rubric(slug))
+
+
+@lead_required
+@require_POST
+def rubric_promote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    rubric = _get_rubric(slug)
+    form = PromoteForm(request.POST, runs=candidate_runs(rubric=rubric))
+    if not form.is_valid():
+        return _page(request, rubric, promote_form=form, status=400)
+    run: Run = form.cleaned_data["run"]
+    try:
+        event = promotion.rubric_promote(
+            rubric=rubric, to_stage=form.cleaned_data["to_stage"], run=run, reason=form.cleaned_data["reason"],
+            by=request.user,
+        )
+    except promotion.PromotionRefused as refusal:
+        run = Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
+        # Every rule, numbered as on the report page; the failing ones are the refusal's reasons.
+        rules = shown_rules(run, refusal.results)
+        refused = {"run": run, "rules": [(i, rule) for i, rule in enumerate(rules, start=1)],
+                   "failing": [(i, rule) for i, rule in enumerate(rules, start=1) if not rule.met]}
+        return _page(request, rubric, promote_form=form, refused=refused, status=400)
+    except promotion.PromotionError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, rubric, promote_form=form, status=400)
+    messages.success(request, f"{rubric.slug} promoted from {event.from_stage} to {event.to_stage} on run {run.pk}.")
+    return redirect("judges:promotion_rubric", slug=rubric.slug)
+
+
+@lead_required
+@require_POST
+def rubric_demote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    rubric = _get_rubric(slug)
+    form = DemoteForm(request.POST, rubric=rubric)
+    if not form.is_valid():
+        return _page(request, rubric, demote_form=form, status=400)
+    try:
+        event = promotion.rubric_demote(
+            rubric=rubric, to_stage=form.cleaned_data["to_stage"], reason=form.cleaned_data["reason"], by=request.user
+        )
+    except promotion.PromotionError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, rubric, demote_form=form, status=400)
+    messages.success(request, f"{rubric.slug} demoted from {event.from_stage} to {event.to_stage}.")
+    return redirect("judges:promotion_rubric", slug=rubric.slug)
+
+
+@lead_required
+@require_POST
+def rubric_thresholds(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    rubric = _get_rubric(slug)
+    form = ThresholdsForm(request.POST)
+    if not form.is_valid():
+        return _page(request, rubric, thresholds_form=form, status=400)
+    data = dict(form.cleaned_data)
+    reason, fail_closed = data.pop("reason"), data.pop("fail_closed")
+    try:
+        events = promotion.rubric_thresholds_change(
+            rubric=rubric, reason=reason, by=request.user, fail_closed=fail_closed, **data
+        )
+    except promotion.PromotionError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, rubric, thresholds_form=form, status=400)
+    changed = ", ".join(name for event in events for name in event.changes)
+    messages.success(request, f"Changed {changed} of {rubric.slug}; the audit log keeps it.")
+    return redirect("judges:promotion_rubric", slug=rubric.slug)
+
+
+@lead_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """Every promotion, demotion and thresholds or fail_closed change, newest first; read-only."""
+    rubrics = list(Rubric.objects.order_by("slug").values_list("slug", flat=True))
+    chosen = request.GET.get("rubric", "")
+    kind = request.GET.get("kind", "")
+    events = rubric_events()
+    if chosen in rubrics:
+        events = events.filter(rubric__slug=chosen)
+    else:
+        chosen = ""
+    if kind in RubricEvent.Kind.values:
+        events = events.filter(kind=kind)
+    else:
+        kind = ""
+    page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "judges/promotion/audit_log.html", {
+        "page": page, "rubrics": rubrics, "chosen": chosen, "kind": kind, "kinds": RubricEvent.Kind.choices,
+    })

@@ -1,0 +1,63 @@
+"""A run's judgments out, in the format judges.runs.importing reads (an export imports again unchanged).
+
+A generator of text pieces over `QuerySet.iterator()`, so the run page streams it and the command writes
+it to a file without holding a large run in memory.
+"""
+
+import csv
+import json
+from collections.abc import Iterator
+
+from judges.models import Judgment, Run
+from judges.runs.importing import EXTERNAL, JUDGMENT_FIELDS
+from labeling.importing import Format
+
+CHUNK = 2_000
+
+
+class _Echo:
+    """A file-like object whose write() returns the line, so csv.writer can feed a generator."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _judge_names(run: Run) -> dict[str, str]:
+    """Judgment.judge (primary/fallback) → the model that answered; a config without a model is 'contract'."""
+    spec = run.config.spec
+    primary = spec.get("model") or "contract"
+    secondary = (spec.get("secondary") or {}).get("model") or primary
+    return {"primary": primary, "fallback": secondary}
+
+
+def _records(run: Run) -> Iterator[dict]:
+    external = run.config.external
+    names = _judge_names(run)
+    fields = ["case__external_id", "repeat", "outcome", "scores", "reason", "judge", "layer"]
+    if external:
+        fields.append("raw_output")  # an imported row keeps its judge's name there
+    rows = Judgment.objects.filter(run=run).order_by("case_id", "repeat").values_list(*fields)
+    for external_id, repeat, outcome, scores, reason, judge, layer, *raw in rows.iterator(chunk_size=CHUNK):
+        if layer == EXTERNAL:
+            name = json.loads(raw[0]).get("judge", "") if raw and raw[0] else ""
+        else:
+            name = names.get(judge, names["primary"])
+        yield {
+            "external_id": external_id, "repeat": repeat, "verdict": outcome, "scores": scores or None,
+            "reason": reason, "judge": name,
+        }
+
+
+def judgments_export(*, run: Run, fmt: Format) -> Iterator[str]:
+    """The run's judgments, one per (case, repeat), as JSONL or CSV (scores as JSON text in its cell)."""
+    if fmt == Format.JSONL:
+        for record in _records(run):
+            yield json.dumps(record, ensure_ascii=False) + "\n"
+        return
+    writer = csv.writer(_Echo())
+    yield writer.writerow(JUDGMENT_FIELDS)
+    for record in _records(run):
+        scores = "" if record["scores"] is None else json.dumps(record["scores"], ensure_ascii=False)
+        yield writer.writerow([
+            record["external_id"], record["repeat"], record["verdict"], scores, record["reason"], record["judge"],
+        ])

@@ -1,0 +1,20 @@
+"""The form that starts a run."""
+
+from decimal import Decimal
+
+from django import forms
+
+from labeling.models import Dataset
+
+
+class RunStartForm(forms.Form):
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("slug"), to_field_name="slug")
+    repeats = forms.IntegerField(
+        min_value=1, max_value=20, initial=2,
+        help_text="Each case is judged this many times (K); promotion needs K ≥ 2 to measure flips.",
+    )
+    concurrency = forms.IntegerField(min_value=1, max_value=64, initial=4, help_text="Calls in flight at once.")
+    spend_cap_usd = forms.DecimalField(
+        min_value=Decimal("0.01"), max_digits=10, decimal_places=4, required=False, label="Spend cap (USD)",
+        help_text="Optional. Once reached, the rest is not evaluated (“spend cap”).",
+    )

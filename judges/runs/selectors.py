@@ -1,0 +1,188 @@
+"""Reads of the judges app for its pages: configs, runs, judgments, and a run's cost estimate.
+
+Every page's query count is fixed whatever its rows: relations come with select_related and counts
+with annotations, never one query per row.
+"""
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.db.models import F, QuerySet
+
+from judges.engine import build_messages, cache_key
+from judges.engine.providers import DEFAULT_MAX_TOKENS
+from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Run
+from judges.runs.services import engine_case
+from labeling.models import Dataset
+
+# The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
+ESTIMATE_SAMPLE = 20
+# Above this many (case, repeat) pairs the estimate does not look each one up in the cache.
+ESTIMATE_CACHE_LOOKUP_MAX = 20_000
+CHARS_PER_TOKEN = 4
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def runs_for_list() -> QuerySet[Run]:
+    """Ordinary runs, newest first: a bias probe is listed on its parent's report, not here."""
+    return (
+        Run.objects.filter(parent__isnull=True)
+        .select_related("config__rubric", "dataset", "created_by")
+        .order_by("-created_at")
+    )
+
+
+def run_for_page(run_id: int) -> Run:
+    return Run.objects.select_related("config__rubric", "dataset", "created_by").get(pk=run_id)
+
+
+def run_judgments(
+    *, run: Run, outcome: str = "", layer: str = "", error: str = "", search: str = ""
+) -> QuerySet[Judgment]:
+    """A run's judgments for its table, in case then repeat order; raw output is left behind (it can be long)."""
+    rows = (
+        Judgment.objects.filter(run=run)
+        .annotate(external_id=F("case__external_id"))
+        .defer("raw_output")
+        .order_by("case_id", "repeat")
+    )
+    if outcome:
+        rows = rows.filter(outcome=outcome)
+    if layer:
+        rows = rows.filter(layer=layer)
+    if error:
+        rows = rows.filter(error=error)
+    if search:
+        rows = rows.filter(case__external_id__icontains=search)
+    return rows
+
+
+def run_filter_choices(*, run: Run) -> dict[str, list[str]]:
+    """The layers and errors this run's judgments actually have, for the filter menus (two queries)."""
+    judgments = Judgment.objects.filter(run=run)
+    return {
+        "layers": list(judgments.order_by("layer").values_list("layer", flat=True).distinct()),
+        "errors": [
+            e for e in judgments.order_by("error").values_list("error", flat=True).distinct() if e
+        ],
+    }
+
+
+
+
+
+
+# ---- the prompt preview -------------------------------------------------------------------------
+
+
+
+
+
+
+# ---- the cost estimate of a run before it starts ------------------------------------------------
+
+
+@dataclass
+class Estimate:
+    cases: int
+    judgments: int
+    contract_only: bool = False
+    cached: int | None = None  # None: not looked up (too many pairs)
+    calls: int = 0
+    input_tokens_per_call: int = 0
+    output_tokens_per_call: int = 0
+    cost_usd: Decimal | None = Decimal(0)
+    missing_prices: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.calls * (self.input_tokens_per_call + self.output_tokens_per_call)
+
+
+def _call_cost(price: ModelPrice, calls: int, input_tokens: int, output_tokens: int) -> Decimal:
+    per_call = input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok
+    return (calls * per_call / Decimal(1_000_000)).quantize(Decimal("0.0001"))
+
+
+def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int) -> Estimate:
+    """What a run would cost: cases × repeats × expected tokens × price, before it starts.
+
+    Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
+    divided by 4; expected output tokens are params.max_tokens (the engine's default when unset), an
+    upper bound. Pairs already in the cache cost nothing. A contract-only config calls no model.
+    """
+    spec = config.spec
+    cases = dataset.cases.count()
+    estimate = Estimate(cases=cases, judgments=cases * repeats)
+    if "behavioral" not in spec.get("layers", []):
+        estimate.contract_only = True
+        estimate.notes.append("Contract checks only: no model is called, so the run costs nothing.")
+        return estimate
+
+    sample = [
+        engine_case(case) for case in dataset.cases.order_by("id")[:ESTIMATE_SAMPLE]
+    ]
+    if sample:
+        chars = [
+            sum(map(len, build_messages(
+                case, template=spec["prompt_template"], criteria=spec["criteria"], policy=spec["policy"],
+                output_kind=spec["output_kind"],
+            )))
+            for case in sample
+        ]
+        estimate.input_tokens_per_call = round(sum(chars) / len(chars) / CHARS_PER_TOKEN)
+    estimate.output_tokens_per_call = int((spec.get("params") or {}).get("max_tokens", DEFAULT_MAX_TOKENS))
+
+    estimate.calls = estimate.judgments
+    if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
+        keys = [
+            cache_key(engine_case(case), config.config_hash, repeat)
+            for case in dataset.cases.order_by("id")
+            for repeat in range(1, repeats + 1)
+        ]
+        estimate.cached = CachedJudgment.objects.filter(key__in=keys).count()
+        estimate.calls = estimate.judgments - estimate.cached
+        if estimate.cached:
+            estimate.notes.append(
+                f"{estimate.cached} of {estimate.judgments} judgments are already in the cache: "
+                "they call no model and cost nothing."
+            )
+
+    models = [spec["model"]]
+    secondary = spec.get("secondary")
+    always_second = bool(
+        secondary and secondary["role"] == "second_opinion" and (secondary.get("when") or {}).get("mode") == "always"
+    )
+    if always_second:
+        models.append(secondary["model"])
+    elif secondary:
+        estimate.notes.append(
+            f"Not counted: the secondary judge {secondary['model']} ({secondary['role']}) on some cases."
+        )
+    prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
+    estimate.missing_prices = [m for m in dict.fromkeys(models) if m not in prices]
+    if estimate.missing_prices:
+        estimate.cost_usd = None
+        return estimate
+    estimate.cost_usd = sum(
+        (
+            _call_cost(prices[m], estimate.calls, estimate.input_tokens_per_call, estimate.output_tokens_per_call)
+            for m in models
+        ),
+        Decimal(0),
+    )
+    if always_second:
+        estimate.notes.append(f"Includes the second opinion of {secondary['model']} on every judgment.")
+    return estimate

@@ -1,0 +1,38 @@
+"""Thin, idempotent tasks: ids in, claims through services, results keyed by unique constraints."""
+
+import logging
+
+from celery import shared_task
+from celery.signals import worker_ready
+
+from judges.runs import services
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name=services.RUN_WORK_TASK, acks_late=True, soft_time_limit=30 * 60, time_limit=31 * 60)
+def run_work(run_id: int) -> None:
+    """Judge the run's next chunk, then queue the one after it."""
+    chunk = services.chunk_claim(run_id=run_id)
+    if chunk is None:
+        return
+    recorded = services.chunk_judge(chunk=chunk)
+    log.info("run %s chunk %s: %s judgments recorded", run_id, chunk.index, recorded)
+    run_work.delay(run_id)
+
+
+@shared_task(name="judges.sweep_runs", ignore_result=True)
+def sweep_runs() -> list[int]:
+    """Requeue runs whose chunk lease ran out (a worker died) or whose message was lost."""
+    run_ids = services.runs_needing_work()
+    for run_id in run_ids:
+        run_work.delay(run_id)
+    if run_ids:
+        log.info("sweep requeued runs %s", run_ids)
+    return run_ids
+
+
+@worker_ready.connect
+def sweep_when_a_worker_starts(sender, **kwargs) -> None:
+    # A worker coming back is the moment to pick up what a killed one left.
+    sender.app.send_task("judges.sweep_runs")

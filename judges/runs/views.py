@@ -1,0 +1,231 @@
+"""The judges pages, for leads: judge config versions, the price table, starting and watching runs.
+
+Writes go through judges.runs.services (configs, runs) except the one-row price table, which the view saves.
+"""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HTMX_STOP_POLLING, trigger_client_event
+from django_htmx.middleware import HtmxDetails
+
+from evalhub.access import lead_required
+from judges.configs import selectors as config_selectors
+from judges.models import JudgeConfig, Outcome, Run
+from judges.runs import selectors, services
+from judges.runs.exporting import judgments_export
+from judges.runs.forms import RunStartForm
+from labeling.importing import Format
+from labeling.models import Dataset
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+JUDGMENTS_PER_PAGE = 50
+RUNS_PER_PAGE = 50
+# A queued run nobody claimed for this long most likely has no worker to go to.
+NO_WORKER_AFTER = timedelta(seconds=15)
+WORKER_COMMAND = "celery -A evalhub worker --beat"
+EXPORT_CONTENT_TYPES = {
+    Format.JSONL: "application/x-ndjson; charset=utf-8",
+    Format.CSV: "text/csv; charset=utf-8",
+}
+
+
+def _get_config(config_id: int) -> JudgeConfig:
+    try:
+        return config_selectors.config_for_page(config_id)
+    except JudgeConfig.DoesNotExist:
+        raise Http404("No such judge config.") from None
+
+
+def _get_run(run_id: int) -> Run:
+    try:
+        return selectors.run_for_page(run_id)
+    except Run.DoesNotExist:
+        raise Http404("No such run.") from None
+
+
+
+
+# ---- judge configs --------------------------------------------------------------------------------
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+# ---- prices -----------------------------------------------------------------------------------------
+
+
+
+
+
+
+
+
+# ---- runs -----------------------------------------------------------------------------------------
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+@vary_on_headers("HX-Request")
+def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
+    """Start a run of a config; the form shows its cost estimate first (refreshed as the fields change)."""
+    config = _get_config(config_id)
+    if config.external:
+        messages.error(request, "An imported (external) config holds another tool's verdicts: it cannot run.")
+        return redirect("judges:config_detail", config_id=config.pk)
+    if request.method == "POST":
+        form = RunStartForm(request.POST)
+    else:
+        defaults = {"repeats": RunStartForm.base_fields["repeats"].initial,
+                    "concurrency": RunStartForm.base_fields["concurrency"].initial}
+        first = Dataset.objects.order_by("slug").values_list("slug", flat=True).first()
+        data = {**defaults, "dataset": first or "", **request.GET.dict()}
+        form = RunStartForm(data)
+    estimate = None
+    if form.is_valid():
+        data = form.cleaned_data
+        if request.method == "POST":
+            try:
+                run = services.run_start(
+                    config=config, dataset=data["dataset"], repeats=data["repeats"],
+                    concurrency=data["concurrency"], spend_cap_usd=data["spend_cap_usd"], by=request.user,
+                )
+            except services.RunError as exc:
+                form.add_error(None, str(exc))
+            else:
+                messages.success(request, f"Run {run.pk} queued: {run.total} judgments.")
+                return redirect("judges:run_detail", run_id=run.pk)
+        estimate = selectors.run_estimate(config=config, dataset=data["dataset"], repeats=data["repeats"])
+    context = {"config": config, "rubric": config.rubric, "form": form, "estimate": estimate,
+               "warnings": config_selectors.alias_warnings(config.spec)}
+    if request.htmx and request.method == "GET":
+        return render(request, "judges/runs/run_create.html#estimate", context)
+    return render(request, "judges/runs/run_create.html", context)
+
+
+@lead_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    page = Paginator(selectors.runs_for_list(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "judges/runs/run_list.html", {"page": page})
+
+
+def _progress_context(run: Run, since: float | None) -> dict:
+    now = timezone.now()
+    no_worker = False
+    if run.status == Run.Status.QUEUED:
+        # A re-run keeps its created_at; the page's first render stands in for when it was queued again.
+        queued_at = run.created_at
+        if run.started_at is not None and since:
+            queued_at = max(run.created_at, datetime.fromtimestamp(since, tz=UTC))
+        no_worker = (run.started_at is None or since is not None) and now - queued_at > NO_WORKER_AFTER
+    return {
+        "run": run, "no_worker": no_worker, "worker_command": WORKER_COMMAND,
+        "finished": run.status in {Run.Status.FINISHED, Run.Status.CANCELLED},
+        "since": int(since or time.time()),
+    }
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """A run: its progress (a partial polled by run_progress) and its judgments, 50 a page, filterable."""
+    run = _get_run(run_id)
+    filters = {
+        "outcome": request.GET.get("outcome", "") if request.GET.get("outcome") in Outcome.values else "",
+        "layer": request.GET.get("layer", "").strip(),
+        "error": request.GET.get("error", "").strip(),
+        "search": request.GET.get("q", "").strip(),
+    }
+    rows = selectors.run_judgments(run=run, **filters)
+    page = Paginator(rows, JUDGMENTS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "run": run, "page": page, "filters": filters, "filter_query": query.urlencode(),
+        "outcomes": Outcome.choices, "choices": selectors.run_filter_choices(run=run),
+    }
+    if request.htmx and request.htmx.target == "judgments":
+        return render(request, "judges/runs/run_detail.html#judgments", context)
+    context |= _progress_context(run, None)
+    context["config"] = run.config
+    return render(request, "judges/runs/run_detail.html", context)
+
+
+@lead_required
+def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+    """The polled progress partial; a finished or cancelled run answers 286, which stops htmx's polling."""
+    run = _get_run(run_id)
+    try:
+        since = float(request.GET["since"]) if "since" in request.GET else None
+    except ValueError:
+        since = None
+    context = _progress_context(run, since)
+    response = render(request, "judges/runs/run_detail.html#progress", context)
+    if context["finished"]:
+        response.status_code = HTMX_STOP_POLLING
+        # The judgments table reloads once, now that every judgment is in.
+        trigger_client_event(response, "run-finished")
+    return response
+
+
+@lead_required
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _get_run(run_id)
+    services.run_cancel(run=run)
+    messages.success(request, f"Run {run.pk} cancelled: no further chunk will be claimed.")
+    return redirect("judges:run_detail", run_id=run.pk)
+
+
+@lead_required
+@require_POST
+def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _get_run(run_id)
+    try:
+        count = services.run_retry_not_evaluated(run=run)
+    except services.RunError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run {run.pk} queued again for its {count} not-evaluated judgment(s).")
+    return redirect("judges:run_detail", run_id=run.pk)
+
+
+@lead_required
+def run_export(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpResponse:
+    """The run's judgments in the import format, streamed."""
+    run = _get_run(run_id)
+    try:
+        fmt = Format(fmt)
+    except ValueError:
+        raise Http404("Unknown format.") from None
+    response = StreamingHttpResponse(judgments_export(run=run, fmt=fmt), content_type=EXPORT_CONTENT_TYPES[fmt])
+    name = f"run-{run.pk}-{run.config.rubric.slug}-v{run.config.version}-judgments.{fmt}"
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=name)
+    return response
