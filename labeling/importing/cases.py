@@ -62,10 +62,15 @@ def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bo
 
 
 def cases_import_objects(*, dataset: Dataset, objects: list, update: bool = False) -> CaseImportResult:
-    """The ingest API's import: the same rules, with each error at its item's index in the batch."""
-    errors: list[RowError] = []
-    rows = validated_cases(enumerate(objects), errors)
-    if not objects:
+    """Import parsed case objects: the same rules, with each error at its item's index in the list."""
+    return cases_import_items(dataset=dataset, items=list(enumerate(objects)), errors=[], update=update)
+
+
+def cases_import_items(*, dataset: Dataset, items: list[tuple[int, Any]], errors: list[RowError],
+                       update: bool = False) -> CaseImportResult:
+    """The ingest API's import: (index, object) items, after `errors` the body's reading found (by index)."""
+    rows = validated_cases(items, errors)
+    if not items and not errors:
         errors.append(RowError(None, None, "the batch has no cases"))
     return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update)
 
