@@ -11,7 +11,7 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from judges import services
 from judges.engine import JudgeConfig
-from judges.gate_cli import parse_gate_config
+from judges.gate.config import parse_gate_config
 from judges.gates import gate_config
 from judges.models import ModelPrice
 from judges.promotion import rubric_demote, rubric_promote, rubric_thresholds_change
