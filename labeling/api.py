@@ -5,7 +5,8 @@ from django.http import HttpRequest, JsonResponse
 
 from evalhub.access import token_required
 from evalhub.models import Scope
-from labeling.importing import ImportRejected, cases_import_objects, parse_json
+from labeling.importing import ImportRejected, parse_json
+from labeling.importing.cases import cases_import_objects
 from labeling.models import Dataset
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
