@@ -22,9 +22,12 @@ from judges.models import JudgeConfig, Judgment, Run
 from labeling.importing import Format, ImportRejected, RowError, parse_json
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
+    ID_ALIASES,
     LOOKUP_CHUNK,
     chunks,
     has_nul,
+    json_error,
+    normalize_fields,
     read_records,
     text_field,
     type_name,
@@ -72,6 +75,10 @@ def validate_judgment(obj: Any) -> tuple[JudgmentData | None, list[tuple[str | N
     """Check one judgment row; returns the normalised row or the problems found."""
     if not isinstance(obj, dict):
         return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
+    try:
+        obj = normalize_fields(obj, ID_ALIASES)
+    except ValueError as exc:
+        return None, [(None, str(exc))]
     problems: list[tuple[str | None, str]] = []
     for key in obj:
         if key not in JUDGMENT_FIELDS:
@@ -111,8 +118,8 @@ def _judgment_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict
                 continue
             try:
                 obj[name] = parse_json(cell)
-            except (ValueError, RecursionError) as exc:
-                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {exc}"))
+            except ValueError as exc:
+                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {json_error(exc)}"))
                 return None
         elif name == "repeat":
             try:
@@ -139,7 +146,8 @@ def judgments_import(
     """
     errors: list[RowError] = []
     records = read_records(
-        stream, fmt, errors, known=JUDGMENT_FIELDS, required=JUDGMENT_REQUIRED, from_csv=_judgment_from_csv,
+        stream, fmt, errors, known=JUDGMENT_FIELDS, required=JUDGMENT_REQUIRED, aliases=ID_ALIASES,
+        from_csv=_judgment_from_csv,
         max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
     )
     rows: list[tuple[int, JudgmentData]] = validated_rows(

@@ -11,6 +11,13 @@ transaction. Any error raises `ImportRejected` with the full list, and nothing i
 The package imports only `reading` (no Django); import the writers from their modules.
 """
 
-from labeling.importing.reading import Format, ImportRejected, RowError, format_for, parse_json
+from labeling.importing.reading import (
+    Format,
+    ImportRejected,
+    RowError,
+    format_for,
+    normalize_case_fields,
+    parse_json,
+)
 
-__all__ = ["Format", "ImportRejected", "RowError", "format_for", "parse_json"]
+__all__ = ["Format", "ImportRejected", "RowError", "format_for", "normalize_case_fields", "parse_json"]

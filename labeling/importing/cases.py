@@ -17,6 +17,7 @@ from django.db.models import BooleanField, ExpressionWrapper, F, JSONNull, Q
 from django.utils import timezone
 
 from labeling.importing.reading import (
+    CASE_ALIASES,
     CASE_FIELDS,
     CASE_REQUIRED,
     JUDGED_FIELDS,
@@ -51,7 +52,7 @@ def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bo
     """Import a JSONL or CSV file of cases into `dataset`, all or nothing (raises ImportRejected)."""
     errors: list[RowError] = []
     records = read_records(
-        stream, fmt, errors, known=CASE_FIELDS, required=CASE_REQUIRED, from_csv=case_from_csv,
+        stream, fmt, errors, known=CASE_FIELDS, required=CASE_REQUIRED, aliases=CASE_ALIASES, from_csv=case_from_csv,
         max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
     )
     rows = validated_cases(records, errors)

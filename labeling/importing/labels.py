@@ -13,11 +13,13 @@ from django.utils import timezone
 from evalhub.models import Role
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
+    ID_ALIASES,
     LOOKUP_CHUNK,
     Format,
     ImportRejected,
     RowError,
     chunks,
+    normalize_fields,
     read_records,
     text_field,
     type_name,
@@ -60,6 +62,10 @@ _username_validator = get_user_model().username_validator
 def validate_label(obj: Any) -> tuple[LabelData | None, list[tuple[str | None, str]]]:
     if not isinstance(obj, dict):
         return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
+    try:
+        obj = normalize_fields(obj, ID_ALIASES)
+    except ValueError as exc:
+        return None, [(None, str(exc))]
     problems: list[tuple[str | None, str]] = []
     for key in obj:
         if key not in LABEL_FIELDS:
@@ -96,7 +102,7 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
     except ValidationError:
         errors.append(RowError(None, "rubric", f"{rubric_slug!r} is not a valid slug"))
     records = read_records(
-        stream, fmt, errors, known=LABEL_FIELDS, required=LABEL_REQUIRED,
+        stream, fmt, errors, known=LABEL_FIELDS, required=LABEL_REQUIRED, aliases=ID_ALIASES,
         max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
     )
     rows: list[tuple[int, LabelData]] = validated_rows(

@@ -9,6 +9,7 @@ already exists, the writes) is in `labeling.importing.cases` and `labeling.impor
 import csv
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,33 @@ JUDGED_FIELDS = (
     "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
     "expected_tool_argument", "expected_source",
 )
+# The camelCase golden-dataset names of agent-eval write-ups, accepted beside the snake_case ones.
+CASE_ALIASES = {
+    "id": "external_id", "question": "input", "answer": "output", "goldenAnswer": "golden_answer",
+    "expectedBehaviour": "expected_behaviour", "expectedBehavior": "expected_behaviour",
+    "expectedTool": "expected_tool", "expectedToolArgument": "expected_tool_argument",
+    "expectedSource": "expected_source",
+}
+ID_ALIASES = {"id": "external_id"}  # labels and judgments name their case as cases do
+
+
+def normalize_fields(obj: dict, aliases: dict[str, str]) -> dict:
+    """obj with each alias renamed to its field; ValueError when one field is named two ways."""
+    if not any(key in aliases for key in obj):
+        return obj
+    renamed: dict = {}
+    given_as: dict[str, str] = {}
+    for key, value in obj.items():
+        name = aliases.get(key, key)
+        if name in renamed:
+            raise ValueError(f"{name} is given twice, as {given_as[name]!r} and as {key!r}")
+        renamed[name], given_as[name] = value, key
+    return renamed
+
+
+def normalize_case_fields(obj: dict) -> dict:
+    """A case with the camelCase names (id, question, answer, goldenAnswer, …) renamed to snake_case."""
+    return normalize_fields(obj, CASE_ALIASES)
 
 
 def case_split(external_id: str) -> str:
@@ -201,6 +229,10 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
     """Check one case as DESIGN defines it; returns the normalised case or the problems found."""
     if not isinstance(obj, dict):
         return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
+    try:
+        obj = normalize_case_fields(obj)
+    except ValueError as exc:
+        return None, [(None, str(exc))]
     problems: list[tuple[str | None, str]] = []
     unknown = [key for key in obj if key not in CASE_FIELDS]
     for key in unknown:
@@ -306,15 +338,146 @@ def _text_lines(stream: IO[bytes], max_bytes: int, errors: list[RowError],
             yield number, raw.decode("utf-8", "replace")
 
 
+# ---------------------------------------------------------------------------------------------------
+# Strict JSON: what PostgreSQL's jsonb, a spreadsheet round trip or a CI log could not hold is refused
+# with a short message, never a crash (DESIGN "Words"). Everywhere JSON comes in, it comes through here.
+
+MAX_JSON_DEPTH = 64
+_LONE_SURROGATE_HINT = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")
+
+
 def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")  # NaN and Infinity: PostgreSQL's jsonb refuses them
+    raise ValueError(f"{name} is not valid JSON")  # NaN, Infinity: jsonb refuses them
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {_clip(text)} is too large (it overflows a float)")
+    return value
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {_clip(key)!r} is repeated in one object")
+            seen.add(key)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_repeated_keys, parse_float=_finite_float,
+                            parse_constant=_reject_constant)
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether containers nest more than `limit` levels (a scalar is level 0, `[1]` level 1)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _checked(value: Any, text: str, *, depth: int) -> Any:
+    # Cheap guards first: few brackets cannot nest deeply, and text without a surrogate (raw or as an
+    # escape) cannot hold one; only then walk or re-encode the value.
+    if isinstance(value, dict | list) and text.count("[") + text.count("{") > depth and _too_deep(value, depth):
+        raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels")
+    if _LONE_SURROGATE_HINT.search(text):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("it holds a lone surrogate (such as \\ud800), which is not text") from None
+    return value
+
+
+def _decode(text: str, start: int = 0) -> tuple[Any, int]:
+    try:
+        return _DECODER.raw_decode(text, start)
+    except RecursionError:
+        raise ValueError(f"it nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's own limit on a number's digits
+            raise ValueError("a number has too many digits") from None
+        raise
 
 
 def parse_json(text: str) -> Any:
-    """json.loads without NaN or Infinity, which PostgreSQL's jsonb refuses (the API parses with it too)."""
-    if "NaN" in text or "Infinity" in text:  # parse_constant costs a third more: only when it can matter
-        return json.loads(text, parse_constant=_reject_constant)
-    return json.loads(text)
+    """json.loads, refusing what JSON data must not hold, with a short ValueError saying what was wrong.
+
+    Refused: a key repeated in one object (named), NaN and Infinity, a number that overflows a float
+    (1e999), a lone surrogate ("\\ud800"), nesting deeper than MAX_JSON_DEPTH levels. A syntax error
+    is a json.JSONDecodeError (a ValueError) with its position.
+    """
+    value, end = _decode(text, _WHITESPACE.match(text).end())
+    end = _WHITESPACE.match(text, end).end()
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return _checked(value, text, depth=MAX_JSON_DEPTH)
+
+
+def parse_json_items(text: str, errors: list[RowError]) -> list[tuple[int, Any]]:
+    """A JSON body of one value or an array of them, as (index, value); a bad item is an error at its index.
+
+    Items before a bad one are kept and checked on, so every error can be listed; after a syntax error
+    the rest of the array cannot be found, so reading stops there.
+    """
+    start = _WHITESPACE.match(text).end()
+    if not text.startswith("[", start):
+        try:
+            return [(0, parse_json(text))]
+        except ValueError as exc:
+            errors.append(RowError(None, None, f"the body is not valid JSON: {json_error(exc)}"))
+            return []
+    items: list[tuple[int, Any]] = []
+    position = _WHITESPACE.match(text, start + 1).end()
+    if text.startswith("]", position):
+        position += 1
+    else:
+        index = 0
+        while True:
+            try:
+                value, end = _decode(text, position)
+            except ValueError as exc:  # where this item ends is unknown, so reading stops here
+                errors.append(RowError(index, None, f"is not valid JSON: {json_error(exc)}"))
+                return items
+            try:
+                items.append((index, _checked(value, text[position:end], depth=MAX_JSON_DEPTH - 1)))
+            except ValueError as exc:
+                errors.append(RowError(index, None, f"is not valid JSON: {exc}"))
+            position = _WHITESPACE.match(text, end).end()
+            if text.startswith(",", position):
+                position = _WHITESPACE.match(text, position + 1).end()
+                index += 1
+                continue
+            if text.startswith("]", position):
+                position += 1
+                break
+            errors.append(RowError(index, None, "is not followed by a comma or the end of the array"))
+            return items
+    if _WHITESPACE.match(text, position).end() != len(text):
+        errors.append(RowError(None, None, "the body has more text after its array"))
+    return items
+
+
+def json_error(exc: ValueError) -> str:
+    """A parse error in a few words: a syntax error with its column, else parse_json's own message."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}" if exc.lineno == 1 else f"{exc.msg} at line {exc.lineno}"
+    return str(exc)
 
 
 def _jsonl_records(stream, max_bytes, errors) -> Iterator[tuple[int, Any]]:
@@ -324,15 +487,13 @@ def _jsonl_records(stream, max_bytes, errors) -> Iterator[tuple[int, Any]]:
             continue  # blank lines are allowed; a badly encoded line has its error already
         try:
             yield number, parse_json(text)
-        except json.JSONDecodeError as exc:
-            errors.append(RowError(number, None, f"is not valid JSON: {exc.msg} at column {exc.colno}"))
-        except (ValueError, RecursionError) as exc:
-            errors.append(RowError(number, None, f"is not valid JSON: {exc}"))
+        except ValueError as exc:
+            errors.append(RowError(number, None, f"is not valid JSON: {json_error(exc)}"))
 
 
-def _csv_records(stream, max_bytes, errors, *, known: tuple[str, ...],
-                 required: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
-    """Rows as {column: cell}; header problems are one error on line 1 instead of one per row."""
+def _csv_records(stream, max_bytes, errors, *, known: tuple[str, ...], required: tuple[str, ...],
+                 aliases: dict[str, str]) -> Iterator[tuple[int, dict]]:
+    """Rows as {column: cell}, aliases renamed; header problems are one error on line 1, not one per row."""
     # A cell may be as long as the whole file allows (csv's default limit is 128 KiB).
     csv.field_size_limit(max(csv.field_size_limit(), max_bytes))
     lines = (text for _, text in _text_lines(stream, max_bytes, errors, set()))
@@ -344,10 +505,14 @@ def _csv_records(stream, max_bytes, errors, *, known: tuple[str, ...],
     except csv.Error as exc:
         errors.append(RowError(1, None, f"is not valid CSV: {exc}"))
         return
-    header = [name.strip() for name in header]
+    given = [name.strip() for name in header]
+    header = [aliases.get(name, name) for name in given]
     problems = []
     if duplicated := sorted({n for n in header if header.count(n) > 1}):
-        problems.append(f"repeats the column(s) {', '.join(duplicated)}")
+        named = {n: sorted({g for g, h in zip(given, header, strict=True) if h == n}) for n in duplicated}
+        problems.append("repeats the column(s) " + ", ".join(
+            n if len(names) == 1 else f"{n} (as {' and '.join(names)})" for n, names in named.items()
+        ))
     if unknown := [n for n in header if n not in known]:
         problems.append(f"has unknown column(s) {', '.join(unknown)} (known: {', '.join(known)})")
     if missing := [n for n in required if n not in header]:
@@ -383,8 +548,8 @@ def case_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | No
                 continue  # empty trace/metadata: {}; empty argument: not checked
             try:
                 obj[name] = parse_json(cell)
-            except (ValueError, RecursionError) as exc:
-                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {exc}"))
+            except ValueError as exc:
+                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {json_error(exc)}"))
                 ok = False
         elif name in ("expected_tool", "expected_source") and cell == "":
             continue
@@ -394,8 +559,12 @@ def case_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | No
 
 
 def read_records(stream: IO[bytes], fmt: Format, errors: list[RowError], *, known, required,
-                 max_bytes: int, from_csv: Callable | None = None) -> Iterator[tuple[int, Any]]:
+                 max_bytes: int, aliases: dict[str, str], from_csv: Callable | None = None
+                 ) -> Iterator[tuple[int, Any]]:
     """(line number, JSON-shaped record) for each row; `from_csv` turns a CSV row into that shape.
+
+    CSV columns named by an alias are renamed here; a JSONL record's aliases are its validator's job
+    (`normalize_fields`), as they are for the ingest API's objects.
 
     Problems (encoding, JSON, CSV shape, the size limit) go to `errors` by line; reading goes on after
     them so that one import lists every error of the file.
@@ -404,7 +573,8 @@ def read_records(stream: IO[bytes], fmt: Format, errors: list[RowError], *, know
         if fmt == Format.JSONL:
             yield from _jsonl_records(stream, max_bytes, errors)
             return
-        for number, cells in _csv_records(stream, max_bytes, errors, known=known, required=required):
+        for number, cells in _csv_records(stream, max_bytes, errors, known=known, required=required,
+                                          aliases=aliases):
             obj = from_csv(cells, number, errors) if from_csv else cells
             if obj is not None:
                 yield number, obj
