@@ -262,5 +262,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("EVALHUB_LOG_LEVEL", "INFO")},
     # The SDKs' HTTP clients log every request at INFO: a line per judgment is noise, not news.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "anthropic")},
+    # django-axes logs every successful login at INFO too; failures and lockouts come at WARNING.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "anthropic", "axes")},
 }
