@@ -1,3 +1,4 @@
+from axes.helpers import get_client_username
 from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
@@ -37,6 +38,7 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 def login_locked_out(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
     """django-axes' answer to a login refused for too many failures (AXES_LOCKOUT_CALLABLE): why, for how long."""
     context = {
+        "username": get_client_username(request, credentials) or "",
         "failure_limit": settings.AXES_FAILURE_LIMIT,
         "minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
     }

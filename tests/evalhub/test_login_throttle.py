@@ -18,7 +18,7 @@ def test_it_locks_a_username_out_after_too_many_failures_until_reset(client, rev
     locked = _log_in(client, "wrong")
     assert locked.status_code == 429
     assert "Too many failed logins" in locked.content.decode()
-    assert "After 3 wrong passwords" in locked.content.decode()
+    assert "After 3 wrong passwords for <strong>rita</strong>" in locked.content.decode()
 
     # Locked: even the right password is refused, and no session is made.
     assert _log_in(client, PASSWORD).status_code == 429
