@@ -172,6 +172,21 @@ STORAGES = {
 }
 
 SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token travels in hx-headers on <body>.
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+# Agent outputs are untrusted text: no inline script may run, whatever slips into a page.
+SECURE_CSP = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "frame-ancestors": ["'none'"],
+    "form-action": ["'self'"],
+}
+
 # Serving a team (scripts/serve.sh): over HTTPS, cookies go only over HTTPS and browsers are told to
 # come back only over HTTPS; behind a reverse proxy that ends TLS, its X-Forwarded-Proto says the
 # request was HTTPS (the proxy must set it, overwriting what a client sent) and X-Forwarded-For whose
@@ -193,20 +208,6 @@ if EVALHUB_BEHIND_PROXY:
     AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
     AXES_IPWARE_PROXY_COUNT = max(env_int("EVALHUB_PROXY_COUNT", 1), 1) - 1
     IPWARE_STRICT = False  # a client-sent X-Forwarded-For makes the chain longer: still use our entry
-CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token travels in hx-headers on <body>.
-X_FRAME_OPTIONS = "DENY"
-SECURE_CONTENT_TYPE_NOSNIFF = True
-# Agent outputs are untrusted text: no inline script may run, whatever slips into a page.
-SECURE_CSP = {
-    "default-src": ["'self'"],
-    "script-src": ["'self'"],
-    "style-src": ["'self'"],
-    "img-src": ["'self'", "data:"],
-    "object-src": ["'none'"],
-    "base-uri": ["'none'"],
-    "frame-ancestors": ["'none'"],
-    "form-action": ["'self'"],
-}
 
 # Uploads: the import page enforces its own limit with a clear message (labeling.importing).
 EVALHUB_IMPORT_MAX_BYTES = env_int("EVALHUB_IMPORT_MAX_BYTES", 200 * 1024 * 1024)
