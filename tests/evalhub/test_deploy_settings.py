@@ -19,9 +19,15 @@ SERVING = {
 }
 
 
+def served_environment(**env: str) -> dict[str, str]:
+    """This environment plus `env`, less what only tests set (the browser tests' async-unsafe switch,
+    which check --deploy rightly refuses)."""
+    return {**{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}, **env}
+
+
 def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=settings.BASE_DIR, env={**os.environ, **env},
+        [sys.executable, "manage.py", *args], cwd=settings.BASE_DIR, env=served_environment(**env),
         capture_output=True, text=True, timeout=120,
     )
 

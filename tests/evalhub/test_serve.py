@@ -20,6 +20,7 @@ from django.db import connection
 from evalhub.models import Role, User
 from labeling.models import Verdict
 from tests.conftest import PASSWORD
+from tests.evalhub.test_deploy_settings import served_environment
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 pytestmark = pytest.mark.worker
@@ -41,11 +42,11 @@ def _database_url() -> str:
 def server(transactional_db, tmp_path):
     """scripts/serve.sh in its own process group; yields its base URL and stops it (SIGTERM) afterwards."""
     port = _free_port()
-    env = {
-        **os.environ, "DATABASE_URL": _database_url(), "EVALHUB_DATA_DIR": str(tmp_path),
-        "EVALHUB_BIND": f"127.0.0.1:{port}", "WEB_CONCURRENCY": "1", "EVALHUB_WORKER_CONCURRENCY": "1",
-        "DJANGO_DEBUG": "1",  # serve.sh must override it
-    }
+    env = served_environment(
+        DATABASE_URL=_database_url(), EVALHUB_DATA_DIR=str(tmp_path), EVALHUB_BIND=f"127.0.0.1:{port}",
+        WEB_CONCURRENCY="1", EVALHUB_WORKER_CONCURRENCY="1",
+        DJANGO_DEBUG="1",  # serve.sh must override it
+    )
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(["bash", "scripts/serve.sh"], cwd=settings.BASE_DIR, env=env, stdout=out,
