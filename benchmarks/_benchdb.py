@@ -39,6 +39,8 @@ def bench_database(name: str, *, keep: bool = False, env: dict[str, str] | None 
 
     try:
         call_command("migrate", verbosity=0)
+        # Pages name the content-hashed static files collectstatic writes, as scripts/serve.sh serves them.
+        call_command("collectstatic", interactive=False, verbosity=0)
         yield
     finally:
         connections.close_all()

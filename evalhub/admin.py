@@ -24,30 +24,30 @@ class ApiTokenForm(forms.ModelForm):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are created here and shown once; afterwards only revoking is possible."""
+    """Tokens are created here and shown once; afterwards only revoking is possible, and it is final.
+
+    A saved token has no change form (its page is read-only): the list's "Revoke" action is the one
+    change, and nothing clears revoked_at.
+    """
 
     form = ApiTokenForm
     list_display = ["name", "prefix", "scopes", "created_by", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]
     actions = ["revoke"]
 
-    def get_readonly_fields(self, request, obj=None):
-        if obj is None:
-            return []
-        return ["name", "prefix", "scopes", "created_by", "created_at", "last_used_at"]
-
     def get_fields(self, request, obj=None):
         if obj is None:
             return ["name", "scopes"]
         return ["name", "prefix", "scopes", "created_by", "created_at", "last_used_at", "revoked_at"]
 
+    def has_change_permission(self, request, obj=None) -> bool:
+        # The list (obj None) keeps its actions; a token's own page is view-only.
+        return obj is None and super().has_change_permission(request)
+
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # revoke instead: the row stays as a record of who could reach the API
 
     def save_model(self, request, obj, form, change) -> None:
-        if change:
-            obj.save(update_fields=["revoked_at"])
-            return
         obj.created_by = request.user
         obj._plain_token = obj.new_secret()  # handed to response_add once, never stored
         obj.save()

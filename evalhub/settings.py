@@ -8,6 +8,7 @@ that names the variable.
 import os
 import re
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "evalhub",
     "labeling",
     "judges",
@@ -86,6 +88,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files straight from the web process, compressed and cached forever (hashed names).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -96,6 +100,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: turns a login refused for too many failures into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalhub.urls"
@@ -143,6 +149,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes): after EVALHUB_LOGIN_FAILURE_LIMIT wrong passwords for one username from
+# one address, that pair is locked out for EVALHUB_LOGIN_COOLOFF_MINUTES (or until an admin resets it:
+# `manage.py axes_reset_username NAME`, or Admin › Access attempts); a successful login resets the count.
+AUTHENTICATION_BACKENDS = [
+    "evalhub.backends.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("EVALHUB_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("EVALHUB_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "evalhub.views.login_locked_out"
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -155,6 +174,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing folder before the first collectstatic
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # collectstatic (scripts/serve.sh runs it) writes hashed, compressed copies that WhiteNoise serves.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token travels in hx-headers on <body>.
@@ -171,6 +196,28 @@ SECURE_CSP = {
     "frame-ancestors": ["'none'"],
     "form-action": ["'self'"],
 }
+
+# Serving a team (scripts/serve.sh): over HTTPS, cookies go only over HTTPS and browsers are told to
+# come back only over HTTPS; behind a reverse proxy that ends TLS, its X-Forwarded-Proto says the
+# request was HTTPS (the proxy must set it, overwriting what a client sent) and X-Forwarded-For whose
+# address a login came from.
+EVALHUB_HTTPS = env_bool("EVALHUB_HTTPS", False)
+EVALHUB_BEHIND_PROXY = env_bool("EVALHUB_BEHIND_PROXY", False)
+if EVALHUB_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = env_int("EVALHUB_HSTS_SECONDS", 365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("EVALHUB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("EVALHUB_HSTS_PRELOAD", True)
+if EVALHUB_BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    # Each proxy appends the address it saw to X-Forwarded-For, so with N proxies the client's address
+    # is the N-th entry from the right (ipware counts the proxies listed there: N - 1); entries to its
+    # left are whatever the client sent and are ignored.
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+    AXES_IPWARE_PROXY_COUNT = max(env_int("EVALHUB_PROXY_COUNT", 1), 1) - 1
+    IPWARE_STRICT = False  # a client-sent X-Forwarded-For makes the chain longer: still use our entry
 
 # Uploads: the import page enforces its own limit with a clear message (labeling.importing).
 EVALHUB_IMPORT_MAX_BYTES = env_int("EVALHUB_IMPORT_MAX_BYTES", 200 * 1024 * 1024)
@@ -230,5 +277,6 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("EVALHUB_LOG_LEVEL", "INFO")},
     # The SDKs' HTTP clients log every request at INFO: a line per judgment is noise, not news.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "anthropic")},
+    # django-axes logs every successful login at INFO too; failures and lockouts come at WARNING.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "anthropic", "axes")},
 }

@@ -14,3 +14,6 @@ urlpatterns = [
     path("", include("labeling.urls")),
     path("", include("judges.urls")),
 ]
+
+handler403 = "evalhub.views.permission_denied"
+handler404 = "evalhub.views.page_not_found"

@@ -1,6 +1,9 @@
+from axes.helpers import get_client_username
+from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from judges.models import Run
 from labeling.models import Dataset, Rubric
@@ -19,3 +22,34 @@ def home(request: HttpRequest) -> HttpResponse:
             "runs": Run.objects.select_related("config__rubric", "dataset")[:8],
         },
     )
+
+
+def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """403: the page exists and the user may see it, but their role may not do this; the reason is ours."""
+    context = {"reason": str(exception) if exception else "", "back_url": _back_url(request)}
+    return render(request, "403.html", context, status=403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """404: no such page, or one the user may not see (the two look alike on purpose: access.py)."""
+    return render(request, "404.html", {"request_path": request.path, "back_url": _back_url(request)}, status=404)
+
+
+def login_locked_out(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
+    """django-axes' answer to a login refused for too many failures (AXES_LOCKOUT_CALLABLE): why, for how long."""
+    context = {
+        "username": get_client_username(request, credentials) or "",
+        "failure_limit": settings.AXES_FAILURE_LIMIT,
+        "minutes": int(settings.AXES_COOLOFF_TIME.total_seconds() // 60),
+    }
+    return render(request, "registration/locked_out.html", context, status=429)
+
+
+def _back_url(request: HttpRequest) -> str | None:
+    """The page the user came from, if it is a page of this site: the error pages' way back."""
+    referer = request.headers.get("Referer", "")
+    if referer and url_has_allowed_host_and_scheme(
+        referer, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return referer
+    return None

@@ -21,16 +21,37 @@ class CaseAdmin(admin.ModelAdmin):
 
 @admin.register(Rubric)
 class RubricAdmin(admin.ModelAdmin):
+    """The admin edits what the rubric editor edits; everything else is read-only here.
+
+    Stage, thresholds and fail_closed change only through the audited promotion pages, and CI finds a
+    rubric by its slug: a field added later is read-only here until it is named below.
+    """
+
+    editable_fields = ("name", "criteria", "labels_per_case")
     list_display = ["slug", "name", "stage", "labels_per_case", "fail_closed"]
-    # Stage, thresholds and fail_closed change only through the audited promotion pages.
-    readonly_fields = [
-        "stage", "fail_closed", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
-        "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage",
-    ]
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        editable = {*self.editable_fields, *(("slug",) if obj is None else ())}
+        return [field.name for field in Rubric._meta.get_fields()
+                if field.concrete and not field.auto_created and field.name not in editable]
+
+
+class AttributedAdmin(admin.ModelAdmin):
+    """A person's verdict, shown but not written here: an edit would put words in someone else's name.
+
+    Labels come from the labeling pages and imports, adjudications from the disputes page; a row may
+    still be deleted (a label given by mistake, say).
+    """
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(AttributedAdmin):
     list_display = ["case", "rubric", "reviewer", "verdict", "updated_at"]
     list_filter = ["rubric", "verdict"]
     list_select_related = ["case", "rubric", "reviewer"]
@@ -38,7 +59,7 @@ class LabelAdmin(admin.ModelAdmin):
 
 
 @admin.register(Adjudication)
-class AdjudicationAdmin(admin.ModelAdmin):
+class AdjudicationAdmin(AttributedAdmin):
     list_display = ["case", "rubric", "verdict", "decided_by", "decided_at"]
     list_select_related = ["case", "rubric", "decided_by"]
     raw_id_fields = ["case"]

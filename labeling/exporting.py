@@ -1,12 +1,17 @@
 """Cases and labels out, in their import formats (an export imports again unchanged), and a report CSV.
 
+A CSV cell a spreadsheet would run as a formula (`=HYPERLINK(…)`, `@SUM(…)`) is made text in the report,
+which is meant for spreadsheets; the import-format exports do so only when asked (neutralise_formulas),
+and such a file is for reading: it does not import unchanged.
+
 Every export is a generator of text pieces over `QuerySet.iterator()`, so a page streams it
 (StreamingHttpResponse) and a command writes it to a file without holding 100k cases in memory.
 """
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
@@ -19,6 +24,8 @@ from labeling.selectors import cases_with_human_verdict
 
 CHUNK = 2_000
 REPORT_FIELDS = ("external_id", "category", "split", "input", "output")
+# What makes Excel, LibreOffice or Google Sheets read a cell as a formula (OWASP, "CSV injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class _Echo:
@@ -26,6 +33,20 @@ class _Echo:
 
     def write(self, value: str) -> str:
         return value
+
+
+def neutralise_formula(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, prefixed with an apostrophe so it shows as text."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_lines(rows: Iterable[Sequence], *, neutralise_formulas: bool) -> Iterator[str]:
+    """Rows as CSV text pieces, one per row (a writer per export: csv writers are not thread-safe)."""
+    writer = csv.writer(_Echo())
+    for cells in rows:
+        yield writer.writerow([neutralise_formula(cell) for cell in cells] if neutralise_formulas else cells)
 
 
 def _json_text(value: Any) -> str:
@@ -47,28 +68,30 @@ def _case_rows(dataset: Dataset) -> Iterator[dict]:
         yield record
 
 
-def cases_export(*, dataset: Dataset, fmt: Format) -> Iterator[str]:
+def cases_export(*, dataset: Dataset, fmt: Format, neutralise_formulas: bool = False) -> Iterator[str]:
     """The dataset's cases as JSONL (one object per line) or CSV (JSON text in trace/metadata cells)."""
     if fmt == Format.JSONL:
         for record in _case_rows(dataset):
             yield _json_text(record) + "\n"
         return
-    writer = csv.writer(_Echo())
-    yield writer.writerow(CASE_FIELDS)
-    for record in _case_rows(dataset):
-        cells = []
-        for name in CASE_FIELDS:
-            value = record.get(name)
-            if name in ("trace", "metadata"):
-                cells.append(_json_text(value))
-            elif name == "expected_tool_argument":
-                cells.append(_json_text(value) if name in record else "")  # empty cell: not checked
-            else:
-                cells.append("" if value is None else value)
-        yield writer.writerow(cells)
+    yield from csv_lines(chain([CASE_FIELDS], map(_case_cells, _case_rows(dataset))),
+                         neutralise_formulas=neutralise_formulas)
 
 
-def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format) -> Iterator[str]:
+def _case_cells(record: dict) -> list:
+    cells = []
+    for name in CASE_FIELDS:
+        value = record.get(name)
+        if name in ("trace", "metadata"):
+            cells.append(_json_text(value))
+        elif name == "expected_tool_argument":
+            cells.append(_json_text(value) if name in record else "")  # empty cell: not checked
+        else:
+            cells.append("" if value is None else value)
+    return cells
+
+
+def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format, neutralise_formulas: bool = False) -> Iterator[str]:
     """Every label of `rubric` on the dataset's cases, one per (case, reviewer), in the import format.
 
     Labels that stopped counting (the case changed since) are exported too: importing the file
@@ -83,10 +106,8 @@ def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format) -> Iterator[
         for row in rows.iterator(chunk_size=CHUNK):
             yield _json_text(dict(zip(LABEL_FIELDS, row, strict=True))) + "\n"
         return
-    writer = csv.writer(_Echo())
-    yield writer.writerow(LABEL_FIELDS)
-    for row in rows.iterator(chunk_size=CHUNK):
-        yield writer.writerow(row)
+    yield from csv_lines(chain([LABEL_FIELDS], rows.iterator(chunk_size=CHUNK)),
+                         neutralise_formulas=neutralise_formulas)
 
 
 def report_rubrics(*, dataset: Dataset) -> list[Rubric]:
@@ -100,7 +121,7 @@ def report_rubrics(*, dataset: Dataset) -> list[Rubric]:
 
 
 def report_export(*, dataset: Dataset) -> Iterator[str]:
-    """A CSV of cases with their human verdict per rubric (empty: none yet, or a tie).
+    """A CSV of cases with their human verdict per rubric (empty: none yet, or a tie), formulas neutralised.
 
     One query per rubric builds {case id: verdict} (a few MB for 100k cases), then the cases stream.
     """
@@ -109,8 +130,9 @@ def report_export(*, dataset: Dataset) -> Iterator[str]:
     for rubric in rubrics:
         rows = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset=dataset))
         verdicts.append({pk: v for pk, v in rows.values_list("pk", "human_verdict").order_by() if v})
-    writer = csv.writer(_Echo())
-    yield writer.writerow([*REPORT_FIELDS, *(rubric.slug for rubric in rubrics)])
+    header = [*REPORT_FIELDS, *(rubric.slug for rubric in rubrics)]
     cases = Case.objects.filter(dataset=dataset).order_by("pk").values_list("pk", *REPORT_FIELDS)
-    for pk, *fields in cases.iterator(chunk_size=CHUNK):
-        yield writer.writerow([*fields, *(by_case.get(pk, "") for by_case in verdicts)])
+    rows = ([*fields, *(by_case.get(pk, "") for by_case in verdicts)]
+            for pk, *fields in cases.iterator(chunk_size=CHUNK))
+    # Opened in spreadsheets: agent outputs and case ids are untrusted text, never formulas.
+    yield from csv_lines(chain([header], rows), neutralise_formulas=True)

@@ -22,6 +22,10 @@ def pytest_configure(config) -> None:
         )
     # PBKDF2's ~1M rounds cost most of a second per test user; tests need a hash, not its strength.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # The production storage reads the manifest collectstatic writes; tests serve the source folders
+    # instead (tests/evalhub/test_serve.py runs the real thing, collectstatic and all).
+    settings.STORAGES = {**settings.STORAGES, "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 
 
 def make_user(username: str, role: str = Role.REVIEWER, **extra) -> User:

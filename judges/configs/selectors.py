@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Max, Q, QuerySet
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot
+from judges.engine.prompt import check_prompt_template
 from judges.models import JudgeConfig, ModelPrice, Run
 from judges.runs.services import engine_case
 from labeling.models import Case, Dataset, Rubric
@@ -99,13 +100,19 @@ class PromptPreview:
 
 
 def prompt_preview(
-    *, dataset: Dataset | None, external_id: str, template: str, criteria: str, policy: str, output_kind: str
+    *, dataset: Dataset | None, external_id: str, template: str, criteria: str, policy: str, output_kind: str,
+    behavioral: bool = True,
 ) -> PromptPreview:
     """The (system, user) messages the engine would send for one case, built by the engine's own function.
 
     Blank `external_id` takes the dataset's first case. Problems (no case, a broken template) come back
-    as `error` rather than an exception: the preview is where a lead finds them.
+    as `error` rather than an exception: the preview is where a lead finds them. The template is checked
+    first, exactly as a save checks it: a template the save refuses is never filled in.
     """
+    try:
+        check_prompt_template(template or DEFAULT_PROMPT_TEMPLATE, behavioral=behavioral)
+    except ValueError as exc:
+        return PromptPreview(error=f"A save would refuse this template: {exc}")
     if dataset is None:
         return PromptPreview(error="Choose a dataset to preview the prompt with one of its cases.")
     cases = Case.objects.filter(dataset=dataset)

@@ -127,7 +127,7 @@ def _preview_from_post(request: HttpRequest, rubric: Rubric) -> selectors.Prompt
         dataset=dataset, external_id=data.get("preview_case", ""),
         template=data.get("prompt_template", "").replace("\r\n", "\n"),
         criteria=rubric.criteria, policy=data.get("policy", "").replace("\r\n", "\n"),
-        output_kind=data.get("output_kind", "verdict"),
+        output_kind=data.get("output_kind", "verdict"), behavioral="behavioral" in data.getlist("layers"),
     )
 
 

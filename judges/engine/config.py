@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 
 from .families import model_family
-from .prompt import DEFAULT_PROMPT_TEMPLATE, PLACEHOLDERS, template_placeholders
+from .prompt import DEFAULT_PROMPT_TEMPLATE, check_prompt_template
 
 LAYERS: tuple[str, ...] = ("contract", "behavioral")
 CONTRACT_CHECKS: tuple[str, ...] = (
@@ -393,15 +393,7 @@ class JudgeConfig:
             raise ValueError("provider: a config without the behavioral layer calls no provider; set it to null")
 
         template = _str(d, "prompt_template", default=DEFAULT_PROMPT_TEMPLATE)
-        names = template_placeholders(template)
-        unknown = sorted(set(names) - PLACEHOLDERS)
-        if unknown:
-            raise ValueError(
-                f"prompt_template: unknown placeholder(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(PLACEHOLDERS))}"
-            )
-        if behavioral and "answer" not in names:
-            raise ValueError("prompt_template: must show the judge the agent's answer ({answer})")
+        check_prompt_template(template, behavioral=behavioral)
 
         timeout = d.get("timeout_s", 30.0)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:

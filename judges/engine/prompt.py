@@ -102,6 +102,26 @@ def template_placeholders(template: str) -> list[str]:
     return names
 
 
+def check_prompt_template(template: str, *, behavioral: bool) -> None:
+    """Refuse a template the engine could not fill in safely (ValueError naming prompt_template).
+
+    Only known placeholders, each bare: `{answer.foo}` would reach into a value, `{answer:>5000000}`
+    would pad it to megabytes. A behavioral judge must see the answer. The config check and the
+    editor's preview both call this, so a preview refuses exactly what a save refuses.
+    """
+    try:
+        names = template_placeholders(template)
+    except ValueError as exc:
+        raise ValueError(f"prompt_template: {exc}") from None
+    unknown = sorted(set(names) - PLACEHOLDERS)
+    if unknown:
+        raise ValueError(
+            f"prompt_template: unknown placeholder(s) {', '.join(unknown)}; known: {', '.join(sorted(PLACEHOLDERS))}"
+        )
+    if behavioral and "answer" not in names:
+        raise ValueError("prompt_template: must show the judge the agent's answer ({answer})")
+
+
 def output_schema(output_kind: str) -> dict[str, Any]:
     """The JSON Schema the judge must answer in (OpenAI strict structured output / Anthropic tool input)."""
     if output_kind == "verdict":

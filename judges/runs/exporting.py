@@ -4,22 +4,16 @@ A generator of text pieces over `QuerySet.iterator()`, so the run page streams i
 it to a file without holding a large run in memory.
 """
 
-import csv
 import json
 from collections.abc import Iterator
+from itertools import chain
 
 from judges.models import Judgment, Run
 from judges.runs.importing import EXTERNAL, JUDGMENT_FIELDS
+from labeling.exporting import csv_lines
 from labeling.importing import Format
 
 CHUNK = 2_000
-
-
-class _Echo:
-    """A file-like object whose write() returns the line, so csv.writer can feed a generator."""
-
-    def write(self, value: str) -> str:
-        return value
 
 
 def _judge_names(run: Run) -> dict[str, str]:
@@ -48,16 +42,20 @@ def _records(run: Run) -> Iterator[dict]:
         }
 
 
-def judgments_export(*, run: Run, fmt: Format) -> Iterator[str]:
-    """The run's judgments, one per (case, repeat), as JSONL or CSV (scores as JSON text in its cell)."""
+def judgments_export(*, run: Run, fmt: Format, neutralise_formulas: bool = False) -> Iterator[str]:
+    """The run's judgments, one per (case, repeat), as JSONL or CSV (scores as JSON text in its cell).
+
+    neutralise_formulas: a CSV for reading in a spreadsheet, which does not import unchanged (see
+    labeling.exporting).
+    """
     if fmt == Format.JSONL:
         for record in _records(run):
             yield json.dumps(record, ensure_ascii=False) + "\n"
         return
-    writer = csv.writer(_Echo())
-    yield writer.writerow(JUDGMENT_FIELDS)
-    for record in _records(run):
-        scores = "" if record["scores"] is None else json.dumps(record["scores"], ensure_ascii=False)
-        yield writer.writerow([
-            record["external_id"], record["repeat"], record["verdict"], scores, record["reason"], record["judge"],
-        ])
+    rows = (
+        [record["external_id"], record["repeat"], record["verdict"],
+         "" if record["scores"] is None else json.dumps(record["scores"], ensure_ascii=False),
+         record["reason"], record["judge"]]
+        for record in _records(run)
+    )
+    yield from csv_lines(chain([JUDGMENT_FIELDS], rows), neutralise_formulas=neutralise_formulas)

@@ -219,13 +219,16 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @lead_required
 def run_export(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpResponse:
-    """The run's judgments in the import format, streamed."""
+    """The run's judgments in the import format, streamed; `neutralise_formulas=1`: a CSV for spreadsheets."""
     run = _get_run(run_id)
     try:
         fmt = Format(fmt)
     except ValueError:
         raise Http404("Unknown format.") from None
-    response = StreamingHttpResponse(judgments_export(run=run, fmt=fmt), content_type=EXPORT_CONTENT_TYPES[fmt])
-    name = f"run-{run.pk}-{run.config.rubric.slug}-v{run.config.version}-judgments.{fmt}"
+    neutralise = fmt == Format.CSV and request.GET.get("neutralise_formulas") == "1"
+    pieces = judgments_export(run=run, fmt=fmt, neutralise_formulas=neutralise)
+    response = StreamingHttpResponse(pieces, content_type=EXPORT_CONTENT_TYPES[fmt])
+    for_reading = "-for-reading" if neutralise else ""
+    name = f"run-{run.pk}-{run.config.rubric.slug}-v{run.config.version}-judgments{for_reading}.{fmt}"
     response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=name)
     return response

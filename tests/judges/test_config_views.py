@@ -233,3 +233,36 @@ def test_it_shows_the_judges_index_to_leads(lead_client, rubric, lead):
     response = lead_client.get(reverse("judges:judge_index"))
     row = response.context["rubrics"][0]
     assert (row.slug, row.config_count, row.newest_version) == (rubric.slug, 1, 1)
+
+
+@pytest.mark.parametrize(("template", "refusal"), [
+    ("Judge {answer.foo}.", "unknown placeholder(s) answer.foo"),  # was a 500 (AttributeError)
+    ("Judge {answer:>5000000}.", "placeholder {answer} may not carry a format spec"),  # was 5 MB of spaces
+    ("Judge {answer!r}.", "placeholder {answer} may not carry a format spec"),
+    ("Judge {answer[0]}.", "unknown placeholder(s) answer[0]"),
+    ("Judge {0} and {}.", "unknown placeholder(s)"),
+    ("Judge {answer.", "prompt_template: "),  # unbalanced
+    ("Judge the question {question} alone.", "must show the judge the agent&#x27;s answer"),
+])
+def test_it_refuses_to_preview_a_template_the_save_would_refuse(lead_client, rubric, dataset, template, refusal):
+    make_cases(dataset, 1)
+    data = form_data(prompt_template=template, preview_dataset=dataset.slug, action="preview")
+    url = reverse("judges:config_create", args=[rubric.slug])
+
+    preview = lead_client.post(url, data, headers={"HX-Request": "true"})
+    assert preview.status_code == 200
+    assert len(preview.content) < 5_000
+    assert "A save would refuse this template: prompt_template: " in preview.content.decode()
+    assert refusal in preview.content.decode()
+
+    saved = lead_client.post(url, {**data, "action": "save"})
+    assert saved.status_code == 200 and refusal in saved.content.decode()  # the same refusal
+    assert JudgeConfig.objects.count() == 0
+
+
+def test_it_previews_a_template_without_the_answer_for_a_contract_only_draft(lead_client, rubric, dataset):
+    make_cases(dataset, 1)
+    data = form_data(layers=["contract"], prompt_template="Only {question}.", preview_dataset=dataset.slug,
+                     action="preview")
+    page = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data).content.decode()
+    assert "A save would refuse" not in page and 'data-testid="prompt-user"' in page

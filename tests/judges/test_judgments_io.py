@@ -1,7 +1,9 @@
 """Judgments in and out: import_judgments makes a finished run of an external config, all or nothing
 with every error by line; export_judgments writes any run in the same format, which imports unchanged."""
 
+import csv
 import hashlib
+import io
 import json
 from io import StringIO
 
@@ -197,3 +199,32 @@ def test_it_exports_a_contract_run_naming_the_judge_contract(
 def test_it_refuses_an_unknown_run(db, tmp_path):
     with pytest.raises(CommandError, match="No run 999"):
         call_command("export_judgments", "999", str(tmp_path / "x.jsonl"))
+
+
+def test_it_neutralises_formulas_in_a_csv_for_reading_only_when_asked(tmp_path, dataset, rubric, lead, lead_client):
+    from django.urls import reverse
+
+    from tests.judges.report_factories import make_cases as make_named_cases
+    from tests.judges.report_factories import make_config, make_run
+
+    cases = make_named_cases(dataset, [("=cmd|' /C calc'!A0", "policy"), ("plain", "policy")])
+    run = make_run(make_config(rubric, lead), dataset, lead, {case: ["fail"] for case in cases},
+                   reasons={("plain", 1): '@SUM(1+1)*cmd|" /C calc"!A0'})
+
+    as_is = _export(run.pk, tmp_path / "run.csv")
+    call_command("export_judgments", str(run.pk), str(tmp_path / "read.csv"), "--neutralise-formulas",
+                 stdout=StringIO())
+    for_reading = (tmp_path / "read.csv").read_bytes().decode()
+    plain_rows, reading_rows = (list(csv.reader(io.StringIO(text, newline=""))) for text in (as_is, for_reading))
+    assert [plain_rows[1][0], plain_rows[2][4]] == ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0']  # kept
+    assert [reading_rows[1][0], reading_rows[2][4]] == ["'=cmd|' /C calc'!A0", '\'@SUM(1+1)*cmd|" /C calc"!A0']
+    assert [[cell.removeprefix("'") for cell in row] for row in reading_rows] == plain_rows
+
+    response = lead_client.get(reverse("judges:run_export", args=[run.pk, "csv"]), {"neutralise_formulas": "1"})
+    assert b"".join(response.streaming_content).decode() == for_reading
+    assert "judgments-for-reading.csv" in response["Content-Disposition"]
+    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    assert "?neutralise_formulas=1" in page and "such a file does not import unchanged" in page
+
+    with pytest.raises(CommandError, match="CSV only"):
+        call_command("export_judgments", str(run.pk), str(tmp_path / "x.jsonl"), "--neutralise-formulas")

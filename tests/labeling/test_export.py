@@ -3,7 +3,7 @@ import io
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from labeling.exporting import cases_export, labels_export, report_export
 from labeling.importing import Format
@@ -134,3 +134,66 @@ def test_the_export_commands_write_files(dataset, rubric, labeled, tmp_path, cap
     assert (tmp_path / "labels.jsonl").read_bytes() == labeled
     call_command("import_cases", "again", str(tmp_path / "cases.csv"))
     assert Case.objects.filter(dataset__slug="again").count() == 4
+
+
+FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+1", "-2+3", "@SUM(A1)", "\tlead", "\rcr"]
+
+
+@pytest.fixture
+def hostile(dataset, rubric, reviewer):
+    """Cases and a label whose text a spreadsheet would run as formulas."""
+    import_cases(dataset, "".join(
+        json.dumps({"external_id": f"f{i}", "input": formula, "output": formula, "category": formula,
+                    "expected_tool_argument": -5}) + "\n" for i, formula in enumerate(FORMULAS)
+    ).encode(), Format.JSONL)
+    import_cases(dataset, b'{"external_id": "=cmd", "input": "a - b = c", "output": "plain"}\n', Format.JSONL)
+    for case in Case.objects.filter(dataset=dataset):
+        Label.objects.create(case=case, rubric=rubric, reviewer=reviewer, verdict="pass", note=case.input,
+                             content_hash=case.content_hash)
+
+
+def cells(pieces) -> list[list[str]]:
+    return list(csv.reader(io.StringIO("".join(pieces), newline="")))
+
+
+def starts_a_formula(cell: str) -> bool:
+    return cell.startswith(("=", "+", "-", "@", "\t", "\r"))
+
+
+def test_the_report_neutralises_formulas(dataset, rubric, hostile):
+    rows = cells(report_export(dataset=dataset))
+    assert not [cell for row in rows for cell in row if starts_a_formula(cell)]
+    by_id = {row[0]: row for row in rows[1:]}
+    assert by_id["'=cmd"][3:5] == ["a - b = c", "plain"]  # text that merely contains a sign is left alone
+    assert by_id["f0"][3] == "'" + FORMULAS[0]  # made text, kept whole
+    assert {by_id[f"f{i}"][4] for i in range(len(FORMULAS))} == {"'" + formula for formula in FORMULAS}
+
+
+@pytest.mark.parametrize("kind", ["cases", "labels"])
+def test_the_round_trip_exports_neutralise_formulas_only_when_asked(dataset, rubric, hostile, kind):
+    def export_of(neutralise_formulas: bool):
+        if kind == "cases":
+            return cells(cases_export(dataset=dataset, fmt=Format.CSV, neutralise_formulas=neutralise_formulas))
+        return cells(labels_export(dataset=dataset, rubric=rubric, fmt=Format.CSV,
+                                   neutralise_formulas=neutralise_formulas))
+
+    as_is, for_reading = export_of(False), export_of(True)
+    assert any(starts_a_formula(cell) for row in as_is for cell in row)  # the import format keeps the text
+    assert not any(starts_a_formula(cell) for row in for_reading for cell in row)
+    assert for_reading[0] == as_is[0]
+    assert [[cell.removeprefix("'") for cell in row] for row in for_reading] == as_is
+
+
+def test_the_export_commands_neutralise_formulas_when_asked(dataset, rubric, hostile, tmp_path):
+    call_command("export_cases", dataset.slug, str(tmp_path / "cases.csv"), "--neutralise-formulas")
+    call_command("export_labels", dataset.slug, str(tmp_path / "labels.csv"), "--rubric", rubric.slug,
+                 "--neutralise-formulas")
+    for name in ("cases.csv", "labels.csv"):
+        rows = cells([(tmp_path / name).read_text(encoding="utf-8")])
+        assert len(rows) == len(FORMULAS) + 2
+        assert not any(starts_a_formula(cell) for row in rows for cell in row)
+
+
+def test_the_export_commands_refuse_to_neutralise_jsonl(dataset, tmp_path):
+    with pytest.raises(CommandError, match="CSV only"):
+        call_command("export_cases", dataset.slug, str(tmp_path / "cases.jsonl"), "--neutralise-formulas")

@@ -59,6 +59,25 @@ def test_unknown_exports_are_404(lead_client, dataset, kind, params):
 
 def test_the_dataset_page_links_to_the_exports(lead_client, dataset, rubric, labeled):
     body = lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug])).content.decode()
-    assert reverse("labeling:dataset_export", args=[dataset.slug, "cases"]) + "?format=csv" in body
+    assert f'action="{reverse("labeling:dataset_export", args=[dataset.slug, "cases"])}"' in body
     assert reverse("labeling:dataset_export", args=[dataset.slug, "report"]) in body
     assert f'<option value="{rubric.slug}">' in body
+
+
+def test_it_neutralises_formulas_when_asked(lead_client, dataset, rubric, reviewer):
+    cases_import_objects(dataset=dataset, objects=[{"external_id": "c1", "input": "=1+1", "output": "@SUM(A1)"}])
+    plain = download(lead_client, dataset, "cases", format="csv")
+    for_reading = download(lead_client, dataset, "cases", format="csv", neutralise_formulas="1")
+    assert list(csv.reader(io.StringIO(b"".join(plain.streaming_content).decode())))[1][1:3] == ["=1+1", "@SUM(A1)"]
+    rows = list(csv.reader(io.StringIO(b"".join(for_reading.streaming_content).decode())))
+    assert rows[1][1:3] == ["'=1+1", "'@SUM(A1)"]
+    assert 'filename="store-support-cases-for-reading.csv"' in for_reading["Content-Disposition"]
+    # JSONL is not opened in spreadsheets: the box changes nothing there.
+    jsonl = download(lead_client, dataset, "cases", format="jsonl", neutralise_formulas="1")
+    assert b"".join(jsonl.streaming_content).decode() == "".join(cases_export(dataset=dataset, fmt=Format.JSONL))
+
+
+def test_the_dataset_page_offers_neutralised_csv_and_says_it_does_not_import(lead_client, dataset, rubric, labeled):
+    body = lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug])).content.decode()
+    assert body.count('name="neutralise_formulas"') == 2  # cases and labels
+    assert "such a file does not import unchanged" in body

@@ -3,7 +3,13 @@ from django.core.management.base import BaseCommand, CommandError
 from judges.models import Run
 from judges.runs.exporting import judgments_export
 from labeling.importing import Format
-from labeling.management.commands._files import FORMAT_CHOICES, resolve_format, write_output
+from labeling.management.commands._files import (
+    FORMAT_CHOICES,
+    NEUTRALISE_HELP,
+    check_neutralise,
+    resolve_format,
+    write_output,
+)
 
 
 class Command(BaseCommand):
@@ -13,13 +19,16 @@ class Command(BaseCommand):
         parser.add_argument("run", type=int, help="the run's id")
         parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+        parser.add_argument("--neutralise-formulas", action="store_true", help=NEUTRALISE_HELP)
 
-    def handle(self, *args, run: int, file: str, format: str | None, **options) -> None:
+    def handle(self, *args, run: int, file: str, format: str | None, neutralise_formulas: bool,
+               **options) -> None:
         target = Run.objects.select_related("config").filter(pk=run).first()
         if target is None:
             raise CommandError(f"No run {run}.")
         fmt = resolve_format(file, format, default=Format.JSONL)
-        pieces = write_output(file, judgments_export(run=target, fmt=fmt))
+        check_neutralise(fmt, neutralise_formulas)
+        pieces = write_output(file, judgments_export(run=target, fmt=fmt, neutralise_formulas=neutralise_formulas))
         if file != "-":
             rows = pieces - (fmt == Format.CSV)
             self.stdout.write(self.style.SUCCESS(f"Exported {rows} judgments of run {run} to {file}."))

@@ -55,3 +55,14 @@ def report_rejection(command, path: str, rejected: ImportRejected) -> CommandErr
     for error in rejected.errors:
         command.stderr.write(str(error))
     return CommandError(f"{path} was rejected with {len(rejected.errors)} error(s); nothing was written.")
+
+
+NEUTRALISE_HELP = (
+    "CSV only: make cells starting with =, +, -, @, a tab or CR text (a leading apostrophe), so a spreadsheet "
+    "does not run them as formulas; such a file is for reading and does not import unchanged"
+)
+
+
+def check_neutralise(fmt: Format, neutralise_formulas: bool) -> None:
+    if neutralise_formulas and fmt != Format.CSV:
+        raise CommandError("--neutralise-formulas applies to CSV only (a spreadsheet runs no JSONL).")

@@ -2,7 +2,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from labeling.exporting import cases_export
 from labeling.importing import Format
-from labeling.management.commands._files import FORMAT_CHOICES, resolve_format, write_output
+from labeling.management.commands._files import (
+    FORMAT_CHOICES,
+    NEUTRALISE_HELP,
+    check_neutralise,
+    resolve_format,
+    write_output,
+)
 from labeling.models import Dataset
 
 
@@ -13,13 +19,16 @@ class Command(BaseCommand):
         parser.add_argument("dataset", help="the dataset's slug")
         parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+        parser.add_argument("--neutralise-formulas", action="store_true", help=NEUTRALISE_HELP)
 
-    def handle(self, *args, dataset: str, file: str, format: str | None, **options) -> None:
+    def handle(self, *args, dataset: str, file: str, format: str | None, neutralise_formulas: bool,
+               **options) -> None:
         target = Dataset.objects.filter(slug=dataset).first()
         if target is None:
             raise CommandError(f"No dataset {dataset!r}.")
         fmt = resolve_format(file, format, default=Format.JSONL)
-        pieces = write_output(file, cases_export(dataset=target, fmt=fmt))
+        check_neutralise(fmt, neutralise_formulas)
+        pieces = write_output(file, cases_export(dataset=target, fmt=fmt, neutralise_formulas=neutralise_formulas))
         if file != "-":
             rows = pieces - (fmt == Format.CSV)  # the CSV header is not a case
             self.stdout.write(self.style.SUCCESS(f"Exported {rows} cases of {dataset} to {file} ({fmt})."))

@@ -2,7 +2,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from labeling.exporting import labels_export
 from labeling.importing import Format
-from labeling.management.commands._files import FORMAT_CHOICES, resolve_format, write_output
+from labeling.management.commands._files import (
+    FORMAT_CHOICES,
+    NEUTRALISE_HELP,
+    check_neutralise,
+    resolve_format,
+    write_output,
+)
 from labeling.models import Dataset, Rubric
 
 
@@ -14,8 +20,10 @@ class Command(BaseCommand):
         parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
         parser.add_argument("--rubric", required=True, help="the rubric's slug")
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+        parser.add_argument("--neutralise-formulas", action="store_true", help=NEUTRALISE_HELP)
 
-    def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, **options) -> None:
+    def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, neutralise_formulas: bool,
+               **options) -> None:
         target = Dataset.objects.filter(slug=dataset).first()
         if target is None:
             raise CommandError(f"No dataset {dataset!r}.")
@@ -23,7 +31,9 @@ class Command(BaseCommand):
         if question is None:
             raise CommandError(f"No rubric {rubric!r}.")
         fmt = resolve_format(file, format, default=Format.JSONL)
-        pieces = write_output(file, labels_export(dataset=target, rubric=question, fmt=fmt))
+        check_neutralise(fmt, neutralise_formulas)
+        pieces = write_output(file, labels_export(dataset=target, rubric=question, fmt=fmt,
+                                                  neutralise_formulas=neutralise_formulas))
         if file != "-":
             rows = pieces - (fmt == Format.CSV)
             done = f"Exported {rows} labels of {rubric} on {dataset} to {file}."

@@ -8,7 +8,8 @@ from labeling.models import Dataset
 class Command(BaseCommand):
     help = (
         "Export a report CSV of a dataset's cases (external_id, category, split, input, output) with "
-        "their human verdict per rubric, one column per rubric that has labels on the dataset."
+        "their human verdict per rubric, one column per rubric that has labels on the dataset. Made for "
+        "spreadsheets: a cell starting with =, +, -, @, a tab or CR is prefixed with an apostrophe."
     )
 
     def add_arguments(self, parser) -> None:
