@@ -1,5 +1,3 @@
-import json
-
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -202,22 +200,13 @@ def dataset_export(request: HttpRequest, slug: str, kind: str) -> StreamingHttpR
 def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
     """One case, readable: leads also see every label per rubric; reviewers never see labels or verdicts."""
     case = _get_case_for_user(request, case_id)
-    trace = case.trace if isinstance(case.trace, dict) else {}
-    known = {"toolCalls", "retrievedSources", "context"}
+    metadata, metadata_more = _first(list((case.metadata or {}).items()))
     context = {
         "case": case,
         "dataset": case.dataset,
-        "tool_calls": [
-            {"name": call.get("name"),
-             "has_argument": "argument" in call, "argument": _readable(call.get("argument")),
-             "has_result": "result" in call, "result": _readable(call.get("result"))}
-            for call in trace.get("toolCalls") or [] if isinstance(call, dict)
-        ],
-        "sources": trace.get("retrievedSources") or [],
-        "trace_context": trace.get("context") or "",
-        "other_trace": {key: _readable(value) for key, value in trace.items() if key not in known},
-        "expected_argument": _readable(case.expected_tool_argument),
-        "metadata": {key: _readable(value) for key, value in (case.metadata or {}).items()},
+        **_trace_for_page(case),
+        "metadata": dict(metadata),
+        "metadata_more": metadata_more,
         "label_groups": case_labels_by_rubric(case=case) if request.user.is_lead else None,
     }
     return render(request, "labeling/case_detail.html", context)
@@ -234,11 +223,13 @@ def _get_case_for_user(request: HttpRequest, case_id: int) -> Case:
     return case
 
 
-def _readable(value) -> str:
-    """A JSON value as text for a page: strings as they are, anything else as indented JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False)
+# Entries of a trace or metadata listed on a page; each value is bounded by the json_view filter.
+MAX_LISTED = 50
+
+
+def _first(items: list, limit: int = MAX_LISTED) -> tuple[list, int]:
+    """The first `limit` items, and how many more there are (the page says "… N more")."""
+    return items[:limit], max(len(items) - limit, 0)
 
 
 @lead_required
@@ -301,21 +292,25 @@ def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Datase
 
 
 def _trace_for_page(case: Case) -> dict:
-    """The trace in readable form: tool calls (name, argument, result), sources, context, the rest."""
+    """The trace for a page: tool calls (name, argument, result), sources, context, the rest; values raw
+    (the template bounds each with json_view), lists cut at MAX_LISTED."""
     trace = case.trace if isinstance(case.trace, dict) else {}
-    calls = [call for call in trace.get("toolCalls") or [] if isinstance(call, dict)]
+    calls, calls_more = _first([call for call in trace.get("toolCalls") or [] if isinstance(call, dict)])
+    sources, sources_more = _first([str(source) for source in trace.get("retrievedSources") or []])
+    known = {"toolCalls", "retrievedSources", "context"}
+    other, other_more = _first([(key, value) for key, value in trace.items() if key not in known])
     return {
         "tool_calls": [
-            {"name": call.get("name"), "argument": _readable(call.get("argument")),
-             "result": _readable(call.get("result")), "has_result": "result" in call}
+            {"name": call.get("name"), "argument": call.get("argument"), "has_argument": "argument" in call,
+             "result": call.get("result"), "has_result": "result" in call}
             for call in calls
         ],
-        "sources": [str(source) for source in trace.get("retrievedSources") or []],
+        "tool_calls_more": calls_more,
+        "sources": sources,
+        "sources_more": sources_more,
         "trace_context": trace.get("context") or "",
-        "other_trace": {
-            key: _readable(value) for key, value in trace.items()
-            if key not in {"toolCalls", "retrievedSources", "context"}
-        },
+        "other_trace": dict(other),
+        "other_trace_more": other_more,
     }
 
 
@@ -332,7 +327,6 @@ def _render_queue(
     context = {
         "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
         "mine": case.own_label if case else None,
-        "expected_argument": _readable(case.expected_tool_argument) if case else "",
     }
     if case is not None:
         context |= _trace_for_page(case)
