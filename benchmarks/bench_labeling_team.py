@@ -150,7 +150,7 @@ def gunicorn(env: dict, log: Path, *, workers: int, threads: int):
                 pass
             time.sleep(0.2)
         else:
-            sys.exit(f"gunicorn did not answer; see {log}")
+            sys.exit(f"gunicorn did not answer:\n{log.read_text()[-3000:]}")
         yield base
 
 
@@ -164,7 +164,7 @@ def worker(env: dict, log: Path):
                 break
             time.sleep(0.2)
         else:
-            sys.exit(f"the worker did not start; see {log}")
+            sys.exit(f"the worker did not start:\n{log.read_text()[-3000:]}")
         yield
 
 

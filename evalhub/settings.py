@@ -188,12 +188,14 @@ def _broker() -> tuple[str, dict]:
     if not url:
         # No broker server: kombu's filesystem transport in folders beside the database.
         folder = DATA_DIR / "broker"
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         return "filesystem://", {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
+            # kombu's default is ./control, beside wherever a process was started
+            "control_folder": str(folder / "control"),
             "store_processed": False,
         }
     if urlsplit(url).scheme not in {"redis", "rediss"}:
