@@ -58,7 +58,7 @@ def fill(cases: int, reviewers: int, run_cases: int) -> None:
     from django.core.management import call_command
 
     from evalhub.models import Role, User
-    from judges import services
+    from judges.configs import services
     from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
     call_command("migrate", verbosity=0)
@@ -93,7 +93,7 @@ def start_run(config_version: int, repeats: int) -> None:
 
     django.setup()
     from evalhub.models import User
-    from judges import services
+    from judges.runs import services
     from labeling.models import Dataset, Rubric
 
     config = Rubric.objects.get(slug=RUBRIC).judge_configs.get(version=config_version)

@@ -21,7 +21,7 @@ def setup(cases: int) -> None:
     from django.core.management import call_command
 
     from evalhub.models import Role, User
-    from judges import services
+    from judges.configs import services
     from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
     call_command("migrate", verbosity=0)
@@ -43,7 +43,7 @@ def setup(cases: int) -> None:
 
 def start_run(repeats: int) -> None:
     from evalhub.models import User
-    from judges import services
+    from judges.runs import services
     from labeling.models import Dataset, Rubric
 
     config = Rubric.objects.get(slug=RUBRIC).judge_configs.get()
