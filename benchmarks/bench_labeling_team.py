@@ -186,12 +186,23 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
     queue = f"/label/{DATASET}/{RUBRIC}/"
     latencies: list[float] = []
     errors: list[str] = []
-    start = asyncio.Event()
+    reconnects = 0
+    ready, start = asyncio.Barrier(len(usernames) + 1), asyncio.Event()
+
+    async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs) -> httpx.Response:
+        """One request; sent again once if the server had closed the idle connection (gunicorn keeps one
+        alive 2 s), as a browser does: the server never saw it."""
+        nonlocal reconnects
+        try:
+            return await client.request(method, url, **kwargs)
+        except httpx.RemoteProtocolError:
+            reconnects += 1
+            return await client.request(method, url, **kwargs)
 
     async def sign_in(username: str) -> httpx.AsyncClient:
         client = httpx.AsyncClient(base_url=base, timeout=60)
-        await client.get("/accounts/login/")
-        response = await client.post("/accounts/login/", data={
+        await send(client, "GET", "/accounts/login/")
+        response = await send(client, "POST", "/accounts/login/", data={
             "username": username, "password": PASSWORD, "csrfmiddlewaretoken": client.cookies["csrftoken"]})
         if response.status_code != 302:
             sys.exit(f"{username} could not sign in: {response.status_code}")
@@ -199,7 +210,8 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
         return client
 
     async def label(client: httpx.AsyncClient) -> int:
-        page = (await client.get(queue)).text
+        page = (await send(client, "GET", queue)).text
+        await ready.wait()
         await start.wait()
         given = 0
         while given < at_least or keep_going():
@@ -208,16 +220,17 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
                 return given  # nothing left for this reviewer
             started = time.perf_counter()
             try:
-                response = await client.post(f"{queue}label/", headers={"HX-Request": "true"}, data={
+                response = await send(client, "POST", f"{queue}label/", headers={"HX-Request": "true"}, data={
                     "case": case.group(1), "content_hash": digest.group(1), "verdict": "pass", "note": ""})
             except httpx.HTTPError as exc:
+                response = None
                 errors.append(repr(exc))
-                page = (await client.get(queue)).text
-                continue
-            latencies.append((time.perf_counter() - started) * 1000)
-            if response.status_code != 200:
-                errors.append(f"{response.status_code}: {response.text[:200]}")
-                page = (await client.get(queue)).text
+            else:
+                latencies.append((time.perf_counter() - started) * 1000)
+                if response.status_code != 200:
+                    errors.append(f"{response.status_code}: {response.text[:200]}")
+            if response is None or response.status_code != 200:
+                page = (await send(client, "GET", queue)).text  # start again from the queue page
                 continue
             given += 1
             page = response.text
@@ -225,7 +238,7 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
 
     clients = await asyncio.gather(*(sign_in(name) for name in usernames))
     tasks = [asyncio.create_task(label(client)) for client in clients]
-    await asyncio.sleep(0.5)  # every reviewer has its first case on screen
+    await ready.wait()  # every reviewer has its first case on screen
     on_start()
     started = time.perf_counter()
     start.set()
@@ -237,7 +250,7 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
         "reviewers": len(usernames), "labels": sum(given), "seconds": round(seconds, 2),
         "labels_per_second": round(sum(given) / seconds, 1),
         "latency_ms": {"median": round(statistics.median(latencies), 1), "p95": round(percentile(latencies, 0.95), 1)},
-        "error_responses": len(errors), "errors_seen": errors[:5],
+        "error_responses": len(errors), "errors_seen": errors[:5], "idle_connections_reopened": reconnects,
     }
 
 
