@@ -75,8 +75,9 @@ _OPEN = f"""NOT EXISTS (SELECT 1 FROM labeling_label m
 # PostgreSQL: the tally rows a branch picks are locked until the choosing transaction ends, and rows
 # another reviewer is choosing right now are passed over (SKIP LOCKED): they take the next case instead
 # of waiting for this one. A locked row is re-read at its newest version and the branch's conditions
-# checked again, so a hold or label committed since the query began is seen. SQLite has no row locks:
-# its one writer at a time (an IMMEDIATE transaction) gives the same guarantee.
+# checked again, so a hold or label committed since the query began is seen. (A row a branch picks but
+# the outer ORDER BY passes over stays locked only until that transaction ends: milliseconds.) SQLite
+# has no row locks: its one writer at a time (an IMMEDIATE transaction) gives the same guarantee.
 _SKIP_LOCKED = "FOR UPDATE OF t SKIP LOCKED"
 
 
