@@ -8,7 +8,8 @@ back, labeling the case the previous response served. The app runs in gunicorn (
 --threads threads, persistent database connections). The dataset has 2,000 cases and a rubric that
 asks two labels per case. Legs:
 - PostgreSQL (a database of its own on DATABASE_URL's server, `evalhub_bench_team`, dropped at the
-  end): 5 reviewers × 100 labels, then 20 × 50 (labels cleared between legs);
+  end): 5 reviewers × 100 labels, then 20 × 50, then 20 until every case has its two labels (4,000:
+  a reviewer who finds nothing asks again shortly; labels cleared between legs);
 - SQLite, the embedded default (a fresh folder; the filesystem broker; the worker scripts/start.sh
   starts): a contract-only run alone, timed; then another (same size, other checks: nothing cached)
   while 5 reviewers label for as long as it goes (and 100 labels each at least).
@@ -176,17 +177,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_going=lambda: False,
-                      on_start=lambda: None) -> dict:
+async def team_labels(base: str, usernames: list[str], *, at_least: int = 0, keep_going=lambda: False,
+                      on_start=lambda: None, until_empty: bool = False) -> dict:
     """Sign every reviewer in, then all label at once: each `at_least` labels, and on while keep_going().
 
-    on_start() is called as they start (after signing in, which is slow on purpose: PBKDF2)."""
+    on_start() is called as they start (after signing in, which is slow on purpose: PBKDF2). With
+    until_empty they go on until every reviewer's queue is empty (one that finds nothing now asks again
+    shortly: a case on another's screen may still need them), and stop once all found it empty after
+    the last label given."""
     import httpx
 
     queue = f"/label/{DATASET}/{RUBRIC}/"
     latencies: list[float] = []
     errors: list[str] = []
     reconnects = 0
+    labels_given = 0
+    empty_since: dict[int, int] = {}  # reviewer → labels_given when they last found their queue empty
     ready, start = asyncio.Barrier(len(usernames) + 1), asyncio.Event()
 
     async def send(client: httpx.AsyncClient, method: str, url: str, **kwargs) -> httpx.Response:
@@ -209,15 +215,24 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
         client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
         return client
 
-    async def label(client: httpx.AsyncClient) -> int:
+    async def label(me: int, client: httpx.AsyncClient) -> int:
+        nonlocal labels_given
         page = (await send(client, "GET", queue)).text
         await ready.wait()
         await start.wait()
         given = 0
-        while given < at_least or keep_going():
+        while given < at_least or keep_going() or until_empty:
             case, digest = CASE_FIELD.search(page), HASH_FIELD.search(page)
             if case is None:
-                return given  # nothing left for this reviewer
+                if not until_empty:
+                    return given  # nothing left for this reviewer
+                empty_since[me] = labels_given
+                if len(empty_since) == len(usernames) and set(empty_since.values()) == {labels_given}:
+                    return given
+                await asyncio.sleep(0.2)
+                page = (await send(client, "GET", queue)).text
+                continue
+            empty_since.pop(me, None)
             started = time.perf_counter()
             try:
                 response = await send(client, "POST", f"{queue}label/", headers={"HX-Request": "true"}, data={
@@ -233,11 +248,12 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int, keep_go
                 page = (await send(client, "GET", queue)).text  # start again from the queue page
                 continue
             given += 1
+            labels_given += 1
             page = response.text
         return given
 
     clients = await asyncio.gather(*(sign_in(name) for name in usernames))
-    tasks = [asyncio.create_task(label(client)) for client in clients]
+    tasks = [asyncio.create_task(label(i, client)) for i, client in enumerate(clients)]
     await ready.wait()  # every reviewer has its first case on screen
     on_start()
     started = time.perf_counter()
@@ -297,7 +313,7 @@ def postgres_legs(args, folder: Path) -> dict:
     results = {}
     try:
         env = server_env(DATABASE_URL=url, EVALHUB_DATA_DIR=str(folder / "postgres"))
-        child(env, "fill", str(args.cases), str(max(args.teams)), "10")
+        child(env, "fill", str(args.cases), str(max(*args.teams, args.until_done)), "10")
         with psycopg.connect(url, autocommit=True) as db:
             db.execute("VACUUM ANALYZE")
             for n in args.teams:
@@ -307,6 +323,13 @@ def postgres_legs(args, folder: Path) -> dict:
                                                   at_least=args.labels_each or {5: 100, 20: 50}.get(n, 50)))
                 results[f"postgres_{n}"] = leg | tallies(db)
                 report(f"PostgreSQL, {n} reviewers", results[f"postgres_{n}"])
+            if args.until_done:
+                n = args.until_done
+                clear_labels(db)
+                with gunicorn(env, folder / "postgres-done.log", workers=args.workers, threads=args.threads) as base:
+                    leg = asyncio.run(team_labels(base, [f"bench-r{i:02d}" for i in range(n)], until_empty=True))
+                results[f"postgres_{n}_until_done"] = leg | tallies(db)
+                report(f"PostgreSQL, {n} reviewers until every queue is empty", results[f"postgres_{n}_until_done"])
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{args.database}" WITH (FORCE)')
@@ -372,6 +395,8 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=2000)
     parser.add_argument("--teams", type=int, nargs="+", default=[5, 20], help="reviewers at once, one leg each")
     parser.add_argument("--labels-each", type=int, default=0, help="labels per reviewer (default 100 for 5, 50 for 20)")
+    parser.add_argument("--until-done", type=int, default=20, metavar="N",
+                        help="then N reviewers label until every case has its labels (0: not)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=8, help="gunicorn threads per worker")
     parser.add_argument("--run-cases", type=int, default=600, help="cases of the SQLite leg's run")
