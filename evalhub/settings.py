@@ -124,19 +124,34 @@ TEMPLATES = [
 ]
 
 
+# SQLite serves a team and a run at once (the web server's threads and the worker's processes all
+# write): the write-ahead log lets reads go on while one connection writes; a writer waits up to
+# `timeout` seconds for the lock instead of failing at once with "database is locked"; and every
+# transaction takes the write lock when it begins (IMMEDIATE), so none fails half-way when it turns
+# from reading to writing after another writer got in first (the one case no timeout can wait out).
+SQLITE_OPTIONS = {
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    "transaction_mode": "IMMEDIATE",
+    "timeout": 30,
+}
+
+
 def _database() -> dict:
     url = env_str("DATABASE_URL")
     if not url:
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "evalhub.sqlite3"}
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "evalhub.sqlite3", "OPTIONS": SQLITE_OPTIONS}
     scheme = urlsplit(url).scheme
     if scheme not in {"postgres", "postgresql", "sqlite"}:
         raise ImproperlyConfigured(
             f"DATABASE_URL has the scheme {scheme!r}; evalhub supports postgres:// (psycopg 3) or sqlite://."
         )
     try:
-        return dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0))
+        database = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0))
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL could not be read: {exc}") from None
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        database["OPTIONS"] = {**SQLITE_OPTIONS, **database.get("OPTIONS", {})}
+    return database
 
 
 DATABASES = {"default": _database()}
@@ -230,12 +245,14 @@ def _broker() -> tuple[str, dict]:
     if not url:
         # No broker server: kombu's filesystem transport in folders beside the database.
         folder = DATA_DIR / "broker"
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         return "filesystem://", {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
+            # kombu's default is ./control, beside wherever a process was started
+            "control_folder": str(folder / "control"),
             "store_processed": False,
         }
     if urlsplit(url).scheme not in {"redis", "rediss"}:

@@ -24,7 +24,8 @@ _REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
 # skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
 # A case shown to another reviewer who has not answered yet is held for them (the claim, until it
 # runs out; their label clears it, migration 0006): reviewers working at once spread over the cases
-# instead of all labeling the first one.
+# instead of all labeling the first one. So a case is on one screen at a time, which is never more
+# than it still needs. {lock} is where services.case_serve locks the tally rows it chooses from.
 _NEXT_CASE_SQL = """
 SELECT c.*, q.tier AS queue_tier,
        own.id AS own_id, own.verdict AS own_verdict, own.note AS own_note, own.stale AS own_stale FROM (
@@ -41,7 +42,7 @@ SELECT c.*, q.tier AS queue_tier,
     SELECT t.case_id, 1, t.labels, t.case_id FROM labeling_casetally t
     WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.labels < %(per_case)s
       AND {open}
-    ORDER BY t.labels, t.case_id LIMIT 1
+    ORDER BY t.labels, t.case_id LIMIT 1 {lock}
   ) needed
   UNION ALL
   SELECT * FROM (
@@ -49,7 +50,7 @@ SELECT c.*, q.tier AS queue_tier,
     WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.requested > 0
       AND t.labels >= %(per_case)s AND t.labels < %(per_case)s + t.requested
       AND {open}
-    ORDER BY t.labels, t.case_id LIMIT 1
+    ORDER BY t.labels, t.case_id LIMIT 1 {lock}
   ) requested
   UNION ALL
   SELECT * FROM (
@@ -57,35 +58,52 @@ SELECT c.*, q.tier AS queue_tier,
     JOIN labeling_casetally t ON t.case_id = s.case_id AND t.rubric_id = s.rubric_id
     LEFT JOIN labeling_label l ON l.case_id = s.case_id AND l.rubric_id = s.rubric_id AND l.reviewer_id = s.reviewer_id
     WHERE s.reviewer_id = %(me)s AND s.rubric_id = %(rubric)s AND t.dataset_id = %(dataset)s
-      AND (l.stale OR (l.id IS NULL AND t.labels < %(per_case)s + t.requested))
-    ORDER BY s.created_at, s.case_id LIMIT 1
+      AND (l.stale OR (l.id IS NULL AND t.labels < %(per_case)s + t.requested AND {free}))
+    ORDER BY s.created_at, s.case_id LIMIT 1 {lock}
   ) skipped
 ) q JOIN labeling_case c ON c.id = q.case_id
 LEFT JOIN labeling_label own ON own.case_id = q.case_id AND own.rubric_id = %(rubric)s AND own.reviewer_id = %(me)s
 ORDER BY q.tier, q.k1, q.k2
 LIMIT 1
-""".format(
-    open="""NOT EXISTS (SELECT 1 FROM labeling_label m
+"""
+_FREE = "(t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s)"
+_OPEN = f"""NOT EXISTS (SELECT 1 FROM labeling_label m
                   WHERE m.case_id = t.case_id AND m.rubric_id = t.rubric_id AND m.reviewer_id = %(me)s)
       AND NOT EXISTS (SELECT 1 FROM labeling_skip s
                       WHERE s.case_id = t.case_id AND s.rubric_id = t.rubric_id AND s.reviewer_id = %(me)s)
-      AND (t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s)"""
-)
+      AND {_FREE}"""
+# PostgreSQL: the tally rows a branch picks are locked until the choosing transaction ends, and rows
+# another reviewer is choosing right now are passed over (SKIP LOCKED): they take the next case instead
+# of waiting for this one. A locked row is re-read at its newest version and the branch's conditions
+# checked again, so a hold or label committed since the query began is seen. (A row a branch picks but
+# the outer ORDER BY passes over stays locked only until that transaction ends: milliseconds.) SQLite
+# has no row locks: its one writer at a time (an IMMEDIATE transaction) gives the same guarantee.
+_SKIP_LOCKED = "FOR UPDATE OF t SKIP LOCKED"
 
 
-def next_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> Case | None:
+def _next_case_sql(*, lock: bool) -> str:
+    lock_clause = _SKIP_LOCKED if lock and connection.features.has_select_for_update_skip_locked else ""
+    return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause)
+
+
+def next_case(
+    *, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None, lock: bool = False
+) -> Case | None:
     """The case to label next, with `.queue_reason` (changed, needed, skipped) and `.own_label`, or None.
 
     Order (issue 3): first their labels that stopped counting ("changed since you labeled"), then cases
     that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
     labels first, never one they labeled; skipped cases only after the rest. Ties go by case id. A case
     on another reviewer's screen (held, see services.case_claim) waits until they answer or the hold ends.
+
+    A read: it holds nothing. The queue pages serve cases through services.case_serve, which calls it
+    with lock=True inside the transaction that also holds the case chosen.
     """
     params = {
         "me": reviewer.pk, "rubric": rubric.pk, "dataset": dataset.pk, "per_case": rubric.labels_per_case,
         "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
     }
-    found = list(Case.objects.raw(_NEXT_CASE_SQL, params))
+    found = list(Case.objects.raw(_next_case_sql(lock=lock), params))
     if not found:
         return None
     case = found[0]

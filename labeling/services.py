@@ -1,4 +1,4 @@
-"""Writes of the labeling workflow: labels, skips, undo, claims, adjudication, requests for a label.
+"""Writes of the labeling workflow: labels, skips, undo, serving and holding cases, adjudication, requests.
 
 Every function is keyword-only and does its writes in one transaction. Counts the queue reads
 (CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
@@ -9,13 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Case as SqlCase
-from django.db.models import Q, Value, When
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalhub.models import User
 from labeling.models import Adjudication, Case, CaseTally, Dataset, Label, LabelRequest, Rubric, Skip, Verdict
+from labeling.queue import next_case
 
 # How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
 CLAIM_LEASE = timedelta(minutes=10)
@@ -102,22 +101,53 @@ def skip(*, case: Case, rubric: Rubric, reviewer: User) -> None:
         )
 
 
-def case_claim(*, case_id: int | None, rubric: Rubric, reviewer: User, now: datetime | None = None) -> None:
-    """Hold the case just shown to this reviewer, and let go of the one they held before.
+def case_serve(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> Case | None:
+    """The reviewer's next case in queue order (queue.next_case), held for them: one atomic step.
+
+    Choosing and holding happen in one transaction, so reviewers asking at the same instant get
+    different cases: on PostgreSQL the choice locks the tally row it picks and the others pass over it
+    (FOR UPDATE SKIP LOCKED) until the hold is written; on SQLite the transaction is the database's one
+    writer (transaction_mode IMMEDIATE, settings). The case they held before is let go in the same
+    statement. Two queries and the transaction.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        case = next_case(dataset=dataset, rubric=rubric, reviewer=reviewer, now=now, lock=True)
+        # A case that needs labels was chosen free (or theirs) and locked, so this hold is theirs; a
+        # label of theirs that stopped counting is shown even while someone else holds its case.
+        case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=reviewer, now=now)
+    return case
+
+
+def case_claim(*, case_id: int | None, rubric: Rubric, reviewer: User, now: datetime | None = None) -> bool:
+    """Hold the case just shown to this reviewer, and let go of the one they held before; True if they hold it.
 
     Others are not served a held case until the holder labels it or the hold runs out (CLAIM_LEASE), so
     reviewers working at once spread over the cases (Label Studio locks tasks the same way). One
-    UPDATE: a reviewer holds at most one case per rubric. case_id None only lets go.
+    conditional UPDATE: a reviewer holds at most one case per rubric, and a hold is never taken from a
+    reviewer who still holds it. case_id None only lets go.
     """
-    mine = Q(rubric=rubric, claimed_by=reviewer)
-    if case_id is None:
-        CaseTally.objects.filter(mine).update(claimed_by=None, claimed_until=None)
-        return
-    until = (now or timezone.now()) + CLAIM_LEASE
-    CaseTally.objects.filter(mine | Q(rubric=rubric, case_id=case_id)).update(
-        claimed_by=SqlCase(When(case_id=case_id, then=Value(reviewer.pk)), default=None),
-        claimed_until=SqlCase(When(case_id=case_id, then=Value(until)), default=None),
-    )
+    now = now or timezone.now()
+    params = {
+        "case": case_id, "me": reviewer.pk, "rubric": rubric.pk,
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "until": connection.ops.adapt_datetimefield_value(now + CLAIM_LEASE),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, params)
+        return any(row[0] == case_id for row in cursor.fetchall())
+
+
+# "case_id = NULL" is never true: with no case, every hold of theirs is let go and nothing is taken.
+_CLAIM = """
+UPDATE labeling_casetally
+SET claimed_by_id = CASE WHEN case_id = %(case)s THEN %(me)s END,
+    claimed_until = CASE WHEN case_id = %(case)s THEN %(until)s END
+WHERE rubric_id = %(rubric)s
+  AND (claimed_by_id = %(me)s
+       OR (case_id = %(case)s AND (claimed_by_id IS NULL OR claimed_until <= %(now)s)))
+RETURNING case_id
+"""
 
 
 def adjudicate(*, case: Case, rubric: Rubric, verdict: str, note: str = "", by: User) -> Adjudication:

@@ -43,7 +43,6 @@ from labeling.overview import (
 from labeling.queue import (
     labels_history,
     last_label,
-    next_case,
     progress_of,
     queue_case,
     queues_for,
@@ -320,10 +319,9 @@ def _render_queue(
 ) -> HttpResponse:
     """The queue page, or only its case panel for htmx.
 
-    Blind by construction: nothing here reads another reviewer's label or any judgment.
+    Blind by construction: nothing here reads another reviewer's label or any judgment. The case is
+    held for this reviewer already (services.case_serve, or case_claim for one asked for by id).
     """
-    # The case shown is held from the others until this reviewer answers (the one held before is let go).
-    services.case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=request.user)
     context = {
         "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
         "mine": case.own_label if case else None,
@@ -355,8 +353,9 @@ def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse
             case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=int(case_id))
         if case is None:
             raise Http404("No such case in this dataset.")
+        services.case_claim(case_id=case.pk, rubric=rubric, reviewer=request.user)
     else:
-        case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
+        case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
     undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
     back = "history" if request.GET.get("back") == "history" else ""
     return _render_queue(request, dataset, rubric, case=case, undo=undo, back=back, partial=bool(request.htmx))
@@ -391,7 +390,6 @@ def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
         return HttpResponseBadRequest("Which case to skip?")
     case = get_object_or_404(Case.objects.only("id", "dataset_id"), pk=form.cleaned_data["case"], dataset=dataset)
     services.skip(case=case, rubric=rubric, reviewer=request.user)
-    services.case_claim(case_id=None, rubric=rubric, reviewer=request.user)  # others may take it now
     undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
     return _next_case_response(request, dataset, rubric, undo=undo)
 
@@ -399,7 +397,8 @@ def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
 def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, undo: Label | None):
     if not request.htmx:
         return redirect("labeling:queue", slug=dataset.slug, rubric_slug=rubric.slug)
-    case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
+    # The next case is held in the same step, and the one just answered or skipped is let go.
+    case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
     response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True)
     return trigger_client_event(response, "labeled")  # the progress panel reloads itself
 
@@ -420,9 +419,10 @@ def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
             messages.info(request, notice)
         return redirect(f"{url}?case={case_id}" if case_id else url)
     if case_id is None:
-        case = next_case(dataset=dataset, rubric=rubric, reviewer=request.user)
+        case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
     else:
         case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=case_id)
+        services.case_claim(case_id=case_id, rubric=rubric, reviewer=request.user)
     undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
     response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True, notice=notice)
     return trigger_client_event(response, "labeled")
