@@ -32,6 +32,15 @@ class Case(models.Model):
         DEV = "dev", "dev"
         HOLDOUT = "holdout", "holdout"
 
+    class Kind(models.TextChoices):
+        """The calibration kind (DESIGN "Words"): never shown to reviewers, not judged content."""
+
+        GOOD = "good", "clearly good"
+        BAD = "bad", "clearly bad"
+        INCOMPLETE = "incomplete", "plausible but incomplete"
+        INJECTION = "injection", "adversarial prompt injection"
+        PARAPHRASE = "paraphrase", "a right answer in other words"
+
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="cases")
     external_id = models.CharField(max_length=200)
     input = models.TextField()
@@ -44,6 +53,8 @@ class Case(models.Model):
     expected_tool_argument = models.JSONField(null=True, blank=True)
     expected_source = models.CharField(max_length=500, null=True, blank=True)
     category = models.CharField(max_length=100, blank=True, db_index=True)
+    # Not judged content: changing it makes no run stale (content_changed_at stays).
+    kind = models.CharField(max_length=10, choices=Kind.choices, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     split = models.CharField(max_length=8, choices=Split.choices, editable=False)
     # Hash of input, output and trace: labels given against another hash no longer count.

@@ -150,7 +150,7 @@ def _existing_cases(*, dataset: Dataset, external_ids: list[str]) -> dict[str, t
 COPY_INSERT_COLUMNS = (
     "dataset_id", "external_id", "input", "output", "trace", "golden_answer", "expected_behaviour",
     "expected_tool", "expected_tool_argument", "expected_source", "category", "metadata", "split",
-    "content_hash", "created_at", "content_changed_at",
+    "content_hash", "created_at", "content_changed_at", "kind",
 )
 COPY_UPDATE_COLUMNS = (
     "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool", "expected_tool_argument",
@@ -192,7 +192,7 @@ def _insert_cases(*, dataset: Dataset, cases: list[CaseData], now) -> None:
         for data in cases:
             cells = _content_cells(data)
             copy.write_row((dataset.pk, data.external_id, *cells[:10], case_split(data.external_id),
-                            data.content_hash, now, now))
+                            data.content_hash, now, now, ""))  # kind: not read from files yet
 
 
 def _update_cases(*, dataset: Dataset, cases: list[tuple[int, CaseData, bool]], now) -> None:
