@@ -56,6 +56,11 @@ class JudgeConfig(models.Model):
     def __str__(self) -> str:
         return f"{self.rubric.slug} v{self.version}"
 
+    @property
+    def deterministic(self) -> bool:
+        """Contract checks only (DESIGN "Words"): no model, so it cannot flip and may rightly agree 100 %."""
+        return list(self.spec.get("layers") or []) == ["contract"]
+
 
 class Run(models.Model):
     """A judge config applied to a dataset's cases, each case `repeats` times.
@@ -183,16 +188,18 @@ class RubricEventQuerySet(models.QuerySet):
 
 
 class RubricEvent(models.Model):
-    """One audited change of a rubric: a promotion, a demotion, a thresholds or fail_closed change.
+    """One audited change of a rubric: a promotion, a renewal, a demotion, a thresholds or fail_closed change.
 
     Append-only (DESIGN "Promotion": every change is kept): the promotion services only create rows,
     the admin shows them read-only, and the foreign keys protect what they point at. The rubric's
     evidence lives here too, rather than as a field on the rubric (labeling must not depend on
-    judges): it is the run of the rubric's newest promotion, unless a demotion to draft came after.
+    judges): it is the run of the rubric's newest promotion or renewal, unless a demotion to draft
+    came after.
     """
 
     class Kind(models.TextChoices):
         PROMOTE = "promote", "promotion"
+        RENEW = "renew", "renewal"  # new evidence at the same stage
         DEMOTE = "demote", "demotion"
         THRESHOLDS = "thresholds", "thresholds change"
         FAIL_CLOSED = "fail_closed", "fail_closed change"
@@ -201,7 +208,7 @@ class RubricEvent(models.Model):
     kind = models.CharField(max_length=12, choices=Kind.choices)
     from_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     to_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
-    # A promotion's evidence; null for every other kind.
+    # A promotion's or renewal's evidence; null for every other kind.
     run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     # The figures the promotion was granted on (what the gate config ships as `calibration`), and
     # every rule as it was checked.
@@ -261,6 +268,16 @@ class CiResult(models.Model):
     commit = models.CharField(max_length=100, blank=True)
     ref = models.CharField(max_length=255, blank=True)
     run_url = models.URLField(max_length=500, blank=True)
+    # Where the budget went (DESIGN "Gate config"); null when an older command did not send it, and
+    # cost_usd also when a model it used had no price.
+    calls = models.PositiveIntegerField(null=True, blank=True)
+    cache_hits = models.PositiveIntegerField(null=True, blank=True)
+    input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    contested = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms_p50 = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms_p95 = models.PositiveIntegerField(null=True, blank=True)
     token_name = models.CharField(max_length=100)
     received_at = models.DateTimeField(default=timezone.now)
 

@@ -101,6 +101,11 @@ class Rubric(models.Model):
     min_coverage = models.FloatField(default=0.95)
     # Optional rule (issue 9): the share of verdicts bias probes may move; null means no such rule.
     max_probe_moved = models.FloatField(null=True, blank=True)
+    # A deterministic judge (contract checks only) may be promoted without human labels when a lead
+    # turns this off (DESIGN "Promotion"); a judge with a model always needs them.
+    require_human_evidence = models.BooleanField(default=True)
+    # Optional rule: every calibration kind (Case.kind) with at least this many cases; null means off.
+    min_cases_per_kind = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

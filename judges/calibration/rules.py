@@ -1,8 +1,14 @@
 """Promotion rules (DESIGN "Promotion"): pure checks of one run's evidence against a rubric's thresholds.
 
 No ORM: the caller passes the figures from `judges.calibration.metrics.calibration_figures`, the run's repeats,
-whether its config is the rubric's newest, and the reasons it is stale. Every rule is always
-reported, met or not, so a refused promotion can show each failing rule with its number and threshold.
+whether its config is the rubric's newest and deterministic, and the reasons it is stale. Every rule is
+always reported, met or not (a rule that does not apply to this evidence as met, with `applies` false),
+so a refused promotion can show each rule with the same number and each failing one with its threshold.
+
+A deterministic config (contract checks only) cannot flip and may rightly agree 100 %: K ≥ 2, the flip
+rule and the ceiling do not apply to it, and the human-agreement rules (cases, floor, true pass/fail
+rates) apply unless the rubric's `require_human_evidence` is off — then coverage counts every judgment
+(`coverage_all`), not only those of cases with a human verdict.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ class Thresholds:
     max_flip_rate: float = 0.05
     min_coverage: float = 0.95
     max_probe_moved: float | None = None  # for the later probes feature; None: no such rule
+    require_human_evidence: bool = True  # off: a deterministic judge needs no human labels
+    min_cases_per_kind: int | None = None  # every calibration kind with at least this many cases; None: off
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,6 +49,7 @@ class RuleResult:
     met: bool
     value: Any  # the run's number (None when the figure is undefined), or the stale reasons
     threshold_text: str
+    applies: bool = True  # False: not a rule for this evidence (a deterministic judge's flips), so met
 
 
 def _number(x: float | int) -> str:
@@ -62,6 +71,21 @@ def _below(value: float | int | None, threshold: float | int) -> bool:
     return value is not None and value < threshold - _EPSILON
 
 
+# Calibration kinds (labeling.models.Case.Kind), in DESIGN's order; repeated here to keep this module pure.
+KINDS: tuple[str, ...] = ("good", "bad", "incomplete", "injection", "paraphrase")
+DETERMINISTIC_NOTE = "does not apply: a deterministic judge cannot flip and may rightly agree 100 %"
+NO_HUMAN_EVIDENCE_NOTE = "does not apply: this rubric's deterministic judge may be promoted without human evidence"
+
+
+def needs_human_evidence(*, thresholds: Thresholds, deterministic: bool) -> bool:
+    """Only a deterministic judge may go without human labels, and only where the lead said so."""
+    return thresholds.require_human_evidence or not deterministic
+
+
+def _not_applied(key: str, label: str, value: Any, note: str) -> RuleResult:
+    return RuleResult(key, label, True, value, note, applies=False)
+
+
 def evaluate_rules(
     *,
     figures: dict,
@@ -70,10 +94,17 @@ def evaluate_rules(
     is_newest_config: bool,
     stale_reasons: list[str],
     is_external: bool = False,
+    deterministic: bool = False,
 ) -> list[RuleResult]:
-    """One RuleResult per rule, in DESIGN's order. A missing or None figure fails its rule."""
+    """One RuleResult per rule, in DESIGN's order. A missing or None figure fails its rule.
+
+    `figures` may carry `coverage_all` (every judgment, labelled or not: the coverage rule's figure when
+    no human evidence is needed) and `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human
+    verdict / judged cases}, for min_cases_per_kind, read the same way).
+    """
     t = thresholds
     agreement = figures.get("agreement")
+    human = needs_human_evidence(thresholds=t, deterministic=deterministic)
     if is_external:
         newest = RuleResult(
             "newest_config", "newest config", False, None,
@@ -84,45 +115,54 @@ def evaluate_rules(
             "newest_config", "newest config", bool(is_newest_config), None,
             "the run's config is the rubric's newest version",
         )
+
+    def human_rule(key: str, label: str, value: Any, met: bool, threshold: str) -> RuleResult:
+        if human:
+            return RuleResult(key, label, met, value, threshold)
+        return _not_applied(key, label, value, NO_HUMAN_EVIDENCE_NOTE)
+
+    def model_rule(key: str, label: str, value: Any, met: bool, threshold: str) -> RuleResult:
+        if deterministic:
+            return _not_applied(key, label, value, DETERMINISTIC_NOTE)
+        return RuleResult(key, label, met, value, threshold)
+
+    coverage = figures.get("coverage") if human else figures.get("coverage_all")
     results = [
         newest,
         RuleResult(
             "not_stale", "not stale", not stale_reasons, list(stale_reasons),
             "no case changed and no newer config since the run finished",
         ),
-        RuleResult(
-            "min_cases", "cases with a human verdict", _at_least(figures.get("n"), t.min_cases),
-            figures.get("n"), f"≥ {_number(t.min_cases)}",
+        human_rule(
+            "min_cases", "cases with a human verdict", figures.get("n"),
+            _at_least(figures.get("n"), t.min_cases), f"≥ {_number(t.min_cases)}",
         ),
-        RuleResult(
-            "min_repeats", "repeats K", _at_least(repeats, t.min_repeats), repeats,
-            f"≥ {_number(t.min_repeats)}",
+        model_rule(
+            "min_repeats", "repeats K", repeats, _at_least(repeats, t.min_repeats), f"≥ {_number(t.min_repeats)}",
         ),
-        RuleResult(
-            "agreement_floor", "agreement", _at_least(agreement, t.agreement_floor), agreement,
+        human_rule(
+            "agreement_floor", "agreement", agreement, _at_least(agreement, t.agreement_floor),
             f"≥ {_number(t.agreement_floor)}",
         ),
-        RuleResult(
-            "agreement_ceiling", "agreement", _below(agreement, t.agreement_ceiling), agreement,
+        model_rule(
+            "agreement_ceiling", "agreement", agreement, _below(agreement, t.agreement_ceiling),
             f"< {_number(t.agreement_ceiling)} (ceiling: 100 % means overfit or sycophantic)",
         ),
-        RuleResult(
-            "min_true_pass_rate", "true pass rate",
-            _at_least(figures.get("true_pass_rate"), t.min_true_pass_rate),
-            figures.get("true_pass_rate"), f"≥ {_number(t.min_true_pass_rate)}",
+        human_rule(
+            "min_true_pass_rate", "true pass rate", figures.get("true_pass_rate"),
+            _at_least(figures.get("true_pass_rate"), t.min_true_pass_rate), f"≥ {_number(t.min_true_pass_rate)}",
+        ),
+        human_rule(
+            "min_true_fail_rate", "true fail rate", figures.get("true_fail_rate"),
+            _at_least(figures.get("true_fail_rate"), t.min_true_fail_rate), f"≥ {_number(t.min_true_fail_rate)}",
+        ),
+        model_rule(
+            "max_flip_rate", "flip rate", figures.get("flip_rate"),
+            _at_most(figures.get("flip_rate"), t.max_flip_rate), f"≤ {_number(t.max_flip_rate)}",
         ),
         RuleResult(
-            "min_true_fail_rate", "true fail rate",
-            _at_least(figures.get("true_fail_rate"), t.min_true_fail_rate),
-            figures.get("true_fail_rate"), f"≥ {_number(t.min_true_fail_rate)}",
-        ),
-        RuleResult(
-            "max_flip_rate", "flip rate", _at_most(figures.get("flip_rate"), t.max_flip_rate),
-            figures.get("flip_rate"), f"≤ {_number(t.max_flip_rate)}",
-        ),
-        RuleResult(
-            "min_coverage", "coverage", _at_least(figures.get("coverage"), t.min_coverage),
-            figures.get("coverage"), f"≥ {_number(t.min_coverage)}",
+            "min_coverage", "coverage" if human else "coverage (all judgments)",
+            _at_least(coverage, t.min_coverage), coverage, f"≥ {_number(t.min_coverage)}",
         ),
     ]
     if t.max_probe_moved is not None:
@@ -134,8 +174,47 @@ def evaluate_rules(
                 figures.get("probe_moved"), f"≤ {_number(t.max_probe_moved)}",
             )
         )
+    if t.min_cases_per_kind is not None:
+        counts = figures.get("cases_by_kind" if human else "cases_by_kind_all") or {}
+        short = {kind: counts.get(kind, 0) for kind in KINDS if counts.get(kind, 0) < t.min_cases_per_kind}
+        results.append(
+            RuleResult(
+                "min_cases_per_kind",
+                "cases of each calibration kind" + ("" if human else " (all judged cases)"), not short,
+                {kind: counts.get(kind, 0) for kind in KINDS},
+                f"≥ {t.min_cases_per_kind} of each kind ({', '.join(KINDS)})",
+            )
+        )
     return results
 
 
 def promotable(results: list[RuleResult]) -> bool:
     return all(result.met for result in results)
+
+
+# ---- thresholds looser than DESIGN's defaults --------------------------------------------------------
+
+# (field, direction): "min" thresholds are looser when lower, "max" ones when higher.
+_LOOSER_WHEN: dict[str, str] = {
+    "min_cases": "lower", "min_repeats": "lower", "agreement_floor": "lower", "agreement_ceiling": "higher",
+    "min_true_pass_rate": "lower", "min_true_fail_rate": "lower", "max_flip_rate": "higher",
+    "min_coverage": "lower",
+}
+
+
+def relaxed_thresholds(thresholds: Thresholds) -> list[tuple[str, Any, Any]]:
+    """(field, value, default) for each threshold looser than DESIGN's default, in Thresholds' order.
+
+    Turning off `require_human_evidence` counts as relaxed; an optional rule left off (probes, kinds)
+    does not: that is the default.
+    """
+    defaults = Thresholds()
+    out = []
+    for name, direction in _LOOSER_WHEN.items():
+        value, default = getattr(thresholds, name), getattr(defaults, name)
+        looser = value < default - _EPSILON if direction == "lower" else value > default + _EPSILON
+        if looser:
+            out.append((name, value, default))
+    if not thresholds.require_human_evidence:
+        out.append(("require_human_evidence", False, True))
+    return out

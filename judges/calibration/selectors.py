@@ -1,10 +1,10 @@
 """A run's calibration figures and promotion rules, read from the database (DESIGN "Calibration figures").
 
-The ORM side of `judges.calibration.metrics` (pure pandas) and `judges.calibration.rules` (pure checks): the database counts
-each case's judgments, one query reads the cases' human verdicts, one the not-evaluated judgments (the
-figures list each), and the figures come from the frames they make. The report page, the JSON command,
-the API, the versions chart and promotion all read runs through `case_frame` and
-`not_evaluated_judgments`, so they show the same numbers.
+The ORM side of `judges.calibration.metrics` (pure pandas) and `judges.calibration.rules` (pure checks):
+the database counts each case's judgments, one query reads the cases' human verdicts, one the
+not-evaluated judgments (the figures list each), and the figures come from the frames they make. The
+report page, the JSON command, the API, the versions chart and promotion all read runs through
+`case_frame` and `not_evaluated_judgments`, so they show the same numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Va
 
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules
+from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.agreement import reviewer_agreement
@@ -37,15 +37,16 @@ def pct(value: float | None | str) -> str:
 
 
 def case_frame(*, runs: list[Run]) -> pd.DataFrame:
-    """One row per case each run judged: `run_id` and metrics.CASE_COLUMNS, the human verdict being the
-    one for the run's rubric (runs need `config__rubric` loaded). Two queries.
+    """One row per case each run judged: `run_id`, metrics.CASE_COLUMNS and the case's calibration `kind`
+    ("" for none), the human verdict being the one for the run's rubric (runs need `config__rubric`
+    loaded). Two queries.
 
     The database counts each (run, case)'s judgments, so 100,000 judgments arrive as 20,000 rows; a
     second query reads the runs' datasets' cases with labeling's `cases_with_human_verdict`, one UNION
     branch per rubric, so the rule for a human verdict stays labeling's. They meet in pandas.
     """
     if not runs:
-        return pd.DataFrame(columns=["run_id", *CASE_COLUMNS])
+        return pd.DataFrame(columns=["run_id", *CASE_COLUMNS, "kind"])
     evaluated = [Outcome.PASS, Outcome.FAIL]
     counts = (
         Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by().values("run_id", "case_id")
@@ -67,18 +68,19 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
         cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(dataset_id__in=sorted(ids)))
         .annotate(rubric_key=Value(rubric.pk, output_field=IntegerField()))
         .order_by()
-        .values_list("rubric_key", "pk", "external_id", "category", "split", "human_verdict")
+        .values_list("rubric_key", "pk", "external_id", "category", "split", "human_verdict", "kind")
         for rubric, ids in datasets.items()
     ]
     # The combined query must not inherit Case's default ordering (a UNION cannot order by a column it
     # does not select).
     query = branches[0].union(*branches[1:], all=True).order_by() if len(branches) > 1 else branches[0]
-    case_columns = ["rubric_id", "case_id", "external_id", "category", "split", "human"]
+    case_columns = ["rubric_id", "case_id", "external_id", "category", "split", "human", "kind"]
     cases = typed_frame(raw_rows(query), case_columns, integers=("rubric_id", "case_id"))
     frame["rubric_id"] = frame["run_id"].map({pk: rubric.pk for pk, rubric in rubric_of.items()})
     frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
     frame["human"] = _none_for_missing(frame["human"])
-    return frame[["run_id", *CASE_COLUMNS]]
+    frame["kind"] = frame["kind"].fillna("")
+    return frame[["run_id", *CASE_COLUMNS, "kind"]]
 
 
 def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
@@ -107,11 +109,28 @@ def _none_for_missing(values: pd.Series) -> pd.Series:
 
 
 def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One run's cases frame and its not-evaluated judgments, columns exactly metrics.CASE_COLUMNS and
-    COLUMNS: what `calibration_figures` reads. Three queries (two for a run without judgments);
-    `run.config.rubric` must be loaded (select_related)."""
+    """One run's cases frame and its not-evaluated judgments, columns metrics.CASE_COLUMNS (and `kind`)
+    and COLUMNS: what `calibration_figures` and `evidence_figures` read. Three queries (two for a run
+    without judgments); `run.config.rubric` must be loaded (select_related)."""
     cases = case_frame(runs=[run])
-    return cases[list(CASE_COLUMNS)], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
+    return cases[[*CASE_COLUMNS, "kind"]], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
+
+
+def evidence_figures(cases: pd.DataFrame) -> dict[str, Any]:
+    """What the promotion rules read beyond `calibration_figures`, from a cases frame with `kind`:
+    `coverage_all` (evaluated / all judgments, labelled or not: a deterministic judge promoted without
+    human evidence is held to it) and `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human
+    verdict / judged cases}, kinds that have none left out)."""
+    cases = cases.reindex(columns=[*CASE_COLUMNS, "kind"])
+    judgments = int(cases["judgments"].fillna(0).sum())
+    evaluated = int((cases["passes"].fillna(0) + cases["fails"].fillna(0)).sum())
+    kinds = cases["kind"].fillna("")
+    labelled = kinds[cases["human"].isin(("pass", "fail"))]
+    return {
+        "coverage_all": evaluated / judgments if judgments else None,
+        "cases_by_kind": {str(k): int(v) for k, v in labelled[labelled != ""].value_counts().sort_index().items()},
+        "cases_by_kind_all": {str(k): int(v) for k, v in kinds[kinds != ""].value_counts().sort_index().items()},
+    }
 
 
 def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
@@ -170,8 +189,9 @@ def newest_version(*, rubric_id: int) -> int | None:
 def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict[str, Any]:
     """DESIGN's figures of one run against its rubric's current human verdicts, JSON-serialisable.
 
-    `calibration_figures` plus run, repeats, config_version, stale_reasons, reviewer_agreement (over
-    the run's dataset), cost_usd, tokens, cache_hits and provider_calls. Pass `frames` when the caller
+    `calibration_figures` and `evidence_figures` plus run, repeats, config_version, deterministic,
+    stale_reasons, reviewer_agreement (over the run's dataset), cost_usd, tokens, cache_hits and
+    provider_calls. Pass `frames` when the caller
     already holds `run_frames(run=run)` (the report page needs them for its tables too).
     """
     rubric = run.config.rubric
@@ -183,9 +203,11 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
     figures = with_probe_figures(figures, cases, probe_judgments(parent_ids=[run.pk]))
     return {
         **figures,
+        **evidence_figures(cases),
         "run": run.pk,
         "repeats": run.repeats,
         "config_version": run.config.version,
+        "deterministic": run.config.deterministic,
         "stale_reasons": stale_reasons(run=run),
         "cost_usd": float(run.cost_usd),
         "tokens": {"input": run.input_tokens, "output": run.output_tokens},
@@ -206,6 +228,8 @@ def rubric_thresholds(rubric: Rubric) -> Thresholds:
         max_flip_rate=rubric.max_flip_rate,
         min_coverage=rubric.min_coverage,
         max_probe_moved=rubric.max_probe_moved,
+        require_human_evidence=rubric.require_human_evidence,
+        min_cases_per_kind=rubric.min_cases_per_kind,
     )
 
 
@@ -224,6 +248,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
         is_newest_config=not config.external and newest_version(rubric_id=config.rubric_id) == config.version,
         stale_reasons=reasons,
         is_external=config.external,
+        deterministic=config.deterministic,
     )
 
 
@@ -298,10 +323,12 @@ class ShownRule:
     met: bool
     value: str
     threshold: str
+    applies: bool = True  # False: not a rule for this evidence (shown, never counted against it)
 
 
 def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
-    """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike."""
+    """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike; a
+    rule that does not apply to this evidence says why instead of a threshold."""
     thresholds = rubric_thresholds(run.config.rubric)
     shown = []
     for rule in rules:
@@ -322,15 +349,41 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
         elif rule.key == "not_stale":
             value = "; ".join(rule.value) if rule.value else "fresh"
             threshold = rule.threshold_text
+        elif rule.key == "min_cases_per_kind":
+            value = ", ".join(f"{kind} {count}" for kind, count in rule.value.items())
+            threshold = rule.threshold_text
         else:  # a rule added later (probes): its own texts
             value, threshold = str(rule.value), rule.threshold_text
+        if not rule.applies:
+            threshold = rule.threshold_text
         label = {"agreement_floor": "agreement (floor)", "agreement_ceiling": "agreement (ceiling)"}.get(
             rule.key, rule.label
         )
-        shown.append(ShownRule(rule.key, label, rule.met, value, threshold))
+        shown.append(ShownRule(rule.key, label, rule.met, value, threshold, rule.applies))
     return shown
 
 
+# ---- thresholds looser than DESIGN's defaults, as pages show them ----------------------------------
+
+_THRESHOLD_LABELS = {
+    "min_cases": "cases", "min_repeats": "repeats K", "agreement_floor": "agreement floor",
+    "agreement_ceiling": "agreement ceiling", "min_true_pass_rate": "true pass rate",
+    "min_true_fail_rate": "true fail rate", "max_flip_rate": "flip rate", "min_coverage": "coverage",
+}
+
+
+def shown_relaxed(rubric: Rubric) -> list[str]:
+    """Each of the rubric's thresholds looser than DESIGN's default, as a short text ("agreement floor
+    70.0 % (default 80.0 %)"); [] when none is. Pages show them wherever the stage and figures are."""
+    out = []
+    for name, value, default in relaxed_thresholds(rubric_thresholds(rubric)):
+        if name == "require_human_evidence":
+            out.append("no human evidence required (deterministic judges)")
+        elif name in COUNT_RULES:
+            out.append(f"{_THRESHOLD_LABELS[name]} {value} (default {default})")
+        else:
+            out.append(f"{_THRESHOLD_LABELS[name]} {pct(value)} (default {pct(default)})")
+    return out
 
 
 # ---- a key that changes whenever a run's figures could ---------------------------------------------

@@ -34,6 +34,7 @@ from judges.calibration.selectors import (
     run_figures,
     run_frames,
     run_rules,
+    shown_relaxed,
     shown_rules,
 )
 from judges.models import Run
@@ -180,7 +181,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     ) if contested else set()
     return {
         "run": run, "rubric": rubric, "config": run.config, "figures": figures,
-        "rules": shown_rules(run, rules),
+        "rules": shown_rules(run, rules), "relaxed": shown_relaxed(rubric),
         "promotable": promotable(rules), "failing": [r for r in rules if not r.met],
         "band": agreement_band(agreement=agreement, ci95=figures["agreement_ci95"],
                                floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),

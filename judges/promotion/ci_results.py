@@ -1,8 +1,15 @@
-"""CI results posted back by `evalhub-gate check --post` (results:write): checked whole, stored per rubric."""
+"""CI results posted back by `evalhub-gate check --post` (results:write): checked whole, stored per rubric.
+
+Each rubric's result may carry where the budget went (DESIGN "Gate config": calls, cache hits, tokens,
+cost, contested judgments, latency p50/p95); a command older than those fields sends none, and each
+may be null (no price for a model, no provider call to time), so every one is optional.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +24,11 @@ CI_RESULTS_MAX_BYTES = 1024 * 1024
 MAX_RUBRICS = 500
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _COUNTS = ("passed", "failed", "not_evaluated", "total")
+# The budget fields: whole numbers, and the cost in dollars; each optional, null allowed.
+BUDGET_COUNTS = ("calls", "cache_hits", "input_tokens", "output_tokens", "contested", "latency_ms_p50",
+                 "latency_ms_p95")
+_MAX_COUNT = 2**31 - 1  # what the columns hold (tokens hold more; no CI run spends that many)
+_MAX_COST_USD = 1_000_000  # a DecimalField(12, 6) holds less than this
 
 
 class CiResultsRejected(Exception):
@@ -39,6 +51,27 @@ def _optional_text(payload: dict, name: str, limit: int, errors: list) -> str:
         errors.append({"field": name, "message": f"expected a string of at most {limit} characters, or null"})
         return ""
     return value
+
+
+def _budget(item: dict, where: str, errors: list) -> dict[str, Any]:
+    """The rubric's budget fields that are present and not null, checked; absent ones stay out."""
+    out: dict[str, Any] = {}
+    for name in BUDGET_COUNTS:
+        value = item.get(name)
+        if value is None:
+            continue
+        if not _is_count(value) or value > _MAX_COUNT:
+            errors.append({"field": f"{where}.{name}", "message": "expected a whole number ≥ 0, or null"})
+        else:
+            out[name] = value
+    cost = item.get("cost_usd")
+    if cost is not None:
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) \
+                or not 0 <= cost < _MAX_COST_USD:
+            errors.append({"field": f"{where}.cost_usd", "message": "expected dollars ≥ 0, or null"})
+        else:
+            out["cost_usd"] = Decimal(str(cost)).quantize(Decimal("0.000001"))
+    return out
 
 
 def _case_ids(item: dict, name: str, where: str, errors: list) -> list[str]:
@@ -115,6 +148,7 @@ def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]
                 **{name: item.get(name) for name in _COUNTS},
                 "failed_cases": _case_ids(item, "failed_cases", where, errors),
                 "not_evaluated_cases": _case_ids(item, "not_evaluated_cases", where, errors),
+                **_budget(item, where, errors),
             }
         )
     if errors:

@@ -1,10 +1,12 @@
-"""Forms of the promotion page: promote, demote, thresholds. They validate; judges.promotion.services writes."""
+"""Forms of the promotion page: promote, renew, demote, thresholds. They validate; judges.promotion.services
+writes."""
 
 from django import forms
 
 from judges.models import Run
 from judges.promotion.services import (
     COUNT_THRESHOLDS,
+    OPTIONAL_COUNT_THRESHOLDS,
     OPTIONAL_RATE_THRESHOLDS,
     RATE_THRESHOLDS,
     earlier_stages,
@@ -41,6 +43,18 @@ class PromoteForm(_ReasonForm):
         self.fields["run"].queryset = runs
 
 
+class RenewForm(_ReasonForm):
+    """New evidence at the current stage (DESIGN "Promotion": how recalibration clears without demotion)."""
+
+    run = EvidenceChoiceField(queryset=Run.objects.none(), label="New evidence run", empty_label=None)
+
+    field_order = ["run", "reason"]
+
+    def __init__(self, *args, runs, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["run"].queryset = runs
+
+
 class DemoteForm(_ReasonForm):
     to_stage = forms.ChoiceField(label="Demote to")
 
@@ -61,12 +75,20 @@ _LABELS = {
     "max_flip_rate": ("Flip rate, at most", 0.01),
     "min_coverage": ("Coverage, at least", 0.01),
     "max_probe_moved": ("Verdicts moved by bias probes, at most", 0.01),
+    "min_cases_per_kind": ("Cases of each calibration kind, at least", 1),
 }
 
 
 class ThresholdsForm(_ReasonForm):
     fail_closed = forms.BooleanField(
         required=False, label="fail_closed: at gate stage, not evaluated counts as fail in CI",
+    )
+    # Asked the other way round from the rubric's `require_human_evidence`, so that a form posted
+    # without the box (a script, an old page) keeps the safe default instead of relaxing the rule.
+    without_human_evidence = forms.BooleanField(
+        required=False,
+        label="Without human evidence: a deterministic judge (contract checks only) may be promoted with no "
+        "labels, its coverage counted over all its judgments (a judge with a model always needs them)",
     )
 
     def __init__(self, *args, **kwargs) -> None:
@@ -82,6 +104,13 @@ class ThresholdsForm(_ReasonForm):
                 label=label, min_value=0, max_value=1, help_text="a fraction: 0.8 is 80 %",
                 widget=forms.NumberInput(attrs={"step": step}),
             )
+        for name in OPTIONAL_COUNT_THRESHOLDS:
+            label, step = _LABELS[name]
+            self.fields[name] = forms.IntegerField(
+                label=label, min_value=1, required=False,
+                help_text="good, bad, incomplete, injection and paraphrase each; blank: no such rule",
+                widget=forms.NumberInput(attrs={"step": step}),
+            )
         for name in OPTIONAL_RATE_THRESHOLDS:
             label, step = _LABELS[name]
             self.fields[name] = forms.FloatField(
@@ -89,10 +118,12 @@ class ThresholdsForm(_ReasonForm):
                 help_text="a fraction: 0.1 is 10 %; blank: no such rule",
                 widget=forms.NumberInput(attrs={"step": step}),
             )
-        self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS, "fail_closed", "reason"])
+        self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
+                           "without_human_evidence", "fail_closed", "reason"])
 
     def clean(self) -> dict:
         data = super().clean()
+        data["require_human_evidence"] = not data.pop("without_human_evidence", False)
         for name, message in threshold_errors({k: v for k, v in data.items() if v is not None}).items():
             if name in self.fields and name not in self.errors:
                 self.add_error(name, message)
@@ -100,5 +131,8 @@ class ThresholdsForm(_ReasonForm):
 
     @staticmethod
     def initial_for(rubric: Rubric) -> dict:
-        fields = (*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS, "fail_closed")
-        return {name: getattr(rubric, name) for name in fields}
+        fields = (*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
+                  "fail_closed")
+        return {name: getattr(rubric, name) for name in fields} | {
+            "without_human_evidence": not rubric.require_human_evidence,
+        }

@@ -1,7 +1,9 @@
 """The gate config CI reads (DESIGN "Gate config"): every promoted rubric with its pinned judge.
 
 `judge` is the config of the rubric's evidence run — the judge that was calibrated — not a newer
-version; `calibration` is the snapshot the promotion was granted on. Draft rubrics are left out.
+version; `calibration` is the snapshot the promotion (or renewal) was granted on; `recalibration_needed`
+and its reasons say whether that evidence still holds today, exactly as the promotion pages show it
+(evidence stale, a rule its figures now break). Draft rubrics are left out.
 Served by GET /api/gates (gates:read) and written by `manage.py export_gates`.
 """
 
@@ -15,7 +17,7 @@ from django.utils import timezone
 from judges.engine import JudgeConfig as EngineConfig
 from judges.gate.config import GATES_SCHEMA
 from judges.models import ModelPrice
-from judges.promotion.selectors import evidence_events
+from judges.promotion.selectors import evidence_checks, evidence_events
 
 # DESIGN's `calibration` keys, in its order, taken from the promotion's snapshot.
 CALIBRATION_KEYS: tuple[str, ...] = (
@@ -30,9 +32,11 @@ def _judge_models(judge: dict[str, Any]) -> list[str]:
 
 
 def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
-    """DESIGN's gate config as a JSON-able dict. Two queries however many rubrics: the evidence
-    (rubric, run, config, who promoted) and the prices of the models those judges name."""
+    """DESIGN's gate config as a JSON-able dict. Six queries however many rubrics: the evidence
+    (rubric, run, config, who promoted), whether it still holds (`evidence_checks`: four) and the prices
+    of the models those judges name."""
     events = list(evidence_events())
+    checks = evidence_checks(events)
     judges = {}
     for event in events:
         config = event.run.config
@@ -57,6 +61,8 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "prices": {m: prices[m] for m in _judge_models(judge) if m in prices},
                 "calibration": {key: snapshot.get(key) for key in CALIBRATION_KEYS}
                 | {"run": event.run_id, "repeats": event.run.repeats},
+                "recalibration_needed": bool(checks[event.rubric_id][1]),
+                "recalibration_reasons": checks[event.rubric_id][1],
                 "promoted_by": event.by.get_username(),
                 "promoted_at": event.at.isoformat(),
             }

@@ -1,7 +1,7 @@
 """Reads for promotion, the gate config and CI results: each rubric's evidence and whether it still holds.
 
-A rubric's evidence is the run of its newest promotion, unless a demotion to draft came after it
-(judges.models.RubricEvent). "Recalibration needed" (DESIGN "Stale evidence") is computed for every
+A rubric's evidence is the run of its newest promotion or renewal, unless a demotion to draft came
+after it (judges.models.RubricEvent). "Recalibration needed" (DESIGN "Stale evidence") is computed for every
 promoted rubric at once, in a fixed number of queries however many rubrics there are: the staleness
 of all evidence runs in one query, then the same readers the report uses for all their runs at once
 (`judges.calibration.selectors.case_frame` and `not_evaluated_judgments`: each case's judgment counts, the
@@ -24,8 +24,10 @@ from judges.calibration.rules import RuleResult, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
     case_frame,
+    evidence_figures,
     not_evaluated_judgments,
     rubric_thresholds,
+    shown_relaxed,
     shown_rules,
 )
 from judges.models import CiResult, JudgeConfig, RubricEvent, Run
@@ -36,18 +38,22 @@ from labeling.models import Case, Rubric
 _SAID_BY_STALENESS = {"newest_config", "not_stale"}
 
 
-def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
-    """The promotion event holding each promoted rubric's evidence, with its run, config and author.
+EVIDENCE_KINDS = (RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW)
 
-    One query: a promotion is the evidence while no later promotion and no later demotion to draft
+
+def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
+    """The promotion or renewal event holding each promoted rubric's evidence, with its run, config and
+    author.
+
+    One query: a promotion or renewal is the evidence while no later one and no later demotion to draft
     exists for its rubric (ids grow with time, so "later" is a greater id).
     """
     later = RubricEvent.objects.filter(rubric=OuterRef("rubric"), pk__gt=OuterRef("pk"))
     events = (
-        RubricEvent.objects.filter(kind=RubricEvent.Kind.PROMOTE)
+        RubricEvent.objects.filter(kind__in=EVIDENCE_KINDS)
         .exclude(rubric__stage=Rubric.Stage.DRAFT)
         .annotate(
-            superseded=Exists(later.filter(kind=RubricEvent.Kind.PROMOTE)),
+            superseded=Exists(later.filter(kind__in=EVIDENCE_KINDS)),
             reset=Exists(later.filter(kind=RubricEvent.Kind.DEMOTE, to_stage=Rubric.Stage.DRAFT)),
         )
         .filter(superseded=False, reset=False)
@@ -119,10 +125,11 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     probed = [run.pk for run in runs if run.config.rubric.max_probe_moved is not None]
     probes = probe_judgments(parent_ids=probed) if probed else None
     out = {}
+    columns = [*CASE_COLUMNS, "kind"]
     for run in runs:
-        mine = case_groups.get(run.pk, pd.DataFrame(columns=list(CASE_COLUMNS)))[list(CASE_COLUMNS)]
+        mine = case_groups.get(run.pk, pd.DataFrame(columns=columns))[columns]
         judgments = judgment_groups.get(run.pk, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
-        figures = calibration_figures(judgments, cases=mine)
+        figures = calibration_figures(judgments, cases=mine) | evidence_figures(mine)
         if probes is not None and run.pk in probed:
             figures = with_probe_figures(figures, mine, probes[probes["parent_id"] == run.pk])
         config = run.config
@@ -130,6 +137,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
         out[run.pk] = evaluate_rules(
             figures=figures, repeats=run.repeats, thresholds=rubric_thresholds(config.rubric),
             is_newest_config=newest, stale_reasons=stale[run.pk], is_external=config.external,
+            deterministic=config.deterministic,
         )
     return out
 
@@ -150,6 +158,20 @@ def recalibration_reasons(rules: list[RuleResult], shown: list) -> list[str]:
     return reasons
 
 
+def evidence_checks(events: list[RubricEvent]) -> dict[int, tuple[list[RuleResult], list[str]]]:
+    """rubric_id → (every rule for its evidence run now, why it needs recalibrating: [] when it holds),
+    for `evidence_events` rows whose `rubric` is loaded. Four queries however many (six with probes);
+    the promotion pages and the gate config both read it, so they always agree."""
+    for event in events:
+        # The event's rubric object, so the rules read its current thresholds with no further query.
+        event.run.config.rubric = event.rubric
+    rules = evidence_rules(runs=[e.run for e in events])
+    return {
+        e.rubric_id: (rules[e.run_id], recalibration_reasons(rules[e.run_id], shown_rules(e.run, rules[e.run_id])))
+        for e in events
+    }
+
+
 # ---- the overview and a rubric's promotion page -------------------------------------------------------
 
 
@@ -160,6 +182,7 @@ class PromotionRow:
     recalibration: list[str] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
     last_ci: CiResult | None = None
+    relaxed: list[str] = field(default_factory=list)  # thresholds looser than DESIGN's defaults
 
 
 def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
@@ -175,17 +198,15 @@ def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
     events = {e.rubric_id: e for e in evidence_events(rubric_ids=ids)} if ids else {}
     by_pk = {r.pk: r for r in rubrics}
     for event in events.values():
-        # The caller's rubric objects, so the rules read its current thresholds with no further query.
-        event.rubric = event.run.config.rubric = by_pk[event.rubric_id]
-    rules = evidence_rules(runs=[e.run for e in events.values()])
+        event.rubric = by_pk[event.rubric_id]  # the caller's rubric objects
+    checks = evidence_checks(list(events.values()))
     latest = _latest_ci(ids) if ids else {}
     rows = []
     for rubric in rubrics:
         event = events.get(rubric.pk)
-        row = PromotionRow(rubric=rubric, evidence=event, last_ci=latest.get(rubric.pk))
+        row = PromotionRow(rubric=rubric, evidence=event, last_ci=latest.get(rubric.pk), relaxed=shown_relaxed(rubric))
         if event is not None:
-            row.rules = rules[event.run_id]
-            row.recalibration = recalibration_reasons(row.rules, shown_rules(event.run, row.rules))
+            row.rules, row.recalibration = checks[rubric.pk]
         rows.append(row)
     return rows
 

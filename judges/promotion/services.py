@@ -1,8 +1,9 @@
 """Promotion: the only writes of a rubric's stage, thresholds and fail_closed, each one audited.
 
 DESIGN "Promotion": stages go one step at a time (draft → observe → warn → gate) on the evidence of a
-run that meets every rule; demotion is always allowed, to any earlier stage. Every change leaves a
-RubricEvent in the same transaction as the change itself, so the audit log can never miss one.
+run that meets every rule; a renewal puts new evidence under the current stage by the same rules;
+demotion is always allowed, to any earlier stage. Every change leaves a RubricEvent in the same
+transaction as the change itself, so the audit log can never miss one.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from judges.calibration.rules import RuleResult, promotable
-from judges.calibration.selectors import run_figures, run_rules
+from judges.calibration.rules import RuleResult, needs_human_evidence, promotable
+from judges.calibration.selectors import rubric_thresholds, run_figures, run_rules
 from judges.models import RubricEvent, Run
 from labeling.models import Rubric
 
@@ -27,8 +28,13 @@ RATE_THRESHOLDS: tuple[str, ...] = (
     "min_coverage",
 )
 # Rules a lead may add or take away: None means the rubric has no such rule.
+OPTIONAL_COUNT_THRESHOLDS: tuple[str, ...] = ("min_cases_per_kind",)  # cases of each calibration kind
 OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts moved by bias probes (issue 9)
-THRESHOLD_FIELDS: tuple[str, ...] = COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS
+# On by default; off lets a deterministic judge be promoted without human labels.
+SWITCH_THRESHOLDS: tuple[str, ...] = ("require_human_evidence",)
+THRESHOLD_FIELDS: tuple[str, ...] = (
+    COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_COUNT_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS + SWITCH_THRESHOLDS
+)
 MAX_REPEATS = 20  # a run has at most 20 repeats, so a higher minimum could never be met
 # The figures a promotion keeps: DESIGN's gate-config `calibration` and the rates beside them.
 SNAPSHOT_KEYS: tuple[str, ...] = (
@@ -60,11 +66,20 @@ def earlier_stages(stage: str) -> list[str]:
     return list(STAGES[: STAGES.index(stage)])
 
 
-def figures_snapshot(*, run: Run, figures: dict[str, Any]) -> dict[str, Any]:
-    """The granted figures, as the gate config ships them (`calibration`) and the audit log shows them."""
-    return {"run": run.pk, "repeats": run.repeats, "config_version": run.config.version} | {
+def figures_snapshot(*, run: Run, figures: dict[str, Any], human_evidence: bool = True) -> dict[str, Any]:
+    """The granted figures, as the gate config ships them (`calibration`) and the audit log shows them.
+
+    `human_evidence` false (a deterministic judge granted without human labels): `coverage` is the one
+    the rule checked, over every judgment, and the snapshot says so.
+    """
+    snapshot = {"run": run.pk, "repeats": run.repeats, "config_version": run.config.version} | {
         key: figures.get(key) for key in SNAPSHOT_KEYS
     }
+    snapshot["deterministic"] = run.config.deterministic
+    snapshot["human_evidence"] = human_evidence
+    if not human_evidence:
+        snapshot["coverage"] = figures.get("coverage_all")
+    return snapshot
 
 
 def _reason(reason: str) -> str:
@@ -79,6 +94,35 @@ def _locked(rubric: Rubric) -> Rubric:
     return Rubric.objects.select_for_update().get(pk=rubric.pk)
 
 
+def _checked_evidence(*, rubric: Rubric, run: Run) -> tuple[Run, dict[str, Any], list[RuleResult]]:
+    """The run (reloaded), its figures and every rule, or PromotionError / PromotionRefused; call it
+    inside the rubric's lock so the rules read the thresholds as they stand."""
+    run = Run.objects.select_related("config__rubric").get(pk=run.pk)
+    if run.config.rubric_id != rubric.pk:
+        raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
+    if run.parent_id is not None:
+        raise PromotionError(
+            f"Run {run.pk} is a {run.probe} probe of run {run.parent_id}: it judged variants, so it is never "
+            "evidence."
+        )
+    run.config.rubric = rubric  # the locked row: its thresholds as they stand now
+    figures = run_figures(run=run)
+    results = run_rules(run=run, figures=figures)
+    if not promotable(results):
+        raise PromotionRefused(results)
+    return run, figures, results
+
+
+def _evidence_event(*, rubric: Rubric, kind: str, from_stage: str, run: Run, figures: dict[str, Any],
+                    results: list[RuleResult], reason: str, by) -> RubricEvent:
+    human = needs_human_evidence(thresholds=rubric_thresholds(rubric), deterministic=run.config.deterministic)
+    return RubricEvent.objects.create(
+        rubric=rubric, kind=kind, from_stage=from_stage, to_stage=rubric.stage, run=run,
+        figures=figures_snapshot(run=run, figures=figures, human_evidence=human),
+        rules=[asdict(r) for r in results], reason=reason, by=by,
+    )
+
+
 def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) -> RubricEvent:
     """Move `rubric` one stage up with `run` as its evidence, or raise PromotionRefused.
 
@@ -86,7 +130,8 @@ def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) 
     rule are computed inside the lock (thresholds as they stand now), and the new stage and the
     audit entry with the granted figures are written in one transaction. A refused promotion writes
     nothing. The run must be one of this rubric's; an external config's run fails the newest-config
-    rule, so it can never be evidence.
+    rule, so it can never be evidence. A deterministic judge promoted where the rubric does not
+    require human evidence is recorded as such (`figures.human_evidence` false).
     """
     reason = _reason(reason)
     with transaction.atomic():
@@ -99,27 +144,33 @@ def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) 
                 f"A promotion goes one stage at a time: {rubric.slug} is at {rubric.stage}, so the next stage "
                 f"is {expected}, not {to_stage}."
             )
-        run = Run.objects.select_related("config__rubric").get(pk=run.pk)
-        if run.config.rubric_id != rubric.pk:
-            raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
-        if run.parent_id is not None:
-            raise PromotionError(
-                f"Run {run.pk} is a {run.probe} probe of run {run.parent_id}: it judged variants, so it is never "
-                "evidence."
-            )
-        figures = run_figures(run=run)
-        results = run_rules(run=run, figures=figures)
-        if not promotable(results):
-            raise PromotionRefused(results)
+        run, figures, results = _checked_evidence(rubric=rubric, run=run)
         from_stage = rubric.stage
         rubric.stage = to_stage
         rubric.updated_at = timezone.now()
         rubric.save(update_fields=["stage", "updated_at"])
-        return RubricEvent.objects.create(
-            rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, to_stage=to_stage, run=run,
-            figures=figures_snapshot(run=run, figures=figures), rules=[asdict(r) for r in results],
-            reason=reason, by=by,
-        )
+        return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, run=run,
+                               figures=figures, results=results, reason=reason, by=by)
+
+
+def rubric_renew(*, rubric: Rubric, run: Run, reason: str, by) -> RubricEvent:
+    """Make `run` the evidence of `rubric` at the stage it is at, by the promotion rules, or raise
+    PromotionRefused: how "recalibration needed" clears without a demotion.
+
+    As a promotion: rubric locked, rules checked inside the lock, the audit entry (kind `renew`, the
+    same stage from and to) written in the same transaction; a refusal writes nothing. A draft rubric
+    has no evidence to renew.
+    """
+    reason = _reason(reason)
+    with transaction.atomic():
+        rubric = _locked(rubric)
+        if rubric.stage == Rubric.Stage.DRAFT:
+            raise PromotionError(f"{rubric.slug} is a draft: it has no evidence to renew; promote it instead.")
+        run, figures, results = _checked_evidence(rubric=rubric, run=run)
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=["updated_at"])
+        return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.RENEW, from_stage=rubric.stage, run=run,
+                               figures=figures, results=results, reason=reason, by=by)
 
 
 def rubric_demote(*, rubric: Rubric, to_stage: str, reason: str, by) -> RubricEvent:
@@ -159,6 +210,13 @@ def threshold_errors(values: dict[str, Any]) -> dict[str, str]:
                 errors[name] = "A whole number of at least 1."
             elif name == "min_repeats" and value > MAX_REPEATS:
                 errors[name] = f"A run has at most {MAX_REPEATS} repeats."
+    for name in OPTIONAL_COUNT_THRESHOLDS:
+        value = values.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            errors[name] = "A whole number of at least 1, or blank for no such rule."
+    for name in SWITCH_THRESHOLDS:
+        if name in values and not isinstance(values[name], bool):
+            errors[name] = "On or off (true or false)."
     for name in RATE_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS:
         if name in values:
             value = values[name]
@@ -176,7 +234,7 @@ def threshold_errors(values: dict[str, Any]) -> dict[str, str]:
 
 
 def rubric_thresholds_change(
-    *, rubric: Rubric, reason: str, by, fail_closed: bool | None = None, **thresholds: int | float
+    *, rubric: Rubric, reason: str, by, fail_closed: bool | None = None, **thresholds: int | float | bool | None
 ) -> list[RubricEvent]:
     """Change the rubric's promotion thresholds and/or fail_closed; returns the audit entries written.
 

@@ -1,12 +1,14 @@
 """The promotion pages, for leads: every rubric's stage and evidence, one rubric's promotion page, the audit log.
 
-Writes go through judges.promotion.services (stage, thresholds, fail_closed: each one audited). A refused
-promotion re-renders the page (400) listing every rule with the run's number and the threshold.
+Writes go through judges.promotion.services (stage, evidence, thresholds, fail_closed: each one audited). A
+refused promotion or renewal re-renders the page (400) listing every rule with the run's number and the
+threshold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -20,7 +22,7 @@ from evalhub.access import lead_required
 from judges.calibration.selectors import shown_rules
 from judges.models import CiResult, RubricEvent, Run
 from judges.promotion import services as promotion
-from judges.promotion.forms import DemoteForm, PromoteForm, ThresholdsForm
+from judges.promotion.forms import DemoteForm, PromoteForm, RenewForm, ThresholdsForm
 from judges.promotion.selectors import (
     CI_PERIODS,
     candidate_runs,
@@ -83,6 +85,9 @@ def ci_chart(results: list[CiResult]) -> dict:
             f"{result.received_at:%Y-%m-%d %H:%M} · {result.stage} · {result.outcome.replace('_', ' ')}: "
             f"{result.passed} pass, {result.failed} fail, {result.not_evaluated} not evaluated"
         )
+        if result.calls is not None:
+            cost = "unpriced" if result.cost_usd is None else f"${result.cost_usd.normalize():f}"
+            title += f" · {result.calls} calls, {cost}"
         bars.append(CiBar(x=x, width=width, segments=segments, title=title, result=result))
     return {
         "width": CHART_WIDTH, "height": CHART_HEIGHT, "bars": bars, "axis_y": CHART_HEIGHT - CHART_PAD,
@@ -95,11 +100,18 @@ def _ci_context(request: HttpRequest, rubric: Rubric) -> dict:
     period = request.GET.get("days", DEFAULT_PERIOD)
     period = period if period in CI_PERIODS else DEFAULT_PERIOD
     results = ci_results(rubric=rubric, days=CI_PERIODS[period])
+    # Budget fields are optional (an older command sends none; an unpriced model sends no cost).
+    reported = [r for r in results if r.calls is not None or r.cost_usd is not None]
     totals = {
         "runs": len(results),
         "passed": sum(r.passed for r in results),
         "failed": sum(r.failed for r in results),
         "not_evaluated": sum(r.not_evaluated for r in results),
+        "reported": len(reported),
+        "cost_usd": sum((r.cost_usd for r in reported if r.cost_usd is not None), Decimal(0)),
+        "unpriced": sum(1 for r in reported if r.cost_usd is None),
+        "calls": sum(r.calls or 0 for r in reported),
+        "cache_hits": sum(r.cache_hits or 0 for r in reported),
     }
     return {"ci_results": results, "ci_chart": ci_chart(results), "ci_period": period, "ci_periods": CI_PERIODS,
             "ci_totals": totals, "ci_newest_first": results[::-1]}
@@ -119,6 +131,7 @@ def _page(
     rubric: Rubric,
     *,
     promote_form: PromoteForm | None = None,
+    renew_form: RenewForm | None = None,
     demote_form: DemoteForm | None = None,
     thresholds_form: ThresholdsForm | None = None,
     refused: dict | None = None,
@@ -129,7 +142,11 @@ def _page(
     next_stage = promotion.next_stage(rubric.stage)
     if next_stage and promote_form is None:
         promote_form = PromoteForm(initial={"to_stage": next_stage}, runs=runs)
-    if rubric.stage != Rubric.Stage.DRAFT and demote_form is None:
+    promoted = rubric.stage != Rubric.Stage.DRAFT
+    if promoted and renew_form is None:
+        # The newest finished run is the likeliest new evidence (the menu is newest first).
+        renew_form = RenewForm(runs=runs)
+    if promoted and demote_form is None:
         demote_form = DemoteForm(rubric=rubric)
     context = {
         "rubric": rubric,
@@ -138,8 +155,9 @@ def _page(
         "next_stage": next_stage,
         "stages": promotion.STAGES,
         "promote_form": promote_form if next_stage else None,
+        "renew_form": renew_form if promoted else None,
         "has_candidates": runs.exists(),
-        "demote_form": demote_form if rubric.stage != Rubric.Stage.DRAFT else None,
+        "demote_form": demote_form if promoted else None,
         "thresholds_form": thresholds_form or ThresholdsForm(initial=ThresholdsForm.initial_for(rubric)),
         "refused": refused,
         "events": rubric_events(rubric=rubric)[:RECENT_EVENTS],
@@ -157,6 +175,14 @@ def rubric_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return _page(request, _get_rubric(slug))
 
 
+def _refused(refusal: promotion.PromotionRefused, run: Run, action: str) -> dict:
+    """Every rule, numbered as on the report page; the failing ones are the refusal's reasons."""
+    run = Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
+    rules = shown_rules(run, refusal.results)
+    return {"run": run, "action": action, "rules": [(i, rule) for i, rule in enumerate(rules, start=1)],
+            "failing": [(i, rule) for i, rule in enumerate(rules, start=1) if not rule.met]}
+
+
 @lead_required
 @require_POST
 def rubric_promote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
@@ -165,22 +191,43 @@ def rubric_promote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     if not form.is_valid():
         return _page(request, rubric, promote_form=form, status=400)
     run: Run = form.cleaned_data["run"]
+    to_stage = form.cleaned_data["to_stage"]
     try:
         event = promotion.rubric_promote(
-            rubric=rubric, to_stage=form.cleaned_data["to_stage"], run=run, reason=form.cleaned_data["reason"],
-            by=request.user,
+            rubric=rubric, to_stage=to_stage, run=run, reason=form.cleaned_data["reason"], by=request.user,
         )
     except promotion.PromotionRefused as refusal:
-        run = Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
-        # Every rule, numbered as on the report page; the failing ones are the refusal's reasons.
-        rules = shown_rules(run, refusal.results)
-        refused = {"run": run, "rules": [(i, rule) for i, rule in enumerate(rules, start=1)],
-                   "failing": [(i, rule) for i, rule in enumerate(rules, start=1) if not rule.met]}
+        refused = _refused(refusal, run, f"Promotion to {to_stage}")
         return _page(request, rubric, promote_form=form, refused=refused, status=400)
     except promotion.PromotionError as exc:
         form.add_error(None, str(exc))
         return _page(request, rubric, promote_form=form, status=400)
-    messages.success(request, f"{rubric.slug} promoted from {event.from_stage} to {event.to_stage} on run {run.pk}.")
+    without = "" if event.figures.get("human_evidence", True) else " without human evidence"
+    messages.success(
+        request, f"{rubric.slug} promoted from {event.from_stage} to {event.to_stage} on run {run.pk}{without}."
+    )
+    return redirect("judges:promotion_rubric", slug=rubric.slug)
+
+
+@lead_required
+@require_POST
+def rubric_renew(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """New evidence at the current stage, by the promotion rules: clears "recalibration needed"."""
+    rubric = _get_rubric(slug)
+    form = RenewForm(request.POST, runs=candidate_runs(rubric=rubric))
+    if not form.is_valid():
+        return _page(request, rubric, renew_form=form, status=400)
+    run: Run = form.cleaned_data["run"]
+    try:
+        event = promotion.rubric_renew(rubric=rubric, run=run, reason=form.cleaned_data["reason"], by=request.user)
+    except promotion.PromotionRefused as refusal:
+        refused = _refused(refusal, run, f"Renewal at {rubric.stage}")
+        return _page(request, rubric, renew_form=form, refused=refused, status=400)
+    except promotion.PromotionError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, rubric, renew_form=form, status=400)
+    without = "" if event.figures.get("human_evidence", True) else " without human evidence"
+    messages.success(request, f"{rubric.slug}'s evidence at {event.to_stage} renewed on run {run.pk}{without}.")
     return redirect("judges:promotion_rubric", slug=rubric.slug)
 
 

@@ -6,6 +6,7 @@ overview and the audit log go to /tmp/shots/.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -19,20 +20,25 @@ from tests.judges.report_factories import make_config
 pytestmark = pytest.mark.browser
 
 
-def ci_history(rubric, config_hash: str) -> None:
-    """A week of CI results, one a day, newest last: mostly passing, one failure, one provider outage."""
+def ci_history(rubric, config_hash: str, *, budget: bool = False) -> None:
+    """A week of CI results, one a day, newest last: mostly passing, one failure, one provider outage;
+    with `budget`, where the budget went (the cache makes repeated cases free)."""
     now = timezone.now()
     for day, (passed, failed, ne) in enumerate([(40, 0, 0), (39, 1, 0), (40, 0, 0), (12, 0, 28), (40, 0, 0)]):
         outcome = "warning" if failed else "not_evaluated" if ne else "pass"
+        calls = 40 - 8 * day if ne == 0 else 12
+        spent = {"calls": calls, "cache_hits": 40 - calls, "input_tokens": 1100 * calls, "output_tokens": 60 * calls,
+                 "cost_usd": Decimal(calls) * Decimal("0.000201"), "contested": failed,
+                 "latency_ms_p50": 800 + 10 * day, "latency_ms_p95": 2100 + 50 * day} if budget else {}
         CiResult.objects.create(
             rubric=rubric, config_hash=config_hash, stage="warn", outcome=outcome, passed=passed, failed=failed,
             not_evaluated=ne, total=passed + failed + ne, exit_code=0, token_name="github-actions",
-            commit=f"{day:02}aa11bb22cc", ref="main", received_at=now - timedelta(days=5 - day),
+            commit=f"{day:02}aa11bb22cc", ref="main", received_at=now - timedelta(days=5 - day), **spent,
         )
 
 
 def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubric, lead, reviewer):
-    config = make_config(rubric, lead)
+    config = make_config(rubric, lead, behavioral=True)
     weak = evidence_run(rubric, dataset, lead, reviewer, config=config, repeats=1, wrong=10, prefix="weak")
     good = evidence_run(rubric, dataset, lead, reviewer, config=config, prefix="good")
 
@@ -91,3 +97,38 @@ def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubri
     # No CSP violation or script error on the way; the refused form's own answer is a 400, by design.
     assert [e for e in errors if "status of 400" not in e] == [], errors
     assert len(errors) == 1
+
+
+def test_a_stale_gate_is_renewed_without_switching_it_off(live_server, page, dataset, rubric, lead, reviewer):
+    from judges.promotion.services import rubric_promote
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    for stage in ("observe", "warn"):
+        rubric_promote(rubric=rubric, to_stage=stage, run=run, reason="Calibrated.", by=lead)
+    ci_history(rubric, run.config.config_hash, budget=True)
+    # A re-import changes a judged case: the evidence no longer judges what stands.
+    case = dataset.cases.order_by("id").first()
+    case.output = "changed by a re-import"
+    case.content_changed_at = timezone.now()
+    case.save(update_fields=["output", "content_changed_at"])
+    fresh = evidence_run(rubric, dataset, lead, reviewer, config=run.config, prefix="fresh")
+
+    log_in(page, live_server, lead.username, PASSWORD)
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto(f"{live_server.url}/rubrics/{rubric.slug}/promotion/")
+    recalibration = page.inner_text("[data-testid=recalibration]")
+    assert "Recalibration needed" in recalibration and "1 case changed since this run finished" in recalibration
+    assert "$0.001608" in page.inner_text("[data-testid=ci-table]")  # the newest: 8 calls, the rest cached
+    shot(page, "promotion_recalibration.png")
+
+    renew = page.locator("[data-testid=renew]")
+    renew.locator("select").select_option(str(fresh.pk))
+    renew.locator("textarea").fill(f"Run {fresh.pk} judged the re-imported cases: the evidence holds again.")
+    renew.locator("button[type=submit]").click()
+    page.wait_for_selector(f"text=evidence at warn renewed on run {fresh.pk}")
+    assert page.locator("[data-testid=recalibration]").count() == 0
+    assert "warn" in page.inner_text("[data-testid=stage-now]")
+    assert "Renewed" in page.inner_text("[data-testid=evidence]")
+    shot(page, "promotion_renewed.png")
+    assert errors == [], errors

@@ -37,7 +37,7 @@ def build_report(dataset, rubric, lead):
         elif i == 31:
             outcomes = [human, human, "not_evaluated"]
         judgments[case] = outcomes
-    config = make_config(rubric, lead)
+    config = make_config(rubric, lead, behavioral=True)
     run = make_run(config, dataset, lead, judgments, reasons={
         ("case-003", 1): "The answer states the 30-day window <b>correctly</b>.",
     }, cost_usd="0.0342", input_tokens=51234, output_tokens=4120, provider_calls=119, cache_hits=1)

@@ -2,7 +2,8 @@
 
 `evidence_run` builds n cases with alternating human verdicts (even index pass, odd fail, one label
 each) and a finished run whose judgments agree with them except where told otherwise, so each
-promotion rule can be broken alone.
+promotion rule can be broken alone. Its config is a judge with a model unless one is given (a
+deterministic config is promoted by other rules: tests/judges/test_deterministic_promotion.py).
 """
 
 from judges.models import Run
@@ -46,5 +47,5 @@ def evidence_run(
         if i in ne_ids:
             outcomes[-1] = "not_evaluated"
         judgments[case] = outcomes
-    config = config or make_config(rubric, lead)
+    config = config or make_config(rubric, lead, behavioral=True)
     return make_run(config, dataset, lead, judgments, status=status)

@@ -10,6 +10,7 @@ from django.utils import timezone
 from judges.configs import services as config_services
 from judges.models import Judgment, Run
 from labeling.models import Case, Label, case_split, labeled_content_hash
+from tests.judges.helpers import behavioral_spec
 
 CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present"]}
 
@@ -35,10 +36,15 @@ def label(case: Case, rubric, reviewer, verdict: str) -> Label:
     )
 
 
-def make_config(rubric, lead, *, external: bool = False, note: str = ""):
-    spec = dict(CONTRACT_SPEC)
-    if note:  # a different regex makes a different config_hash, hence a new version
-        spec = {**spec, "contract_checks": ["answer_present", "must_match"], "must_match": [note]}
+def make_config(rubric, lead, *, external: bool = False, note: str = "", behavioral: bool = False):
+    """A deterministic config (contract checks only), or with `behavioral` a judge with a model: the one
+    promotion holds to K ≥ 2, the flip rule and the ceiling."""
+    if behavioral:
+        spec = behavioral_spec(**({"policy": note} if note else {}))
+    else:
+        spec = dict(CONTRACT_SPEC)
+        if note:  # a different regex makes a different config_hash, hence a new version
+            spec = {**spec, "contract_checks": ["answer_present", "must_match"], "must_match": [note]}
     return config_services.judge_config_save(rubric=rubric, spec=spec, by=lead, external=external)
 
 

@@ -143,3 +143,55 @@ def test_the_overview_shows_the_latest_ci_result(client, lead_client, rubric, ci
     post(client, payload(), ci_token)
     text = lead_client.get(reverse("judges:promotion_overview")).text
     assert 'class="badge ci-outcome-fail"' in text and "38/1/1" in text
+
+
+# ---- where the budget went (optional: an older command sends none) --------------------------------------
+
+BUDGET = {"calls": 38, "cache_hits": 2, "input_tokens": 41_000, "output_tokens": 1_900, "cost_usd": 0.00729,
+          "contested": 1, "latency_ms_p50": 840, "latency_ms_p95": 2_150}
+
+
+def test_it_stores_the_budget_fields(client, rubric, ci_token):
+    assert post(client, payload(**BUDGET), ci_token).status_code == 201
+    result = CiResult.objects.get()
+    assert {name: getattr(result, name) for name in BUDGET if name != "cost_usd"} == {
+        name: value for name, value in BUDGET.items() if name != "cost_usd"
+    }
+    assert str(result.cost_usd) == "0.007290"
+
+
+def test_an_older_post_without_them_and_an_unpriced_model_are_fine(client, rubric, ci_token):
+    assert post(client, payload(), ci_token).status_code == 201  # no budget field at all
+    unpriced = BUDGET | {"cost_usd": None, "latency_ms_p50": None, "latency_ms_p95": None}
+    assert post(client, payload(**unpriced), ci_token).status_code == 201
+    old, new = CiResult.objects.order_by("id")
+    assert (old.calls, old.cost_usd, old.latency_ms_p50) == (None, None, None)
+    assert (new.calls, new.cost_usd, new.latency_ms_p95) == (38, None, None)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("calls", -1), ("cache_hits", 1.5), ("input_tokens", "many"), ("contested", True), ("latency_ms_p95", [1]),
+    ("cost_usd", -0.01), ("cost_usd", "0.5"), ("cost_usd", False), ("cost_usd", 10**9), ("output_tokens", 2**40),
+])
+def test_it_rejects_a_bad_budget_field_naming_it(client, rubric, ci_token, name, value):
+    response = post(client, payload(**(BUDGET | {name: value})), ci_token)
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == [f"rubrics[0].{name}"]
+    assert not CiResult.objects.exists()
+
+
+def test_the_promotion_page_shows_the_budget_beside_the_outcomes(client, lead_client, rubric, ci_token):
+    post(client, payload(), ci_token)  # an older command: no budget
+    post(client, payload(**BUDGET), ci_token)
+    post(client, payload(**(BUDGET | {"cost_usd": None, "calls": 12})), ci_token)  # an unpriced model
+    text = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    table = text.split('data-testid="ci-table"')[1]
+    rows = table.split("<tr>")[2:]  # newest first, after the header
+    assert "unpriced" in rows[0] and ">12<" in rows[0]
+    assert "$0.00729" in rows[1] and "41000 in" in rows[1] and "1900 out" in rows[1] and "840 / 2150 ms" in rows[1]
+    assert "2 cached" in rows[1] and '<td class="num">1</td>' in rows[1]  # contested
+    assert "no budget reported" in rows[2]
+    spend = text.split('data-testid="ci-spend"')[1].split("</p>")[0]
+    assert "Spent $0.007290" in spend and "50 provider calls, 4 cache hits" in spend
+    assert "1 run with an unpriced model" in spend
+    assert "38 calls, $0.00729" in text  # in the bar's title, over time

@@ -61,7 +61,8 @@ def test_it_ships_each_promoted_rubric_with_its_pinned_judge(rubric, lead, gated
     assert config["schema"] == "evalhub.gates/v1" and config["generated_at"]
     [entry] = config["rubrics"]  # the draft rubric is left out
     assert list(entry) == ["slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration",
-                           "promoted_by", "promoted_at"]
+                           "recalibration_needed", "recalibration_reasons", "promoted_by", "promoted_at"]
+    assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])
     assert (entry["slug"], entry["criteria"], entry["stage"], entry["fail_closed"]) == (
         rubric.slug, rubric.criteria, "gate", True,
     )
@@ -108,7 +109,9 @@ def test_its_query_count_does_not_grow_with_rubrics(lead, reviewer, prices, n, d
         data = Dataset.objects.create(slug=f"d{i}", name=f"D{i}")
         run = evidence_run(rubric, data, lead, reviewer, config=behavioral_config(rubric, lead), prefix=f"r{i}")
         rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
-    with django_assert_num_queries(2):  # the evidence (rubric, run, config, who) and the prices
+    # The evidence (rubric, run, config, who); whether it holds: staleness, judgments counted per case, human
+    # verdicts (one UNION), the not-evaluated judgments; the prices.
+    with django_assert_num_queries(6):
         assert len(gate_config()["rubrics"]) == n
 
 

@@ -27,8 +27,9 @@ def test_the_polled_panel_reads_the_probe_figures_from_the_cache_until_a_probe_c
     make_probe(run, "verbosity", moved=2)
     at_work = make_probe(run, "sycophancy", moved=0, status=Run.Status.RUNNING)
     assert lead_client.get(url, headers=HTMX).status_code == 200  # computes and caches
-    # session, user, run; the probes' cache key, the probe runs, the variants of the moved cases listed.
-    with django_assert_num_queries(6):
+    # session, user, run; the probes' cache key, the probe runs, the variants of the moved cases listed; the
+    # agent models (the run's judge has a model: self-preference).
+    with django_assert_num_queries(7):
         html = lead_client.get(url, headers=HTMX).content.decode()
     assert 'data-testid="moved-share-verbosity">5.0 %' in html
     assert 'data-testid="moved-share-sycophancy"' not in html

@@ -186,7 +186,7 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
         for _ in range(n)
     ])
     # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
-    # judgments, latest CI, whether runs exist, the evidence menu's runs (twice: Django's
-    # ModelChoiceIterator queries on each pass over the choices), recent audit entries, CI results.
-    with django_assert_num_queries(14):
+    # judgments, latest CI, whether runs exist, the promote and the renew forms' evidence menus (twice each:
+    # Django's ModelChoiceIterator queries on each pass over the choices), recent audit entries, CI results.
+    with django_assert_num_queries(16):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -23,7 +23,7 @@ def run(dataset, rubric, reviewer, lead):
     a1, a2, a3 = make_cases(dataset, [("a1", "policy"), ("a2", "policy"), ("a3", "tools")])
     for case, verdict in ((a1, "pass"), (a2, "pass"), (a3, "fail")):
         label(case, rubric, reviewer, verdict)
-    return make_run(make_config(rubric, lead), dataset, lead, {
+    return make_run(make_config(rubric, lead, behavioral=True), dataset, lead, {  # a model judge: it flips
         a1: ["pass", "pass"], a2: ["pass", "fail"], a3: ["pass", "fail"],
     }, cost_usd="0.5", input_tokens=10, output_tokens=2)
 

@@ -10,11 +10,11 @@ from tests.judges.report_factories import label, make_cases, make_config, make_r
 
 @pytest.fixture
 def report(dataset, rubric, reviewer, lead):
-    """a1 agreed, a2 flipped (a false fail), a3 two false passes, a4 one not evaluated."""
+    """A judge with a model: a1 agreed, a2 flipped (a false fail), a3 two false passes, a4 one not evaluated."""
     a1, a2, a3, a4 = make_cases(dataset, [("a1", "policy"), ("a2", "policy"), ("a3", "tools"), ("a4", "tools")])
     for case, verdict in ((a1, "pass"), (a2, "pass"), (a3, "fail"), (a4, "fail")):
         label(case, rubric, reviewer, verdict)
-    run = make_run(make_config(rubric, lead), dataset, lead, {
+    run = make_run(make_config(rubric, lead, behavioral=True), dataset, lead, {
         a1: ["pass", "pass"], a2: ["pass", "fail"], a3: ["pass", "pass"], a4: ["fail", "not_evaluated"],
     }, reasons={("a3", 1): "<script>alert('x')</script> looks fine"})
     return {"run": run, "cases": {c.external_id: c for c in (a1, a2, a3, a4)}}

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from judges.calibration.metrics import COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, promotable
+from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, promotable, relaxed_thresholds
 
 RULE_KEYS = [
     "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
@@ -19,10 +19,11 @@ GOOD = {"n": 60, "agreement": 0.87, "true_pass_rate": 0.95, "true_fail_rate": 0.
 
 
 def check(figures=None, *, repeats=3, thresholds=None, is_newest_config=True, stale_reasons=(),
-          is_external=False) -> dict[str, RuleResult]:
+          is_external=False, deterministic=False) -> dict[str, RuleResult]:
     results = evaluate_rules(
         figures=GOOD | (figures or {}), repeats=repeats, thresholds=thresholds or Thresholds(),
         is_newest_config=is_newest_config, stale_reasons=list(stale_reasons), is_external=is_external,
+        deterministic=deterministic,
     )
     # every rule always reported, in DESIGN's order (the probe rule last, when it has a threshold)
     assert [r.key for r in results][: len(RULE_KEYS)] == RULE_KEYS
@@ -183,3 +184,95 @@ def test_it_promotes_on_real_figures_that_hold():
     figures = calibration_figures(run_frame(spec))
     assert promotable(evaluate_rules(figures=figures, repeats=2, thresholds=Thresholds(),
                                      is_newest_config=True, stale_reasons=[]))
+
+
+# ---- deterministic evidence (contract checks only) ------------------------------------------------------
+
+# Which rules hold a judge to account, by its kind and whether human evidence is required (DESIGN "Promotion").
+RULE_TABLE = {
+    # rule:               (behavioral, deterministic, deterministic without human evidence)
+    "newest_config":      (True, True, True),
+    "not_stale":          (True, True, True),
+    "min_cases":          (True, True, False),
+    "min_repeats":        (True, False, False),
+    "agreement_floor":    (True, True, False),
+    "agreement_ceiling":  (True, False, False),
+    "min_true_pass_rate": (True, True, False),
+    "min_true_fail_rate": (True, True, False),
+    "max_flip_rate":      (True, False, False),
+    "min_coverage":       (True, True, True),
+}
+COLUMN = {"behavioral": 0, "deterministic": 1, "deterministic without human evidence": 2}
+
+
+@pytest.mark.parametrize("kind", list(COLUMN))
+def test_the_rule_table_for_deterministic_and_behavioral_judges(kind):
+    deterministic = kind != "behavioral"
+    thresholds = Thresholds(require_human_evidence=kind != "deterministic without human evidence")
+    results = evaluate_rules(figures=GOOD | {"coverage_all": 1.0}, repeats=3, thresholds=thresholds,
+                             is_newest_config=True, stale_reasons=[], deterministic=deterministic)
+    assert [r.key for r in results] == RULE_KEYS  # every rule still reported, in the same order
+    assert {r.key: r.applies for r in results} == {key: row[COLUMN[kind]] for key, row in RULE_TABLE.items()}
+    for result in results:
+        if not result.applies:
+            assert result.met and result.threshold_text.startswith("does not apply")
+
+
+def test_a_deterministic_judge_agreeing_100_percent_on_one_run_is_promotable():
+    figures = GOOD | {"agreement": 1.0, "true_pass_rate": 1.0, "true_fail_rate": 1.0, "flip_rate": None}
+    deterministic = check(figures, repeats=1, deterministic=True)
+    assert failing(deterministic) == set()
+    assert failing(check(figures, repeats=1)) == {"min_repeats", "agreement_ceiling", "max_flip_rate"}
+
+
+def test_a_deterministic_judge_is_still_held_to_the_human_rules_by_default():
+    results = check({"n": 12, "agreement": 0.7, "true_fail_rate": 0.5}, repeats=1, deterministic=True)
+    assert failing(results) == {"min_cases", "agreement_floor", "min_true_fail_rate"}
+
+
+def test_without_human_evidence_coverage_counts_every_judgment():
+    no_labels = {"n": 0, "agreement": None, "true_pass_rate": None, "true_fail_rate": None, "flip_rate": None,
+                 "coverage": None}
+    relaxed = Thresholds(require_human_evidence=False)
+    results = check(no_labels | {"coverage_all": 0.98}, repeats=1, thresholds=relaxed, deterministic=True)
+    assert failing(results) == set()
+    assert results["min_coverage"].value == 0.98 and results["min_coverage"].label == "coverage (all judgments)"
+    short = check(no_labels | {"coverage_all": 0.9}, repeats=1, thresholds=relaxed, deterministic=True)
+    assert failing(short) == {"min_coverage"}
+
+
+def test_a_judge_with_a_model_always_needs_human_evidence():
+    no_labels = {"n": 0, "agreement": None, "true_pass_rate": None, "true_fail_rate": None, "coverage": None,
+                 "coverage_all": 1.0}
+    results = check(no_labels, thresholds=Thresholds(require_human_evidence=False))
+    assert failing(results) == {"min_cases", "agreement_floor", "agreement_ceiling", "min_true_pass_rate",
+                                "min_true_fail_rate", "min_coverage"}
+
+
+def test_the_kinds_rule_needs_every_kind():
+    assert "min_cases_per_kind" not in check()  # off by default
+    every = {"good": 5, "bad": 6, "incomplete": 5, "injection": 9, "paraphrase": 5}
+    per_kind = Thresholds(min_cases_per_kind=5)
+    result = check({"cases_by_kind": every}, thresholds=per_kind)["min_cases_per_kind"]
+    assert result.met and result.value == every
+    short = check({"cases_by_kind": every | {"paraphrase": 4}}, thresholds=per_kind)
+    assert failing(short) == {"min_cases_per_kind"}
+    missing = check({"cases_by_kind": {"good": 50}}, thresholds=per_kind)["min_cases_per_kind"]
+    assert not missing.met and missing.value["injection"] == 0
+    # Without human evidence, the judged cases count (as coverage does).
+    relaxed = Thresholds(min_cases_per_kind=5, require_human_evidence=False)
+    assert check({"cases_by_kind": {}, "cases_by_kind_all": every, "coverage_all": 1.0}, thresholds=relaxed,
+                 deterministic=True)["min_cases_per_kind"].met
+
+
+def test_it_names_the_thresholds_looser_than_the_defaults():
+    assert relaxed_thresholds(Thresholds()) == []
+    stricter = Thresholds(min_cases=50, agreement_floor=0.9, max_flip_rate=0.01, min_cases_per_kind=5,
+                          max_probe_moved=0.1)
+    assert relaxed_thresholds(stricter) == []
+    looser = Thresholds(min_cases=10, min_repeats=1, agreement_floor=0.7, max_flip_rate=0.1, min_coverage=0.9,
+                        require_human_evidence=False)
+    assert relaxed_thresholds(looser) == [
+        ("min_cases", 10, 30), ("min_repeats", 1, 2), ("agreement_floor", 0.7, 0.8), ("max_flip_rate", 0.1, 0.05),
+        ("min_coverage", 0.9, 0.95), ("require_human_evidence", False, True),
+    ]
