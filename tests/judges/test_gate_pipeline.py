@@ -8,7 +8,10 @@ HTTP) that passes an answer containing "30 days". The end-to-end test drives the
 
 import json
 import re
+import threading
 import xml.etree.ElementTree as ET
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 import pytest
 
@@ -412,3 +415,102 @@ def test_the_cases_file_and_the_outputs_with_cases_never_start_an_output_line(wo
     captured = capsys.readouterr()
     assert_no_injection(captured.out, captured.err)
     assert captured.err.count("forged") == 2
+
+
+# ---- evalhub-gate cases: against a stand-in for the server's GET /api/datasets/<slug>/cases ------------------
+
+
+class CasesServer:
+    """Answers every GET with the status and body it is given, and remembers what was asked."""
+
+    def __init__(self) -> None:
+        self.status, self.body, self.requests = 200, b"", []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server API
+                server.requests.append({"path": self.path, "authorization": self.headers.get("Authorization")})
+                self.send_response(server.status)
+                self.send_header("Content-Type", "application/jsonl")
+                self.send_header("Content-Length", str(len(server.body)))
+                self.end_headers()
+                self.wfile.write(server.body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def answer(self, status: int, lines) -> None:
+        self.status = status
+        self.body = "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines).encode()
+
+
+@pytest.fixture
+def server():
+    stand_in = CasesServer()
+    yield stand_in
+    stand_in.httpd.shutdown()
+    stand_in.httpd.server_close()
+
+
+def cases_command(server, *extra) -> int:
+    return gate_cli.main(["cases", "--server", server.url + "/", "--dataset", "store support", "--out", "cases.jsonl",
+                          *extra])
+
+
+def test_it_writes_the_cases_the_server_sends(workdir, server, capsys, monkeypatch):
+    monkeypatch.setenv("EVALHUB_TOKEN", "evh_cases-token")
+    server.answer(200, CASES)
+    code = cases_command(server, "--sample", "20", "--seed", "pr-stable", "--category", "tools", "--split", "dev",
+                         "--kind", "good")
+    assert code == 0
+    [asked] = server.requests
+    path, _, query = asked["path"].partition("?")
+    assert path == "/api/datasets/store%20support/cases"
+    assert parse_qs(query) == {"category": ["tools"], "split": ["dev"], "kind": ["good"], "sample": ["20"],
+                               "seed": ["pr-stable"]}
+    assert asked["authorization"] == "Bearer evh_cases-token"
+    assert [json.loads(line) for line in (workdir / "cases.jsonl").read_text().splitlines()] == CASES
+    assert "wrote 2 case(s) of dataset store support to cases.jsonl" in capsys.readouterr().out
+    assert list(workdir.iterdir()) == [workdir / "cases.jsonl"]  # no partial file left behind
+
+
+@pytest.mark.parametrize(
+    ("status", "lines", "message"),
+    [
+        (200, [], "has no cases"),
+        (200, [CASES[0], {**CASES[1], "output": "x"}], "line 2: output: a cases line carries no output"),
+        (200, [CASES[0], '{"external_id": "z", "input": NaN}'], "line 2: is not valid JSON"),
+        (403, ['{"error": "this token lacks the cases:read scope"}'],
+         "HTTP 403, the token lacks the scope this needs: this token lacks the cases:read scope"),
+        (404, ['{"error": "no dataset store support"}'], "HTTP 404"),
+    ],
+)
+def test_it_exits_2_and_writes_nothing_when_the_cases_are_not_usable(workdir, server, capsys, status, lines, message):
+    (workdir / "cases.jsonl").write_text("the previous file\n")
+    server.answer(status, lines)
+    assert cases_command(server) == 2
+    assert message in capsys.readouterr().err
+    assert (workdir / "cases.jsonl").read_text() == "the previous file\n"
+    assert list(workdir.iterdir()) == [workdir / "cases.jsonl"]
+
+
+def test_a_seed_needs_a_sample_and_the_filters_are_checked(workdir, server, capsys):
+    assert cases_command(server, "--seed", "x") == 2
+    assert cases_command(server, "--kind", "great") == 2
+    assert cases_command(server, "--split", "test") == 2
+    assert server.requests == []
+
+
+def test_the_servers_text_never_starts_an_output_line(workdir, server, github, capsys):
+    server.answer(403, [json.dumps({"error": EVIL})])
+    assert cases_command(server) == 2
+    server.answer(200, [{**CASES[0], EVIL: 1}])
+    assert cases_command(server) == 2
+    assert gate_cli.main(["cases", "--server", server.url, "--dataset", EVIL, "--out", "c.jsonl"]) == 2
+    captured = capsys.readouterr()
+    assert_no_injection(captured.out, captured.err)
+    assert captured.err.count("forged") == 3
