@@ -26,6 +26,7 @@ from .providers import (
     DEFAULT_MAX_TOKENS,
     KEY_REFUSED,
     ClientPool,
+    Endpoint,
     ProviderFailure,
     call_model,
     resolve_endpoint,
@@ -174,6 +175,9 @@ class Engine:
         self.env = env
         self.retry = retry or RetryPolicy()
         self.clients = clients or ClientPool()
+        # Endpoints whose key the provider refused: the rest of the batch does not ask with it again.
+        self._refused: set[Endpoint] = set()
+        self._refused_lock = threading.Lock()
 
     def close(self) -> None:
         self.clients.close()
@@ -326,6 +330,12 @@ class Engine:
             )
         except ProviderFailure as failure:
             return _Asked(None, "", failure, 0)
+        with self._refused_lock:
+            refused = endpoint in self._refused
+        if refused:
+            where = f" in {endpoint.key_env}" if endpoint.key_env else ""
+            failure = ProviderFailure(KEY_REFUSED, f"the key{where} was refused earlier in this batch", retryable=False)
+            return _Asked(None, "", failure, 0)
         client = self.clients.get(endpoint)
         price = self.prices.get(judge.model)
         max_tokens = judge.params.get("max_tokens", DEFAULT_MAX_TOKENS)
@@ -362,6 +372,9 @@ class Engine:
             except ProviderFailure as exc:
                 self.spend.settle(estimate, 0.0)
                 failure = exc
+                if exc.category == KEY_REFUSED:
+                    with self._refused_lock:
+                        self._refused.add(endpoint)
                 if not exc.retryable:
                     break
                 if exc.retry_after is not None and exc.retry_after > self.retry.max_retry_after_s:
