@@ -35,13 +35,16 @@ from typing import NoReturn
 
 from judges.engine import FolderCache
 from judges.gate.config import (
+    ENV_ALLOW_ENV,
+    allowed_env_names,
     check_calibrated,
+    check_env_names,
     check_environment,
     check_prices,
     load_gate_config,
     parse_gate_config,
 )
-from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, EXIT_PASS, RubricResult, exit_code, judge_all
+from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
 from judges.gate.messages import ConfigError, one_line, print_error
 from judges.gate.outputs import KINDS, read_cases, read_cases_and_outputs, read_outputs
 from judges.gate.report import (
@@ -135,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true", help="ask the judges again even for cached work")
     check.add_argument("--concurrency", type=_positive, default=4, metavar="N",
                        help="judge calls in flight at once, all rubrics together (default: 4)")
+    check.add_argument("--allow-env", action="append", default=[], metavar="NAME",
+                       help="let a judge read this variable too (repeatable; also $" + ENV_ALLOW_ENV + ", "
+                       "comma-separated); OPENAI_*/ANTHROPIC_* keys and URLs and EVALHUB_JUDGE_* need no "
+                       "leave, and GITHUB_*, ACTIONS_*, RUNNER_*, CI_* and the app's own are never allowed")
     return parser
 
 
@@ -176,7 +183,9 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     token = args.token or env.get(TOKEN_ENV) or None
     if args.post and not token:
         raise ConfigError(f"--post needs a token with results:write (--token or ${TOKEN_ENV})")
+    allowed_env = allowed_env_names(args.allow_env, env)
     rubrics = parse_gate_config(load_gate_config(args.config, token=token))
+    check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
     if args.require_calibrated:
         check_calibrated(rubrics)
     if args.max_cost_usd is not None:
@@ -193,10 +202,16 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     write_recalibration(rubrics, sys.stdout, github=github)
     results = judge_all(
         rubrics, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env,
-        max_cost_usd=args.max_cost_usd,
+        max_cost_usd=args.max_cost_usd, allowed_env=allowed_env,
     )
     code = exit_code(results)
     print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)
+    refused = refused_keys(results)
+    if refused:
+        # A broken key must not pass for an outage (exit 3), which a pipeline may tolerate: nothing is
+        # reported or posted, as for any config error. The reason names the variable, never the key.
+        raise ConfigError("; ".join(f"the key for rubric {one_line(slug)} was refused: {one_line(why)}"
+                                    for slug, why in refused))
     write_summary(results, code, sys.stdout)
     if github:
         write_github_annotations(results, sys.stdout)

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.engine import Engine, FolderCache, Judgment, SpendTracker
+from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker
 from judges.engine.providers import ClientPool
 from judges.gate.config import GateRubric
 
@@ -145,6 +145,7 @@ def judge_all(
     cache: FolderCache | None,
     env: Mapping[str, str],
     max_cost_usd: float | None = None,
+    allowed_env: Sequence[str] = (),
 ) -> list[RubricResult]:
     """Judge every (rubric, case, repeat) side by side on one pool of `concurrency` threads.
 
@@ -152,11 +153,13 @@ def judge_all(
     observe), case by case across the rubrics of a stage, so that when the cap runs out the gates
     have spent first and the cases judged are the same for each of them; what is left comes back not
     evaluated ("spend cap"). Results are in the rubrics' order, each case's judgments by repeat.
+    `allowed_env`: variable names the pipeline allows beyond the engine's own (--allow-env).
     """
     spend = SpendTracker(max_cost_usd)
     clients = ClientPool()  # one SDK client per endpoint, shared by every rubric's judge
     engines = [
-        Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients) for r in rubrics
+        Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env)
+        for r in rubrics
     ]
     items = [
         (index, case, repeat)
@@ -188,6 +191,16 @@ def judge_all(
             result.cases.append(CaseResult(case["external_id"], verdict, reason, mine))
         results.append(result)
     return results
+
+
+def refused_keys(results: Sequence[RubricResult]) -> list[tuple[str, str]]:
+    """(slug, reason) of each rubric whose provider refused a key (401/403): a config error, not an outage."""
+    refused = []
+    for r in results:
+        reasons = [j.reason for case in r.cases for j in case.judgments if j.error == KEY_REFUSED]
+        if reasons:
+            refused.append((r.rubric.slug, reasons[0]))
+    return refused
 
 
 def exit_code(results: Sequence[RubricResult]) -> int:

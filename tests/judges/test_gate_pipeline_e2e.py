@@ -75,7 +75,7 @@ def world(eager, fake_provider):
                                    criteria="Pass when the answer states the 30-day return window.")
     policy_config = judge_config_save(rubric=policy, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai-compatible", "model": MODEL,
-        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY",
         "params": {"temperature": 0, "max_tokens": 200}, "timeout_s": 5, "max_attempts": 1,
     })
     for rubric, config in ((safety, safety_config), (policy, policy_config)):
