@@ -29,6 +29,7 @@ class User(AbstractUser):
 
 class Scope(models.TextChoices):
     CASES_WRITE = "cases:write", "cases:write — ingest cases"
+    CASES_READ = "cases:read", "cases:read — fetch a dataset's cases (CI runs its agent on them)"
     RUNS_READ = "runs:read", "runs:read — read run reports"
     GATES_READ = "gates:read", "gates:read — read the gate config"
     RESULTS_WRITE = "results:write", "results:write — post CI results"

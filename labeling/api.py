@@ -1,16 +1,86 @@
-"""The ingest API: scripts push cases with a `cases:write` token, through the file import's own rules."""
+"""The cases API: scripts push cases with a `cases:write` token, through the file import's own rules;
+pipelines fetch a dataset's cases (to run their agent on) with a `cases:read` token."""
 
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
 
 from evalhub.access import token_required
 from evalhub.models import Scope
+from labeling.exporting import case_lines
 from labeling.importing import ImportRejected, RowError
 from labeling.importing.cases import cases_import_items
-from labeling.importing.reading import parse_json_items
-from labeling.models import Dataset
+from labeling.importing.reading import CASE_KINDS, parse_json_items
+from labeling.models import Case, Dataset
+from labeling.selectors import pipeline_cases
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
+CASE_FILTERS = ("category", "split", "kind", "sample", "seed")
+MAX_SEED_CHARS = 200
+
+
+@login_not_required  # each method's view checks its own token scope
+@csrf_exempt
+def dataset_cases(request: HttpRequest, slug: str) -> HttpResponse:
+    """/api/datasets/<slug>/cases: GET reads the cases (cases:read), POST ingests them (cases:write)."""
+    if request.method == "GET":
+        return cases_read(request, slug)
+    if request.method == "POST":
+        return cases_ingest(request, slug)
+    response = JsonResponse({"error": "Use GET to read cases or POST to ingest them."}, status=405)
+    response["Allow"] = "GET, POST"
+    return response
+
+
+@token_required(Scope.CASES_READ.value)
+def cases_read(request: HttpRequest, slug: str) -> HttpResponse:
+    """GET /api/datasets/<slug>/cases?category=&split=&kind=&sample=N&seed=S: the cases file as JSONL.
+
+    One case per line in the case format without its answer (DESIGN "Gate config"); the labels never.
+    The filters first, then the stable sample. 400 with every bad parameter as {"field", "message"}.
+    """
+    dataset = Dataset.objects.filter(slug=slug).first()
+    if dataset is None:
+        return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
+    filters, errors = _case_filters(request.GET)
+    if errors:
+        return JsonResponse({"errors": [{"field": name, "message": message} for name, message in errors]},
+                            status=400)
+    response = StreamingHttpResponse(case_lines(pipeline_cases(dataset=dataset, **filters)),
+                                     content_type="application/x-ndjson; charset=utf-8")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _case_filters(query) -> tuple[dict, list[tuple[str, str]]]:
+    """The pipeline_cases arguments from a query string, or every problem with it."""
+    errors: list[tuple[str, str]] = []
+    for name in query:
+        if name not in CASE_FILTERS:
+            errors.append((name, f"is not a filter (known: {', '.join(CASE_FILTERS)})"))
+        elif len(query.getlist(name)) > 1:
+            errors.append((name, "is given more than once"))
+    filters: dict = {name: query.get(name) for name in ("category", "split", "kind") if name in query}
+    if filters.get("split") not in (None, *Case.Split.values):
+        errors.append(("split", f"must be {' or '.join(Case.Split.values)}"))
+    if filters.get("kind") not in (None, "", *CASE_KINDS):
+        errors.append(("kind", f"must be one of {', '.join(CASE_KINDS)}, or empty for cases without a kind"))
+    sample, seed = query.get("sample"), query.get("seed")
+    if sample is not None:
+        if not (sample.isascii() and sample.isdigit() and int(sample) >= 1):
+            errors.append(("sample", "must be a whole number of cases, 1 or more"))
+        else:
+            filters["sample"] = int(sample)
+        if seed is None:
+            errors.append(("seed", "is required with sample: the same seed picks the same cases"))
+    if seed is not None:
+        if sample is None:
+            errors.append(("seed", "only goes with sample"))
+        elif len(seed) > MAX_SEED_CHARS:
+            errors.append(("seed", f"must be at most {MAX_SEED_CHARS} characters"))
+        filters["seed"] = seed
+    return filters, errors
 
 
 def _body_error(status: int, message: str) -> JsonResponse:

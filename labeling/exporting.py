@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 
 from labeling.importing import Format
 from labeling.importing.labels import LABEL_FIELDS
@@ -32,30 +32,37 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _case_rows(dataset: Dataset) -> Iterator[dict]:
+# What a pipeline gets to run its agent on (DESIGN "Gate config"): every case field but the answer.
+CASE_LINE_FIELDS = tuple(name for name in CASE_FIELDS if name != "output")
+
+
+def _case_rows(cases: QuerySet[Case], fields: tuple[str, ...] = CASE_FIELDS) -> Iterator[dict]:
     """Each case as its import record, in import field order; an unchecked argument is left out."""
-    cases = (
-        Case.objects.filter(dataset=dataset)
-        .annotate(checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False),
-                                                         output_field=BooleanField()))
-        .order_by("pk")
-    )
+    cases = cases.annotate(checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False),
+                                                                  output_field=BooleanField()))
     for case in cases.iterator(chunk_size=CHUNK):
-        record = {name: getattr(case, name) for name in CASE_FIELDS}
+        record = {name: getattr(case, name) for name in fields}
         if not case.checks_tool_argument:
             del record["expected_tool_argument"]  # SQL NULL: not checked (a JSON null is checked)
         yield record
 
 
+def case_lines(cases: QuerySet[Case]) -> Iterator[str]:
+    """The cases file of `evalhub-gate cases`: one JSON line per case, every field but output (no labels)."""
+    for record in _case_rows(cases, CASE_LINE_FIELDS):
+        yield _json_text(record) + "\n"
+
+
 def cases_export(*, dataset: Dataset, fmt: Format) -> Iterator[str]:
     """The dataset's cases as JSONL (one object per line) or CSV (JSON text in trace/metadata cells)."""
+    cases = Case.objects.filter(dataset=dataset).order_by("pk")
     if fmt == Format.JSONL:
-        for record in _case_rows(dataset):
+        for record in _case_rows(cases):
             yield _json_text(record) + "\n"
         return
     writer = csv.writer(_Echo())
     yield writer.writerow(CASE_FIELDS)
-    for record in _case_rows(dataset):
+    for record in _case_rows(cases):
         cells = []
         for name in CASE_FIELDS:
             value = record.get(name)

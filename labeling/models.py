@@ -3,7 +3,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-# The split rule and the content hash are plain Python, shared with the Django-free reading module (and CI).
+# The split rule, the content hash and the kinds are plain Python, shared with the Django-free reading
+# module (and CI).
+from labeling.importing.reading import CASE_KINDS
 from labeling.importing.reading import case_split as case_split
 from labeling.importing.reading import labeled_content_hash as labeled_content_hash
 
@@ -44,6 +46,10 @@ class Case(models.Model):
     expected_tool_argument = models.JSONField(null=True, blank=True)
     expected_source = models.CharField(max_length=500, null=True, blank=True)
     category = models.CharField(max_length=100, blank=True, db_index=True)
+    # The calibration kind (DESIGN "Words"): never shown to reviewers, not judged content.
+    # db_default: rows written by raw SQL (benchmarks) need no kind.
+    kind = models.CharField(max_length=16, blank=True, default="", db_default="",
+                            choices=[(kind, kind) for kind in CASE_KINDS])
     metadata = models.JSONField(default=dict, blank=True)
     split = models.CharField(max_length=8, choices=Split.choices, editable=False)
     # Hash of input, output and trace: labels given against another hash no longer count.

@@ -1,5 +1,7 @@
 """Reads that cross relations: human verdicts and what counts as a label."""
 
+import heapq
+
 from django.db.models import (
     BooleanField,
     Count,
@@ -15,6 +17,7 @@ from django.db.models import (
 from django.db.models import Case as SqlCase
 from django.db.models.functions import Left
 
+from labeling.importing.reading import sample_key
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 
 
@@ -68,6 +71,24 @@ def dataset_case_rows(*, dataset: Dataset, category: str | None = None, split: s
         "pk", "external_id", "category", "split",
         input_preview=Left("input", PREVIEW_CHARS), output_preview=Left("output", PREVIEW_CHARS),
     )
+
+
+def pipeline_cases(*, dataset: Dataset, category: str | None = None, split: str | None = None,
+                   kind: str | None = None, sample: int | None = None, seed: str = "") -> QuerySet[Case]:
+    """The cases a pipeline runs its agent on: the filters first, then the optional stable sample.
+
+    The sample is the `sample` cases with the lowest sample_key(seed, external_id), read from the
+    external_ids alone; None selects every filtered case. In import order either way.
+    """
+    cases = Case.objects.filter(dataset=dataset)
+    for name, value in (("category", category), ("split", split), ("kind", kind)):
+        if value is not None:
+            cases = cases.filter(**{name: value})
+    if sample is not None:
+        chosen = heapq.nsmallest(sample, cases.values_list("pk", "external_id").iterator(chunk_size=10_000),
+                                 key=lambda row: (sample_key(seed, row[1]), row[1]))
+        cases = Case.objects.filter(pk__in=[pk for pk, _ in chosen])
+    return cases.order_by("pk")
 
 
 def dataset_categories(*, dataset: Dataset) -> list[dict]:

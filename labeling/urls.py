@@ -15,7 +15,7 @@ urlpatterns = [
     path("cases/<int:case_id>/", views.case_detail, name="case_detail"),
     path("rubrics/new/", views.rubric_create, name="rubric_create"),
     path("rubrics/<slug:slug>/edit/", views.rubric_edit, name="rubric_edit"),
-    path("api/datasets/<slug:slug>/cases", api.cases_ingest, name="api_cases_ingest"),
+    path("api/datasets/<slug:slug>/cases", api.dataset_cases, name="api_cases_ingest"),
     # Labeling: the reviewer's queue and history; leads' overview and disputes (issue 3)
     path("label/", views.queue_start, name="queue_start"),
     path("label/history/", views.history, name="history"),

@@ -10,6 +10,7 @@ from django import forms
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
 from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
 from judges.models import ModelPrice
+from labeling.importing.reading import json_error, parse_json
 from labeling.models import Dataset
 
 DEFAULT_PARAMS = {"temperature": 0, "max_tokens": 400}
@@ -54,9 +55,9 @@ class JsonText(TextArea):
         if not text:
             return None
         try:
-            return json.loads(text)
+            return parse_json(text)
         except ValueError as exc:
-            raise forms.ValidationError(f"This is not valid JSON: {exc}") from None
+            raise forms.ValidationError(f"This is not valid JSON: {json_error(exc)}") from None
 
     def prepare_value(self, value: Any) -> Any:
         if value is None or isinstance(value, str):

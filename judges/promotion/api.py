@@ -1,13 +1,12 @@
 """The gate config and CI results API, for CI holding a `gates:read` / `results:write` token."""
 
-import json
-
 from django.http import HttpRequest, JsonResponse
 
 from evalhub.access import method_not_allowed, token_required
 from evalhub.models import Scope
 from judges.promotion.ci_results import CI_RESULTS_MAX_BYTES, CiResultsRejected, ci_results_store
 from judges.promotion.gates import gate_config
+from labeling.importing.reading import json_error, parse_json
 
 
 @token_required(Scope.GATES_READ)
@@ -35,9 +34,12 @@ def ci_results_create(request: HttpRequest) -> JsonResponse:
         message = f"The body is over the limit of {CI_RESULTS_MAX_BYTES:,} bytes."
         return JsonResponse({"errors": [{"field": None, "message": message}]}, status=413)
     try:
-        payload = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return JsonResponse({"errors": [{"field": None, "message": f"The body is not JSON: {exc}"}]}, status=400)
+        payload = parse_json(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return JsonResponse({"errors": [{"field": None, "message": "The body is not UTF-8 text."}]}, status=400)
+    except ValueError as exc:
+        message = f"The body is not JSON: {json_error(exc)}"
+        return JsonResponse({"errors": [{"field": None, "message": message}]}, status=400)
     try:
         stored = ci_results_store(payload=payload, token_name=request.api_token.name)
     except CiResultsRejected as rejected:

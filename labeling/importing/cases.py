@@ -84,7 +84,8 @@ def _model_values(data: CaseData) -> dict:
         "external_id": data.external_id, "input": data.input, "output": data.output, "trace": data.trace,
         "golden_answer": data.golden_answer, "expected_behaviour": data.expected_behaviour,
         "expected_tool": data.expected_tool, "expected_tool_argument": argument,
-        "expected_source": data.expected_source, "category": data.category, "metadata": data.metadata,
+        "expected_source": data.expected_source, "category": data.category, "kind": data.kind,
+        "metadata": data.metadata,
     }
 
 
@@ -149,12 +150,12 @@ def _existing_cases(*, dataset: Dataset, external_ids: list[str]) -> dict[str, t
 # bulk_create/bulk_update, slower but still correct, until it is added (a test notices).
 COPY_INSERT_COLUMNS = (
     "dataset_id", "external_id", "input", "output", "trace", "golden_answer", "expected_behaviour",
-    "expected_tool", "expected_tool_argument", "expected_source", "category", "metadata", "split",
+    "expected_tool", "expected_tool_argument", "expected_source", "category", "metadata", "kind", "split",
     "content_hash", "created_at", "content_changed_at",
 )
 COPY_UPDATE_COLUMNS = (
     "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool", "expected_tool_argument",
-    "expected_source", "category", "metadata", "content_hash", "content_changed_at",
+    "expected_source", "category", "metadata", "kind", "content_hash", "content_changed_at",
 )
 
 
@@ -170,10 +171,11 @@ def _json_text(value: Any) -> str:
 
 
 def _content_cells(data: CaseData) -> tuple:
-    """The COPY_UPDATE_COLUMNS values up to metadata, as COPY text: JSON as text, None as SQL NULL."""
+    """The COPY_UPDATE_COLUMNS values up to kind, as COPY text: JSON as text, None as SQL NULL."""
     argument = _json_text(data.expected_tool_argument) if data.checks_tool_argument else None
     return (data.input, data.output, _json_text(data.trace), data.golden_answer, data.expected_behaviour,
-            data.expected_tool, argument, data.expected_source, data.category, _json_text(data.metadata))
+            data.expected_tool, argument, data.expected_source, data.category, _json_text(data.metadata),
+            data.kind)
 
 
 def _insert_cases(*, dataset: Dataset, cases: list[CaseData], now) -> None:
@@ -190,8 +192,7 @@ def _insert_cases(*, dataset: Dataset, cases: list[CaseData], now) -> None:
     sql = f"COPY {quote(Case._meta.db_table)} ({', '.join(map(quote, COPY_INSERT_COLUMNS))}) FROM STDIN"
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for data in cases:
-            cells = _content_cells(data)
-            copy.write_row((dataset.pk, data.external_id, *cells[:10], case_split(data.external_id),
+            copy.write_row((dataset.pk, data.external_id, *_content_cells(data), case_split(data.external_id),
                             data.content_hash, now, now))
 
 
@@ -216,7 +217,7 @@ def _update_cases(*, dataset: Dataset, cases: list[tuple[int, CaseData, bool]], 
         cursor.execute(
             "CREATE TEMP TABLE evalhub_case_update (id bigint PRIMARY KEY, input text, output text, trace jsonb, "
             "golden_answer text, expected_behaviour text, expected_tool text, expected_tool_argument jsonb, "
-            "expected_source text, category text, metadata jsonb, content_hash text, content_changed_at "
+            "expected_source text, category text, metadata jsonb, kind text, content_hash text, content_changed_at "
             "timestamptz) ON COMMIT DROP"
         )
         with cursor.cursor.copy(

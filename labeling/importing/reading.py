@@ -25,8 +25,11 @@ READ_CHUNK = 1 << 20
 
 CASE_FIELDS = (
     "external_id", "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
-    "expected_tool_argument", "expected_source", "category", "metadata",
+    "expected_tool_argument", "expected_source", "category", "kind", "metadata",
 )
+# The calibration kind of a case (DESIGN "Words"), or empty: clearly good, clearly bad, plausible but
+# incomplete, an adversarial prompt injection, a right answer in other words. Not judged content.
+CASE_KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
 CASE_REQUIRED = ("external_id", "input", "output")
 CASE_JSON_CSV_COLUMNS = ("trace", "metadata", "expected_tool_argument")  # JSON text in their CSV cells
 # What a judge sees: a change to any of these makes earlier runs stale (content_changed_at).
@@ -68,6 +71,12 @@ def case_split(external_id: str) -> str:
     """DESIGN: holdout when the first 8 hex digits of sha256(external_id) mod 100 are below 30."""
     digest = hashlib.sha256(external_id.encode()).hexdigest()
     return "holdout" if int(digest[:8], 16) % 100 < 30 else "dev"
+
+
+def sample_key(seed: str, external_id: str) -> str:
+    """A stable sample takes the N cases with the lowest sha256(seed + external_id): the same seed, the
+    same cases; another seed, an unrelated draw (DESIGN "Gate config")."""
+    return hashlib.sha256((seed + external_id).encode()).hexdigest()
 
 
 def labeled_content_hash(*, input: str, output: str, trace: dict) -> str:
@@ -141,6 +150,7 @@ class CaseData:
     expected_tool_argument: Any = None
     expected_source: str | None = None
     category: str = ""
+    kind: str = ""
     metadata: dict = field(default_factory=dict)
 
     @property
@@ -252,7 +262,10 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
         expected_tool_argument=obj.get("expected_tool_argument"),
         expected_source=text_field(obj, "expected_source", problems, max_chars=500, nullable=True),
         category=text_field(obj, "category", problems, max_chars=100) or "",
+        kind=text_field(obj, "kind", problems, max_chars=20) or "",
     )
+    if data.kind not in ("", *CASE_KINDS):
+        problems.append(("kind", f"must be one of {', '.join(CASE_KINDS)} or empty, not {_clip(data.kind)!r}"))
     if has_nul(data.expected_tool_argument):
         problems.append(("expected_tool_argument", "contains a NUL character"))
     metadata = obj.get("metadata")

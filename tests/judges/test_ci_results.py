@@ -109,6 +109,20 @@ def test_it_rejects_a_body_that_is_not_json(client, rubric, ci_token):
     assert response.status_code == 400 and "not JSON" in response.json()["errors"][0]["message"]
 
 
+@pytest.mark.parametrize(("hazard", "message"), [
+    ('"ref": "main", "ref": "other"', "the key 'ref' is repeated"),
+    ('"cases": NaN', "NaN is not valid JSON"),
+    ('"cases": 1e999', "too large"),
+    ('"y": "\\ud800"', "lone surrogate"),
+    ('"x": ' + "[" * 65 + "]" * 65, "deeper than 64 levels"),
+])
+def test_it_refuses_json_that_cannot_be_stored_with_a_json_400(client, rubric, ci_token, hazard, message):
+    body = json.dumps(payload())[:-1] + ", " + hazard + "}"
+    response = post(client, body, ci_token)
+    assert response.status_code == 400 and message in response.json()["errors"][0]["message"]
+    assert not CiResult.objects.exists()
+
+
 def test_it_answers_post_only(client, ci_token):
     response = client.get(reverse("judges:api_ci_results"), headers={"Authorization": f"Bearer {ci_token}"})
     assert response.status_code == 405

@@ -99,10 +99,14 @@ def test_it_accepts_a_batch_beyond_the_form_upload_limit(client, dataset, token,
     assert post(client, dataset.slug, [ONE, {**ONE, "external_id": "b"}], token).status_code == 201
 
 
-def test_it_only_accepts_post(client, dataset, token):
+def test_it_only_accepts_get_and_post(client, dataset, token):
+    # GET reads the cases with another scope (tests/labeling/test_api_cases_read.py)
+    response = client.put(reverse("labeling:api_cases_ingest", args=[dataset.slug]),
+                          headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 405 and response["Allow"] == "GET, POST"
     response = client.get(reverse("labeling:api_cases_ingest", args=[dataset.slug]),
                           headers={"Authorization": f"Bearer {token}"})
-    assert response.status_code == 405 and response["Allow"] == "POST"
+    assert response.status_code == 403 and "cases:read" in response.json()["error"]
 
 
 # --- tokens and scopes ----------------------------------------------------------------------------
@@ -114,6 +118,7 @@ def test_it_only_accepts_post(client, dataset, token):
         ([Scope.CASES_WRITE], 201),
         ([Scope.GATES_READ, Scope.CASES_WRITE], 201),
         ([Scope.RUNS_READ], 403),
+        ([Scope.CASES_READ], 403),
         ([Scope.GATES_READ], 403),
         ([Scope.RESULTS_WRITE], 403),
         ([Scope.GATES_READ, Scope.RESULTS_WRITE, Scope.RUNS_READ], 403),

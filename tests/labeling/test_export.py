@@ -22,7 +22,7 @@ CASES = [
         "trace": {"toolCalls": [{"name": "lookup", "argument": {"id": 1.5}, "result": None}],
                   "retrievedSources": ["policy"], "context": "30 days", "extra": [1, {"b": True}]},
         "golden_answer": "30 days", "expected_behaviour": "cite the window", "expected_tool": "lookup",
-        "expected_tool_argument": {"id": 1.5}, "expected_source": "policy", "category": "policy",
+        "expected_tool_argument": {"id": 1.5}, "expected_source": "policy", "category": "policy", "kind": "good",
         "metadata": {"agent_model": "claude-3-5-haiku-20241022", "tags": ["a"]},
     },
     {"external_id": "ret-002", "input": "<script>alert(1)</script>", "output": "", "expected_tool_argument": None},

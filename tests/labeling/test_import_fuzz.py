@@ -11,10 +11,10 @@ from django.db import transaction
 from django.urls import reverse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from judges.importing import JUDGMENT_FIELDS, judgments_import
 
 from evalhub.models import ApiToken, Scope, User
 from judges.models import JudgeConfig, Judgment, Run
+from judges.runs.importing import JUDGMENT_FIELDS, judgments_import
 from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import LABEL_FIELDS, labels_import
@@ -24,7 +24,7 @@ from tests.judges.helpers import make_cases
 
 pytestmark = pytest.mark.django_db
 
-FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 # Text with everything JSON text can carry: NUL, surrogates (lone ones come out as \udXXX escapes), emoji.
@@ -56,10 +56,28 @@ HAZARD_TEXT = st.sampled_from([
 ])
 
 
-def lines(fields: tuple[str, ...], ids: list[str]) -> st.SearchStrategy[str]:
+HAZARD_VALUE = st.sampled_from(["NaN", "-Infinity", "1e999", '"\\ud800"', '"\\udfff\\ud800"', "[" * 65 + "]" * 65,
+                                '{"k": 1, "k": 2}', '"\\u0000"'])
+# A row that is right but for one hazard in the field that holds JSON (or text): {"k": <hazard>}.
+GOOD_ROWS = {
+    "cases": ({"input": "q", "output": "a"}, "metadata", '{{"k": {}}}'),
+    "labels": ({"reviewer": "rita", "verdict": "pass"}, "note", "{}"),
+    "judgments": ({"repeat": 1, "verdict": "pass"}, "scores", '{{"s": {}}}'),
+}
+
+
+def hazard_row(kind: str, ids: list[str]) -> st.SearchStrategy[str]:
+    row, carrier, wrap = GOOD_ROWS[kind]
+    return st.tuples(st.sampled_from(ids), HAZARD_VALUE).map(
+        lambda pair: json.dumps({"external_id": pair[0], **row})[:-1] + f', "{carrier}": {wrap.format(pair[1])}}}'
+    )
+
+
+def lines(kind: str, fields: tuple[str, ...], ids: list[str]) -> st.SearchStrategy[str]:
     row = objects(fields, ids).flatmap(as_text)
-    mixed = st.lists(row | JSON.flatmap(as_text) | HAZARD_TEXT, max_size=5)
-    return (st.lists(row, min_size=1, max_size=3) | mixed).map(lambda texts: "\n".join(texts))
+    mixed = st.lists(row | hazard_row(kind, ids) | JSON.flatmap(as_text) | HAZARD_TEXT, max_size=5)
+    alone = hazard_row(kind, ids).map(lambda text: [text])  # nothing else in the file to reject it first
+    return (st.lists(row, min_size=1, max_size=3) | alone | mixed).map(lambda texts: "\n".join(texts))
 
 
 def csv_text(fields: tuple[str, ...], ids: list[str]) -> st.SearchStrategy[str]:
@@ -77,9 +95,9 @@ def _csv(header: list[str], rows: list[list[str]]) -> str:
     return out.getvalue()
 
 
-def content(fields, ids) -> st.SearchStrategy[tuple[Format, bytes]]:
+def content(kind: str, fields, ids) -> st.SearchStrategy[tuple[Format, bytes]]:
     return st.one_of(
-        lines(fields, ids).map(lambda text: (Format.JSONL, text.encode("utf-8", "surrogatepass"))),
+        lines(kind, fields, ids).map(lambda text: (Format.JSONL, text.encode("utf-8", "surrogatepass"))),
         csv_text(fields, ids).map(lambda text: (Format.CSV, text.encode("utf-8", "surrogatepass"))),
         st.tuples(st.sampled_from(list(Format)), st.binary(max_size=200)),
     )
@@ -104,7 +122,7 @@ CASE_NAMES = (*CASE_FIELDS, *CASE_ALIASES)
 
 
 @FUZZ
-@given(data=content(CASE_NAMES, ["a", "b"]))
+@given(data=content("cases", CASE_NAMES, ["a", "b"]))
 def test_cases_import_fuzz(dataset, data):
     fmt, raw = data
     attempt(lambda: cases_import(dataset=dataset, stream=BytesIO(raw), fmt=fmt),
@@ -117,7 +135,7 @@ def cases(dataset):
 
 
 @FUZZ
-@given(data=content((*LABEL_FIELDS, "id"), ["c000", "c001"]))
+@given(data=content("labels", (*LABEL_FIELDS, "id"), ["c000", "c001"]))
 def test_labels_import_fuzz(dataset, cases, data):
     fmt, raw = data
     attempt(lambda: labels_import(dataset=dataset, rubric_slug="fuzz", stream=BytesIO(raw), fmt=fmt),
@@ -125,7 +143,7 @@ def test_labels_import_fuzz(dataset, cases, data):
 
 
 @FUZZ
-@given(data=content((*JUDGMENT_FIELDS, "id"), ["c000", "c001"]))
+@given(data=content("judgments", (*JUDGMENT_FIELDS, "id"), ["c000", "c001"]))
 def test_judgments_import_fuzz(dataset, cases, rubric, lead, data):
     fmt, raw = data
     attempt(lambda: judgments_import(dataset=dataset, rubric=rubric, stream=BytesIO(raw), fmt=fmt,
@@ -141,7 +159,8 @@ def token(lead) -> str:
 API_BODY = st.one_of(
     st.lists(objects(CASE_NAMES, ["a", "b"]) | JSON, max_size=4).flatmap(as_text),
     objects(CASE_NAMES, ["a"]).flatmap(as_text),
-    st.lists(objects(CASE_NAMES, ["a"]).flatmap(as_text) | HAZARD_TEXT, max_size=4).map(
+    st.lists(objects(CASE_NAMES, ["a"]).flatmap(as_text) | hazard_row("cases", ["a", "b"]) | HAZARD_TEXT,
+             max_size=4).map(
         lambda items: "[" + ", ".join(items) + "]"),
 ).map(lambda text: text.encode("utf-8", "surrogatepass")) | st.binary(max_size=200)
 
