@@ -46,7 +46,7 @@ from judges.gate.config import (
 )
 from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
 from judges.gate.messages import ConfigError, one_line, print_error
-from judges.gate.outputs import KINDS, read_cases, read_cases_and_outputs, read_outputs
+from judges.gate.outputs import read_cases, read_cases_and_outputs, read_outputs
 from judges.gate.report import (
     junit_xml,
     results_payload,
@@ -56,6 +56,7 @@ from judges.gate.report import (
     write_summary,
 )
 from judges.gate.server import TOKEN_ENV, fetch_cases, post_results
+from labeling.importing.reading import CASE_KINDS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     cases.add_argument("--seed", metavar="S", help="any string: the same seed picks the same sample (with --sample)")
     cases.add_argument("--category", metavar="C", help="only cases of this category")
     cases.add_argument("--split", choices=("dev", "holdout"), help="only cases of this split")
-    cases.add_argument("--kind", choices=KINDS, help="only cases of this calibration kind")
+    cases.add_argument("--kind", choices=CASE_KINDS, help="only cases of this calibration kind")
     cases.add_argument("--out", required=True, metavar="FILE", help="write the cases here (JSONL)")
     cases.add_argument("--token", help=f"API token with cases:read (default: ${TOKEN_ENV})")
 
@@ -163,8 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _cases(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    if args.seed is not None and args.sample is None:
-        raise ConfigError("--seed chooses a sample: give --sample N with it")
+    if (args.seed is None) != (args.sample is None):
+        raise ConfigError("--sample N and --seed S go together: the same seed picks the same N cases")
     token = args.token or env.get(TOKEN_ENV) or None
     filters = {"category": args.category, "split": args.split, "kind": args.kind, "sample": args.sample,
                "seed": args.seed}

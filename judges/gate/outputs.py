@@ -13,12 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 from judges.gate.messages import ConfigError, one_line
-from labeling.importing.reading import Format, RowError, normalize_case_fields, read_records, validate_case
+from labeling.importing.reading import (
+    Format,
+    RowError,
+    normalize_case_fields,
+    read_records,
+    validate_case,
+)
 
 MAX_ERRORS_SHOWN = 20
 # The CI command reads whatever the pipeline hands it; the imports' size limit is the server's.
 MAX_FILE_BYTES = 1 << 40
-KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
 OUTPUT_FIELDS = ("external_id", "output", "trace", "metadata")
 
 
@@ -37,14 +42,11 @@ def _records(path: str, what: str, errors: list[str]) -> list[tuple[int, Any]]:
 
 
 def _case_problems(obj: Any, *, with_output: bool) -> list[str]:
-    """What is wrong with one case line, as "field: message" strings (labeling's checks, plus `kind`)."""
+    """What is wrong with one case line, as "field: message" strings (labeling's checks)."""
     if not isinstance(obj, dict):
         return ["expected a JSON object (one case per line)"]
     obj = dict(obj)
     problems = []
-    kind = obj.pop("kind", "")
-    if kind not in ("", None, *KINDS):
-        problems.append(f"kind: expected one of {', '.join(KINDS)} or empty, got {one_line(repr(kind), 60)}")
     if not with_output:
         if "output" in obj:
             problems.append("output: a cases line carries no output (the agent's answer is in the outputs file)")

@@ -18,6 +18,17 @@ TOKEN_ENV = "EVALHUB_TOKEN"
 HTTP_TIMEOUT_S = 30
 
 
+def _server_message(exc: urllib.error.HTTPError) -> str:
+    """What the server said about a refusal: its "error", or its list of {"field", "message"} "errors"."""
+    try:
+        body = json.loads(exc.read())
+        if body.get("errors"):
+            return "; ".join(f"{e.get('field')}: {e.get('message')}" for e in body["errors"])
+        return str(body.get("error") or "")
+    except (ValueError, AttributeError, OSError, TypeError):
+        return ""
+
+
 def http_request(request: urllib.request.Request, what: str) -> bytes:
     """The response body, or a ConfigError naming the status and the server's own message."""
     return http_request_to(request, what, None)
@@ -32,11 +43,7 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
             shutil.copyfileobj(response, sink)
             return b""
     except urllib.error.HTTPError as exc:
-        detail = ""
-        try:
-            detail = str(json.loads(exc.read()).get("error") or "")
-        except (ValueError, AttributeError, OSError):
-            pass
+        detail = _server_message(exc)
         hint = {
             401: f"the token was not accepted (pass --token or set {TOKEN_ENV})",
             403: "the token lacks the scope this needs",

@@ -239,7 +239,7 @@ def test_the_agents_trace_replaces_the_recorded_one(workdir):
         (CASES, [], "outputs.jsonl has no outputs"),
         ([{**CASES[0], "output": "an old answer"}], [{"external_id": "a", "output": "x"}],
          "line 1: output: a cases line carries no output"),
-        ([{**CASES[0], "kind": "great"}], [{"external_id": "a", "output": "x"}], "line 1: kind: expected one of"),
+        ([{**CASES[0], "kind": "great"}], [{"external_id": "a", "output": "x"}], "line 1: kind: must be one of"),
         ([{**CASES[0], "label": "pass"}], [{"external_id": "a", "output": "x"}], "line 1: label: is not a case field"),
     ],
 )
@@ -498,8 +498,9 @@ def test_it_exits_2_and_writes_nothing_when_the_cases_are_not_usable(workdir, se
     assert list(workdir.iterdir()) == [workdir / "cases.jsonl"]
 
 
-def test_a_seed_needs_a_sample_and_the_filters_are_checked(workdir, server, capsys):
+def test_a_sample_and_its_seed_go_together_and_the_filters_are_checked(workdir, server, capsys):
     assert cases_command(server, "--seed", "x") == 2
+    assert cases_command(server, "--sample", "3") == 2
     assert cases_command(server, "--kind", "great") == 2
     assert cases_command(server, "--split", "test") == 2
     assert server.requests == []
