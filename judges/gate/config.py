@@ -133,7 +133,7 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
     return out
 
 
-def model_judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]:
+def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]:
     """(provider, base_url_env, api_key_env, model) of each model judge a rubric may call."""
     cfg = rubric.judge
     if "behavioral" not in cfg.layers:
@@ -150,7 +150,7 @@ def check_prices(rubrics: Sequence[GateRubric]) -> None:
     unpriced = [
         f"{rubric.slug}: {model}"
         for rubric in rubrics
-        for *_, model in model_judges(rubric)
+        for *_, model in _judges(rubric)
         if model not in rubric.prices
     ]
     if unpriced:
@@ -198,7 +198,7 @@ def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> 
     """
     missing: list[str] = []
     for rubric in rubrics:
-        for provider, base_url_env, api_key_env, _ in model_judges(rubric):
+        for provider, base_url_env, api_key_env, _ in _judges(rubric):
             try:
                 resolve_endpoint(
                     provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env,

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker
-from judges.engine.providers import ClientPool, ProviderFailure, resolve_endpoint
-from judges.gate.config import GateRubric, model_judges
+from judges.engine.providers import ClientPool
+from judges.gate.config import GateRubric
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_NOT_EVALUATED = 0, 1, 2, 3
 # Under a spend cap, gate-stage rubrics spend first.
@@ -161,7 +161,6 @@ def judge_all(
         Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env)
         for r in rubrics
     ]
-    _open_clients([r for r, engine in zip(rubrics, engines, strict=True) if not engine.env_refusals], clients, env)
     items = [
         (index, case, repeat)
         for stage in SPEND_ORDER
@@ -192,19 +191,6 @@ def judge_all(
             result.cases.append(CaseResult(case["external_id"], verdict, reason, mine))
         results.append(result)
     return results
-
-
-def _open_clients(rubrics: Sequence[GateRubric], clients: ClientPool, env: Mapping[str, str]) -> None:
-    """Import each SDK and open its client once before the first call, so that this one-time cost (seconds)
-    is not counted in the latency of the first judgments. Only for judges whose variables may be read."""
-    for rubric in rubrics:
-        for provider, base_url_env, api_key_env, _ in model_judges(rubric):
-            try:
-                endpoint = resolve_endpoint(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env,
-                                            env=env, timeout_s=rubric.judge.timeout_s)
-            except ProviderFailure:
-                continue  # the judgments will say why
-            clients.get(endpoint)
 
 
 def refused_keys(results: Sequence[RubricResult]) -> list[tuple[str, str]]:
