@@ -13,6 +13,7 @@ from judges.engine import JudgeConfig, env_name_refusals, parse_env_allow
 from judges.engine.providers import ProviderFailure, resolve_endpoint
 from judges.gate.messages import ConfigError, one_line
 from judges.gate.server import http_request
+from labeling.importing.reading import json_error, parse_json
 
 GATES_SCHEMA = "evalhub.gates/v1"
 STAGES = ("observe", "warn", "gate")
@@ -27,6 +28,9 @@ class GateRubric:
     judge: JudgeConfig
     prices: dict[str, dict[str, float]]
     calibration: dict[str, Any] | None
+    # Set by the server when the evidence no longer holds (stale, a rule now broken, drift).
+    recalibration_needed: bool = False
+    recalibration_reasons: tuple[str, ...] = ()
 
 
 
@@ -47,9 +51,10 @@ def load_gate_config(source: str, *, token: str | None) -> dict[str, Any]:
         except UnicodeDecodeError:
             raise ConfigError(f"reading the gate config {source}: not UTF-8 text") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError as exc:
-        raise ConfigError(f"the gate config is not JSON: {exc}") from None
+        line = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ConfigError(f"the gate config is not JSON{line}: {json_error(exc)}") from None
 
 
 def _prices(value: Any, where: str) -> dict[str, dict[str, float]]:
@@ -115,8 +120,54 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
         calibration = item.get("calibration")
         if calibration is not None and not isinstance(calibration, dict):
             raise ConfigError(f"{where}.calibration: expected an object")
-        out.append(GateRubric(slug, stage, fail_closed, judge, _prices(item.get("prices"), where), calibration))
+        needed = item.get("recalibration_needed", False)
+        if not isinstance(needed, bool):
+            raise ConfigError(f"{where}.recalibration_needed: expected true or false")
+        reasons = item.get("recalibration_reasons", [])
+        if not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
+            raise ConfigError(f"{where}.recalibration_reasons: expected a list of strings")
+        out.append(GateRubric(
+            slug, stage, fail_closed, judge, _prices(item.get("prices"), where), calibration,
+            recalibration_needed=needed, recalibration_reasons=tuple(reasons),
+        ))
     return out
+
+
+def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]:
+    """(provider, base_url_env, api_key_env, model) of each model judge a rubric may call."""
+    cfg = rubric.judge
+    if "behavioral" not in cfg.layers:
+        return []
+    judges = [(cfg.provider, cfg.base_url_env, cfg.api_key_env, cfg.model)]
+    if cfg.secondary is not None:
+        s = cfg.secondary
+        judges.append((s.provider, s.base_url_env, s.api_key_env, s.model))
+    return judges
+
+
+def check_prices(rubrics: Sequence[GateRubric]) -> None:
+    """Under a spend cap every model a judge may call needs its price, or the cap could not be kept."""
+    unpriced = [
+        f"{rubric.slug}: {model}"
+        for rubric in rubrics
+        for *_, model in _judges(rubric)
+        if model not in rubric.prices
+    ]
+    if unpriced:
+        raise ConfigError(
+            "--max-cost-usd needs a price for every model the judges call; the gate config has none for "
+            + "; ".join(unpriced)
+        )
+
+
+def check_calibrated(rubrics: Sequence[GateRubric]) -> None:
+    """--require-calibrated: a rubric marked recalibration needed is a config error."""
+    marked = [r for r in rubrics if r.recalibration_needed]
+    if marked:
+        raise ConfigError(
+            "--require-calibrated: recalibration needed for "
+            + "; ".join(f"{r.slug} ({', '.join(r.recalibration_reasons) or 'no reason given'})" for r in marked)
+        )
 
 
 def allowed_env_names(allow_env: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
@@ -147,18 +198,11 @@ def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> 
     """
     missing: list[str] = []
     for rubric in rubrics:
-        cfg = rubric.judge
-        if "behavioral" not in cfg.layers:
-            continue
-        judges = [(cfg.provider, cfg.base_url_env, cfg.api_key_env)]
-        if cfg.secondary is not None:
-            s = cfg.secondary
-            judges.append((s.provider, s.base_url_env, s.api_key_env))
-        for provider, base_url_env, api_key_env in judges:
+        for provider, base_url_env, api_key_env, _ in _judges(rubric):
             try:
                 resolve_endpoint(
                     provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env,
-                    timeout_s=cfg.timeout_s,
+                    timeout_s=rubric.judge.timeout_s,
                 )
             except ProviderFailure as failure:
                 missing.append(f"{rubric.slug}: {failure.detail}")  # names the variable, never a value

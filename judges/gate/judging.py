@@ -3,15 +3,51 @@ warn reports, gate fails."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.engine import KEY_REFUSED, FolderCache, Judgment, judge_batch
+from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker
+from judges.engine.providers import ClientPool
 from judges.gate.config import GateRubric
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_NOT_EVALUATED = 0, 1, 2, 3
+# Under a spend cap, gate-stage rubrics spend first.
+SPEND_ORDER = ("gate", "warn", "observe")
+BUDGET_FIELDS = (
+    "calls", "cache_hits", "input_tokens", "output_tokens", "cost_usd", "contested", "latency_ms_p50",
+    "latency_ms_p95",
+)
+
+
+def _percentile(sorted_values: Sequence[int], share: float) -> int | None:
+    """Nearest-rank percentile: the smallest value with at least `share` of the values at or below it."""
+    if not sorted_values:
+        return None
+    return sorted_values[max(0, math.ceil(share * len(sorted_values)) - 1)]
+
+
+def budget(judgments: Iterable[Judgment]) -> dict[str, Any]:
+    """Where the budget went (DESIGN "Gate config"): provider calls, cache hits, tokens, cost (None when
+    a model used has no price), contested judgments, and the latency of the judgments that called a
+    provider (cache hits and contract-only verdicts would only pull it towards zero). The SDKs are
+    imported on the first call, so a check with few calls shows that second or two in its p95."""
+    judgments = list(judgments)
+    costs = [j.cost_usd for j in judgments]
+    latencies = sorted(j.latency_ms for j in judgments if j.provider_calls)
+    return {
+        "calls": sum(j.provider_calls for j in judgments),
+        "cache_hits": sum(1 for j in judgments if j.cached),
+        "input_tokens": sum(j.input_tokens for j in judgments),
+        "output_tokens": sum(j.output_tokens for j in judgments),
+        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
+        "contested": sum(1 for j in judgments if j.contested),
+        "latency_ms_p50": _percentile(latencies, 0.50),
+        "latency_ms_p95": _percentile(latencies, 0.95),
+    }
 
 
 @dataclass
@@ -58,6 +94,14 @@ class RubricResult:
             return "fail"
         return "not_evaluated" if self.not_evaluated else "pass"
 
+    @property
+    def judgments(self) -> list[Judgment]:
+        return [j for case in self.cases for j in case.judgments]
+
+    @property
+    def budget(self) -> dict[str, Any]:
+        return budget(self.judgments)
+
     def counts_as_failure(self, case: CaseResult) -> bool:
         """Whether this case is reported as a failure (JUnit <failure>, a warning, a failure line)."""
         if self.rubric.stage == "observe":
@@ -93,30 +137,61 @@ def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str
     return verdict, reason
 
 
-def judge_rubric(
-    rubric: GateRubric,
+def judge_all(
+    rubrics: Sequence[GateRubric],
     cases: Sequence[dict[str, Any]],
     *,
     repeats: int,
     concurrency: int,
     cache: FolderCache | None,
     env: Mapping[str, str],
+    max_cost_usd: float | None = None,
     allowed_env: Sequence[str] = (),
-) -> RubricResult:
-    items = [(case, repeat) for case in cases for repeat in range(1, repeats + 1)]
-    judgments = judge_batch(
-        items, rubric.judge, concurrency=concurrency, cache=cache, prices=rubric.prices, env=env,
-        allowed_env=allowed_env,
-    )
-    by_case: dict[str, list[Judgment]] = {}
-    for (case, _), judgment in zip(items, judgments, strict=True):
-        by_case.setdefault(case["external_id"], []).append(judgment)
-    result = RubricResult(rubric)
-    for case in cases:
-        mine = by_case[case["external_id"]]
-        verdict, reason = case_verdict(mine, gate=rubric.stage == "gate")
-        result.cases.append(CaseResult(case["external_id"], verdict, reason, mine))
-    return result
+) -> list[RubricResult]:
+    """Judge every (rubric, case, repeat) side by side on one pool of `concurrency` threads.
+
+    One spend cap covers the whole check. Work is queued gate-stage rubrics first (then warn, then
+    observe), case by case across the rubrics of a stage, so that when the cap runs out the gates
+    have spent first and the cases judged are the same for each of them; what is left comes back not
+    evaluated ("spend cap"). Results are in the rubrics' order, each case's judgments by repeat.
+    `allowed_env`: variable names the pipeline allows beyond the engine's own (--allow-env).
+    """
+    spend = SpendTracker(max_cost_usd)
+    clients = ClientPool()  # one SDK client per endpoint, shared by every rubric's judge
+    engines = [
+        Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env)
+        for r in rubrics
+    ]
+    items = [
+        (index, case, repeat)
+        for stage in SPEND_ORDER
+        for case in cases
+        for repeat in range(1, repeats + 1)
+        for index, rubric in enumerate(rubrics)
+        if rubric.stage == stage
+    ]
+    judgments: dict[tuple[int, str, int], Judgment] = {}
+    executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
+    try:
+        # A thread pool starts its work in the order it was submitted: the spend order above holds.
+        futures = {
+            executor.submit(engines[index].judge, case, repeat): (index, case["external_id"], repeat)
+            for index, case, repeat in items
+        }
+        for future in as_completed(futures):
+            judgments[futures[future]] = future.result()
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+        clients.close()
+    results = []
+    for index, rubric in enumerate(rubrics):
+        result = RubricResult(rubric)
+        for case in cases:
+            mine = [judgments[(index, case["external_id"], repeat)] for repeat in range(1, repeats + 1)]
+            verdict, reason = case_verdict(mine, gate=rubric.stage == "gate")
+            result.cases.append(CaseResult(case["external_id"], verdict, reason, mine))
+        results.append(result)
+    return results
 
 
 def refused_keys(results: Sequence[RubricResult]) -> list[tuple[str, str]]:

@@ -1,95 +1,160 @@
-"""The outputs file: the agent's new answers, one case per JSONL line (DESIGN's case format)."""
+"""The files CI judges: the agent's outputs, and with `--cases` the cases they answer (DESIGN "Gate config").
+
+Without `--cases`, each outputs line is a whole case (DESIGN's case format, output included). With it,
+the expectations come from the cases file (every case field but `output`, as `evalhub-gate cases`
+writes it) and an outputs line carries only what the agent produced: `external_id`, `output`, `trace`
+and optionally `metadata`. Lines are read and checked by labeling's Django-free case reader, the one
+the imports use: strict JSON, the camelCase golden-dataset names, the case's fields and their types.
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Any
 
-from judges.gate.messages import ConfigError
-
-MAX_ERRORS_SHOWN = 20
-
-# What a case of the outputs file may hold (DESIGN's case fields) and the type each must have.
-_STRING_FIELDS = ("golden_answer", "expected_behaviour", "category")
-_NULLABLE_STRING_FIELDS = ("expected_tool", "expected_source")
-_CASE_FIELDS = frozenset(
-    {"external_id", "input", "output", "trace", "expected_tool_argument", "metadata",
-     *_STRING_FIELDS, *_NULLABLE_STRING_FIELDS}
+from judges.gate.messages import ConfigError, one_line
+from labeling.importing.reading import (
+    Format,
+    RowError,
+    normalize_case_fields,
+    read_records,
+    validate_case,
 )
 
+MAX_ERRORS_SHOWN = 20
+# The CI command reads whatever the pipeline hands it; the imports' size limit is the server's.
+MAX_FILE_BYTES = 1 << 40
+OUTPUT_FIELDS = ("external_id", "output", "trace", "metadata")
 
-def _case_errors(obj: Any) -> list[str]:
+
+def _records(path: str, what: str, errors: list[str]) -> list[tuple[int, Any]]:
+    """(line, JSON value) of each non-blank line; a bad line (encoding, JSON) goes to `errors`."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise ConfigError(f"reading the {what} {path}: {exc.strerror or exc}") from None
+    problems: list[RowError] = []
+    with fh:
+        records = list(read_records(fh, Format.JSONL, problems, known=(), required=(), max_bytes=MAX_FILE_BYTES,
+                                    aliases={}))
+    errors.extend(str(p) for p in problems)
+    return records
+
+
+def _case_problems(obj: Any, *, with_output: bool) -> list[str]:
+    """What is wrong with one case line, as "field: message" strings (labeling's checks)."""
     if not isinstance(obj, dict):
         return ["expected a JSON object (one case per line)"]
-    errors = []
-    unknown = sorted(set(obj) - _CASE_FIELDS)
-    if unknown:
-        errors.append(f"unknown field(s) {', '.join(unknown)}")
-    external_id = obj.get("external_id")
-    if not isinstance(external_id, str) or not external_id.strip():
-        errors.append("external_id: expected a non-empty string")
-    for name in ("input", "output"):
-        if not isinstance(obj.get(name), str):
-            errors.append(f"{name}: expected a string")
-    for name in _STRING_FIELDS:
-        if name in obj and not isinstance(obj[name], str):
-            errors.append(f"{name}: expected a string")
-    for name in _NULLABLE_STRING_FIELDS:
-        if obj.get(name) is not None and not isinstance(obj[name], str):
-            errors.append(f"{name}: expected a string or null")
-    for name in ("trace", "metadata"):
-        if obj.get(name) is not None and not isinstance(obj[name], dict):
-            errors.append(f"{name}: expected an object")
-    trace = obj.get("trace") or {}
-    if isinstance(trace, dict):
-        sources = trace.get("retrievedSources")
-        if sources is not None and not (isinstance(sources, list) and all(isinstance(s, str) for s in sources)):
-            errors.append("trace.retrievedSources: expected a list of strings")
-        calls = trace.get("toolCalls")
-        if calls is not None and not (
-            isinstance(calls, list) and all(isinstance(c, dict) and isinstance(c.get("name"), str) for c in calls)
-        ):
-            errors.append("trace.toolCalls: expected a list of {name, argument, result}")
-        if trace.get("context") is not None and not isinstance(trace["context"], str):
-            errors.append("trace.context: expected a string")
-    return errors
+    obj = dict(obj)
+    problems = []
+    if not with_output:
+        if "output" in obj:
+            problems.append("output: a cases line carries no output (the agent's answer is in the outputs file)")
+        obj["output"] = ""
+    _, found = validate_case(obj)
+    problems.extend(f"{name}: {message}" if name else message for name, message in found)
+    return problems
+
+
+def _checked(
+    records: list[tuple[int, Any]], errors: list[str], problems_of: Callable[[Any], list[str]]
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    """{external_id: (line, object)} of the lines that check out; every problem goes to `errors` by line."""
+    found: dict[str, tuple[int, dict[str, Any]]] = {}
+    for number, obj in records:
+        try:
+            obj = normalize_case_fields(obj) if isinstance(obj, dict) else obj
+        except ValueError as exc:  # a field named both ways
+            errors.append(f"line {number}: {exc}")
+            continue
+        problems = problems_of(obj)
+        if not problems:
+            external_id = obj["external_id"]
+            if external_id in found:
+                problems = [f"external_id {one_line(repr(external_id), 120)} repeats line {found[external_id][0]}"]
+            else:
+                found[external_id] = (number, obj)
+        errors.extend(f"line {number}: {p}" for p in problems)
+    return found
+
+
+def _raise_errors(errors: list[str], headline: str) -> None:
+    """One config error listing the first of `errors` below `headline` ("the outputs file … has errors:")."""
+    if errors:
+        shown = errors[:MAX_ERRORS_SHOWN]
+        more = [f"… and {len(errors) - len(shown)} more"] if len(errors) > len(shown) else []
+        raise ConfigError(headline, shown + more)
+
+
+def _read_cases(path: str, shown_as: str) -> dict[str, tuple[int, dict[str, Any]]]:
+    errors: list[str] = []
+    cases = _checked(_records(path, "cases", errors), errors, lambda obj: _case_problems(obj, with_output=False))
+    _raise_errors(errors, f"{shown_as} has errors:")
+    if not cases:
+        raise ConfigError(f"{shown_as} has no cases")
+    return cases
+
+
+def read_cases(path: str, *, shown_as: str) -> list[dict[str, Any]]:
+    """The cases of a cases file (every case field but `output`); `shown_as` names it in errors."""
+    return [case for _, case in _read_cases(path, shown_as).values()]
 
 
 def read_outputs(path: str) -> list[dict[str, Any]]:
-    """The cases of a JSONL file (DESIGN's case format); every bad line is reported with its number."""
-    try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, after the line loop
-    except OSError as exc:
-        raise ConfigError(f"reading the outputs {path}: {exc.strerror or exc}") from None
-    cases: list[dict[str, Any]] = []
+    """The cases of an outputs file in which every line is a whole case (no `--cases`)."""
     errors: list[str] = []
-    first_line: dict[str, int] = {}
-    with fh:
-        try:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    errors.append(f"line {number}: not JSON ({exc})")
-                    continue
-                problems = _case_errors(obj)
-                if not problems:
-                    external_id = obj["external_id"]
-                    if external_id in first_line:
-                        problems = [f"external_id {external_id!r} repeats line {first_line[external_id]}"]
-                    first_line.setdefault(external_id, number)
-                errors.extend(f"line {number}: {p}" for p in problems)
-                if not problems:
-                    cases.append(obj)
-        except UnicodeDecodeError:
-            raise ConfigError(f"reading the outputs {path}: not UTF-8 text") from None
-    if errors:
-        shown = errors[:MAX_ERRORS_SHOWN]
-        more = f"\n  … and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
-        raise ConfigError(f"the outputs file {path} has errors:\n  " + "\n  ".join(shown) + more)
-    if not cases:
+    records = _records(path, "outputs", errors)
+    found = _checked(records, errors, lambda obj: _case_problems(obj, with_output=True))
+    _raise_errors(errors, f"the outputs file {path} has errors:")
+    if not found:
         raise ConfigError(f"the outputs file {path} has no cases")
-    return cases
+    return [obj for _, obj in found.values()]
 
+
+def _output_problems(obj: Any) -> list[str]:
+    if not isinstance(obj, dict):
+        return ["expected a JSON object (one output per line)"]
+    problems = []
+    extra = [name for name in obj if name not in OUTPUT_FIELDS]
+    if extra:
+        problems.append(
+            f"{', '.join(one_line(name, 60) for name in extra)}: not allowed in an outputs line with --cases "
+            f"(allowed: {', '.join(OUTPUT_FIELDS)}; the expectations come from the cases file)"
+        )
+    # The case reader checks the fields an outputs line shares with a case.
+    shared = {name: obj[name] for name in OUTPUT_FIELDS if name in obj}
+    _, found = validate_case({"input": "", **shared})
+    problems.extend(f"{name}: {message}" if name else message for name, message in found)
+    return problems
+
+
+def read_cases_and_outputs(cases_path: str, outputs_path: str) -> list[dict[str, Any]]:
+    """The cases of the cases file, each with the agent's output, trace and metadata from the outputs file.
+
+    Every output must answer a case and every case must have its output; either file being empty is
+    an error too: a check that judged nothing must not pass.
+    """
+    cases = _read_cases(cases_path, f"the cases file {cases_path}")
+    errors: list[str] = []
+    outputs = _checked(_records(outputs_path, "outputs", errors), errors, _output_problems)
+    for external_id, (number, _) in outputs.items():
+        if external_id not in cases:
+            errors.append(f"line {number}: external_id {one_line(repr(external_id), 120)} is not among the cases "
+                          f"of {cases_path}")
+    _raise_errors(errors, f"the outputs file {outputs_path} has errors:")
+    if not outputs:
+        raise ConfigError(f"the outputs file {outputs_path} has no outputs")
+    missing = [f"{one_line(repr(external_id), 120)} (cases line {number})"
+               for external_id, (number, _) in cases.items() if external_id not in outputs]
+    _raise_errors(missing, f"the outputs file {outputs_path} has no output for {len(missing)} case(s):")
+    merged = []
+    for external_id, (_, case) in cases.items():
+        output = outputs[external_id][1]
+        merged.append({
+            **case,
+            "output": output["output"],
+            # What the agent did this time: its own tool calls and sources, never the recorded ones.
+            "trace": output.get("trace") or {},
+            "metadata": {**(case.get("metadata") or {}), **(output.get("metadata") or {})},
+        })
+    return merged

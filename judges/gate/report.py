@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from judges.gate.judging import OVERALL, RubricResult
+from judges.gate.config import GateRubric
+from judges.gate.judging import BUDGET_FIELDS, OVERALL, RubricResult, budget
 from judges.gate.messages import one_line
 
 RESULTS_SCHEMA = "evalhub.ci-results/v1"
@@ -19,27 +20,48 @@ MAX_LISTED_CASES = 100
 _XML_INVALID_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def write_summary(results: Sequence[RubricResult], code: int, out: TextIO) -> None:
-    headers = ("rubric", "stage", "pass", "fail", "not evaluated", "outcome")
-    rows = [
-        (
-            r.rubric.slug,
-            r.rubric.stage + (" (fail_closed)" if r.rubric.fail_closed and r.rubric.stage == "gate" else ""),
-            str(r.passed), str(r.failed), str(r.not_evaluated), r.outcome.replace("_", " "),
-        )
-        for r in results
-    ]
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: range, out: TextIO) -> None:
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(
-            c.rjust(w) if 2 <= i <= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
     print(line(headers), file=out)
     print(line(["-" * w for w in widths]), file=out)
     for row in rows:
         print(line(row), file=out)
+
+
+def _budget_cells(budget: dict[str, Any]) -> list[str]:
+    cost = budget["cost_usd"]
+    return [
+        str(budget["calls"]), str(budget["cache_hits"]), str(budget["input_tokens"]), str(budget["output_tokens"]),
+        "unpriced" if cost is None else f"{cost:.6f}", str(budget["contested"]),
+        *("-" if budget[name] is None else str(budget[name]) for name in ("latency_ms_p50", "latency_ms_p95")),
+    ]
+
+
+BUDGET_HEADERS = ("calls", "cache hits", "input tokens", "output tokens", "cost USD", "contested", "p50 ms", "p95 ms")
+
+
+def totals(results: Sequence[RubricResult]) -> dict[str, Any]:
+    return budget(j for r in results for j in r.judgments)
+
+
+def write_summary(results: Sequence[RubricResult], code: int, out: TextIO) -> None:
+    """The verdicts per rubric, a line per case that failed or was not evaluated, then where the budget
+    went per rubric, ending with the totals and the exit code."""
+    rows = [
+        (
+            one_line(r.rubric.slug, 80),
+            r.rubric.stage + (" (fail_closed)" if r.rubric.fail_closed and r.rubric.stage == "gate" else ""),
+            str(r.passed), str(r.failed), str(r.not_evaluated), r.outcome.replace("_", " "),
+        )
+        for r in results
+    ]
+    _table(("rubric", "stage", "pass", "fail", "not evaluated", "outcome"), rows, range(2, 5), out)
     for r in results:
         listed = [c for c in r.cases if c.verdict != "pass" and r.rubric.stage != "observe"]
         for case in listed:
@@ -48,8 +70,12 @@ def write_summary(results: Sequence[RubricResult], code: int, out: TextIO) -> No
             else:
                 tag = "NOT EVALUATED"
             closed = " (fail_closed: counts as fail)" if case.verdict == "not_evaluated" and tag == "FAIL" else ""
-            print(f"  {tag} {r.rubric.slug} {one_line(case.external_id, 120)}{closed}: {one_line(case.reason)}",
-                  file=out)
+            print(f"  {tag} {one_line(r.rubric.slug, 80)} {one_line(case.external_id, 120)}{closed}: "
+                  f"{one_line(case.reason)}", file=out)
+    budget_rows = [(one_line(r.rubric.slug, 80), *_budget_cells(r.budget)) for r in results]
+    budget_rows.append(("total", *_budget_cells(totals(results))))
+    print("where the budget went:", file=out)
+    _table(("rubric", *BUDGET_HEADERS), budget_rows, range(1, 9), out)
     print(f"evalhub-gate: exit {code} ({OVERALL[code].replace('_', ' ')})", file=out)
 
 
@@ -59,6 +85,11 @@ def _gh_escape(text: str, *, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
+def workflow_command(level: str, title: str, message: str) -> str:
+    """A GitHub Actions annotation whose title and message went through one_line first."""
+    return f"::{level} title={_gh_escape(one_line(title, 120), prop=True)}::{_gh_escape(one_line(message, 1000))}"
+
+
 def write_github_annotations(results: Sequence[RubricResult], out: TextIO) -> None:
     """`::warning` for a warn-stage failure, `::error` for a gate-stage one (GITHUB_ACTIONS=true)."""
     for r in results:
@@ -66,9 +97,20 @@ def write_github_annotations(results: Sequence[RubricResult], out: TextIO) -> No
             if not r.counts_as_failure(case):
                 continue
             level = "error" if r.rubric.stage == "gate" else "warning"
-            title = _gh_escape(f"evalhub {r.rubric.stage} {r.rubric.slug}", prop=True)
-            message = _gh_escape(f"{one_line(case.external_id, 120)}: {case.verdict}: {one_line(case.reason)}")
-            print(f"::{level} title={title}::{message}", file=out)
+            message = f"{one_line(case.external_id, 120)}: {case.verdict}: {one_line(case.reason)}"
+            print(workflow_command(level, f"evalhub {r.rubric.stage} {r.rubric.slug}", message), file=out)
+
+
+def write_recalibration(rubrics: Sequence[GateRubric], out: TextIO, *, github: bool) -> None:
+    """Announce each rubric the server marked recalibration needed (a warning annotation on GitHub)."""
+    for rubric in rubrics:
+        if not rubric.recalibration_needed:
+            continue
+        reasons = "; ".join(rubric.recalibration_reasons) or "no reason given"
+        print(f"evalhub-gate: warning: recalibration needed for {one_line(rubric.slug, 80)}: {one_line(reasons)}",
+              file=out)
+        if github:
+            print(workflow_command("warning", f"evalhub recalibration needed {rubric.slug}", reasons), file=out)
 
 
 def write_step_summary(results: Sequence[RubricResult], code: int, path: str) -> None:
@@ -88,6 +130,9 @@ def write_step_summary(results: Sequence[RubricResult], code: int, path: str) ->
         f"{r.outcome.replace('_', ' ')} |"
         for r in results
     ]
+    lines += ["", f"| rubric | {' | '.join(BUDGET_HEADERS)} |", "| --- |" + " ---: |" * len(BUDGET_HEADERS)]
+    lines += [f"| {cell(r.rubric.slug)} | {' | '.join(_budget_cells(r.budget))} |" for r in results]
+    lines.append(f"| **total** | {' | '.join(_budget_cells(totals(results)))} |")
     with open(path, "a", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
 
@@ -100,14 +145,18 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
     """A testsuite per rubric, a testcase per case: <failure> for what counts as a failure at warn or
     gate, <skipped> for not evaluated, and observe-stage cases passed with their verdict in system-out."""
     root = ET.Element("testsuites", name="evalhub-gate")
-    totals = Counter()
+    all_counts = Counter()
     for r in results:
-        classname = f"evalhub.{r.rubric.slug}"
+        classname = _xml_text(f"evalhub.{r.rubric.slug}")
         suite = ET.SubElement(root, "testsuite", name=classname)
         properties = ET.SubElement(suite, "properties")
+        spent = r.budget
         for name, value in (
             ("stage", r.rubric.stage), ("fail_closed", str(r.rubric.fail_closed).lower()),
             ("config_hash", r.rubric.judge.config_hash), ("outcome", r.outcome),
+            ("recalibration_needed", str(r.rubric.recalibration_needed).lower()),
+            # Where the budget went; a cost is left out when a model used has no price.
+            *((field, str(spent[field])) for field in BUDGET_FIELDS if spent[field] is not None),
         ):
             ET.SubElement(properties, "property", name=name, value=value)
         counts = Counter()
@@ -132,9 +181,9 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
         suite.set("skipped", str(counts["skipped"]))
         suite.set("errors", "0")
         suite.set("time", f"{sum(c.seconds for c in r.cases):.3f}")
-        totals.update(counts)
+        all_counts.update(counts)
     for name in ("tests", "failures", "skipped"):
-        root.set(name, str(totals[name]))
+        root.set(name, str(all_counts[name]))
     root.set("errors", "0")
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
@@ -153,9 +202,10 @@ def _ci_context(env: Mapping[str, str]) -> dict[str, str | None]:
 
 
 def results_payload(
-    results: Sequence[RubricResult], *, code: int, repeats: int, n_cases: int, env: Mapping[str, str]
+    results: Sequence[RubricResult], *, code: int, repeats: int, n_cases: int, env: Mapping[str, str],
+    max_cost_usd: float | None = None,
 ) -> dict[str, Any]:
-    """What `--post` sends and `--json` writes: counts per rubric, never a key or a token."""
+    """What `--post` sends and `--json` writes: counts and the budget per rubric, never a key or a token."""
     return {
         "schema": RESULTS_SCHEMA,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -164,6 +214,8 @@ def results_payload(
         "repeats": repeats,
         "cases": n_cases,
         **_ci_context(env),
+        "max_cost_usd": max_cost_usd,
+        "totals": totals(results),
         "rubrics": [
             {
                 "slug": r.rubric.slug,
@@ -179,6 +231,9 @@ def results_payload(
                 "not_evaluated_cases": [
                     c.external_id for c in r.cases if c.verdict == "not_evaluated"
                 ][:MAX_LISTED_CASES],
+                **r.budget,
+                "recalibration_needed": r.rubric.recalibration_needed,
+                "recalibration_reasons": list(r.rubric.recalibration_reasons),
             }
             for r in results
         ],

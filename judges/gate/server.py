@@ -1,11 +1,16 @@
-"""Talking to the evalhub server: one HTTP helper that turns every failure into a config error."""
+"""Talking to the evalhub server: fetching a dataset's cases, posting results; every failure is a
+config error naming the status and the server's own message."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
-from typing import Any
+from typing import IO, Any
 
 from judges.gate.messages import ConfigError, one_line
 
@@ -13,17 +18,32 @@ TOKEN_ENV = "EVALHUB_TOKEN"
 HTTP_TIMEOUT_S = 30
 
 
+def _server_message(exc: urllib.error.HTTPError) -> str:
+    """What the server said about a refusal: its "error", or its list of {"field", "message"} "errors"."""
+    try:
+        body = json.loads(exc.read())
+        if body.get("errors"):
+            return "; ".join(f"{e.get('field')}: {e.get('message')}" for e in body["errors"])
+        return str(body.get("error") or "")
+    except (ValueError, AttributeError, OSError, TypeError):
+        return ""
+
+
 def http_request(request: urllib.request.Request, what: str) -> bytes:
     """The response body, or a ConfigError naming the status and the server's own message."""
+    return http_request_to(request, what, None)
+
+
+def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] | None) -> bytes:
+    """The response body (streamed into `sink` when given, then b""), or a ConfigError."""
     try:
         with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-            return response.read()
+            if sink is None:
+                return response.read()
+            shutil.copyfileobj(response, sink)
+            return b""
     except urllib.error.HTTPError as exc:
-        detail = ""
-        try:
-            detail = str(json.loads(exc.read()).get("error") or "")
-        except (ValueError, AttributeError, OSError):
-            pass
+        detail = _server_message(exc)
         hint = {
             401: f"the token was not accepted (pass --token or set {TOKEN_ENV})",
             403: "the token lacks the scope this needs",
@@ -50,3 +70,31 @@ def post_results(url: str, token: str, payload: dict[str, Any]) -> dict[str, Any
     except ValueError:
         return {}
 
+
+
+def fetch_cases(
+    server: str, dataset: str, *, token: str | None, filters: dict[str, str | int | None], out: str
+) -> str:
+    """Stream `GET /api/datasets/<slug>/cases` (a cases:read token) into a file beside `out`; its path.
+
+    The caller checks the file and moves it into place, so a failed or refused fetch never leaves a
+    half-written cases file where the pipeline expects one.
+    """
+    query = urllib.parse.urlencode({name: value for name, value in filters.items() if value is not None})
+    url = f"{server.rstrip('/')}/api/datasets/{urllib.parse.quote(dataset, safe='')}/cases"
+    url = f"{url}?{query}" if query else url
+    headers = {"Accept": "application/jsonl"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    folder = os.path.dirname(os.path.abspath(out))
+    try:
+        fd, partial = tempfile.mkstemp(prefix=".cases-", suffix=".jsonl", dir=folder)
+    except OSError as exc:
+        raise ConfigError(f"writing {out}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as sink:
+            http_request_to(urllib.request.Request(url, headers=headers), f"fetching the cases from {url}", sink)
+    except BaseException:
+        os.unlink(partial)
+        raise
+    return partial

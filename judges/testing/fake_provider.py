@@ -182,6 +182,9 @@ class State:
             self.by_fault: Counter[str] = Counter()
             self.in_flight = 0
             self.max_in_flight = 0
+            # Wall-clock bounds of the calls (time.time()): a benchmark's "first call to last".
+            self.first_call_at: float | None = None
+            self.last_call_end: float | None = None
             self.seen: Counter[str] = Counter()
             self.requests: deque[dict[str, Any]] = deque(maxlen=500)
 
@@ -219,6 +222,8 @@ class State:
             self.by_model[model] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.first_call_at is None:
+                self.first_call_at = time.time()
             nth = self.seen[digest]
             self.seen[digest] += 1
             self.requests.append(record)
@@ -240,6 +245,7 @@ class State:
     def end(self) -> None:
         with self.lock:
             self.in_flight -= 1
+            self.last_call_end = time.time()
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
@@ -250,6 +256,8 @@ class State:
                 "by_fault": dict(self.by_fault),
                 "in_flight": self.in_flight,
                 "max_in_flight": self.max_in_flight,
+                "first_call_at": self.first_call_at,
+                "last_call_end": self.last_call_end,
             }
 
 

@@ -49,6 +49,15 @@ def test_it_stores_one_result_per_rubric(client, rubric, ci_token):
     assert result.failed_cases == ["case-007"] and result.config_hash == HASH
 
 
+def test_it_accepts_the_budget_and_recalibration_fields_the_command_now_sends(client, rubric, ci_token):
+    budget = {"calls": 40, "cache_hits": 2, "input_tokens": 31000, "output_tokens": 1900, "cost_usd": 0.0058,
+              "contested": 1, "latency_ms_p50": 820, "latency_ms_p95": 1900}
+    body = payload(**budget, recalibration_needed=True, recalibration_reasons=["evidence stale"])
+    body |= {"max_cost_usd": 2.0, "totals": budget}
+    assert post(client, body, ci_token).status_code == 201
+    assert CiResult.objects.get().passed == 38
+
+
 @pytest.mark.parametrize(("scopes", "status"), [(None, 401), ([Scope.GATES_READ], 403)])
 def test_it_needs_a_results_write_token(client, lead, rubric, scopes, status):
     raw = ApiToken.issue(name="t", scopes=scopes, created_by=lead)[1] if scopes else None

@@ -274,8 +274,8 @@ def test_it_exits_2_listing_every_bad_line_of_the_outputs(workdir, judge, capsys
     )
     assert gate_cli.main(["check", "--config", config, "--outputs", "outputs.jsonl"]) == 2
     err = capsys.readouterr().err
-    assert "line 2: not JSON" in err
-    assert "line 3: input: expected a string" in err
+    assert "line 2: is not valid JSON" in err
+    assert "line 3: input: is required" in err
     assert "line 4: external_id 'ok-0' repeats line 1" in err
     assert judge.stats()["total"] == 0
 
