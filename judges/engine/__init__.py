@@ -2,18 +2,25 @@
 
 Judge one case with `judge_case(case, config_dict, repeat, cache=FolderCache(path), prices=prices)`,
 many with `judge_batch([(case, 1), (case, 2)], config_dict, concurrency=8, spend_cap_usd=5.0)`.
+Whether a config may read the environment variables it names: `env_name_refusals(config)`.
 """
 
 from .cache import Cache, FolderCache, MemoryCache, cache_key, case_content_key
 from .config import CONTRACT_CHECKS, JudgeConfig, SecondaryJudge, config_hash
 from .contract import json_equal, run_contract_checks
+from .credentials import SECRET_SHAPES, redact_key, secret_kinds
+from .envnames import ALLOWED_ENV_NAMES, env_name_refusals, is_never_allowed, parse_env_allow
 from .families import is_pinned_snapshot, model_family
 from .judgment import ERRORS, OUTCOMES, Judgment
 from .prompt import DEFAULT_PROMPT_TEMPLATE, SCORE_FIELDS, build_messages, parse_sections
+from .providers import KEY_REFUSED
 from .runner import Engine, RetryPolicy, SpendTracker, call_cost, judge_batch, judge_case
 from .validation import InvalidOutput, normalise_verdict, validate_answer
 
 __all__ = [
+    "ALLOWED_ENV_NAMES",
+    "KEY_REFUSED",
+    "SECRET_SHAPES",
     "CONTRACT_CHECKS",
     "DEFAULT_PROMPT_TEMPLATE",
     "ERRORS",
@@ -34,13 +41,18 @@ __all__ = [
     "call_cost",
     "case_content_key",
     "config_hash",
+    "env_name_refusals",
+    "is_never_allowed",
     "is_pinned_snapshot",
     "json_equal",
     "judge_batch",
     "judge_case",
     "model_family",
     "normalise_verdict",
+    "parse_env_allow",
     "parse_sections",
+    "redact_key",
     "run_contract_checks",
+    "secret_kinds",
     "validate_answer",
 ]

@@ -1,8 +1,10 @@
 """The judge config: one immutable, JSON-able version of how a rubric is judged.
 
 The app stores it whole, the gate config ships it whole and CI runs it. `config_hash` covers
-everything that can change a verdict; where the endpoint lives and which key opens it come from
-environment variables the config names (`base_url_env`, `api_key_env`) and are left out of the hash.
+everything that can change a verdict and the NAMES of the environment variables that hold the
+endpoint and the key (`base_url_env`, `api_key_env`; never their values): a config whose only
+change is its key variable is a new version. Fields at their default are left out of what is
+hashed, so a field added later does not change the hash of configs that do not use it.
 """
 
 import copy
@@ -28,6 +30,10 @@ CONTRACT_CHECKS: tuple[str, ...] = (
     "must_match",
     "must_not_match",
     "json_schema",
+    "allowed_tools",
+    "forbidden_tools",
+    "max_tool_calls",
+    "no_secrets",
 )
 PROVIDERS: tuple[str, ...] = ("openai", "anthropic", "openai-compatible")
 OUTPUT_KINDS: tuple[str, ...] = ("verdict", "scores")
@@ -37,8 +43,16 @@ SECONDARY_MODES: tuple[str, ...] = ("always", "categories", "borderline", "sampl
 RESERVED_PARAMS: frozenset[str] = frozenset(
     {"model", "messages", "system", "response_format", "tools", "tool_choice", "stream", "n"}
 )
-# Not part of the hash: where to call and with which key, never what is asked.
-UNHASHED_FIELDS: frozenset[str] = frozenset({"base_url_env", "api_key_env", "config_hash"})
+# Left out of the hash while at their default: configs that do not use them keep their hash.
+# (The env names were once left out whatever their value; migration 0004 rewrote the stored hashes.)
+HASHED_ONLY_WHEN_SET: dict[str, Any] = {
+    "base_url_env": None,
+    "api_key_env": None,
+    "allowed_tools": [],
+    "forbidden_tools": [],
+    "max_tool_calls": None,
+    "secret_patterns": [],
+}
 
 _SLUG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -51,6 +65,10 @@ _FIELDS = (
     "must_match",
     "must_not_match",
     "json_schema",
+    "allowed_tools",
+    "forbidden_tools",
+    "max_tool_calls",
+    "secret_patterns",
     "provider",
     "model",
     "model_family",
@@ -127,7 +145,8 @@ def _env_name(d: dict, name: str, *, where: str = "") -> str | None:
     # Never echo the value: a key pasted here by mistake must not reach an error message or a log.
     if not isinstance(value, str) or not _ENV_NAME_RE.match(value):
         raise ValueError(
-            f"{where}{name}: must be the NAME of an environment variable (like JUDGE_API_KEY), not a URL or a key"
+            f"{where}{name}: must be the NAME of an environment variable (like EVALHUB_JUDGE_API_KEY), "
+            "not a URL or a key"
         )
     return value
 
@@ -254,6 +273,10 @@ class JudgeConfig:
     must_match: tuple[str, ...] = ()
     must_not_match: tuple[str, ...] = ()
     json_schema: dict[str, Any] | None = None
+    allowed_tools: tuple[str, ...] = ()
+    forbidden_tools: tuple[str, ...] = ()
+    max_tool_calls: int | None = None
+    secret_patterns: tuple[str, ...] = ()
     provider: str | None = None
     model: str | None = None
     model_family: str | None = None
@@ -330,6 +353,36 @@ class JudgeConfig:
         if schema is not None and "json_schema" not in checks:
             raise ValueError("json_schema: a schema given, but json_schema is not in contract_checks")
 
+        tools = {}
+        for name in ("allowed_tools", "forbidden_tools"):
+            tools[name] = _str_list(d, name)
+            if any(not t.strip() for t in tools[name]):
+                raise ValueError(f"{name}: a tool name must not be empty")
+            if name in checks and not tools[name]:
+                raise ValueError(f"{name}: the {name} check needs at least one tool name")
+            if tools[name] and name not in checks:
+                raise ValueError(f"{name}: tool names given, but {name} is not in contract_checks")
+        both = sorted(set(tools["allowed_tools"]) & set(tools["forbidden_tools"]))
+        if both:
+            raise ValueError(f"forbidden_tools: {', '.join(both)} also listed in allowed_tools")
+
+        max_tool_calls = d.get("max_tool_calls")
+        if max_tool_calls is not None:
+            max_tool_calls = _int(d, "max_tool_calls", 0, 0, 10_000)
+        if "max_tool_calls" in checks and max_tool_calls is None:
+            raise ValueError("max_tool_calls: the max_tool_calls check needs a number")
+        if max_tool_calls is not None and "max_tool_calls" not in checks:
+            raise ValueError("max_tool_calls: a number given, but max_tool_calls is not in contract_checks")
+
+        secret_patterns = _str_list(d, "secret_patterns")
+        for p in secret_patterns:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"secret_patterns: invalid regular expression {p!r}: {exc}") from None
+        if secret_patterns and "no_secrets" not in checks:
+            raise ValueError("secret_patterns: patterns given, but no_secrets is not in contract_checks")
+
         behavioral = "behavioral" in layers
         provider = d.get("provider")
         model = d.get("model")
@@ -382,6 +435,10 @@ class JudgeConfig:
             must_match=patterns["must_match"],
             must_not_match=patterns["must_not_match"],
             json_schema=schema,
+            allowed_tools=tools["allowed_tools"],
+            forbidden_tools=tools["forbidden_tools"],
+            max_tool_calls=max_tool_calls,
+            secret_patterns=secret_patterns,
             provider=provider,
             model=model,
             model_family=_str(d, "model_family", required=False),
@@ -411,6 +468,10 @@ class JudgeConfig:
             "must_match": list(self.must_match),
             "must_not_match": list(self.must_not_match),
             "json_schema": copy.deepcopy(self.json_schema),
+            "allowed_tools": list(self.allowed_tools),
+            "forbidden_tools": list(self.forbidden_tools),
+            "max_tool_calls": self.max_tool_calls,
+            "secret_patterns": list(self.secret_patterns),
             "provider": self.provider,
             "model": self.model,
             "model_family": self.model_family,
@@ -431,9 +492,9 @@ class JudgeConfig:
 
     @cached_property
     def config_hash(self) -> str:
-        payload = {k: v for k, v in self.to_dict().items() if k not in UNHASHED_FIELDS}
+        payload = _hashed(self.to_dict())
         if payload["secondary"] is not None:
-            payload["secondary"] = {k: v for k, v in payload["secondary"].items() if k not in UNHASHED_FIELDS}
+            payload["secondary"] = _hashed(payload["secondary"])
         return _sha256(_canonical_json(payload))
 
     @property
@@ -441,8 +502,16 @@ class JudgeConfig:
         return model_family(self.model, self.model_family)
 
 
+def _hashed(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in d.items()
+        if k != "config_hash" and not (k in HASHED_ONLY_WHEN_SET and v == HASHED_ONLY_WHEN_SET[k])
+    }
+
+
 def config_hash(d_or_cfg: "dict[str, Any] | JudgeConfig") -> str:
-    """sha256 hex of the canonical JSON of the config without base_url_env, api_key_env, config_hash.
+    """sha256 hex of the canonical JSON of the config, without config_hash and unused optional fields.
 
     A dict is validated and its defaults filled first, so a dict and its `to_dict()` hash alike.
     """

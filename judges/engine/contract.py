@@ -6,12 +6,13 @@ compare) passes and says so in its detail: it has nothing to object to.
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
 
 from .config import JudgeConfig
+from .credentials import secret_kinds
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -132,6 +133,60 @@ def check_json_schema(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
     return True, "the answer validates against the schema"
 
 
+def _tool_names(case: dict) -> list[str]:
+    return [str(c.get("name")) for c in _calls(case)]
+
+
+def check_allowed_tools(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    names = _tool_names(case)
+    outside = [n for n in dict.fromkeys(names) if n not in cfg.allowed_tools]
+    if outside:
+        return False, f"called tool(s) outside allowed_tools: {', '.join(outside)}"
+    return True, f"all {len(names)} call(s) name allowed tools" if names else "no tool called"
+
+
+def check_forbidden_tools(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    called = [n for n in dict.fromkeys(_tool_names(case)) if n in cfg.forbidden_tools]
+    if called:
+        return False, f"forbidden tool(s) called: {', '.join(called)}"
+    return True, f"none of {len(cfg.forbidden_tools)} forbidden tool(s) called"
+
+
+def check_max_tool_calls(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    n, limit = len(_calls(case)), cfg.max_tool_calls
+    if n > limit:
+        return False, f"{n} tool calls, at most {limit} allowed"
+    return True, f"{n} tool call(s), at most {limit} allowed"
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, object keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _strings(v)
+
+
+def check_no_secrets(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
+    # Where each text came from, so the detail can say where a credential is without showing it.
+    places: list[tuple[str, list[str]]] = [("the answer", [_text(case)])]
+    for i, call in enumerate(_calls(case)):
+        places.append((f"toolCalls[{i}].argument", list(_strings(call.get("argument")))))
+    found = []
+    for where, texts in places:
+        kinds = [k for text in texts for k in secret_kinds(text, extra_patterns=cfg.secret_patterns)]
+        if kinds:
+            found.append(f"{where} carries {', '.join(dict.fromkeys(kinds))}")
+    if found:
+        return False, "; ".join(found)  # never the credential itself: this detail is stored and shown
+    return True, f"no credential in the answer or {len(places) - 1} tool argument(s)"
+
+
 CHECKS: dict[str, Callable[[dict, JudgeConfig], tuple[bool, str]]] = {
     "answer_present": check_answer_present,
     "expected_tool": check_expected_tool,
@@ -141,6 +196,10 @@ CHECKS: dict[str, Callable[[dict, JudgeConfig], tuple[bool, str]]] = {
     "must_match": check_must_match,
     "must_not_match": check_must_not_match,
     "json_schema": check_json_schema,
+    "allowed_tools": check_allowed_tools,
+    "forbidden_tools": check_forbidden_tools,
+    "max_tool_calls": check_max_tool_calls,
+    "no_secrets": check_no_secrets,
 }
 
 

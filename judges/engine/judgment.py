@@ -14,6 +14,7 @@ ERRORS: tuple[str, ...] = (
     "spend cap",
     "connection error",
     "config error",
+    "key refused",  # the provider refused the key (401/403): a config error to fix, not an outage
 )
 
 

@@ -2,8 +2,10 @@
 
 The SDK clients run with their own retries off (`max_retries=0`) and an explicit timeout: the
 engine owns retrying, so it can honour Retry-After, count every HTTP call and stop at a spend cap.
-Keys and endpoints come from the environment variables a config names; a key never appears in a
-failure's detail.
+`timeout_s` bounds a whole call (judges.engine.deadline), not each read. Keys and endpoints come
+from the environment variables a config names; neither a key nor any fragment of it appears in a
+failure's detail. A refused key (401/403) is its own category, KEY_REFUSED: a configuration error
+to fix, never retried, never taken for an outage.
 """
 
 import email.utils
@@ -14,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .credentials import redact_key
+from .deadline import bound_by_deadline, deadline
 from .prompt import output_schema
 
 DEFAULT_MAX_TOKENS = 1024
@@ -21,6 +25,8 @@ DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https:
 DEFAULT_KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 # Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) often need no key, but the SDK wants one.
 PLACEHOLDER_KEY = "no-key-configured"
+# The failure category (and Judgment.error) of a key the provider refused: a config error, not an outage.
+KEY_REFUSED = "key refused"
 TOOL_NAME = "record_judgment"
 # Request fields each SDK takes by name; any other param goes through `extra_body` unchanged.
 _OPENAI_NAMED = {
@@ -52,6 +58,7 @@ class Endpoint:
     base_url: str
     api_key: str = field(repr=False)
     timeout_s: float
+    key_env: str | None = None  # the variable the key came from, to name in a refusal
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,7 @@ def resolve_endpoint(
         api_key = env.get(key_env, "").strip()
         if not api_key:
             raise ProviderFailure("config error", f"environment variable {key_env} is not set", retryable=False)
-    return Endpoint(provider=provider, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    return Endpoint(provider=provider, base_url=base_url, api_key=api_key, timeout_s=timeout_s, key_env=key_env)
 
 
 class ClientPool:
@@ -125,7 +132,15 @@ def _sdk(provider: str) -> Any:
 def _make_client(endpoint: Endpoint) -> Any:
     sdk = _sdk(endpoint.provider)
     client_cls = sdk.Anthropic if endpoint.provider == "anthropic" else sdk.OpenAI
-    return client_cls(api_key=endpoint.api_key, base_url=endpoint.base_url, max_retries=0, timeout=endpoint.timeout_s)
+    # The SDK's own default client (its limits, proxies, keep-alive), its connections bounded by call_model's deadline.
+    http_client = bound_by_deadline(sdk.DefaultHttpxClient(timeout=endpoint.timeout_s))
+    return client_cls(
+        api_key=endpoint.api_key,
+        base_url=endpoint.base_url,
+        max_retries=0,
+        timeout=endpoint.timeout_s,
+        http_client=http_client,
+    )
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
@@ -153,7 +168,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
 
 
 def _redact(text: str, endpoint: Endpoint) -> str:
-    text = text.replace(endpoint.api_key, "***") if endpoint.api_key else text
+    if endpoint.api_key != PLACEHOLDER_KEY:
+        text = redact_key(text, endpoint.api_key)
     return text if len(text) <= 300 else text[:297] + "..."
 
 
@@ -181,7 +197,10 @@ def _failure(exc: Exception, endpoint: Endpoint) -> ProviderFailure:
             return ProviderFailure("rate limit", detail, retryable=True, retry_after=retry_after)
         if status >= 500 or status in (408, 409):
             return ProviderFailure("server error", detail, retryable=True, retry_after=retry_after)
-        # 400/401/403/404/422: the key, the model name or the request is wrong; asking again won't help.
+        if status in (401, 403):
+            where = f" (the key in {endpoint.key_env})" if endpoint.key_env else ""
+            return ProviderFailure(KEY_REFUSED, f"{detail}{where}", retryable=False)
+        # 400/404/422: the model name or the request is wrong; asking again won't help.
         return ProviderFailure("config error", detail, retryable=False)
     return ProviderFailure(
         "server error", _redact(f"unreadable response: {type(exc).__name__}: {exc}", endpoint), retryable=True
@@ -210,33 +229,34 @@ def call_model(
     sdk = _sdk(endpoint.provider)
     sdk_error = sdk.AnthropicError if endpoint.provider == "anthropic" else sdk.OpenAIError
     try:
-        if endpoint.provider == "anthropic":
-            kwargs, extra = _split_params(params, _ANTHROPIC_NAMED)
-            message = client.messages.create(
-                model=model,
-                max_tokens=max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
-                tools=[{"name": TOOL_NAME, "description": "Record the judgment.", "input_schema": schema}],
-                tool_choice={"type": "tool", "name": TOOL_NAME},
-                extra_body=extra or None,
-                **kwargs,
-            )
-        else:
-            kwargs, extra = _split_params(params, _OPENAI_NAMED)
-            # OpenAI's newer models refuse max_tokens; local OpenAI-compatible servers may only know it.
-            limit = "max_completion_tokens" if endpoint.provider == "openai" else "max_tokens"
-            kwargs[limit] = max_tokens
-            completion = client.chat.completions.create(
-                model=model,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": "judgment", "schema": schema, "strict": True},
-                },
-                extra_body=extra or None,
-                **kwargs,
-            )
+        with deadline(endpoint.timeout_s):
+            if endpoint.provider == "anthropic":
+                kwargs, extra = _split_params(params, _ANTHROPIC_NAMED)
+                message = client.messages.create(
+                    model=model,
+                    max_tokens=max_tokens,
+                    system=system,
+                    messages=[{"role": "user", "content": user}],
+                    tools=[{"name": TOOL_NAME, "description": "Record the judgment.", "input_schema": schema}],
+                    tool_choice={"type": "tool", "name": TOOL_NAME},
+                    extra_body=extra or None,
+                    **kwargs,
+                )
+            else:
+                kwargs, extra = _split_params(params, _OPENAI_NAMED)
+                # OpenAI's newer models refuse max_tokens; local OpenAI-compatible servers may only know it.
+                limit = "max_completion_tokens" if endpoint.provider == "openai" else "max_tokens"
+                kwargs[limit] = max_tokens
+                completion = client.chat.completions.create(
+                    model=model,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                    response_format={
+                        "type": "json_schema",
+                        "json_schema": {"name": "judgment", "schema": schema, "strict": True},
+                    },
+                    extra_body=extra or None,
+                    **kwargs,
+                )
     except (sdk_error, ValueError) as exc:
         # Every failure of the call becomes a category; a bug of ours (TypeError…) still surfaces.
         raise _failure(exc, endpoint) from exc

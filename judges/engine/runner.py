@@ -19,9 +19,17 @@ from typing import Any
 from .cache import Cache, cache_key
 from .config import JudgeConfig
 from .contract import run_contract_checks
+from .envnames import env_name_refusals
 from .judgment import Judgment
 from .prompt import build_messages
-from .providers import DEFAULT_MAX_TOKENS, ClientPool, ProviderFailure, call_model, resolve_endpoint
+from .providers import (
+    DEFAULT_MAX_TOKENS,
+    KEY_REFUSED,
+    ClientPool,
+    ProviderFailure,
+    call_model,
+    resolve_endpoint,
+)
 from .validation import InvalidOutput, Verdict, load_json_object, validate_answer
 
 Prices = Mapping[str, Mapping[str, float]]
@@ -154,8 +162,11 @@ class Engine:
         env: Mapping[str, str] = os.environ,
         retry: RetryPolicy | None = None,
         clients: ClientPool | None = None,
+        allowed_env: Iterable[str] = (),
     ) -> None:
         self.cfg = JudgeConfig.from_dict(config)
+        # Checked again here, whoever saved the config: a judge reads no variable it may not.
+        self.env_refusals = env_name_refusals(self.cfg, extra_allowed=allowed_env)
         self.config_hash = self.cfg.config_hash
         self.cache = cache
         self.prices = prices or {}
@@ -201,6 +212,18 @@ class Engine:
             reason = f"all {len(checks)} contract checks passed"
             return Judgment(external_id, repeat, "pass", reason=reason, layer="contract", checks=checks)
 
+        if self.env_refusals:
+            reason = "config error: " + "; ".join(self.env_refusals)
+            return Judgment(
+                external_id,
+                repeat,
+                "not_evaluated",
+                reason=reason,
+                error="config error",
+                layer="behavioral",
+                checks=checks,
+            )
+
         system, user = build_messages(
             case,
             template=cfg.prompt_template,
@@ -217,7 +240,8 @@ class Engine:
             asked.verdict is None
             and secondary
             and secondary.role == "fallback"
-            and asked.failure.category != "spend cap"
+            # A refused key is the pipeline's to fix: a fallback answering would hide it.
+            and asked.failure.category not in ("spend cap", KEY_REFUSED)
         ):
             fallback = self._secondary_judge()
             second = self._ask(fallback, system, user, tally)
@@ -229,13 +253,16 @@ class Engine:
                 reason = f"primary: {asked.why()}; fallback: {second.why()}"
                 raw = second.raw or asked.raw
         if asked.verdict is None:
+            error = asked.failure.category
+            if judge == "fallback" and second.failure.category == KEY_REFUSED:
+                error = KEY_REFUSED  # whichever key was refused, the run says so
             j = Judgment(
                 external_id,
                 repeat,
                 "not_evaluated",
                 reason=reason or asked.why(),
                 raw_output=raw,
-                error=asked.failure.category,
+                error=error,
                 layer="behavioral",
                 judge=judge,
                 checks=checks,
@@ -373,9 +400,13 @@ def judge_case(
     spend: SpendTracker | None = None,
     env: Mapping[str, str] = os.environ,
     retry: RetryPolicy | None = None,
+    allowed_env: Iterable[str] = (),
 ) -> Judgment:
-    """Judge one (case, repeat) under a config. Provider trouble ends in `not_evaluated`, never raises."""
-    engine = Engine(config, cache=cache, prices=prices, spend=spend, env=env, retry=retry)
+    """Judge one (case, repeat) under a config. Provider trouble ends in `not_evaluated`, never raises.
+
+    `allowed_env`: environment variable names the operator allows beyond DESIGN's (envnames).
+    """
+    engine = Engine(config, cache=cache, prices=prices, spend=spend, env=env, retry=retry, allowed_env=allowed_env)
     try:
         return engine.judge(case, repeat)
     finally:
@@ -393,6 +424,7 @@ def judge_batch(
     env: Mapping[str, str] = os.environ,
     on_result: Callable[[Judgment], None] | None = None,
     retry: RetryPolicy | None = None,
+    allowed_env: Iterable[str] = (),
 ) -> list[Judgment]:
     """Judge (case, repeat) pairs on at most `concurrency` threads; results in the items' order.
 
@@ -403,7 +435,15 @@ def judge_batch(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError("concurrency: must be a positive integer")
     items = list(items)
-    engine = Engine(config, cache=cache, prices=prices, spend=SpendTracker(spend_cap_usd), env=env, retry=retry)
+    engine = Engine(
+        config,
+        cache=cache,
+        prices=prices,
+        spend=SpendTracker(spend_cap_usd),
+        env=env,
+        retry=retry,
+        allowed_env=allowed_env,
+    )
     results: list[Judgment | None] = [None] * len(items)
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
     try:

@@ -4,8 +4,9 @@ It answers `POST /v1/chat/completions` (OpenAI shape, honouring `response_format
 `POST /v1/messages` (Anthropic shape, a `tool_use` block when tools are given) with a verdict
 computed by a *rule* from the sections of the prompt the engine writes, and every reason it gives
 says it is a scripted stand-in. Faults (latency, 429 with Retry-After, 500, a hang, a dropped
-connection, a refused key, malformed JSON, a score of 7, a missing field, a verdict of `Pass.`)
-are switched on over HTTP from any process:
+connection, a refused key (401 echoing the key, 401 echoing it masked as OpenAI does, 403), a
+response trickled one byte a second, malformed JSON, a score of 7, a missing field, a verdict of
+`Pass.`) are switched on over HTTP from any process:
 
     python -m judges.testing.fake_provider --port 8765
     curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "fault": "429", "fault_count": 1}'
@@ -44,10 +45,13 @@ STAND_IN = "scripted stand-in, not a model"
 
 FAULTS = (
     "401",
+    "401_masked",
+    "403",
     "429",
     "500",
     "timeout",
     "disconnect",
+    "trickle",
     "malformed_json",
     "score_7",
     "missing_field",
@@ -420,11 +424,17 @@ class Handler(BaseHTTPRequestHandler):
             if fault == "500":
                 self._error(api, 500, "api_error", "internal server error")
                 return
-            if fault == "401":
-                # Echoes the key it was sent, as a careless proxy would: the engine must redact it.
+            if fault in ("401", "401_masked", "403"):
+                # Echoes the key it was sent, whole as a careless proxy would, or masked as OpenAI's
+                # 401 does ("sk-proj-********abcd"): the engine must hide either.
                 presented = self.headers.get("x-api-key") or self.headers.get("Authorization", "")
                 presented = presented.removeprefix("Bearer ")
-                self._error(api, 401, "authentication_error", f"invalid API key {presented}")
+                if fault == "401_masked":
+                    presented = presented[:8] + "*" * max(len(presented) - 12, 0) + presented[-4:]
+                if fault == "403":
+                    self._error(api, 403, "permission_error", f"the key {presented} may not use this model")
+                else:
+                    self._error(api, 401, "authentication_error", f"Incorrect API key provided: {presented}")
                 return
             scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
             answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest)
@@ -478,9 +488,30 @@ class Handler(BaseHTTPRequestHandler):
                     "stop_sequence": None,
                     "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
                 }
-            self._send_json(200, payload)
+            if fault == "trickle":
+                self._trickle(200, payload)
+            else:
+                self._send_json(200, payload)
         finally:
             state.end()
+
+    def _trickle(self, status: int, payload: Any) -> None:
+        """The whole response, status line and headers included, one byte a second (until a reset)."""
+        data = json.dumps(payload).encode()
+        head = (
+            f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        wake = self.state.wake
+        self.close_connection = True
+        for i, byte in enumerate(head.encode() + data):
+            if i and wake.wait(1.0):
+                return
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return
 
 
 class _Server(ThreadingHTTPServer):
@@ -534,7 +565,7 @@ class FakeProvider:
         return self.url  # the Anthropic SDK appends /v1/messages
 
     def start(self) -> "FakeProvider":
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]  # the project root, where judges/ is a package
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(

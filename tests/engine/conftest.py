@@ -24,9 +24,9 @@ def fake(fake_server):
 @pytest.fixture
 def env(fake):
     return {
-        "FAKE_OPENAI_URL": fake.openai_base_url,
-        "FAKE_ANTHROPIC_URL": fake.anthropic_base_url,
-        "FAKE_API_KEY": FAKE_KEY,
+        "EVALHUB_JUDGE_OPENAI_URL": fake.openai_base_url,
+        "EVALHUB_JUDGE_ANTHROPIC_URL": fake.anthropic_base_url,
+        "EVALHUB_JUDGE_API_KEY": FAKE_KEY,
     }
 
 

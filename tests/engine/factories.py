@@ -76,8 +76,8 @@ def judge_config(provider: str = "openai", **overrides: Any) -> dict[str, Any]:
         "model": ANTHROPIC_MODEL if anthropic else OPENAI_MODEL,
         "policy": "Never promise a delivery date the carrier has not given.",
         "params": {"temperature": 0, "max_tokens": 300},
-        "base_url_env": "FAKE_ANTHROPIC_URL" if anthropic else "FAKE_OPENAI_URL",
-        "api_key_env": "FAKE_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL" if anthropic else "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY",
         "timeout_s": 0.5,
         "max_attempts": 3,
     }

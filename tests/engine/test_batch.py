@@ -126,10 +126,15 @@ def test_a_changed_config_or_case_is_judged_again(fake, env):
     judge_batch([(tool_case(), 1)], judge_config(criteria="Stricter."), concurrency=1, env=env, cache=cache)
     judge_batch([(tool_case(output="Changed."), 1)], judge_config(), concurrency=1, env=env, cache=cache)
     assert fake.stats()["total"] == 3
-    # Where the endpoint lives is no part of the work: a moved endpoint still hits.
-    moved = {**env, "ELSEWHERE": env["FAKE_OPENAI_URL"]}
-    [j] = judge_batch([(tool_case(), 1)], judge_config(base_url_env="ELSEWHERE"), concurrency=1, env=moved, cache=cache)
+    # The address a variable holds is no part of the work: a moved endpoint still hits.
+    moved = {**env, "EVALHUB_JUDGE_OPENAI_URL": env["EVALHUB_JUDGE_OPENAI_URL"].replace("127.0.0.1", "localhost")}
+    [j] = judge_batch([(tool_case(), 1)], judge_config(), concurrency=1, env=moved, cache=cache)
     assert j.cached and fake.stats()["total"] == 3
+    # The variable's name is (config_hash covers it): another key variable is another config.
+    renamed = {**env, "EVALHUB_JUDGE_OTHER_KEY": env["EVALHUB_JUDGE_API_KEY"]}
+    config = judge_config(api_key_env="EVALHUB_JUDGE_OTHER_KEY")
+    [j] = judge_batch([(tool_case(), 1)], config, concurrency=1, env=renamed, cache=cache)
+    assert not j.cached and fake.stats()["total"] == 4
 
 
 def test_the_same_content_under_another_id_is_a_hit_reported_under_its_own_id(fake, env):

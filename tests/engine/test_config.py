@@ -25,32 +25,45 @@ def test_it_orders_layers_contract_first():
     assert cfg.layers == ("contract", "behavioral")
 
 
-def test_config_hash_is_sha256_of_canonical_json_without_env_names():
+def test_config_hash_is_sha256_of_canonical_json_without_unused_optional_fields():
     d = JudgeConfig.from_dict(judge_config()).to_dict()
-    payload = {k: v for k, v in d.items() if k not in ("base_url_env", "api_key_env")}
+    unused = {"allowed_tools", "forbidden_tools", "max_tool_calls", "secret_patterns"}
+    payload = {k: v for k, v in d.items() if k not in unused}
+    assert payload["api_key_env"] == "EVALHUB_JUDGE_API_KEY"
     expected = hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert config_hash(d) == expected
 
 
-def test_config_hash_ignores_where_and_with_which_key_but_not_what():
+def test_config_hash_covers_the_env_names_and_what_is_asked():
     base = config_hash(judge_config())
-    assert config_hash(judge_config(base_url_env="OTHER_URL", api_key_env="OTHER_KEY")) == base
+    # A config whose only change is its key variable is a new version, not "nothing changed".
+    assert config_hash(judge_config(api_key_env="EVALHUB_JUDGE_OTHER_KEY")) != base
+    assert config_hash(judge_config(base_url_env="EVALHUB_JUDGE_OTHER_URL")) != base
     assert config_hash(judge_config(criteria="Something else.")) != base
     assert config_hash(judge_config(model="gpt-4o-2024-08-06")) != base
     assert config_hash(judge_config(params={"temperature": 0.7, "max_tokens": 300})) != base
+
+
+def test_config_hash_covers_the_secondarys_env_names_too():
+    secondary = {"role": "fallback", "provider": "anthropic", "model": "claude-haiku-4-5-20251001"}
+    one = config_hash(judge_config(secondary={**secondary, "base_url_env": "EVALHUB_JUDGE_A"}))
+    two = config_hash(judge_config(secondary={**secondary, "base_url_env": "EVALHUB_JUDGE_B"}))
+    assert one != two
+
+
+# The hashes configs had before the env names and the safety checks existed: unchanged for a
+# config naming no variable (a contract config), so its gate config stays valid.
+CONTRACT_HASH_BEFORE = "38ea5a600edf4bfd9f593a99f74ee5bf15aea26031a860342fe279cf0941a59f"
+
+
+def test_a_config_that_names_no_variable_keeps_its_hash():
+    assert config_hash(contract_config("answer_present", "expected_tool")) == CONTRACT_HASH_BEFORE
 
 
 def test_config_hash_of_a_partial_dict_equals_that_of_its_full_form():
     d = judge_config()
     assert config_hash(d) == config_hash(JudgeConfig.from_dict(d).to_dict())
     assert config_hash(d) == JudgeConfig.from_dict(d).config_hash
-
-
-def test_config_hash_leaves_out_the_secondarys_endpoint_too():
-    secondary = {"role": "fallback", "provider": "anthropic", "model": "claude-haiku-4-5-20251001"}
-    one = config_hash(judge_config(secondary={**secondary, "base_url_env": "A", "api_key_env": "B"}))
-    two = config_hash(judge_config(secondary={**secondary, "base_url_env": "C"}))
-    assert one == two
 
 
 def test_it_accepts_its_own_hash_and_refuses_a_stale_one():

@@ -147,8 +147,8 @@ def test_a_failed_contract_calls_no_model(fake, env):
         "contract_checks": ["expected_tool"],
         "provider": "openai",
         "model": "gpt-4o-mini-2024-07-18",
-        "base_url_env": "FAKE_OPENAI_URL",
-        "api_key_env": "FAKE_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY",
     }
     case = tool_case(trace={"toolCalls": []})
     j = judge_case(case, config, 1, env=env)

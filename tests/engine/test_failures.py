@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from judges.engine import RetryPolicy, judge_batch, judge_case
+from judges.engine import KEY_REFUSED, RetryPolicy, judge_batch, judge_case
 
 from .conftest import FAKE_KEY
 from .factories import ANTHROPIC_MODEL, OPENAI_MODEL, PRICES, judge_config, tool_case
@@ -123,6 +123,18 @@ def test_a_hung_provider_times_out(fake, env, provider, quick_retry):
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_timeout_s_bounds_the_whole_call_of_a_provider_trickling_bytes(fake, env, provider):
+    # One byte a second: each read succeeds, so only a deadline on the whole call can end it.
+    fake.control(fault="trickle")
+    j, elapsed = timed(tool_case(), judge_config(provider, timeout_s=2, max_attempts=1), 1, env=env)
+    assert (j.outcome, j.error, j.provider_calls) == ("not_evaluated", "timeout", 1)
+    assert j.reason == "timeout: no answer within 2 s"
+    assert elapsed < 30  # the trickled response would take several minutes
+    fake.reset()  # stops the trickle
+    assert judge_case(tool_case(), judge_config(provider, timeout_s=2), 1, env=env).outcome == "pass"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_a_dropped_connection_is_a_connection_error(fake, env, provider, quick_retry):
     fake.control(fault="disconnect")
     j = judge_case(tool_case(), judge_config(provider), 1, env=env, retry=quick_retry)
@@ -135,7 +147,7 @@ def test_nothing_listening_is_a_connection_error(env, quick_retry):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    dead = {**env, "FAKE_OPENAI_URL": f"http://127.0.0.1:{port}/v1"}
+    dead = {**env, "EVALHUB_JUDGE_OPENAI_URL": f"http://127.0.0.1:{port}/v1"}
     j = judge_case(tool_case(), judge_config(), 1, env=dead, retry=quick_retry)
     assert (j.outcome, j.error) == ("not_evaluated", "connection error")
 
@@ -181,27 +193,44 @@ def test_a_verdict_that_is_neither_pass_nor_fail_is_invalid(fake, env):
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
-def test_a_refused_key_is_a_config_error_and_never_shown(fake, env, provider, quick_retry):
-    fake.control(fault="401")
+@pytest.mark.parametrize("fault", ["401", "403"])
+def test_a_refused_key_is_its_own_config_error_never_retried_and_never_shown(fake, env, provider, fault, quick_retry):
+    fake.control(fault=fault)
     j = judge_case(tool_case(), judge_config(provider), 1, env=env, retry=quick_retry)
-    assert (j.outcome, j.error, j.provider_calls) == ("not_evaluated", "config error", 1)
-    assert "HTTP 401" in j.reason
+    assert (j.outcome, j.error, j.provider_calls) == ("not_evaluated", KEY_REFUSED, 1)
+    assert j.reason.startswith(f"key refused: HTTP {fault}: ")
+    assert j.reason.endswith("(the key in EVALHUB_JUDGE_API_KEY)")
     assert "***" in j.reason  # the fake echoed the key; the engine hid it
     assert FAKE_KEY not in json.dumps(j.to_dict())
 
 
+def test_a_refused_key_is_not_hidden_by_the_fallback(fake, env, quick_retry):
+    fake.control(model=OPENAI_MODEL, fault="401")
+    j = judge_case(tool_case(), judge_config(secondary=FALLBACK), 1, env=env, retry=quick_retry)
+    assert (j.outcome, j.error, j.judge, j.provider_calls) == ("not_evaluated", KEY_REFUSED, "primary", 1)
+    assert fake.stats()["by_model"] == {OPENAI_MODEL: 1}
+
+
+def test_a_fallbacks_refused_key_is_reported_as_such(fake, env, quick_retry):
+    fake.control(model=OPENAI_MODEL, fault="500")
+    fake.control(model=ANTHROPIC_MODEL, fault="403")
+    j = judge_case(tool_case(), judge_config(secondary=FALLBACK), 1, env=env, retry=quick_retry)
+    assert (j.outcome, j.error, j.judge) == ("not_evaluated", KEY_REFUSED, "fallback")
+    assert "fallback: key refused: HTTP 403" in j.reason
+
+
 def test_a_missing_environment_variable_is_a_config_error_without_a_call(fake, env):
-    j = judge_case(tool_case(), judge_config(), 1, env={"FAKE_OPENAI_URL": env["FAKE_OPENAI_URL"]})
+    j = judge_case(tool_case(), judge_config(), 1, env={"EVALHUB_JUDGE_OPENAI_URL": env["EVALHUB_JUDGE_OPENAI_URL"]})
     assert (j.outcome, j.error, j.provider_calls) == ("not_evaluated", "config error", 0)
-    assert j.reason == "config error: environment variable FAKE_API_KEY is not set"
-    j = judge_case(tool_case(), judge_config(), 1, env={"FAKE_API_KEY": FAKE_KEY})
-    assert "FAKE_OPENAI_URL is not set" in j.reason
+    assert j.reason == "config error: environment variable EVALHUB_JUDGE_API_KEY is not set"
+    j = judge_case(tool_case(), judge_config(), 1, env={"EVALHUB_JUDGE_API_KEY": FAKE_KEY})
+    assert "EVALHUB_JUDGE_OPENAI_URL is not set" in j.reason
     assert fake.stats()["total"] == 0
 
 
 def test_a_provider_without_a_key_variable_reads_its_usual_one(fake, env):
     config = judge_config(api_key_env=None)
-    j = judge_case(tool_case(), config, 1, env={"FAKE_OPENAI_URL": env["FAKE_OPENAI_URL"]})
+    j = judge_case(tool_case(), config, 1, env={"EVALHUB_JUDGE_OPENAI_URL": env["EVALHUB_JUDGE_OPENAI_URL"]})
     assert "OPENAI_API_KEY is not set" in j.reason
     j = judge_case(tool_case(), config, 1, env={**env, "OPENAI_API_KEY": "sk-other"})
     assert j.outcome == "pass"
@@ -209,7 +238,7 @@ def test_a_provider_without_a_key_variable_reads_its_usual_one(fake, env):
 
 def test_an_openai_compatible_server_needs_no_key(fake, env):
     config = judge_config(provider="openai-compatible", model="llama3.1:8b", model_family="meta", api_key_env=None)
-    j = judge_case(tool_case(), config, 1, env={"FAKE_OPENAI_URL": env["FAKE_OPENAI_URL"]})
+    j = judge_case(tool_case(), config, 1, env={"EVALHUB_JUDGE_OPENAI_URL": env["EVALHUB_JUDGE_OPENAI_URL"]})
     assert (j.outcome, j.model) == ("pass", "llama3.1:8b")
     [request] = fake.requests()
     assert request["params"]["max_tokens"] == 300  # local servers know max_tokens
@@ -226,8 +255,8 @@ FALLBACK = {
     "role": "fallback",
     "provider": "anthropic",
     "model": ANTHROPIC_MODEL,
-    "base_url_env": "FAKE_ANTHROPIC_URL",
-    "api_key_env": "FAKE_API_KEY",
+    "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL",
+    "api_key_env": "EVALHUB_JUDGE_API_KEY",
 }
 
 
@@ -271,8 +300,8 @@ def second_opinion(**when):
         "role": "second_opinion",
         "provider": "anthropic",
         "model": ANTHROPIC_MODEL,
-        "base_url_env": "FAKE_ANTHROPIC_URL",
-        "api_key_env": "FAKE_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY",
         "when": when or {"mode": "always"},
     }
 

@@ -20,8 +20,8 @@ def second_opinion(**when) -> dict:
         "role": "second_opinion",
         "provider": "anthropic",
         "model": ANTHROPIC_MODEL,
-        "base_url_env": "FAKE_ANTHROPIC_URL",
-        "api_key_env": "FAKE_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY",
         "when": when or {"mode": "always"},
     }
 
@@ -47,8 +47,9 @@ def test_always_asks_the_second_opinion_on_every_judgment_and_every_repeat(fake,
 
 
 def test_a_failed_contract_asks_no_judge_at_all(fake, env):
-    config = judge_config(layers=["contract", "behavioral"], contract_checks=["answer_present"],
-                          secondary=second_opinion())
+    config = judge_config(
+        layers=["contract", "behavioral"], contract_checks=["answer_present"], secondary=second_opinion()
+    )
     j = judge_case(tool_case(output=""), config, 1, env=env)
     assert (j.outcome, j.layer, j.secondary_outcome, j.contested) == ("fail", "contract", None, False)
     assert fake.stats()["total"] == 0
@@ -161,10 +162,24 @@ def test_a_second_opinion_that_could_not_answer_is_not_cached(fake, env, quick_r
     ("primary", "secondary"),
     [
         ({}, {"provider": "openai", "model": "o3-mini-2025-01-31"}),  # another OpenAI line is still OpenAI
-        ({}, {"provider": "openai-compatible", "model": "judge-local", "model_family": "OpenAI",
-              "base_url_env": "LOCAL_URL"}),  # a family set on the secondary counts
-        ({"provider": "openai-compatible", "model": "local-judge", "model_family": "anthropic",
-          "base_url_env": "LOCAL_URL"}, {"provider": "anthropic", "model": ANTHROPIC_MODEL}),  # on the primary too
+        (
+            {},
+            {
+                "provider": "openai-compatible",
+                "model": "judge-local",
+                "model_family": "OpenAI",
+                "base_url_env": "LOCAL_URL",
+            },
+        ),  # a family set on the secondary counts
+        (
+            {
+                "provider": "openai-compatible",
+                "model": "local-judge",
+                "model_family": "anthropic",
+                "base_url_env": "LOCAL_URL",
+            },
+            {"provider": "anthropic", "model": ANTHROPIC_MODEL},
+        ),  # on the primary too
     ],
 )
 def test_it_refuses_a_second_opinion_of_the_primarys_family_with_a_clear_message(primary, secondary):

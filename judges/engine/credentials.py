@@ -1,0 +1,78 @@
+"""Credential shapes: what `no_secrets` looks for, and what the engine hides of a key in its messages.
+
+Each shape is anchored on a vendor's fixed prefix or a labelled context, so ordinary long ids
+(hex digests, UUIDs, order numbers) never look like a credential.
+"""
+
+import re
+from collections.abc import Iterable
+
+# (what the detail calls it, the shape). Only the name is ever shown, never what matched.
+SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("an Anthropic API key", re.compile(r"\bsk-ant-[A-Za-z0-9]{2,10}-[A-Za-z0-9_-]{20,}")),
+    ("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}")),
+    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
+    (
+        "an AWS secret access key",
+        re.compile(r"(?i)\baws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
+    ),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")),
+    ("a JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}")),
+    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*")),
+)
+
+
+def secret_kinds(text: str, *, extra_patterns: Iterable[str] = ()) -> list[str]:
+    """The kinds of credential `text` carries: shape names, and `secret_patterns[i]` for a config's own."""
+    kinds = [name for name, shape in SECRET_SHAPES if shape.search(text)]
+    kinds += [f"a match of secret_patterns[{i}]" for i, p in enumerate(extra_patterns) if re.search(p, text)]
+    return kinds
+
+
+# A provider's error may echo part of a key ("sk-proj-****abcd"): any run this long of the key's
+# head or tail is hidden, and any run twice as long from anywhere in it.
+MIN_EDGE_RUN = 4
+MIN_INNER_RUN = 8
+
+
+def redact_key(text: str, key: str, *, mask: str = "***") -> str:
+    """`text` with the key, and every fragment of it a provider might echo, replaced by `mask`."""
+    if not key or not text:
+        return text
+    hidden = [False] * len(text)
+
+    def hide(start: int, end: int) -> None:
+        hidden[start:end] = [True] * (end - start)
+
+    if len(key) >= MIN_EDGE_RUN:
+        head, tail = key[:MIN_EDGE_RUN], key[-MIN_EDGE_RUN:]
+        for m in re.finditer(re.escape(head), text):
+            end = m.end()
+            while end < len(text) and end - m.start() < len(key) and text[end] == key[end - m.start()]:
+                end += 1
+            hide(m.start(), end)
+        for m in re.finditer(f"(?={re.escape(tail)})", text):
+            start, end = m.start(), m.start() + MIN_EDGE_RUN
+            k = len(key) - MIN_EDGE_RUN
+            while start > 0 and k > 0 and text[start - 1] == key[k - 1]:
+                start, k = start - 1, k - 1
+            hide(start, end)
+    runs = {key[i : i + MIN_INNER_RUN] for i in range(len(key) - MIN_INNER_RUN + 1)}
+    for i in range(len(text) - MIN_INNER_RUN + 1):
+        if text[i : i + MIN_INNER_RUN] in runs:
+            hide(i, i + MIN_INNER_RUN)
+    if len(key) < MIN_EDGE_RUN:
+        return text.replace(key, mask)
+    out, i = [], 0
+    while i < len(text):
+        if hidden[i]:
+            while i < len(text) and hidden[i]:
+                i += 1
+            out.append(mask)
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
