@@ -265,6 +265,36 @@ def call_model(
     return _openai_reply(completion)
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """What an embeddings call gave back: one vector per input, in the inputs' order, and its tokens."""
+
+    vectors: list[list[float]]
+    input_tokens: int | None
+    output_tokens: int | None = 0  # embeddings are billed on their input only
+
+
+def call_embeddings(
+    client: Any, endpoint: Endpoint, *, model: str, inputs: list[str], dimensions: int | None
+) -> Embedded:
+    """One HTTP call embedding several texts (the OpenAI embeddings API); ProviderFailure on no answer."""
+    sdk = _sdk(endpoint.provider)
+    try:
+        with deadline(endpoint.timeout_s):
+            response = client.embeddings.create(
+                model=model,
+                input=inputs,
+                # Floats, not the SDK's default base64: several OpenAI-compatible servers know no other.
+                encoding_format="float",
+                **({"dimensions": dimensions} if dimensions is not None else {}),
+            )
+    except (sdk.OpenAIError, ValueError) as exc:
+        raise _failure(exc, endpoint) from exc
+    data = sorted(getattr(response, "data", None) or [], key=lambda item: getattr(item, "index", 0))
+    usage = getattr(response, "usage", None)
+    return Embedded(vectors=[item.embedding for item in data], input_tokens=getattr(usage, "prompt_tokens", None))
+
+
 def _openai_reply(completion: Any) -> Reply:
     usage = getattr(completion, "usage", None)
     tokens_in = getattr(usage, "prompt_tokens", None)
