@@ -5,7 +5,9 @@ from django.http import HttpRequest, JsonResponse
 
 from evalhub.access import token_required
 from evalhub.models import Scope
-from labeling.importing import ImportRejected, cases_import_objects, parse_json
+from labeling.importing import ImportRejected, RowError
+from labeling.importing.cases import cases_import_items
+from labeling.importing.reading import parse_json_items
 from labeling.models import Dataset
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
@@ -38,15 +40,14 @@ def cases_ingest(request: HttpRequest, slug: str) -> JsonResponse:
     if declared > limit or len(body) > limit:
         return _body_error(413, f"The body is over the limit of {limit:,} bytes: send smaller batches.")
     try:
-        payload = parse_json(body.decode("utf-8"))
+        text = body.decode("utf-8")
     except UnicodeDecodeError:
         return _body_error(400, "The body is not UTF-8 text.")
-    except (ValueError, RecursionError) as exc:
-        return _body_error(400, f"The body is not valid JSON: {exc}")
-    objects = payload if isinstance(payload, list) else [payload]
+    errors: list[RowError] = []
+    items = parse_json_items(text, errors)  # a bad item is an error at its index, like a bad line in a file
     try:
-        result = cases_import_objects(
-            dataset=dataset, objects=objects, update=request.GET.get("update", "").lower() in TRUE_VALUES
+        result = cases_import_items(
+            dataset=dataset, items=items, errors=errors, update=request.GET.get("update", "").lower() in TRUE_VALUES
         )
     except ImportRejected as rejected:
         return JsonResponse({"errors": [error.as_api() for error in rejected.errors]}, status=400)

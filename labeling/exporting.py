@@ -11,7 +11,9 @@ from typing import Any
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
 
-from labeling.importing import CASE_FIELDS, LABEL_FIELDS, Format
+from labeling.importing import Format
+from labeling.importing.labels import LABEL_FIELDS
+from labeling.importing.reading import CASE_FIELDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 from labeling.selectors import cases_with_human_verdict
 

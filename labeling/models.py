@@ -1,22 +1,11 @@
-import hashlib
-import json
-
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-
-def case_split(external_id: str) -> str:
-    """DESIGN: holdout when the first 8 hex digits of sha256(external_id) mod 100 are below 30."""
-    digest = hashlib.sha256(external_id.encode()).hexdigest()
-    return "holdout" if int(digest[:8], 16) % 100 < 30 else "dev"
-
-
-def labeled_content_hash(*, input: str, output: str, trace: dict) -> str:
-    """What a reviewer judged: a label stops counting when this changes under it."""
-    payload = json.dumps([input, output, trace], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(payload.encode()).hexdigest()
+# The split rule and the content hash are plain Python, shared with the Django-free reading module (and CI).
+from labeling.importing.reading import case_split as case_split
+from labeling.importing.reading import labeled_content_hash as labeled_content_hash
 
 
 class Verdict(models.TextChoices):

@@ -27,7 +27,9 @@ from labeling.forms import (
     RubricCreateForm,
     RubricEditForm,
 )
-from labeling.importing import Format, ImportRejected, cases_import, labels_import
+from labeling.importing import Format, ImportRejected
+from labeling.importing.cases import cases_import
+from labeling.importing.labels import labels_import
 from labeling.models import Case, Dataset, Label, Rubric, Verdict
 from labeling.overview import (
     ALL,

@@ -7,7 +7,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from labeling.importing import Format, cases_import
+from labeling.importing import Format
+from labeling.importing.cases import cases_import
 from labeling.models import Case, Label
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
-from judges.gate_cli import MAX_LISTED_CASES, RESULTS_SCHEMA, STAGES
+from judges.gate.config import STAGES
+from judges.gate.report import MAX_LISTED_CASES, RESULTS_SCHEMA
 from judges.models import CiResult
 from labeling.models import Rubric
 

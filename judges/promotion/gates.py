@@ -13,7 +13,7 @@ from typing import Any
 from django.utils import timezone
 
 from judges.engine import JudgeConfig as EngineConfig
-from judges.gate_cli import GATES_SCHEMA
+from judges.gate.config import GATES_SCHEMA
 from judges.models import ModelPrice
 from judges.promotion.selectors import evidence_events
 

@@ -1,7 +1,7 @@
 """Judgments made elsewhere, in: validate every row, then write an external config, a run and its judgments.
 
 The file format is DESIGN's (external_id, repeat, verdict, optional scores, reason, judge), read with
-labeling.importing's readers, so the same all-or-nothing rules hold: every error is listed with its
+labeling.importing's public reader API, so the same all-or-nothing rules hold: every error is listed with its
 line number and nothing is written. The result is a finished run of an `external` judge config, which
 the calibration pages read like any other run; it can never run or be promoted.
 """
@@ -12,24 +12,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from judges.engine import OUTCOMES
 from judges.models import JudgeConfig, Judgment, Run
-from labeling.importing import (
-    BATCH_SIZE,
+from labeling.importing import Format, ImportRejected, RowError, parse_json
+from labeling.importing.cases import BATCH_SIZE
+from labeling.importing.reading import (
+    ID_ALIASES,
     LOOKUP_CHUNK,
-    Format,
-    ImportRejected,
-    RowError,
-    _chunks,
-    _has_nul,
-    _read,
-    _text,
-    _type_name,
-    parse_json,
+    chunks,
+    has_nul,
+    json_error,
+    normalize_fields,
+    read_records,
+    text_field,
+    type_name,
     validated_rows,
 )
 from labeling.models import Case, Dataset, Rubric
@@ -73,12 +74,16 @@ class JudgmentImportResult:
 def validate_judgment(obj: Any) -> tuple[JudgmentData | None, list[tuple[str | None, str]]]:
     """Check one judgment row; returns the normalised row or the problems found."""
     if not isinstance(obj, dict):
-        return None, [(None, f"must be a JSON object, not {_type_name(obj)}")]
+        return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
+    try:
+        obj = normalize_fields(obj, ID_ALIASES)
+    except ValueError as exc:
+        return None, [(None, str(exc))]
     problems: list[tuple[str | None, str]] = []
     for key in obj:
         if key not in JUDGMENT_FIELDS:
             problems.append((str(key), f"is not a judgment field (known fields: {', '.join(JUDGMENT_FIELDS)})"))
-    external_id = _text(obj, "external_id", problems, required=True, max_chars=200) or ""
+    external_id = text_field(obj, "external_id", problems, required=True, max_chars=200) or ""
     if isinstance(obj.get("external_id"), str) and not external_id.strip():
         problems.append(("external_id", "must not be empty"))
     repeat = obj.get("repeat")
@@ -88,16 +93,16 @@ def validate_judgment(obj: Any) -> tuple[JudgmentData | None, list[tuple[str | N
         problems.append(("repeat", f"must be a whole number from 1, not {repeat!r}"))
     elif not 1 <= repeat <= MAX_REPEAT:
         problems.append(("repeat", f"must be from 1 to {MAX_REPEAT}, not {repeat}"))
-    verdict = (_text(obj, "verdict", problems, required=True, max_chars=20) or "").strip().lower()
+    verdict = (text_field(obj, "verdict", problems, required=True, max_chars=20) or "").strip().lower()
     if isinstance(obj.get("verdict"), str) and verdict not in OUTCOMES:
         problems.append(("verdict", f"must be pass, fail or not_evaluated, not {obj['verdict']!r}"))
     scores = obj.get("scores")
     if scores is not None and not isinstance(scores, dict):
-        problems.append(("scores", f"must be a JSON object or null, not {_type_name(scores)}"))
-    elif _has_nul(scores):
+        problems.append(("scores", f"must be a JSON object or null, not {type_name(scores)}"))
+    elif has_nul(scores):
         problems.append(("scores", "contains a NUL character"))
-    reason = _text(obj, "reason", problems) or ""
-    judge = (_text(obj, "judge", problems, max_chars=200) or "").strip()
+    reason = text_field(obj, "reason", problems) or ""
+    judge = (text_field(obj, "judge", problems, max_chars=200) or "").strip()
     if problems:
         return None, problems
     return JudgmentData(external_id=external_id, repeat=repeat, verdict=verdict, scores=scores or None,
@@ -113,8 +118,8 @@ def _judgment_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict
                 continue
             try:
                 obj[name] = parse_json(cell)
-            except (ValueError, RecursionError) as exc:
-                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {exc}"))
+            except ValueError as exc:
+                errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {json_error(exc)}"))
                 return None
         elif name == "repeat":
             try:
@@ -140,8 +145,11 @@ def judgments_import(
     content), the finished run with its counters, and every judgment.
     """
     errors: list[RowError] = []
-    records = _read(stream, fmt, errors, known=JUDGMENT_FIELDS, required=JUDGMENT_REQUIRED, max_bytes=max_bytes,
-                    from_csv=_judgment_from_csv)
+    records = read_records(
+        stream, fmt, errors, known=JUDGMENT_FIELDS, required=JUDGMENT_REQUIRED, aliases=ID_ALIASES,
+        from_csv=_judgment_from_csv,
+        max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
+    )
     rows: list[tuple[int, JudgmentData]] = validated_rows(
         records, errors, validate=validate_judgment, key=lambda data: (data.external_id, data.repeat),
         duplicate=lambda data, first: (
@@ -154,7 +162,7 @@ def judgments_import(
 
     with transaction.atomic():
         case_ids: dict[str, int] = {}
-        for chunk in _chunks(sorted({data.external_id for _, data in rows}), LOOKUP_CHUNK):
+        for chunk in chunks(sorted({data.external_id for _, data in rows}), LOOKUP_CHUNK):
             case_ids.update(
                 (external_id, pk)
                 for external_id, pk in Case.objects.filter(dataset=dataset, external_id__in=chunk)

@@ -659,7 +659,7 @@ class FakeProvider:
         return self.url  # the Anthropic SDK appends /v1/messages
 
     def start(self) -> "FakeProvider":
-        root = Path(__file__).resolve().parents[2]  # the project root, where judges/ is a package
+        root = Path(__file__).resolve().parents[2]  # the repository: judges/testing/ is two below it
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
         self.proc = subprocess.Popen(

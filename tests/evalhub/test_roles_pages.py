@@ -7,7 +7,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from evalhub.models import ApiToken, Scope
-from labeling.importing import cases_import_objects
+from labeling.importing.cases import cases_import_objects
 from labeling.models import Case
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from judges import gate_cli
 from judges.engine import JudgeConfig, Judgment
+from judges.gate import cli as gate_cli
+from judges.gate.judging import case_verdict
 
 MODEL = "gpt-4o-mini-2024-07-18"
 PASS_RULE = {"kind": "answer_contains", "text": "30 days"}
@@ -222,12 +223,12 @@ def j(outcome: str, contested: bool = False) -> Judgment:
     ],
 )
 def test_it_takes_the_majority_of_evaluated_repeats(outcomes, verdict):
-    assert gate_cli.case_verdict([j(o) for o in outcomes], gate=True)[0] == verdict
+    assert case_verdict([j(o) for o in outcomes], gate=True)[0] == verdict
 
 
 def test_it_counts_a_contested_judgment_as_not_evaluated_at_gate_stage_only():
-    assert gate_cli.case_verdict([j("pass", contested=True)], gate=True)[0] == "not_evaluated"
-    assert gate_cli.case_verdict([j("pass", contested=True)], gate=False)[0] == "pass"
+    assert case_verdict([j("pass", contested=True)], gate=True)[0] == "not_evaluated"
+    assert case_verdict([j("pass", contested=True)], gate=False)[0] == "pass"
 
 
 # ---- usage and config errors: exit 2, nothing judged ----------------------------------------------------
@@ -297,5 +298,5 @@ def test_it_exits_2_on_usage_errors(workdir, capsys, monkeypatch):
 
 def test_it_imports_no_django():
     # CI runs the command without a server: importing it must not pull Django in.
-    code = "import sys, judges.gate_cli; sys.exit(any(m.split('.')[0] == 'django' for m in sys.modules))"
+    code = "import sys, judges.gate.cli; sys.exit(any(m.split('.')[0] == 'django' for m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -11,7 +11,7 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from judges.configs import services as config_services
 from judges.engine import JudgeConfig
-from judges.gate_cli import parse_gate_config
+from judges.gate.config import parse_gate_config
 from judges.models import ModelPrice
 from judges.promotion.gates import gate_config
 from judges.promotion.services import rubric_demote, rubric_promote, rubric_thresholds_change

@@ -1,7 +1,7 @@
 """The CI command with a second opinion (DESIGN "Layers"): at gate stage a contested judgment counts as
 not evaluated, so a human looks before it can pass or block a merge: exit 3, or 1 when fail_closed.
 
-In-process through `gate_cli.main`, against the fake provider with one rule per model: the primary
+In-process through `judges.gate.cli.main`, against the fake provider with one rule per model: the primary
 (OpenAI) passes an answer that states "30 days", the second opinion (Anthropic) is scripted per test.
 """
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from judges import gate_cli
+from judges.gate import cli as gate_cli
 from tests.judges.test_gate_cli import BAD, GOOD, MODEL, PASS_RULE, gate_rubric, run
 
 SECOND = "claude-haiku-4-5-20251001"

@@ -1,7 +1,7 @@
 import pytest
 from django.urls import reverse
 
-from labeling.importing import cases_import_objects
+from labeling.importing.cases import cases_import_objects
 from labeling.models import Adjudication, Case, Label, Rubric
 from tests.conftest import make_user
 

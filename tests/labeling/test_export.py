@@ -6,7 +6,10 @@ import pytest
 from django.core.management import call_command
 
 from labeling.exporting import cases_export, labels_export, report_export
-from labeling.importing import CASE_FIELDS, Format, cases_import, labels_import
+from labeling.importing import Format
+from labeling.importing.cases import cases_import
+from labeling.importing.labels import labels_import
+from labeling.importing.reading import CASE_FIELDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 from tests.conftest import make_user
 

@@ -6,7 +6,8 @@ from django.http import StreamingHttpResponse
 from django.urls import reverse
 
 from labeling.exporting import cases_export
-from labeling.importing import Format, cases_import_objects
+from labeling.importing import Format
+from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, Label
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,9 @@ from django.core.management import CommandError, call_command
 from django.db.models import JSONNull
 from django.utils import timezone
 
-from labeling import importing
-from labeling.importing import Format, ImportRejected, cases_import, format_for
+from labeling.importing import Format, ImportRejected, format_for, reading
+from labeling.importing import cases as importing
+from labeling.importing.cases import cases_import
 from labeling.models import Case, Dataset, Label, case_split, labeled_content_hash
 from labeling.selectors import counting_labels
 
@@ -163,7 +164,7 @@ def test_it_rejects_a_file_over_the_size_limit(dataset, settings):
 
 
 def test_it_limits_each_text_field(dataset, monkeypatch):
-    monkeypatch.setattr(importing, "MAX_TEXT_CHARS", 10)
+    monkeypatch.setattr(reading, "MAX_TEXT_CHARS", 10)
     errors = rejected(dataset, jsonl({"external_id": "a", "input": "x" * 11, "output": "y" * 10}))
     assert errors == [(1, "input", "is 11 characters long; the limit is 10")]
 
@@ -266,8 +267,10 @@ def test_it_reports_csv_errors_with_the_line_each_row_starts_on(dataset):
     ("header", "message"),
     [
         ("external_id,input", "lacks the required column(s) output"),
-        ("external_id,input,output,answer", "unknown column(s) answer"),
+        ("external_id,input,output,reply", "unknown column(s) reply"),
         ("external_id,input,output,input", "repeats the column(s) input"),
+        # `answer` is the camelCase golden-dataset name of output (DESIGN "Words")
+        ("external_id,input,output,answer", "repeats the column(s) output (as answer and output)"),
     ],
 )
 def test_it_rejects_a_bad_csv_header_once(dataset, header, message):
@@ -327,7 +330,7 @@ def test_postgresql_imports_take_the_copy_path():
 
 def snapshot(dataset) -> list[dict]:
     return [
-        {**{name: getattr(c, name) for name in importing.CASE_FIELDS},
+        {**{name: getattr(c, name) for name in reading.CASE_FIELDS},
          "checked": Case.objects.filter(pk=c.pk, expected_tool_argument__isnull=False).exists(),
          "split": c.split, "hash": c.content_hash, "changed": c.content_changed_at > c.created_at}
         for c in Case.objects.filter(dataset=dataset).order_by("external_id")

@@ -5,7 +5,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from evalhub.models import Role, User
-from labeling.importing import Format, ImportRejected, labels_import
+from labeling.importing import Format, ImportRejected
+from labeling.importing.labels import labels_import
 from labeling.models import Case, Label, Rubric, labeled_content_hash
 
 pytestmark = pytest.mark.django_db

@@ -3,7 +3,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 from django.db import transaction
 
-from labeling.importing import ImportRejected, cases_import
+from labeling.importing import ImportRejected
+from labeling.importing.cases import cases_import
 from labeling.management.commands._files import (
     FORMAT_CHOICES,
     open_input,

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.importing import ImportRejected, labels_import
+from labeling.importing import ImportRejected
+from labeling.importing.labels import labels_import
 from labeling.management.commands._files import (
     FORMAT_CHOICES,
     open_input,

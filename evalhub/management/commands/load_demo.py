@@ -1,5 +1,8 @@
+"""load_demo: both apps' demo data, so it lives in the project (labeling never imports judges)."""
+
 from django.core.management.base import BaseCommand
 
+from judges.runs.demo import load_demo_run
 from labeling.demo import DATASET_SLUG, DEMO_PASSWORD, load_demo
 
 
@@ -15,8 +18,6 @@ class Command(BaseCommand):
         if created["users"]:
             self.stdout.write(f"Users lena (lead), rita, rob, ria (reviewers), ada (admin); password {DEMO_PASSWORD}")
         # The judges' part: a contract-only config of tool-use and a finished run of it (no provider key needed).
-        from judges.runs.demo import load_demo_run
-
         run = load_demo_run(dataset_slug=DATASET_SLUG)
         self.stdout.write(f"Demo judge run {run.pk} ({run.config.rubric.slug} v{run.config.version}, contract "
                           f"checks only): {run.done} of {run.total} judgments, {run.status}.")

@@ -1,0 +1,10 @@
+"""evalhub-gate, the CI command (DESIGN "Gate config"): plain Python on the engine, no Django.
+
+    config.py    reading and checking the gate config, and the judges' environment
+    outputs.py   reading the outputs file
+    judging.py   judging each rubric's cases and applying the stages; the exit code
+    report.py    the summary, GitHub annotations and step summary, JUnit XML, the results JSON
+    server.py    talking to the evalhub server (fetching, posting results)
+    messages.py  the config error and the one function that puts untrusted text on a line
+    cli.py       the argument parser and `main` (the `evalhub-gate` console script)
+"""

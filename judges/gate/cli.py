@@ -1,0 +1,151 @@
+"""evalhub-gate: CI runs the calibrated judge on new agent outputs (DESIGN "Gate config").
+
+    evalhub-gate check --config URL_OR_FILE [--token TOKEN] --outputs FILE.jsonl [--repeats K]
+                       [--junit FILE] [--json FILE] [--post URL] [--cache-dir DIR] [--concurrency N]
+
+Plain Python with no Django import: a pipeline runs it with the package installed and no server or
+database. It reads the gate config (a URL fetched with a `gates:read` token, or a file), judges every
+case of the outputs file with each rubric's pinned judge through the same engine the app uses, and
+applies the stages: observe records only, warn reports, gate fails.
+
+Exit codes, the contract a pipeline relies on:
+    0  pass: no gate-stage case failed and every gate-stage case was evaluated
+    1  fail: a gate-stage case failed (or was not evaluated under fail_closed)
+    3  not evaluated: nothing failed, but some gate-stage judgment could not be made
+    2  usage or config error: nothing was judged, or the results could not be posted
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from judges.engine import FolderCache
+from judges.gate.config import check_environment, load_gate_config, parse_gate_config
+from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, RubricResult, exit_code, judge_rubric
+from judges.gate.messages import ConfigError
+from judges.gate.outputs import read_outputs
+from judges.gate.report import junit_xml, results_payload, write_github_annotations, write_step_summary, write_summary
+from judges.gate.server import TOKEN_ENV, post_results
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalhub-gate",
+        description="Run evalhub's calibrated judges on new agent outputs in CI. "
+        "Exit 0 pass, 1 fail, 3 not evaluated, 2 usage or config error.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    check = commands.add_parser(
+        "check", help="judge an outputs file against the gate config",
+        description="Judge every case of the outputs file with each rubric's pinned judge and apply its stage: "
+        "observe records only, warn reports, gate fails.",
+    )
+    check.add_argument("--config", required=True, metavar="URL_OR_FILE",
+                       help="the gate config: https://…/api/gates (needs a gates:read token) or a JSON file")
+    check.add_argument("--token", help=f"API token (default: ${TOKEN_ENV}); gates:read to fetch, results:write "
+                                       "to post")
+    check.add_argument("--outputs", required=True, metavar="FILE", help="the agent outputs, one case per JSONL line")
+    check.add_argument("--repeats", type=_positive, default=1, metavar="K",
+                       help="judge each case K times; its verdict is the majority, a tie is not evaluated")
+    check.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
+    check.add_argument("--json", metavar="FILE", help="write the results JSON (what --post sends) here")
+    check.add_argument("--post", metavar="URL", help="POST the results here (…/api/ci-results, results:write)")
+    check.add_argument("--cache-dir", default=".evalhub-cache", metavar="DIR",
+                       help="where identical work is cached between runs (default: .evalhub-cache)")
+    check.add_argument("--no-cache", action="store_true", help="ask the judges again even for cached work")
+    check.add_argument("--concurrency", type=_positive, default=4, metavar="N",
+                       help="judge calls in flight per rubric (default: 4)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on a usage error, 0 on --help
+        return int(exc.code or 0)
+    if args.command != "check":
+        parser.print_help(sys.stderr)
+        return EXIT_CONFIG
+    env = os.environ
+    try:
+        return _check(args, env)
+    except ConfigError as exc:
+        print(f"evalhub-gate: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    token = args.token or env.get(TOKEN_ENV) or None
+    if args.post and not token:
+        raise ConfigError(f"--post needs a token with results:write (--token or ${TOKEN_ENV})")
+    rubrics = parse_gate_config(load_gate_config(args.config, token=token))
+    cases = read_outputs(args.outputs)
+    check_environment(rubrics, env)
+    cache = None if args.no_cache else FolderCache(args.cache_dir)
+
+    started = time.monotonic()
+    print(
+        f"evalhub-gate: {len(cases)} cases × {args.repeats} repeat(s), {len(rubrics)} rubric(s)", file=sys.stdout
+    )
+    results = [
+        judge_rubric(r, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env)
+        for r in rubrics
+    ]
+    code = exit_code(results)
+    print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)
+    write_summary(results, code, sys.stdout)
+    if env.get("GITHUB_ACTIONS") == "true":
+        write_github_annotations(results, sys.stdout)
+        if env.get("GITHUB_STEP_SUMMARY"):
+            write_step_summary(results, code, env["GITHUB_STEP_SUMMARY"])
+    try:
+        _report(args, token, results, code, n_cases=len(cases), env=env)
+    except ConfigError as exc:
+        # A report asked for (a file, a post) that could not be made is a config error the pipeline must
+        # see; but a failed gate stays exit 1, so that no report problem ever hides a failure.
+        print(f"evalhub-gate: error: {exc}", file=sys.stderr)
+        return code if code == EXIT_FAIL else EXIT_CONFIG
+    return code
+
+
+def _report(
+    args: argparse.Namespace, token: str | None, results: list[RubricResult], code: int, *, n_cases: int,
+    env: Mapping[str, str],
+) -> None:
+    if args.junit:
+        _write(args.junit, junit_xml(results))
+    payload = results_payload(results, code=code, repeats=args.repeats, n_cases=n_cases, env=env)
+    if args.json:
+        _write(args.json, json.dumps(payload, indent=2).encode())
+    if args.post:
+        sys.stdout.flush()
+        post_results(args.post, token, payload)
+        print(f"evalhub-gate: results posted to {args.post}", file=sys.stdout)
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as fh:
+            fh.write(data)
+    except OSError as exc:
+        raise ConfigError(f"writing {path}: {exc.strerror or exc}") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""The gate config (DESIGN "Gate config"): read it from a URL or a file and check it whole before
+anything is judged."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judges.engine import JudgeConfig
+from judges.engine.providers import ProviderFailure, resolve_endpoint
+from judges.gate.messages import ConfigError
+from judges.gate.server import http_request
+
+GATES_SCHEMA = "evalhub.gates/v1"
+STAGES = ("observe", "warn", "gate")
+
+
+@dataclass(frozen=True)
+class GateRubric:
+    slug: str
+    stage: str
+    fail_closed: bool
+    judge: JudgeConfig
+    prices: dict[str, dict[str, float]]
+    calibration: dict[str, Any] | None
+
+
+
+def load_gate_config(source: str, *, token: str | None) -> dict[str, Any]:
+    """The gate config JSON from an http(s) URL (with the bearer token) or a file path."""
+    if source.startswith(("http://", "https://")):
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        body = http_request(urllib.request.Request(source, headers=headers), f"reading the gate config from {source}")
+        text = body.decode("utf-8", errors="replace")
+    else:
+        try:
+            with open(source, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise ConfigError(f"reading the gate config {source}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"reading the gate config {source}: not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"the gate config is not JSON: {exc}") from None
+
+
+def _prices(value: Any, where: str) -> dict[str, dict[str, float]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}.prices: expected an object of model → price")
+    out = {}
+    for model, price in value.items():
+        if not isinstance(price, dict):
+            raise ConfigError(f"{where}.prices.{model}: expected {{input_per_mtok, output_per_mtok}}")
+        numbers = {}
+        for name in ("input_per_mtok", "output_per_mtok"):
+            number = price.get(name)
+            if isinstance(number, bool) or not isinstance(number, int | float) or number < 0:
+                raise ConfigError(f"{where}.prices.{model}.{name}: expected a non-negative number")
+            numbers[name] = float(number)
+        out[model] = numbers
+    return out
+
+
+def parse_gate_config(data: Any) -> list[GateRubric]:
+    """Check the gate config whole before anything is judged; a ConfigError names the field at fault.
+
+    Each judge goes through the engine's own validation, which also checks that its config_hash
+    still matches its content: CI runs exactly the judge that was calibrated, or nothing.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError("the gate config: expected a JSON object")
+    if data.get("schema") != GATES_SCHEMA:
+        raise ConfigError(f"schema: expected {GATES_SCHEMA!r}, got {data.get('schema')!r}")
+    rubrics = data.get("rubrics")
+    if not isinstance(rubrics, list):
+        raise ConfigError("rubrics: expected a list")
+    out: list[GateRubric] = []
+    seen: set[str] = set()
+    for i, item in enumerate(rubrics):
+        where = f"rubrics[{i}]"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where}: expected an object")
+        slug = item.get("slug")
+        if not isinstance(slug, str) or not slug:
+            raise ConfigError(f"{where}.slug: expected a non-empty string")
+        where = f"rubrics[{i}] ({slug})"
+        if slug in seen:
+            raise ConfigError(f"{where}: the rubric is listed twice")
+        seen.add(slug)
+        stage = item.get("stage")
+        if stage not in STAGES:
+            raise ConfigError(f"{where}.stage: expected one of {', '.join(STAGES)}, got {stage!r}")
+        fail_closed = item.get("fail_closed", False)
+        if not isinstance(fail_closed, bool):
+            raise ConfigError(f"{where}.fail_closed: expected true or false")
+        judge_spec = item.get("judge")
+        if not isinstance(judge_spec, dict) or not judge_spec.get("config_hash"):
+            raise ConfigError(f"{where}.judge: expected the pinned judge config with its config_hash")
+        try:
+            judge = JudgeConfig.from_dict(judge_spec)
+        except ValueError as exc:
+            raise ConfigError(f"{where}.judge.{exc}") from None
+        if judge.rubric != slug:
+            raise ConfigError(f"{where}.judge.rubric: the judge is for {judge.rubric!r}, not {slug!r}")
+        calibration = item.get("calibration")
+        if calibration is not None and not isinstance(calibration, dict):
+            raise ConfigError(f"{where}.calibration: expected an object")
+        out.append(GateRubric(slug, stage, fail_closed, judge, _prices(item.get("prices"), where), calibration))
+    return out
+
+
+def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> None:
+    """Every endpoint and key variable a judge names must be set before anything is judged.
+
+    Otherwise every judgment would come back not evaluated ("config error") and a gate would exit
+    3 as if the provider were down; a missing secret is the pipeline's config error: exit 2.
+    """
+    missing: list[str] = []
+    for rubric in rubrics:
+        cfg = rubric.judge
+        if "behavioral" not in cfg.layers:
+            continue
+        judges = [(cfg.provider, cfg.base_url_env, cfg.api_key_env)]
+        if cfg.secondary is not None:
+            s = cfg.secondary
+            judges.append((s.provider, s.base_url_env, s.api_key_env))
+        for provider, base_url_env, api_key_env in judges:
+            try:
+                resolve_endpoint(
+                    provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env,
+                    timeout_s=cfg.timeout_s,
+                )
+            except ProviderFailure as failure:
+                missing.append(f"{rubric.slug}: {failure.detail}")  # names the variable, never a value
+    if missing:
+        raise ConfigError("the judges need environment variables that are not set: " + "; ".join(missing))
+

@@ -1,0 +1,233 @@
+"""Cases in: the file import and the ingest API, checked by `reading`, then written all or nothing.
+
+After every row is read and checked (labeling.importing.reading), the dataset is checked in bulk
+(existing external_ids) inside the transaction, then the cases are written with COPY on PostgreSQL
+(bulk_create/bulk_update elsewhere) in that one transaction. Any error raises `ImportRejected` with the
+full list, and nothing is written. Rows are never written one query at a time, which keeps 100,000
+cases to seconds (benchmarks/bench_import.py).
+"""
+
+import json
+from dataclasses import dataclass
+from typing import IO, Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import BooleanField, ExpressionWrapper, F, JSONNull, Q
+from django.utils import timezone
+
+from labeling.importing.reading import (
+    CASE_ALIASES,
+    CASE_FIELDS,
+    CASE_REQUIRED,
+    JUDGED_FIELDS,
+    LOOKUP_CHUNK,
+    CaseData,
+    Format,
+    ImportRejected,
+    RowError,
+    case_from_csv,
+    case_split,
+    chunks,
+    read_records,
+    validated_cases,
+)
+from labeling.models import Case, Dataset
+
+BATCH_SIZE = 2_000  # rows per INSERT (off PostgreSQL's COPY path): 16 parameters each, far below 65,535
+
+
+@dataclass(frozen=True)
+class CaseImportResult:
+    created: int
+    updated: int
+    unchanged: int
+
+    def __str__(self) -> str:
+        return f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged"
+
+
+def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bool = False,
+                 max_bytes: int | None = None) -> CaseImportResult:
+    """Import a JSONL or CSV file of cases into `dataset`, all or nothing (raises ImportRejected)."""
+    errors: list[RowError] = []
+    records = read_records(
+        stream, fmt, errors, known=CASE_FIELDS, required=CASE_REQUIRED, aliases=CASE_ALIASES, from_csv=case_from_csv,
+        max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
+    )
+    rows = validated_cases(records, errors)
+    if not rows and not errors:
+        errors.append(RowError(None, None, "the file has no cases"))
+    return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update)
+
+
+def cases_import_objects(*, dataset: Dataset, objects: list, update: bool = False) -> CaseImportResult:
+    """Import parsed case objects: the same rules, with each error at its item's index in the list."""
+    return cases_import_items(dataset=dataset, items=list(enumerate(objects)), errors=[], update=update)
+
+
+def cases_import_items(*, dataset: Dataset, items: list[tuple[int, Any]], errors: list[RowError],
+                       update: bool = False) -> CaseImportResult:
+    """The ingest API's import: (index, object) items, after `errors` the body's reading found (by index)."""
+    rows = validated_cases(items, errors)
+    if not items and not errors:
+        errors.append(RowError(None, None, "the batch has no cases"))
+    return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update)
+
+
+def _model_values(data: CaseData) -> dict:
+    """Model field values; a checked JSON-null argument is stored as JSON null, not SQL NULL."""
+    argument = data.expected_tool_argument if data.checks_tool_argument else None
+    if data.checks_tool_argument and argument is None:
+        argument = JSONNull()
+    return {
+        "external_id": data.external_id, "input": data.input, "output": data.output, "trace": data.trace,
+        "golden_answer": data.golden_answer, "expected_behaviour": data.expected_behaviour,
+        "expected_tool": data.expected_tool, "expected_tool_argument": argument,
+        "expected_source": data.expected_source, "category": data.category, "metadata": data.metadata,
+    }
+
+
+def _cases_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]], errors: list[RowError],
+                 update: bool) -> CaseImportResult:
+    """Check the rows against the dataset, then create, update or leave each case.
+
+    One transaction: either every row is written or none. The dataset row is locked so two imports
+    into the same dataset cannot both create the same external_id.
+    """
+    with transaction.atomic():
+        Dataset.objects.select_for_update().only("pk").get(pk=dataset.pk)
+        ids = [data.external_id for _, data in rows]
+        existing: dict[str, tuple[int, CaseData]] = {}
+        if update:
+            existing = _existing_cases(dataset=dataset, external_ids=ids)
+        else:
+            taken = set()
+            for chunk in chunks(ids, LOOKUP_CHUNK):
+                taken.update(Case.objects.filter(dataset=dataset, external_id__in=chunk)
+                             .values_list("external_id", flat=True))
+            errors.extend(
+                RowError(row, "external_id", f"{data.external_id!r} already exists in this dataset; "
+                                             "import with update on to change it")
+                for row, data in rows if data.external_id in taken
+            )
+        if errors:
+            raise ImportRejected(errors)
+
+        now = timezone.now()
+        new: list[CaseData] = []
+        changed: list[tuple[int, CaseData, bool]] = []  # (pk, new content, whether a judge sees a change)
+        for _, data in rows:
+            if data.external_id not in existing:
+                new.append(data)
+                continue
+            pk, old = existing[data.external_id]
+            if old.signature(CASE_FIELDS) != data.signature(CASE_FIELDS):
+                changed.append((pk, data, old.signature(JUDGED_FIELDS) != data.signature(JUDGED_FIELDS)))
+        _insert_cases(dataset=dataset, cases=new, now=now)
+        _update_cases(dataset=dataset, cases=changed, now=now)
+    return CaseImportResult(created=len(new), updated=len(changed), unchanged=len(existing) - len(changed))
+
+
+def _existing_cases(*, dataset: Dataset, external_ids: list[str]) -> dict[str, tuple[int, CaseData]]:
+    """{external_id: (pk, content)} of the dataset's cases among external_ids, in a few bulk queries."""
+    found = {}
+    columns = ("pk", *CASE_FIELDS, "checks_tool_argument")
+    for chunk in chunks(external_ids, LOOKUP_CHUNK):
+        rows = Case.objects.filter(dataset=dataset, external_id__in=chunk).annotate(
+            # SQL NULL = the argument is not checked; a JSON null is checked. Both load as None.
+            checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False), output_field=BooleanField())
+        ).values_list(*columns)
+        for pk, *values, checks in rows:
+            data = CaseData(**dict(zip(CASE_FIELDS, values, strict=True)), checks_tool_argument=checks)
+            found[data.external_id] = (pk, data)
+    return found
+
+
+# The PostgreSQL fast path writes these columns with COPY, which skips Django's per-row SQL building
+# (several times faster: 100k cases in seconds). A Case column not listed here switches imports to
+# bulk_create/bulk_update, slower but still correct, until it is added (a test notices).
+COPY_INSERT_COLUMNS = (
+    "dataset_id", "external_id", "input", "output", "trace", "golden_answer", "expected_behaviour",
+    "expected_tool", "expected_tool_argument", "expected_source", "category", "metadata", "split",
+    "content_hash", "created_at", "content_changed_at",
+)
+COPY_UPDATE_COLUMNS = (
+    "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool", "expected_tool_argument",
+    "expected_source", "category", "metadata", "content_hash", "content_changed_at",
+)
+
+
+def copy_path_available() -> bool:
+    if connection.vendor != "postgresql":
+        return False
+    columns = {f.column for f in Case._meta.concrete_fields if not f.primary_key}
+    return columns == set(COPY_INSERT_COLUMNS)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _content_cells(data: CaseData) -> tuple:
+    """The COPY_UPDATE_COLUMNS values up to metadata, as COPY text: JSON as text, None as SQL NULL."""
+    argument = _json_text(data.expected_tool_argument) if data.checks_tool_argument else None
+    return (data.input, data.output, _json_text(data.trace), data.golden_answer, data.expected_behaviour,
+            data.expected_tool, argument, data.expected_source, data.category, _json_text(data.metadata))
+
+
+def _insert_cases(*, dataset: Dataset, cases: list[CaseData], now) -> None:
+    if not cases:
+        return
+    if not copy_path_available():
+        Case.objects.bulk_create(
+            [Case(dataset=dataset, split=case_split(data.external_id), content_hash=data.content_hash,
+                  created_at=now, content_changed_at=now, **_model_values(data)) for data in cases],
+            batch_size=BATCH_SIZE,
+        )
+        return
+    quote = connection.ops.quote_name
+    sql = f"COPY {quote(Case._meta.db_table)} ({', '.join(map(quote, COPY_INSERT_COLUMNS))}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
+        for data in cases:
+            cells = _content_cells(data)
+            copy.write_row((dataset.pk, data.external_id, *cells[:10], case_split(data.external_id),
+                            data.content_hash, now, now))
+
+
+def _update_cases(*, dataset: Dataset, cases: list[tuple[int, CaseData, bool]], now) -> None:
+    """Write changed cases. Labels keep the hash they were given against, so they stop counting when
+    content_hash changes; content_changed_at moves only when something a judge sees changed."""
+    if not cases:
+        return
+    if not copy_path_available():
+        objects = []
+        for pk, data, judged_change in cases:
+            case = Case(pk=pk, dataset=dataset, content_hash=data.content_hash, **_model_values(data))
+            case.content_changed_at = now if judged_change else F("content_changed_at")
+            objects.append(case)
+        # Small batches: bulk_update's CASE WHEN per column grows with the square of the batch.
+        Case.objects.bulk_update(objects, [*CASE_FIELDS[1:], "content_hash", "content_changed_at"], batch_size=100)
+        return
+    quote = connection.ops.quote_name
+    table = quote(Case._meta.db_table)
+    with connection.cursor() as cursor:
+        # A scratch table for this transaction: COPY the new values in, then one UPDATE ... FROM.
+        cursor.execute(
+            "CREATE TEMP TABLE evalhub_case_update (id bigint PRIMARY KEY, input text, output text, trace jsonb, "
+            "golden_answer text, expected_behaviour text, expected_tool text, expected_tool_argument jsonb, "
+            "expected_source text, category text, metadata jsonb, content_hash text, content_changed_at "
+            "timestamptz) ON COMMIT DROP"
+        )
+        with cursor.cursor.copy(
+            f"COPY evalhub_case_update (id, {', '.join(COPY_UPDATE_COLUMNS)}) FROM STDIN"
+        ) as copy:
+            for pk, data, judged_change in cases:
+                copy.write_row((pk, *_content_cells(data), data.content_hash, now if judged_change else None))
+        assignments = ", ".join(f"{quote(c)} = u.{c}" for c in COPY_UPDATE_COLUMNS if c != "content_changed_at")
+        cursor.execute(
+            f"UPDATE {table} AS c SET {assignments}, "
+            "content_changed_at = COALESCE(u.content_changed_at, c.content_changed_at) "
+            "FROM evalhub_case_update AS u WHERE c.id = u.id"
+        )
+        cursor.execute("DROP TABLE evalhub_case_update")

@@ -1,0 +1,174 @@
+"""Labels in: reviewers' verdicts of one rubric, from JSONL or CSV, checked, then written all or nothing."""
+
+from dataclasses import dataclass
+from typing import IO, Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_slug
+from django.db import transaction
+from django.utils import timezone
+
+from evalhub.models import Role
+from labeling.importing.cases import BATCH_SIZE
+from labeling.importing.reading import (
+    ID_ALIASES,
+    LOOKUP_CHUNK,
+    Format,
+    ImportRejected,
+    RowError,
+    chunks,
+    normalize_fields,
+    read_records,
+    text_field,
+    type_name,
+    validated_rows,
+)
+from labeling.models import Case, Dataset, Label, Rubric, Verdict
+
+LABEL_FIELDS = ("external_id", "reviewer", "verdict", "note")
+LABEL_REQUIRED = ("external_id", "reviewer", "verdict")
+
+
+@dataclass(frozen=True)
+class LabelData:
+    external_id: str
+    reviewer: str
+    verdict: str
+    note: str
+
+
+@dataclass(frozen=True)
+class LabelImportResult:
+    created: int
+    revised: int
+    unchanged: int
+    new_reviewers: list[str]
+    rubric_created: bool
+
+    def __str__(self) -> str:
+        text = f"{self.created} created, {self.revised} revised, {self.unchanged} unchanged"
+        if self.new_reviewers:
+            text += f"; new reviewer accounts: {', '.join(self.new_reviewers)}"
+        if self.rubric_created:
+            text += "; the rubric was created as a draft"
+        return text
+
+
+_username_validator = get_user_model().username_validator
+
+
+def validate_label(obj: Any) -> tuple[LabelData | None, list[tuple[str | None, str]]]:
+    if not isinstance(obj, dict):
+        return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
+    try:
+        obj = normalize_fields(obj, ID_ALIASES)
+    except ValueError as exc:
+        return None, [(None, str(exc))]
+    problems: list[tuple[str | None, str]] = []
+    for key in obj:
+        if key not in LABEL_FIELDS:
+            problems.append((str(key), f"is not a label field (known fields: {', '.join(LABEL_FIELDS)})"))
+    external_id = text_field(obj, "external_id", problems, required=True, max_chars=200) or ""
+    if isinstance(obj.get("external_id"), str) and not external_id.strip():
+        problems.append(("external_id", "must not be empty"))
+    reviewer = (text_field(obj, "reviewer", problems, required=True, max_chars=150) or "").strip()
+    if "reviewer" in obj and isinstance(obj["reviewer"], str):
+        try:
+            _username_validator(reviewer)
+        except ValidationError:
+            problems.append(("reviewer", f"{reviewer!r} is not a valid username (letters, digits and @.+-_)"))
+    verdict = (text_field(obj, "verdict", problems, required=True, max_chars=20) or "").strip().lower()
+    if isinstance(obj.get("verdict"), str) and verdict not in Verdict.values:
+        problems.append(("verdict", f"must be pass or fail, not {obj['verdict']!r}"))
+    note = text_field(obj, "note", problems) or ""
+    if problems:
+        return None, problems
+    return LabelData(external_id=external_id, reviewer=reviewer, verdict=verdict, note=note), []
+
+
+def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt: Format,
+                  max_bytes: int | None = None) -> LabelImportResult:
+    """Import reviewers' labels of one rubric for cases of `dataset`, all or nothing.
+
+    Must succeed or fail together: creating the rubric (as a draft) if missing, creating reviewer
+    accounts named in the file (no usable password) and assigning them to the dataset, creating new
+    labels and revising existing ones against each case's current content.
+    """
+    errors: list[RowError] = []
+    try:
+        validate_slug(rubric_slug)
+    except ValidationError:
+        errors.append(RowError(None, "rubric", f"{rubric_slug!r} is not a valid slug"))
+    records = read_records(
+        stream, fmt, errors, known=LABEL_FIELDS, required=LABEL_REQUIRED, aliases=ID_ALIASES,
+        max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
+    )
+    rows: list[tuple[int, LabelData]] = validated_rows(
+        records, errors, validate=validate_label, key=lambda data: (data.external_id, data.reviewer),
+        duplicate=lambda data, first: (
+            "reviewer", f"{data.reviewer!r} labels {data.external_id!r} twice in this import (first at line {first})"
+        ),
+    )
+    if not rows and not errors:
+        errors.append(RowError(None, None, "the file has no labels"))
+
+    with transaction.atomic():
+        cases: dict[str, tuple[int, str]] = {}
+        ids = sorted({data.external_id for _, data in rows})
+        for chunk in chunks(ids, LOOKUP_CHUNK):
+            found = Case.objects.filter(dataset=dataset, external_id__in=chunk)
+            cases.update(
+                (external_id, (pk, content_hash))
+                for pk, external_id, content_hash in found.values_list("pk", "external_id", "content_hash")
+            )
+        errors.extend(
+            RowError(row, "external_id", f"{data.external_id!r} is not a case of the dataset {dataset.slug}")
+            for row, data in rows if data.external_id not in cases
+        )
+        if errors:
+            raise ImportRejected(errors)
+
+        rubric, rubric_created = Rubric.objects.get_or_create(
+            slug=rubric_slug, defaults={"name": rubric_slug, "criteria": ""}
+        )
+        users = _reviewer_accounts(sorted({data.reviewer for _, data in rows}))
+        new_reviewers = sorted(name for name, (_, created) in users.items() if created)
+        dataset.reviewers.add(*(user for user, _ in users.values()))
+
+        current: dict[tuple[int, int], Label] = {}
+        for chunk in chunks([pk for pk, _ in cases.values()], LOOKUP_CHUNK):
+            for label in Label.objects.filter(rubric=rubric, case_id__in=chunk,
+                                              reviewer__in=[user for user, _ in users.values()]):
+                current[(label.case_id, label.reviewer_id)] = label
+        now = timezone.now()
+        new, revised, unchanged = [], 0, 0
+        for _, data in rows:
+            case_id, content_hash = cases[data.external_id]
+            reviewer = users[data.reviewer][0]
+            label = current.get((case_id, reviewer.pk))
+            if label is None:
+                new.append(Label(case_id=case_id, rubric=rubric, reviewer=reviewer, verdict=data.verdict,
+                                 note=data.note, content_hash=content_hash, created_at=now, updated_at=now))
+            elif (label.verdict, label.note, label.content_hash) == (data.verdict, data.note, content_hash):
+                unchanged += 1
+            else:
+                label.revise(verdict=data.verdict, note=data.note, content_hash=content_hash)
+                revised += 1
+        Label.objects.bulk_create(new, batch_size=BATCH_SIZE)
+    return LabelImportResult(created=len(new), revised=revised, unchanged=unchanged,
+                             new_reviewers=new_reviewers, rubric_created=rubric_created)
+
+
+def _reviewer_accounts(usernames: list[str]) -> dict[str, tuple[Any, bool]]:
+    """The users named in a labels file, creating missing ones as reviewers who cannot log in yet."""
+    User = get_user_model()
+    found = {user.username: (user, False) for user in User.objects.filter(username__in=usernames)}
+    for name in usernames:
+        if name not in found:
+            user = User(username=name, role=Role.REVIEWER)
+            user.set_unusable_password()  # an admin sets a password or the user resets it
+            user.save()
+            found[name] = (user, True)
+    return found

@@ -1,0 +1,103 @@
+"""The strict JSON reading and the camelCase names (labeling.importing.reading): no database, no Django."""
+
+import json
+
+import pytest
+
+from labeling.importing.reading import (
+    MAX_JSON_DEPTH,
+    RowError,
+    normalize_case_fields,
+    parse_json,
+    parse_json_items,
+    validate_case,
+)
+
+HAZARDS = [
+    ('{"external_id": "a", "input": "q", "external_id": "b"}', "the key 'external_id' is repeated"),
+    ('{"score": NaN}', "NaN is not valid JSON"),
+    ('{"score": Infinity}', "Infinity is not valid JSON"),
+    ('{"score": -Infinity}', "-Infinity is not valid JSON"),
+    ('{"score": 1e999}', "the number 1e999 is too large"),
+    ('{"score": -' + "9" * 400 + '.0}', "is too large"),
+    ('{"text": "\\ud800"}', "lone surrogate"),
+    ('{"\\udfff": 1}', "lone surrogate"),
+    ('{"text": "\\ude00\\ud83d"}', "lone surrogate"),  # a pair the wrong way round
+    ("[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1), f"deeper than {MAX_JSON_DEPTH} levels"),
+    ("[" * 100_000 + "]" * 100_000, f"deeper than {MAX_JSON_DEPTH} levels"),  # beyond Python's recursion limit
+    ("1" * 5_000, "too many digits"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), HAZARDS, ids=[h[1][:20] + str(i) for i, h in enumerate(HAZARDS)])
+def test_it_refuses_each_hazard_with_a_short_message(text, message):
+    with pytest.raises(ValueError, match=message) as refused:
+        parse_json(text)
+    assert len(str(refused.value)) < 100
+
+
+@pytest.mark.parametrize("text", [
+    '{"text": "\\ud83d\\ude00", "k": "\\\\ud800"}',  # a surrogate pair is one character; an escaped backslash is text
+    "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH,
+    '  {"a": 1.5e300, "b": -0.0, "c": [1, 2, {"d": null}], "e": "NaN and Infinity as text"}  ',
+    '{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]}',  # the same key in different objects
+])
+def test_it_reads_what_json_allows(text):
+    assert parse_json(text) == json.loads(text)
+
+
+def test_a_syntax_error_is_a_json_decode_error_with_its_position():
+    with pytest.raises(json.JSONDecodeError):
+        parse_json('{"a": 1} trailing')
+    with pytest.raises(json.JSONDecodeError):
+        parse_json('{"a": }')
+
+
+def test_an_array_body_gives_each_item_its_index():
+    errors: list[RowError] = []
+    items = parse_json_items('[{"a": 1}, {"b": 1e999}, {"c": "\\ud800"}]', errors)
+    # The overflow stops the reading of its item (where it ends is unknown), so the rest is not read.
+    assert items == [(0, {"a": 1})]
+    assert [(e.row, e.message) for e in errors] == [
+        (1, "is not valid JSON: the number 1e999 is too large (it overflows a float)"),
+    ]
+
+    errors = []
+    items = parse_json_items('[{"a": 1}, {"c": "\\ud800"}, ' + "[" * 64 + "]" * 64 + ', {"d": 2}]', errors)
+    # A lone surrogate or a deep item is found after its item was read: the next items are read too.
+    assert items == [(0, {"a": 1}), (3, {"d": 2})]
+    assert [e.row for e in errors] == [1, 2]
+
+    errors = []
+    assert parse_json_items('{"a": 1}', errors) == [(0, {"a": 1})] and not errors
+    assert parse_json_items("[]", errors) == [] and not errors
+    parse_json_items('{"a": 1, "a": 2}', errors)
+    assert [str(e) for e in errors] == ["file: the body is not valid JSON: the key 'a' is repeated in one object"]
+
+
+def test_camel_case_names_become_the_case_fields():
+    golden = {
+        "id": "c1", "question": "Can I return it?", "answer": "Yes.", "goldenAnswer": "Yes, within 30 days.",
+        "expectedBehavior": "cite the policy", "expectedTool": "lookup_order", "expectedToolArgument": {"id": 1},
+        "expectedSource": "returns.md", "category": "policy",
+    }
+    assert normalize_case_fields(golden) == {
+        "external_id": "c1", "input": "Can I return it?", "output": "Yes.", "golden_answer": "Yes, within 30 days.",
+        "expected_behaviour": "cite the policy", "expected_tool": "lookup_order",
+        "expected_tool_argument": {"id": 1}, "expected_source": "returns.md", "category": "policy",
+    }
+    assert normalize_case_fields({"expectedBehaviour": "x"}) == {"expected_behaviour": "x"}
+    data, problems = validate_case(golden)
+    assert problems == [] and data.external_id == "c1" and data.expected_tool_argument == {"id": 1}
+
+
+@pytest.mark.parametrize(("obj", "message"), [
+    ({"id": "a", "external_id": "b"}, "external_id is given twice, as 'id' and as 'external_id'"),
+    ({"expectedBehaviour": "a", "expectedBehavior": "b"}, "expected_behaviour is given twice"),
+    ({"output": "a", "answer": "b"}, "output is given twice, as 'output' and as 'answer'"),
+])
+def test_a_field_named_both_ways_is_an_error(obj, message):
+    with pytest.raises(ValueError, match=message):
+        normalize_case_fields(obj)
+    data, problems = validate_case({"input": "q", **obj})
+    assert data is None and len(problems) == 1 and message in problems[0][1]
