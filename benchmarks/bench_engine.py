@@ -65,15 +65,15 @@ def main() -> None:
         "provider": args.provider,
         "model": MODELS[args.provider],
         "params": {"temperature": 0, "max_tokens": 200},
-        "base_url_env": "BENCH_BASE_URL",
-        "api_key_env": "BENCH_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
+        "api_key_env": "EVALHUB_JUDGE_BENCH_KEY",
         "timeout_s": 10,
     }
     cases = make_cases(args.n)
     with FakeProvider() as fake:
         fake.control(latency_ms=args.latency_ms, rule={"kind": "answer_min_length", "chars": 80})
         base_url = fake.anthropic_base_url if args.provider == "anthropic" else fake.openai_base_url
-        env = {"BENCH_BASE_URL": base_url, "BENCH_API_KEY": "bench-key"}
+        env = {"EVALHUB_JUDGE_BENCH_URL": base_url, "EVALHUB_JUDGE_BENCH_KEY": "bench-key"}
         # Warm up: import the SDK and open a connection, outside the measured time.
         judge_batch([(cases[0], 0)], config, concurrency=1, env=env)
         fake.reset()

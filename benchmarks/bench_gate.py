@@ -35,7 +35,8 @@ def gate_config(rubrics: int) -> dict:
         judge = JudgeConfig.from_dict({
             "rubric": slug, "criteria": f"Criteria {i}: the answer states the 30-day window.",
             "layers": ["contract", "behavioral"], "contract_checks": ["answer_present"],
-            "provider": "openai-compatible", "model": MODEL, "base_url_env": "BENCH_URL", "api_key_env": "BENCH_KEY",
+            "provider": "openai-compatible", "model": MODEL, "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
+            "api_key_env": "EVALHUB_JUDGE_BENCH_KEY",
             "params": {"temperature": 0, "max_tokens": 200},
         }).to_dict(include_hash=True)
         entries.append({"slug": slug, "criteria": judge["criteria"], "stage": "gate", "fail_closed": False,
@@ -63,7 +64,7 @@ def main() -> None:
                 fh.write(json.dumps({"external_id": f"pr-{i:05d}", "input": f"Can I return order {i}?",
                                      "output": f"Yes, order {i} can be returned within 30 days.",
                                      "category": "policy"}) + "\n")
-        env = {**os.environ, "BENCH_URL": fake.openai_base_url, "BENCH_KEY": "sk-bench"}
+        env = {**os.environ, "EVALHUB_JUDGE_BENCH_URL": fake.openai_base_url, "EVALHUB_JUDGE_BENCH_KEY": "sk-bench"}
         env.pop("GITHUB_ACTIONS", None)
         argv = [str(command), "check", "--config", "gates.json", "--outputs", "outputs.jsonl",
                 "--concurrency", str(args.concurrency), "--cache-dir", "cache", "--junit", "junit.xml"]

@@ -6,6 +6,7 @@ that names the variable.
 """
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -39,6 +40,15 @@ def env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+
+
+def env_names(name: str) -> tuple[str, ...]:
+    """A comma-separated list of environment variable names (blank entries dropped)."""
+    names = tuple(n.strip() for n in env_str(name).split(",") if n.strip())
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n)]
+    if bad:
+        raise ImproperlyConfigured(f"{name}: {', '.join(map(repr, bad))} is not an environment variable name.")
+    return names
 
 
 DATA_DIR = Path(env_str("EVALHUB_DATA_DIR") or BASE_DIR / "var")
@@ -198,6 +208,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Environment variables a judge config may name beyond OPENAI_*/ANTHROPIC_* keys and URLs and
+# EVALHUB_JUDGE_* (judges.engine.envnames; the app's own, DJANGO_* and the like, stay refused).
+EVALHUB_JUDGE_ENV_ALLOW = env_names("EVALHUB_JUDGE_ENV_ALLOW")
 
 # Run work: chunks of cases, each claimed with a lease the worker keeps extending while alive.
 EVALHUB_CHUNK_CASES = env_int("EVALHUB_CHUNK_CASES", 20)

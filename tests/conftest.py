@@ -99,8 +99,8 @@ def fake_provider_server():
 def fake_provider(fake_provider_server, monkeypatch):
     """The fake provider reset (no fault, rule always_pass), and the environment a config names."""
     fake_provider_server.reset()
-    monkeypatch.setenv("FAKE_OPENAI_URL", fake_provider_server.openai_base_url)
-    monkeypatch.setenv("FAKE_ANTHROPIC_URL", fake_provider_server.anthropic_base_url)
-    monkeypatch.setenv("FAKE_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("EVALHUB_JUDGE_OPENAI_URL", fake_provider_server.openai_base_url)
+    monkeypatch.setenv("EVALHUB_JUDGE_ANTHROPIC_URL", fake_provider_server.anthropic_base_url)
+    monkeypatch.setenv("EVALHUB_JUDGE_API_KEY", "sk-test-not-a-real-key")
     yield fake_provider_server
     fake_provider_server.reset()

@@ -93,6 +93,19 @@ class JudgeConfigForm(forms.Form):
     must_not_match = LinesField(rows=2, help_text="Regular expressions the answer must not match, one per line.")
     json_schema = JsonText(rows=3, label="JSON Schema",
                            help_text="A JSON Schema the answer must validate against (for json_schema).")
+    # The safety contracts, each for its check of the same name.
+    allowed_tools = LinesField(rows=2, help_text="Tools the agent may call, one per line (for allowed_tools): "
+                               "any other call fails.")
+    forbidden_tools = LinesField(rows=2, help_text="Tools the agent must never call, one per line "
+                                 "(for forbidden_tools).")
+    max_tool_calls = forms.IntegerField(
+        min_value=0, max_value=10_000, required=False, label="Max tool calls",
+        help_text="The most tool calls one answer may make (for max_tool_calls).",
+    )
+    secret_patterns = LinesField(
+        rows=2, help_text="For no_secrets: regular expressions of your own credentials, one per line, added to the "
+        "built-in shapes (API keys, cloud keys, private keys, JWTs, bearer tokens).",
+    )
     provider = forms.ChoiceField(
         choices=[("", "— none (no behavioral layer) —"), *((p, p) for p in PROVIDERS)], required=False,
     )
@@ -118,7 +131,8 @@ class JudgeConfigForm(forms.Form):
     )
     api_key_env = forms.CharField(
         max_length=100, required=False, label="API key variable",
-        help_text="The NAME of the environment variable holding the key, never the key.",
+        help_text="The NAME of the environment variable holding the key, never the key: OPENAI_API_KEY, "
+        "ANTHROPIC_API_KEY, a name starting EVALHUB_JUDGE_, or one the operator allows (EVALHUB_JUDGE_ENV_ALLOW).",
     )
     # The secondary judge, field by field (the engine's `secondary` object; `when` for a second opinion).
     secondary_role = forms.ChoiceField(choices=SECONDARY_ROLE_CHOICES, required=False, label="Role")
@@ -209,6 +223,10 @@ class JudgeConfigForm(forms.Form):
             "must_match": data["must_match"],
             "must_not_match": data["must_not_match"],
             "json_schema": data["json_schema"],
+            "allowed_tools": data["allowed_tools"],
+            "forbidden_tools": data["forbidden_tools"],
+            "max_tool_calls": data["max_tool_calls"],
+            "secret_patterns": data["secret_patterns"],
             "provider": _blank_to_none(data["provider"]),
             "model": _blank_to_none(data["model"]),
             "model_family": _blank_to_none(data["model_family"]),
@@ -228,9 +246,13 @@ class JudgeConfigForm(forms.Form):
         """The engine names the field first ("params.temperature: …"): show its message on that field.
 
         The secondary's are "secondary.model: …" and "secondary.when.share: …"; its own checks
-        ("secondary: …", the same-family refusal above all) go on its model or its role.
+        ("secondary: …", the same-family refusal above all) go on its model or its role. A refusal
+        of environment variable names carries one message per variable, each put on its field.
         """
-        message = str(error)
+        for message in getattr(error, "messages", None) or [str(error)]:
+            self._add_engine_message(message)
+
+    def _add_engine_message(self, message: str) -> None:
         path = message.split(":", 1)[0].strip().split(".")
         name = path[0]
         if name == "secondary":

@@ -31,6 +31,7 @@ from .providers import (
     KEY_REFUSED,
     ClientPool,
     Embedded,
+    Endpoint,
     ProviderFailure,
     call_embeddings,
     call_model,
@@ -218,6 +219,9 @@ class Engine:
         self.env = env
         self.retry = retry or RetryPolicy()
         self.clients = clients or ClientPool()
+        # Endpoints whose key the provider refused: the rest of the batch does not ask with it again.
+        self._refused: set[Endpoint] = set()
+        self._refused_lock = threading.Lock()
         self.embedding_cache = embedding_cache
         self._embeddings: dict[str, _Embedding] = {}
         self._embeddings_lock = threading.Lock()
@@ -479,6 +483,7 @@ class Engine:
                 return vectors
 
             done = self._attempts(
+                endpoint,
                 model=s.model,
                 # ~4 characters a token in English; 3 errs on the side of stopping early.
                 estimate=lambda price: chars / 3 * price["input_per_mtok"] / 1_000_000,
@@ -544,6 +549,7 @@ class Engine:
 
     def _attempts(
         self,
+        endpoint: Endpoint,
         *,
         model: str,
         estimate: Callable[[Mapping[str, float]], float],
@@ -556,6 +562,12 @@ class Engine:
         `call()` makes one HTTP call (its reply has input_tokens and output_tokens) or raises
         ProviderFailure; `accept(reply)` returns the value or raises InvalidOutput, asked again at once.
         """
+        with self._refused_lock:
+            refused = endpoint in self._refused
+        if refused:
+            where = f" in {endpoint.key_env}" if endpoint.key_env else ""
+            failure = ProviderFailure(KEY_REFUSED, f"the key{where} was refused earlier in this batch", retryable=False)
+            return _Attempts(None, None, failure, 0)
         price = self.prices.get(model)
         reply, failure, delay = None, None, 0.0
         attempt = 0
@@ -582,6 +594,9 @@ class Engine:
             except ProviderFailure as exc:
                 self.spend.settle(reserved, 0.0)
                 failure = exc
+                if exc.category == KEY_REFUSED:
+                    with self._refused_lock:
+                        self._refused.add(endpoint)
                 if not exc.retryable:
                     break
                 if exc.retry_after is not None and exc.retry_after > self.retry.max_retry_after_s:
@@ -622,6 +637,7 @@ class Engine:
             return validate_answer(answer, output_kind=cfg.output_kind, pass_score=cfg.pass_score)
 
         done = self._attempts(
+            endpoint,
             model=judge.model,
             estimate=lambda price: _estimate_cost(price, len(system) + len(user), max_tokens),
             tally=tally,

@@ -199,6 +199,9 @@ def chunk_judge(*, chunk: RunChunk) -> int:
             judge_batch(
                 items, config, concurrency=run.concurrency, cache=cache, prices=prices,
                 spend_cap_usd=spend_left, on_result=results.put,
+                # The names were checked when the config was saved; checked again before any call,
+                # against today's allow-list: a refused name is not evaluated ("config error").
+                allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW,
             )
         except BaseException as exc:  # handed to the recording thread, which raises it
             failure.append(exc)

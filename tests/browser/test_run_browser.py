@@ -43,8 +43,8 @@ def worker(live_server, tmp_path, fake_provider):
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "EVALHUB_DATA_DIR": str(tmp_path / "worker"),  # its own beat schedule file
         "EVALHUB_CHUNK_CASES": "5",
-        "FAKE_OPENAI_URL": fake_provider.openai_base_url,
-        "FAKE_API_KEY": "sk-test-not-a-real-key",
+        "EVALHUB_JUDGE_OPENAI_URL": fake_provider.openai_base_url,
+        "EVALHUB_JUDGE_API_KEY": "sk-test-not-a-real-key",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - the worker writes it until it is stopped

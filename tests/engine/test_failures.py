@@ -204,6 +204,16 @@ def test_a_refused_key_is_its_own_config_error_never_retried_and_never_shown(fak
     assert FAKE_KEY not in json.dumps(j.to_dict())
 
 
+def test_a_refused_key_is_asked_once_per_batch(fake, env):
+    fake.control(fault="401")
+    items = [(tool_case(external_id=f"case-{i}"), 1) for i in range(5)]
+    judgments = judge_batch(items, judge_config(), concurrency=1, env=env)
+    assert {j.error for j in judgments} == {KEY_REFUSED}
+    assert [j.provider_calls for j in judgments] == [1, 0, 0, 0, 0]
+    assert judgments[-1].reason == "key refused: the key in EVALHUB_JUDGE_API_KEY was refused earlier in this batch"
+    assert fake.stats()["total"] == 1
+
+
 def test_a_refused_key_is_not_hidden_by_the_fallback(fake, env, quick_retry):
     fake.control(model=OPENAI_MODEL, fault="401")
     j = judge_case(tool_case(), judge_config(secondary=FALLBACK), 1, env=env, retry=quick_retry)

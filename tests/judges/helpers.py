@@ -9,8 +9,8 @@ CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present", "
 def behavioral_spec(**extra) -> dict:
     """A judge on the fake provider (the `fake_provider` fixture sets the variables it names)."""
     return {
-        "layers": ["behavioral"], "provider": "openai", "model": MODEL, "base_url_env": "FAKE_OPENAI_URL",
-        "api_key_env": "FAKE_API_KEY", "timeout_s": 5, "max_attempts": 1,
+        "layers": ["behavioral"], "provider": "openai", "model": MODEL, "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "timeout_s": 5, "max_attempts": 1,
         "params": {"temperature": 0, "max_tokens": 100}, **extra,
     }
 

@@ -20,7 +20,8 @@ def form_data(**overrides) -> dict:
         "provider": "openai", "model": MODEL, "model_family": "", "prompt_template": DEFAULT_PROMPT_TEMPLATE,
         "policy": "Returns within 30 days.", "params": '{"temperature": 0, "max_tokens": 400}',
         "output_kind": "verdict", "pass_score": "4", "timeout_s": "30", "max_attempts": "3",
-        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "secondary_role": "", "note": "",
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "secondary_role": "", "note": "",
         "action": "save",
     }
     data.update(overrides)

@@ -27,8 +27,8 @@ def judge_spec(slug: str = "return-policy", **overrides) -> dict:
         "provider": "openai-compatible",
         "model": MODEL,
         "params": {"temperature": 0, "max_tokens": 200},
-        "base_url_env": "FAKE_OPENAI_URL",
-        "api_key_env": "FAKE_API_KEY",
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY",
         "max_attempts": 1,  # a fault is final at once: these tests are about stages, not retries
     }
     spec.update(overrides)
@@ -186,7 +186,7 @@ def test_it_reuses_its_cache_folder(workdir, judge):
 
 
 def test_it_runs_a_contract_only_judge_without_any_provider(workdir, monkeypatch):
-    monkeypatch.delenv("FAKE_API_KEY", raising=False)
+    monkeypatch.delenv("EVALHUB_JUDGE_API_KEY", raising=False)
     contract = gate_rubric(layers=["contract"], contract_checks=["answer_present"], provider=None, model=None,
                            base_url_env=None, api_key_env=None, params={})
     assert run(workdir, [contract], [*GOOD, case("empty", "")]) == 1
@@ -281,9 +281,9 @@ def test_it_exits_2_listing_every_bad_line_of_the_outputs(workdir, judge, capsys
 
 
 def test_it_exits_2_when_a_judge_variable_is_unset_naming_it_not_its_value(workdir, judge, capsys, monkeypatch):
-    monkeypatch.delenv("FAKE_API_KEY")
+    monkeypatch.delenv("EVALHUB_JUDGE_API_KEY")
     assert run(workdir, [gate_rubric()], GOOD) == 2
-    assert "FAKE_API_KEY is not set" in capsys.readouterr().err
+    assert "EVALHUB_JUDGE_API_KEY is not set" in capsys.readouterr().err
 
 
 def test_it_exits_2_on_usage_errors(workdir, capsys, monkeypatch):

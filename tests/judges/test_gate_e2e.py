@@ -69,7 +69,8 @@ def world(eager, fake_provider):
     fake_provider.control(rule={"kind": "answer_contains", "text": "30 days"})
     config = config_services.judge_config_save(rubric=rubric, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai-compatible", "model": "gpt-4o-mini-2024-07-18",
-        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "params": {"temperature": 0},
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "params": {"temperature": 0},
         "timeout_s": 5, "max_attempts": 1,
     })
     run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=4, spend_cap_usd=None, by=lead)

@@ -26,9 +26,10 @@ PRIMARY, SECONDARY, UNPRICED = "gpt-4o-mini-2024-07-18", "claude-haiku-4-5-20251
 def behavioral_config(rubric, lead, *, policy="Returns: 30 days.", secondary_model=SECONDARY):
     spec = {
         "layers": ["behavioral"], "provider": "openai", "model": PRIMARY, "policy": policy,
-        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "params": {"temperature": 0},
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "params": {"temperature": 0},
         "secondary": {"role": "fallback", "provider": "anthropic", "model": secondary_model,
-                      "base_url_env": "FAKE_ANTHROPIC_URL", "api_key_env": "FAKE_API_KEY"},
+                      "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY"},
     }
     return config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
 

@@ -21,7 +21,8 @@ CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present", "
 def behavioral_spec(**extra) -> dict:
     return {
         "layers": ["behavioral"], "provider": "openai", "model": "gpt-4o-mini-2024-07-18",
-        "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "timeout_s": 5, "max_attempts": 1,
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "timeout_s": 5, "max_attempts": 1,
         **extra,
     }
 

@@ -17,7 +17,7 @@ SECOND = "claude-haiku-4-5-20251001"
 def second_opinion(**fields) -> dict:
     return {
         "secondary_role": "second_opinion", "secondary_provider": "anthropic", "secondary_model": SECOND,
-        "secondary_base_url_env": "FAKE_ANTHROPIC_URL", "secondary_api_key_env": "FAKE_API_KEY",
+        "secondary_base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL", "secondary_api_key_env": "EVALHUB_JUDGE_API_KEY",
         "secondary_model_family": "", "secondary_params": "", "when_mode": "always", "when_categories": "",
         "when_share": "", **fields,
     }
@@ -62,7 +62,7 @@ def test_no_role_means_no_secondary_whatever_else_is_filled(lead_client, rubric)
     {"secondary_provider": "openai", "secondary_model": MODEL},  # the same model, deployed twice
     # a local model said to be of the judge's family
     {"secondary_provider": "openai-compatible", "secondary_model": "judge-local", "secondary_model_family": "openai",
-     "secondary_base_url_env": "LOCAL_URL"},
+     "secondary_base_url_env": "EVALHUB_JUDGE_LOCAL_URL"},
 ])
 def test_it_refuses_a_second_opinion_of_the_judges_family_on_the_model_field(lead_client, rubric, fields):
     response = save(lead_client, rubric, **second_opinion(**fields))
@@ -107,7 +107,7 @@ def test_the_editor_prefills_a_second_opinion_so_that_saving_it_unchanged_makes_
     lead_client, rubric, lead, when
 ):
     secondary = {"role": "second_opinion", "provider": "anthropic", "model": SECOND,
-                 "base_url_env": "FAKE_ANTHROPIC_URL", "api_key_env": "FAKE_API_KEY", "when": when}
+                 "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY", "when": when}
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(secondary=secondary), by=lead)
     form = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).context["form"]
     assert (form.initial["secondary_role"], form.initial["when_mode"]) == ("second_opinion", when["mode"])

@@ -14,8 +14,8 @@ from tests.judges.test_gate_cli import BAD, GOOD, MODEL, PASS_RULE, gate_rubric,
 
 SECOND = "claude-haiku-4-5-20251001"
 SECOND_OPINION = {
-    "role": "second_opinion", "provider": "anthropic", "model": SECOND, "base_url_env": "FAKE_ANTHROPIC_URL",
-    "api_key_env": "FAKE_API_KEY", "when": {"mode": "always"},
+    "role": "second_opinion", "provider": "anthropic", "model": SECOND, "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL",
+    "api_key_env": "EVALHUB_JUDGE_API_KEY", "when": {"mode": "always"},
 }
 
 

@@ -34,8 +34,8 @@ def start_worker(tmp_path: Path, name: str, fake_provider) -> subprocess.Popen:
         "EVALHUB_DATA_DIR": str(tmp_path / name),
         "EVALHUB_CHUNK_LEASE_SECONDS": "3",
         "EVALHUB_SWEEP_SECONDS": "2",
-        "FAKE_OPENAI_URL": fake_provider.openai_base_url,
-        "FAKE_API_KEY": "sk-test-not-a-real-key",
+        "EVALHUB_JUDGE_OPENAI_URL": fake_provider.openai_base_url,
+        "EVALHUB_JUDGE_API_KEY": "sk-test-not-a-real-key",
     }
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 - the worker owns it until killed
     return subprocess.Popen(
@@ -80,7 +80,7 @@ def test_it_finishes_a_run_exactly_once_after_its_worker_is_killed(
     config = config_services.judge_config_save(
         rubric=rubric, by=lead,
         spec={"layers": ["behavioral"], "provider": "openai", "model": "gpt-4o-mini-2024-07-18",
-              "base_url_env": "FAKE_OPENAI_URL", "api_key_env": "FAKE_API_KEY", "timeout_s": 5},
+              "base_url_env": "EVALHUB_JUDGE_OPENAI_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY", "timeout_s": 5},
     )
     first = start_worker(tmp_path, "first", fake_provider)
     try:
