@@ -37,7 +37,7 @@ from .providers import (
     call_model,
     resolve_endpoint,
 )
-from .semantic import EMBED_BATCH, cosine, decide, embedding_key, references
+from .semantic import EMBED_BATCH, cosine, decide, embedding_key, references, texts_to_embed
 from .validation import InvalidOutput, Verdict, load_json_object, validate_answer
 
 Prices = Mapping[str, Mapping[str, float]]
@@ -535,13 +535,7 @@ class Engine:
                 continue
             if "contract" in cfg.layers and not all(c["passed"] for c in run_contract_checks(case, cfg)):
                 continue
-            try:
-                refs = references(case)
-            except ValueError:
-                continue
-            answer = str(case.get("output") or "")
-            if refs and answer.strip():
-                texts += [answer, *(text for _, text in refs)]
+            texts += texts_to_embed(case)
         for future in [executor.submit(self._embed_batch, batch) for batch in self._unknown_texts(texts)]:
             future.result()
 

@@ -86,6 +86,16 @@ def references(case: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def texts_to_embed(case: dict[str, Any]) -> list[str]:
+    """The answer, then each reference: what the layer embeds for the case ([] when it embeds nothing)."""
+    try:
+        refs = references(case)
+    except ValueError:
+        return []
+    answer = str(case.get("output") or "")
+    return [answer, *(text for _, text in refs)] if refs and answer.strip() else []
+
+
 def cosine(a: Any, b: Any) -> float:
     """Cosine similarity of two vectors; 0.0 when either is all zeros (it points nowhere)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
