@@ -116,14 +116,17 @@ def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
     """case_id → the run's judgments of these cases only (one page of a table) in repeat order:
-    {repeat, outcome, reason} where reason is the judge's, or the engine's error when it gave none. One query."""
+    {repeat, outcome, reason, similarity} where reason is the judge's, or the engine's error when it gave
+    none, and similarity the semantic layer's (None where it did not run). One query."""
     rows = (
         Judgment.objects.filter(run=run, case_id__in=case_ids).order_by("case_id", "repeat")
-        .values_list("case_id", "repeat", "outcome", "reason", "error")
+        .values_list("case_id", "repeat", "outcome", "reason", "error", "similarity")
     )
     out: dict[int, list[dict[str, Any]]] = {}
-    for case_id, repeat, outcome, reason, error in rows:
-        out.setdefault(case_id, []).append({"repeat": repeat, "outcome": outcome, "reason": reason or error})
+    for case_id, repeat, outcome, reason, error, similarity in rows:
+        out.setdefault(case_id, []).append(
+            {"repeat": repeat, "outcome": outcome, "reason": reason or error, "similarity": similarity}
+        )
     return out
 
 

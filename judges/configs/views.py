@@ -123,11 +123,15 @@ def _preview_from_post(request: HttpRequest, rubric: Rubric) -> selectors.Prompt
     # The raw fields, not cleaned ones: a preview helps most while the rest of the form is unfinished.
     data = request.POST
     dataset = Dataset.objects.filter(slug=data.get("preview_dataset", "")).first()
+    layers = data.getlist("layers")
+    semantic = None
+    if "semantic" in layers:
+        semantic = {"pass_at": data.get("semantic_pass_at", ""), "fail_below": data.get("semantic_fail_below", "")}
     return selectors.prompt_preview(
         dataset=dataset, external_id=data.get("preview_case", ""),
         template=data.get("prompt_template", "").replace("\r\n", "\n"),
         criteria=rubric.criteria, policy=data.get("policy", "").replace("\r\n", "\n"),
-        output_kind=data.get("output_kind", "verdict"),
+        output_kind=data.get("output_kind", "verdict"), semantic=semantic, behavioral="behavioral" in layers,
     )
 
 
@@ -140,7 +144,7 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
     behavioral = "behavioral" in spec.get("layers", [])
     preview_form = PreviewForm(request.GET or None)
     preview = None
-    if behavioral:
+    if behavioral or spec.get("semantic"):
         dataset = None
         if preview_form.is_valid():
             dataset = preview_form.cleaned_data["preview_dataset"]
@@ -148,17 +152,20 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         preview = selectors.prompt_preview(
             dataset=dataset, external_id=request.GET.get("preview_case", ""), template=spec["prompt_template"],
             criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
+            semantic=spec.get("semantic"), behavioral=behavioral,
         )
         if request.htmx:
             return render(request, "judges/configs/config_detail.html#prompt-preview", {"preview": preview})
         if not request.GET:
             preview_form = PreviewForm(initial={"preview_dataset": dataset})
-    models = [m for m in (spec.get("model"), (spec.get("secondary") or {}).get("model")) if m]
+    named = (spec.get("model"), (spec.get("secondary") or {}).get("model"), (spec.get("semantic") or {}).get("model"))
+    models = [m for m in named if m]
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     return render(request, "judges/configs/config_detail.html", {
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
         "warnings": [] if config.external else selectors.alias_warnings(spec) + _self_preference(config),
-        "behavioral": behavioral, "preview_form": preview_form, "preview": preview,
+        "behavioral": behavioral, "previewed": preview is not None, "preview_form": preview_form,
+        "preview": preview,
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
         "newest": selectors.newest_config(rubric=config.rubric),
