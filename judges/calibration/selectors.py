@@ -17,6 +17,7 @@ import pandas as pd
 from django.db import connection
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Value
 
+from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules
@@ -112,6 +113,22 @@ def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
     `run.config.rubric` must be loaded (select_related)."""
     cases = case_frame(runs=[run])
     return cases[list(CASE_COLUMNS)], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
+
+
+def explorer_frame(*, run: Run, cases: pd.DataFrame) -> pd.DataFrame | None:
+    """The threshold explorer's frame (explorer.EXPLORER_COLUMNS): every judgment of the run with its case's
+    human verdict from `cases` (run_frames' first frame). None when no judgment has a similarity. One
+    query, none for a config that cannot have similarities (neither a semantic layer nor imported)."""
+    if not run.config.spec.get("semantic") and not run.config.external:
+        return None
+    rows = Judgment.objects.filter(run=run).order_by().values_list("case_id", "outcome", "layer", "similarity")
+    frame = typed_frame(raw_rows(rows), ["case_id", "outcome", "layer", "similarity"], integers=("case_id",))
+    frame["similarity"] = pd.to_numeric(frame["similarity"], errors="coerce").astype("float64")
+    if not frame["similarity"].notna().any():
+        return None
+    frame = frame.merge(cases[["case_id", "human"]], on="case_id", how="left", sort=False)
+    frame["human"] = _none_for_missing(frame["human"])
+    return frame[list(EXPLORER_COLUMNS)]
 
 
 def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:

@@ -94,10 +94,25 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             if config is not None:
                 return redirect("judges:config_detail", config_id=config.pk)
     else:
-        form = JudgeConfigForm(initial=JudgeConfigForm.initial_from_spec(base.spec) if base else {})
+        initial = JudgeConfigForm.initial_from_spec(base.spec) if base else {}
+        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request)})
     return render(request, "judges/configs/config_form.html", {
         "rubric": rubric, "form": form, "base": base, "preview_form": preview_form, "preview": preview,
     })
+
+
+def _explored_thresholds(request: HttpRequest) -> dict:
+    """?pass_at=&fail_below= from the threshold explorer's "save as a new version": the semantic fields'
+    initial values. A value that is no similarity is left out (the form keeps the base version's)."""
+    initial = {}
+    for name in ("pass_at", "fail_below"):
+        try:
+            value = float(request.GET[name])
+        except (KeyError, ValueError):
+            continue
+        if 0 <= value <= 1:
+            initial[f"semantic_{name}"] = value
+    return initial
 
 
 def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) -> JudgeConfig | None:
