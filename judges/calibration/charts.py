@@ -189,8 +189,8 @@ def rubric_versions_chart(*, rubric) -> VersionsChart:
 
 # ---- the threshold explorer: figures as pass_at moves --------------------------------------------
 
-EXPLORER_WIDTH, EXPLORER_HEIGHT = 760, 380
-EXPLORER_PLOT = {"left": 56, "right": 150, "top": 20, "height": 200}
+EXPLORER_WIDTH, EXPLORER_HEIGHT = 760, 418
+EXPLORER_PLOT = {"left": 56, "right": 150, "top": 58, "height": 200}  # the top margin holds the marks' labels
 EXPLORER_STRIP = {"gap": 34, "height": 56}  # the judge calls saved, as bars under the plot
 EXPLORER_SERIES = SERIES[:3]  # agreement, true pass rate, true fail rate
 
@@ -207,7 +207,7 @@ class ThresholdChart:
     floor: dict  # y, label
     series: list[dict]  # key, label, css, segments, points [{x, y, label}]
     bars: list[dict]  # x, y, width, height, title
-    marks: list[dict]  # x, label, css, dy: the run's thresholds and the chosen pass_at
+    marks: list[dict]  # x, label, css, label_y: the run's thresholds and the chosen pass_at, a row each
     legend: list[dict] = field(default_factory=list)
 
 
@@ -271,13 +271,13 @@ def threshold_chart(
     marks = []
     if current is not None:
         marks.append({"x": x(current["pass_at"]), "label": f"pass_at {_value(current['pass_at'])} (run)",
-                      "css": "chart-threshold", "dy": 0})
+                      "css": "chart-threshold", "label_y": top - 36})
         if current.get("fail_below") is not None:
             marks.append({"x": x(current["fail_below"]), "label": f"fail_below {_value(current['fail_below'])} (run)",
-                          "css": "chart-threshold", "dy": 14})
+                          "css": "chart-threshold", "label_y": top - 22})
     if current is None or chosen["pass_at"] != current["pass_at"]:
         marks.append({"x": x(chosen["pass_at"]), "label": f"pass_at {_value(chosen['pass_at'])} (chosen)",
-                      "css": "chart-chosen", "dy": 28})
+                      "css": "chart-chosen", "label_y": top - 8})
 
     at = min(points, key=lambda p: abs(p["pass_at"] - chosen["pass_at"]))
     title = (
