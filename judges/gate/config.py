@@ -127,9 +127,11 @@ def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> 
     missing: list[str] = []
     for rubric in rubrics:
         cfg = rubric.judge
-        if "behavioral" not in cfg.layers:
-            continue
-        judges = [(cfg.provider, cfg.base_url_env, cfg.api_key_env)]
+        judges = []
+        if cfg.semantic is not None:  # the embeddings endpoint of the semantic layer
+            judges.append((cfg.semantic.provider, cfg.semantic.base_url_env, cfg.semantic.api_key_env))
+        if "behavioral" in cfg.layers:
+            judges.append((cfg.provider, cfg.base_url_env, cfg.api_key_env))
         if cfg.secondary is not None:
             s = cfg.secondary
             judges.append((s.provider, s.base_url_env, s.api_key_env))

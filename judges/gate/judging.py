@@ -93,6 +93,12 @@ def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str
     return verdict, reason
 
 
+def embedding_cache(cache: FolderCache | None) -> FolderCache | None:
+    """The semantic layer's embeddings, in the cache folder's `embeddings/` (a text is embedded once, whatever
+    the rubric or the check); none when the check runs without a cache."""
+    return None if cache is None else FolderCache(cache.path / "embeddings")
+
+
 def judge_rubric(
     rubric: GateRubric,
     cases: Sequence[dict[str, Any]],
@@ -104,7 +110,8 @@ def judge_rubric(
 ) -> RubricResult:
     items = [(case, repeat) for case in cases for repeat in range(1, repeats + 1)]
     judgments = judge_batch(
-        items, rubric.judge, concurrency=concurrency, cache=cache, prices=rubric.prices, env=env
+        items, rubric.judge, concurrency=concurrency, cache=cache, prices=rubric.prices, env=env,
+        embedding_cache=embedding_cache(cache),
     )
     by_case: dict[str, list[Judgment]] = {}
     for (case, _), judgment in zip(items, judgments, strict=True):
