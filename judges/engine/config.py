@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 
 from .families import model_family
-from .prompt import DEFAULT_PROMPT_TEMPLATE, PLACEHOLDERS, template_placeholders
+from .prompt import DEFAULT_PROMPT_TEMPLATE, PLACEHOLDERS, PROMPT_TEMPLATE_V1, template_placeholders
 from .semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS, SemanticLayer, threshold
 
 LAYERS: tuple[str, ...] = ("contract", "semantic", "behavioral")
@@ -438,7 +438,9 @@ class JudgeConfig:
         elif provider is not None or model is not None:
             raise ValueError("provider: a config without the behavioral layer calls no provider; set it to null")
 
-        template = _str(d, "prompt_template", default=DEFAULT_PROMPT_TEMPLATE)
+        # A config that sends no prompt keeps the earlier default, so its hash stays what it was.
+        default_template = DEFAULT_PROMPT_TEMPLATE if behavioral else PROMPT_TEMPLATE_V1
+        template = _str(d, "prompt_template", default=default_template)
         names = template_placeholders(template)
         unknown = sorted(set(names) - PLACEHOLDERS)
         if unknown:
