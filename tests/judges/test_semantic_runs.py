@@ -135,3 +135,23 @@ def test_it_refuses_a_similarity_that_is_not_a_cosine(tmp_path, dataset, rubric,
     assert line.startswith(f"line {1 + (ext == 'csv')}: similarity: must be a number from -1 to 1")
     assert line.endswith(message)
     assert not Run.objects.exists()
+
+
+def test_the_estimate_of_a_semantic_run_counts_its_embeddings(dataset, rubric, lead):
+    from decimal import Decimal
+
+    from judges.models import ModelPrice
+    from judges.runs.selectors import run_estimate
+
+    cases = make_cases(dataset, 4)
+    give_golden_answers(cases)
+    config = config_services.judge_config_save(rubric=rubric, spec=semantic_spec(), by=lead)
+    unpriced = run_estimate(config=config, dataset=dataset, repeats=3)
+    assert (unpriced.cost_usd, unpriced.missing_prices) == (None, ["text-embedding-3-small"])
+    chars = sum(len(c.output) + len(c.golden_answer) for c in cases)
+    assert unpriced.embedding_tokens == round(chars / 4)  # once, whatever the repeats
+    ModelPrice.objects.create(model="text-embedding-3-small", input_per_mtok=Decimal("1000"),
+                              output_per_mtok=Decimal(0), updated_by=lead)
+    priced = run_estimate(config=config, dataset=dataset, repeats=3)
+    assert priced.cost_usd == (Decimal(priced.embedding_tokens) * 1000 / 1_000_000).quantize(Decimal("0.0001"))
+    assert "The semantic layer embeds each answer and reference once" in priced.notes[0]
