@@ -64,20 +64,25 @@ class Cache(Protocol):
 
 
 class MemoryCache:
-    """A dict behind a lock; copies in and out, so a caller cannot change what is stored."""
+    """A dict behind a lock; copies in and out, so a caller cannot change what is stored.
 
-    def __init__(self) -> None:
+    `copies=False` shares the values instead, for values nobody changes (the semantic layer's
+    embeddings, read into arrays): copying a vector float by float costs more than embedding it.
+    """
+
+    def __init__(self, *, copies: bool = True) -> None:
         self._data: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._copy = copy.deepcopy if copies else (lambda value: value)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             value = self._data.get(key)
-        return copy.deepcopy(value)
+        return self._copy(value)
 
     def put(self, key: str, judgment: dict[str, Any]) -> None:
         with self._lock:
-            self._data[key] = copy.deepcopy(judgment)
+            self._data[key] = self._copy(judgment)
 
     def __len__(self) -> int:
         with self._lock:

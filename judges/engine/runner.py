@@ -13,7 +13,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -225,6 +225,7 @@ class Engine:
         self.embedding_cache = embedding_cache
         self._embeddings: dict[str, _Embedding] = {}
         self._embeddings_lock = threading.Lock()
+        self._keys: dict[str, str] = {}
 
     def close(self) -> None:
         self.clients.close()
@@ -408,8 +409,12 @@ class Engine:
     # ---- the semantic layer ---------------------------------------------------------------------
 
     def _text_key(self, text: str) -> str:
-        s = self.cfg.semantic
-        return embedding_key(provider=s.provider, model=s.model, dimensions=s.dimensions, text=text)
+        key = self._keys.get(text)
+        if key is None:  # a text's key is asked for again and again (ahead, then by each repeat)
+            s = self.cfg.semantic
+            key = embedding_key(provider=s.provider, model=s.model, dimensions=s.dimensions, text=text)
+            self._keys[text] = key
+        return key
 
     def _similarity(self, case: dict[str, Any], tally: _Tally) -> _Similarity:
         """The answer's highest cosine similarity to a reference (embedding what is not known yet)."""
@@ -520,24 +525,57 @@ class Engine:
             entry.calls, entry.input_tokens, entry.cost = 0, 0, 0.0
         return entry
 
-    def embed_ahead(self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor) -> None:
-        """Embed every text the semantic layer will need for these items, many texts to a call.
+    def _plan_embeddings(self, items: list[tuple[dict[str, Any], int]]) -> tuple[list[list[str]], list[list]]:
+        """The keys each item's semantic layer will need, and batches of the texts not known yet.
 
-        Skipped: items the judgment cache answers, and cases a contract check fails (no model is
-        called for them). The judgments then find their vectors in memory.
+        Nothing is needed for an item the judgment cache answers or a case a contract check fails (no
+        model is called for them); a config without the layer needs nothing at all.
         """
         cfg = self.cfg
         if cfg.semantic is None or self.env_refusals:
-            return
-        texts: list[str] = []
+            return [[] for _ in items], []
+        needs, texts = [], []
         for case, repeat in items:
-            if self.cache is not None and self._cached(cache_key(case, self.config_hash, repeat)) is not None:
+            if (self.cache is not None and self._cached(cache_key(case, self.config_hash, repeat)) is not None) or (
+                "contract" in cfg.layers and not all(c["passed"] for c in run_contract_checks(case, cfg))
+            ):
+                needs.append([])
                 continue
-            if "contract" in cfg.layers and not all(c["passed"] for c in run_contract_checks(case, cfg)):
-                continue
-            texts += texts_to_embed(case)
-        for future in [executor.submit(self._embed_batch, batch) for batch in self._unknown_texts(texts)]:
+            mine = texts_to_embed(case)
+            needs.append([self._text_key(text) for text in mine])
+            texts += mine
+        return needs, self._unknown_texts(texts)
+
+    def embed_ahead(self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor) -> None:
+        """Embed every text the semantic layer will need for these items, many texts to a call; the
+        judgments then find their vectors in memory."""
+        _, batches = self._plan_embeddings(items)
+        for future in [executor.submit(self._embed_batch, batch) for batch in batches]:
             future.result()
+
+    def judge_as_embedded(
+        self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor
+    ) -> Iterator[tuple[int, Judgment]]:
+        """(index, judgment) of each item, judged in the calling thread as soon as its texts are embedded,
+        while the executor's threads wait on the other embedding calls. For a config that calls no judge:
+        once its embeddings are in, a judgment is the engine's own arithmetic."""
+        needs, batches = self._plan_embeddings(items)
+        batch_of = {key: n for n, batch in enumerate(batches) for key, _ in batch}
+        missing = [len({batch_of[key] for key in keys if key in batch_of}) for keys in needs]
+        waiting: dict[int, list[int]] = {}
+        for i, keys in enumerate(needs):
+            for n in {batch_of[key] for key in keys if key in batch_of}:
+                waiting.setdefault(n, []).append(i)
+        for i, left in enumerate(missing):
+            if not left:
+                yield i, self.judge(*items[i])
+        futures = {executor.submit(self._embed_batch, batch): n for n, batch in enumerate(batches)}
+        for future in as_completed(futures):
+            future.result()
+            for i in waiting.get(futures[future], []):
+                missing[i] -= 1
+                if not missing[i]:
+                    yield i, self.judge(*items[i])
 
     # ---- the failure chain of one request --------------------------------------------------------
 
@@ -749,11 +787,14 @@ def judge_batch(
     results: list[Judgment | None] = [None] * len(items)
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
     try:
-        engine.embed_ahead(items, executor)
-        futures = {executor.submit(engine.judge, case, repeat): i for i, (case, repeat) in enumerate(items)}
-        for future in as_completed(futures):
-            judgment = future.result()
-            results[futures[future]] = judgment
+        if "behavioral" in engine.cfg.layers:
+            engine.embed_ahead(items, executor)
+            futures = {executor.submit(engine.judge, case, repeat): i for i, (case, repeat) in enumerate(items)}
+            done = ((futures[future], future.result()) for future in as_completed(futures))
+        else:
+            done = engine.judge_as_embedded(items, executor)  # no judge to call: no thread needed to judge
+        for i, judgment in done:
+            results[i] = judgment
             if on_result is not None:
                 on_result(judgment)
     finally:

@@ -14,7 +14,7 @@ class StoredEmbeddings(MemoryCache):
     """The chunk's embeddings as stored, remembering the ones the engine adds."""
 
     def __init__(self, stored: dict[str, list[float]]) -> None:
-        super().__init__()
+        super().__init__(copies=False)
         for key, vector in stored.items():
             super().put(key, {"vector": vector})
         self.new: dict[str, list[float]] = {}

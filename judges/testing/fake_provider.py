@@ -25,13 +25,13 @@ Tests drive it through `FakeProvider`, which runs it as a subprocess on a free p
 
 import argparse
 import base64
+import functools
 import hashlib
 import json
 import os
 import queue
 import re
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -43,6 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import numpy as np
 
 from judges.engine.prompt import SCORE_FIELDS, parse_sections
 
@@ -97,25 +99,35 @@ _STOP_WORDS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=65_536)
+def _coordinate(word: str, dimensions: int) -> tuple[int, float]:
+    digest = hashlib.sha256(word.encode()).digest()
+    return int.from_bytes(digest[:4], "big") % dimensions, 1.0 if digest[4] & 1 else -1.0
+
+
+def _stand_in_array(text: str, dimensions: int) -> np.ndarray:
+    vector = np.zeros(dimensions, dtype=np.float64)
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if len(word) < 3 or word in _STOP_WORDS:
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        index, sign = _coordinate(word, dimensions)
+        vector[index] += sign
+    norm = float(np.sqrt(vector @ vector))
+    if norm == 0:  # no word of meaning: one fixed direction, so the vector is still a unit vector
+        vector[0] = 1.0
+        return vector
+    return vector / norm
+
+
 def stand_in_vector(text: str, dimensions: int = STAND_IN_DIMENSIONS) -> list[float]:
     """A unit vector from the text's words, each hashed to a signed coordinate: arithmetic, not a model.
 
     Texts sharing most of their words (a paraphrase keeping the key terms) have a high cosine
     similarity; texts sharing none have about zero. A plural "s" is dropped, so "order"/"orders" match.
     """
-    vector = [0.0] * dimensions
-    for word in re.findall(r"[a-z0-9]+", text.lower()):
-        if len(word) < 3 or word in _STOP_WORDS:
-            continue
-        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        digest = hashlib.sha256(word.encode()).digest()
-        vector[int.from_bytes(digest[:4], "big") % dimensions] += 1.0 if digest[4] & 1 else -1.0
-    norm = sum(x * x for x in vector) ** 0.5
-    if norm == 0:  # no word of meaning: one fixed direction, so the vector is still a unit vector
-        vector[0] = 1.0
-        return vector
-    return [x / norm for x in vector]
+    return _stand_in_array(text, dimensions).tolist()
 
 
 # ---- rules: a verdict computed from the prompt's sections ------------------------------------------
@@ -561,11 +573,11 @@ class Handler(BaseHTTPRequestHandler):
                 return
             data = []
             for i, text in enumerate(inputs):
-                vector = stand_in_vector(text, dimensions)
-                if encoding == "base64":
-                    embedding: Any = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode()
+                vector = _stand_in_array(text, dimensions)
+                if encoding == "base64":  # little-endian float32, as OpenAI sends it
+                    embedding: Any = base64.b64encode(vector.astype("<f4").tobytes()).decode()
                 else:
-                    embedding = vector
+                    embedding = vector.tolist()
                 data.append({"object": "embedding", "index": i, "embedding": embedding})
             tokens = sum(max(1, len(text) // 4) for text in inputs)
             payload = {
