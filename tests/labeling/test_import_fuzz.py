@@ -11,10 +11,10 @@ from django.db import transaction
 from django.urls import reverse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from judges.importing import JUDGMENT_FIELDS, judgments_import
 
 from evalhub.models import ApiToken, Scope, User
 from judges.models import JudgeConfig, Judgment, Run
+from judges.runs.importing import JUDGMENT_FIELDS, judgments_import
 from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import LABEL_FIELDS, labels_import
