@@ -12,7 +12,8 @@ Exit codes, the contract a pipeline relies on:
     0  pass: no gate-stage case failed and every gate-stage case was evaluated
     1  fail: a gate-stage case failed (or was not evaluated under fail_closed)
     3  not evaluated: nothing failed, but some gate-stage judgment could not be made
-    2  usage or config error: nothing was judged, or the results could not be posted
+    2  usage or config error: nothing was judged, a judge's key was refused (401/403), or the results
+       could not be posted
 """
 
 from __future__ import annotations
@@ -25,9 +26,16 @@ import time
 from collections.abc import Mapping, Sequence
 
 from judges.engine import FolderCache
-from judges.gate.config import check_environment, load_gate_config, parse_gate_config
-from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, RubricResult, exit_code, judge_rubric
-from judges.gate.messages import ConfigError
+from judges.gate.config import (
+    ENV_ALLOW_ENV,
+    allowed_env_names,
+    check_env_names,
+    check_environment,
+    load_gate_config,
+    parse_gate_config,
+)
+from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, RubricResult, exit_code, judge_rubric, refused_keys
+from judges.gate.messages import ConfigError, one_line
 from judges.gate.outputs import read_outputs
 from judges.gate.report import junit_xml, results_payload, write_github_annotations, write_step_summary, write_summary
 from judges.gate.server import TOKEN_ENV, post_results
@@ -70,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true", help="ask the judges again even for cached work")
     check.add_argument("--concurrency", type=_positive, default=4, metavar="N",
                        help="judge calls in flight per rubric (default: 4)")
+    check.add_argument("--allow-env", action="append", default=[], metavar="NAME",
+                       help="let a judge read this variable too (repeatable; also $" + ENV_ALLOW_ENV + ", "
+                       "comma-separated); OPENAI_*/ANTHROPIC_* keys and URLs and EVALHUB_JUDGE_* need no "
+                       "leave, and GITHUB_*, ACTIONS_*, RUNNER_*, CI_* and the app's own are never allowed")
     return parser
 
 
@@ -94,7 +106,9 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     token = args.token or env.get(TOKEN_ENV) or None
     if args.post and not token:
         raise ConfigError(f"--post needs a token with results:write (--token or ${TOKEN_ENV})")
+    allowed_env = allowed_env_names(args.allow_env, env)
     rubrics = parse_gate_config(load_gate_config(args.config, token=token))
+    check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
     cases = read_outputs(args.outputs)
     check_environment(rubrics, env)
     cache = None if args.no_cache else FolderCache(args.cache_dir)
@@ -104,11 +118,20 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         f"evalhub-gate: {len(cases)} cases × {args.repeats} repeat(s), {len(rubrics)} rubric(s)", file=sys.stdout
     )
     results = [
-        judge_rubric(r, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env)
+        judge_rubric(
+            r, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env,
+            allowed_env=allowed_env,
+        )
         for r in rubrics
     ]
     code = exit_code(results)
     print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)
+    refused = refused_keys(results)
+    if refused:
+        # A broken key must not pass for an outage (exit 3), which a pipeline may tolerate: nothing is
+        # reported or posted, as for any config error. The reason names the variable, never the key.
+        raise ConfigError("; ".join(f"the key for rubric {one_line(slug)} was refused: {one_line(why)}"
+                                    for slug, why in refused))
     write_summary(results, code, sys.stdout)
     if env.get("GITHUB_ACTIONS") == "true":
         write_github_annotations(results, sys.stdout)

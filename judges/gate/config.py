@@ -9,13 +9,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from judges.engine import JudgeConfig
+from judges.engine import JudgeConfig, env_name_refusals, parse_env_allow
 from judges.engine.providers import ProviderFailure, resolve_endpoint
-from judges.gate.messages import ConfigError
+from judges.gate.messages import ConfigError, one_line
 from judges.gate.server import http_request
 
 GATES_SCHEMA = "evalhub.gates/v1"
 STAGES = ("observe", "warn", "gate")
+ENV_ALLOW_ENV = "EVALHUB_JUDGE_ENV_ALLOW"
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,26 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
             raise ConfigError(f"{where}.calibration: expected an object")
         out.append(GateRubric(slug, stage, fail_closed, judge, _prices(item.get("prices"), where), calibration))
     return out
+
+
+def allowed_env_names(allow_env: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
+    """The names the pipeline allows a judge to read beyond the usual ones: --allow-env and $EVALHUB_JUDGE_ENV_ALLOW."""
+    try:
+        return parse_env_allow(",".join(allow_env)) + parse_env_allow(env.get(ENV_ALLOW_ENV, ""))
+    except ValueError as exc:
+        raise ConfigError(f"--allow-env / ${ENV_ALLOW_ENV}: {one_line(str(exc))}") from None
+
+
+def check_env_names(rubrics: Sequence[GateRubric], allowed: Sequence[str]) -> None:
+    """A judge reads only allowed variables (the engine decides): a gate config naming GITHUB_TOKEN as
+    its key would otherwise send the pipeline's token to whatever endpoint the config names."""
+    refusals = [
+        f"rubric {one_line(rubric.slug)}: {message}"
+        for rubric in rubrics
+        for message in env_name_refusals(rubric.judge, extra_allowed=allowed)
+    ]
+    if refusals:
+        raise ConfigError("a judge names environment variables it may not read: " + "; ".join(refusals))
 
 
 def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.engine import FolderCache, Judgment, judge_batch
+from judges.engine import KEY_REFUSED, FolderCache, Judgment, judge_batch
 from judges.gate.config import GateRubric
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_NOT_EVALUATED = 0, 1, 2, 3
@@ -107,11 +107,12 @@ def judge_rubric(
     concurrency: int,
     cache: FolderCache | None,
     env: Mapping[str, str],
+    allowed_env: Sequence[str] = (),
 ) -> RubricResult:
     items = [(case, repeat) for case in cases for repeat in range(1, repeats + 1)]
     judgments = judge_batch(
         items, rubric.judge, concurrency=concurrency, cache=cache, prices=rubric.prices, env=env,
-        embedding_cache=embedding_cache(cache),
+        allowed_env=allowed_env, embedding_cache=embedding_cache(cache),
     )
     by_case: dict[str, list[Judgment]] = {}
     for (case, _), judgment in zip(items, judgments, strict=True):
@@ -122,6 +123,16 @@ def judge_rubric(
         verdict, reason = case_verdict(mine, gate=rubric.stage == "gate")
         result.cases.append(CaseResult(case["external_id"], verdict, reason, mine))
     return result
+
+
+def refused_keys(results: Sequence[RubricResult]) -> list[tuple[str, str]]:
+    """(slug, reason) of each rubric whose provider refused a key (401/403): a config error, not an outage."""
+    refused = []
+    for r in results:
+        reasons = [j.reason for case in r.cases for j in case.judgments if j.error == KEY_REFUSED]
+        if reasons:
+            refused.append((r.rubric.slug, reasons[0]))
+    return refused
 
 
 def exit_code(results: Sequence[RubricResult]) -> int:

@@ -104,7 +104,9 @@ class Browser:
 
 def gate(tmp_path: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess:
     """Run the installed command as CI would: its own process, the token in EVALHUB_TOKEN."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "EVALHUB_"))}
+    # The judge's own EVALHUB_JUDGE_* variables stay (the fake provider's address and key); no other.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "EVALHUB_")) or k.startswith("EVALHUB_JUDGE_")}
     if token:
         env["EVALHUB_TOKEN"] = token
     return subprocess.run([str(GATE), "check", *args], cwd=tmp_path, env=env, capture_output=True, text=True,
