@@ -426,3 +426,16 @@ def test_a_batch_embeds_nothing_for_failed_contracts_or_cached_judgments(fake, e
     assert [j.outcome for j in results] == ["fail", "pass"]
     assert results[1].cached
     assert embedding_calls(fake) == 1
+
+
+def test_vectors_are_read_as_base64_or_as_floats():
+    import base64
+
+    import numpy as np
+
+    from judges.engine.providers import _vector
+
+    floats = [0.25, -0.5, 1.0]
+    packed = base64.b64encode(np.asarray(floats, dtype="<f4").tobytes()).decode()
+    assert _vector(packed).tolist() == floats  # what OpenAI sends for encoding_format=base64
+    assert _vector(floats).tolist() == floats  # a server that sends floats whatever was asked
