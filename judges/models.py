@@ -157,6 +157,8 @@ class Judgment(models.Model):
     cached = models.BooleanField(default=False)
     contested = models.BooleanField(default=False)
     secondary_outcome = models.CharField(max_length=16, blank=True)
+    # The semantic layer's highest cosine similarity of the answer to a reference; null where it did not run.
+    similarity = models.FloatField(null=True, blank=True)
     # A probe's judgment: the exact case variant judged (judges.probes.variants.make_variant), stored here and
     # never in the dataset, so a probe changes no case and makes no run stale.
     variant = models.JSONField(null=True, blank=True)
@@ -175,6 +177,20 @@ class CachedJudgment(models.Model):
     key = models.CharField(max_length=64, unique=True)
     judgment = models.JSONField()
     created_at = models.DateTimeField(default=timezone.now)
+
+
+class CachedEmbedding(models.Model):
+    """The semantic layer's cache: one text's embedding under (provider, model, dimensions, text hash).
+
+    Only the vector is kept, never the text: `key` is judges.engine.embedding_key's digest.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    vector = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"embedding {self.key[:12]}"
 
 
 class RubricEventQuerySet(models.QuerySet):

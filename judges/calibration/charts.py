@@ -185,3 +185,122 @@ def rubric_versions_chart(*, rubric) -> VersionsChart:
     return versions_chart(
         versions=version_figures(rubric=rubric), floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling
     )
+
+
+# ---- the threshold explorer: figures as pass_at moves --------------------------------------------
+
+EXPLORER_WIDTH, EXPLORER_HEIGHT = 760, 418
+EXPLORER_PLOT = {"left": 56, "right": 150, "top": 58, "height": 200}  # the top margin holds the marks' labels
+EXPLORER_STRIP = {"gap": 34, "height": 56}  # the judge calls saved, as bars under the plot
+EXPLORER_SERIES = SERIES[:3]  # agreement, true pass rate, true fail rate
+
+
+@dataclass
+class ThresholdChart:
+    width: int
+    height: int
+    title: str
+    plot: dict  # x, y, width, height, right, bottom
+    strip: dict  # y, height, bottom, label_y
+    gridlines: list[dict]  # y, label
+    ticks: list[dict]  # x, label
+    floor: dict  # y, label
+    series: list[dict]  # key, label, css, segments, points [{x, y, label}]
+    bars: list[dict]  # x, y, width, height, title
+    marks: list[dict]  # x, label, css, label_y: the run's thresholds and the chosen pass_at, a row each
+    legend: list[dict] = field(default_factory=list)
+
+
+def _value(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def threshold_chart(
+    *, points: list[dict[str, Any]], floor: float, current: dict | None, chosen: dict
+) -> ThresholdChart:
+    """The explorer's chart: agreement, true pass and true fail rates over pass_at (points from
+    judges.calibration.explorer.sweep, fail_below held), the floor, the run's own thresholds (`current`,
+    None for an imported run) and the chosen pass_at marked, and under the plot, as bars, the share of
+    the judgments with a similarity that each setting decides without calling the judge."""
+    left, top, height = EXPLORER_PLOT["left"], EXPLORER_PLOT["top"], EXPLORER_PLOT["height"]
+    width = EXPLORER_WIDTH - left - EXPLORER_PLOT["right"]
+    lo, hi = points[0]["pass_at"], points[-1]["pass_at"]
+    bottom = top + height
+    strip_y = bottom + EXPLORER_STRIP["gap"]
+    strip_bottom = strip_y + EXPLORER_STRIP["height"]
+
+    def x(value: float) -> float:
+        return round(left + (min(max(value, lo), hi) - lo) / ((hi - lo) or 1) * width, 1)
+
+    def y(value: float) -> float:
+        return round(top + (1 - min(max(value, 0.0), 1.0)) * height, 1)
+
+    series = []
+    for key, label, css in EXPLORER_SERIES:
+        segments, current_segment, shown = [], [], []
+        for point in points:
+            value = point.get(key)
+            if value is None:
+                if current_segment:
+                    segments.append(current_segment)
+                current_segment = []
+                continue
+            current_segment.append(f"{x(point['pass_at'])},{y(value)}")
+        if current_segment:
+            segments.append(current_segment)
+        for point in points:  # a dot every 0.05, labelled in its tooltip: the lines carry the rest
+            if point.get(key) is not None and round(point["pass_at"] * 100) % 5 == 0:
+                shown.append({"x": x(point["pass_at"]), "y": y(point[key]),
+                              "label": f"pass_at {_value(point['pass_at'])}: {label} {pct(point[key])}"})
+        series.append({"key": key, "label": label, "css": css, "points": shown,
+                       "segments": [" ".join(segment) for segment in segments]})
+
+    bar_width = max(1.0, round(width / len(points) - 1, 1))
+    bars = []
+    for point in points:
+        total = point["with_similarity"]
+        share = point["judge_calls_saved"] / total if total else 0.0
+        bar_height = round(share * EXPLORER_STRIP["height"], 1)
+        bars.append({
+            "x": round(x(point["pass_at"]) - bar_width / 2, 1), "y": round(strip_bottom - bar_height, 1),
+            "width": bar_width, "height": bar_height,
+            "title": f"pass_at {_value(point['pass_at'])}: {point['judge_calls_saved']} of {total} judgments "
+                     f"decided without the judge ({pct(share)})",
+        })
+
+    marks = []
+    if current is not None:
+        marks.append({"x": x(current["pass_at"]), "label": f"pass_at {_value(current['pass_at'])} (run)",
+                      "css": "chart-threshold", "label_y": top - 36})
+        if current.get("fail_below") is not None:
+            marks.append({"x": x(current["fail_below"]), "label": f"fail_below {_value(current['fail_below'])} (run)",
+                          "css": "chart-threshold", "label_y": top - 22})
+    if current is None or chosen["pass_at"] != current["pass_at"]:
+        marks.append({"x": x(chosen["pass_at"]), "label": f"pass_at {_value(chosen['pass_at'])} (chosen)",
+                      "css": "chart-chosen", "label_y": top - 8})
+
+    at = min(points, key=lambda p: abs(p["pass_at"] - chosen["pass_at"]))
+    title = (
+        f"Agreement, true pass rate and true fail rate as pass_at moves from {_value(lo)} to {_value(hi)}, "
+        f"against the floor {_threshold_pct(floor)}; at pass_at {_value(at['pass_at'])}: agreement "
+        f"{pct(at['agreement'])}, {at['judge_calls_saved']} of {at['with_similarity']} judgments decided "
+        "without the judge"
+    )
+    tick_step = 0.1 if hi - lo > 0.3 else 0.05
+    ticks = []
+    t = math.ceil(lo / tick_step - 1e-9) * tick_step
+    while t <= hi + 1e-9:
+        ticks.append({"x": x(t), "label": _value(t)})
+        t += tick_step
+    legend_y = EXPLORER_HEIGHT - 12
+    return ThresholdChart(
+        width=EXPLORER_WIDTH, height=EXPLORER_HEIGHT, title=title,
+        plot={"x": left, "y": top, "width": width, "height": height, "right": left + width, "bottom": bottom},
+        strip={"y": strip_y, "height": EXPLORER_STRIP["height"], "bottom": strip_bottom,
+               "label_y": strip_y + EXPLORER_STRIP["height"] / 2},
+        gridlines=[{"y": y(g / 10), "label": f"{g * 10} %"} for g in range(0, 11, 2)],
+        ticks=ticks, floor={"y": y(floor), "label": f"floor {_threshold_pct(floor)}"},
+        series=series, bars=bars, marks=marks,
+        legend=[{"x": left + 150 * i, "y": legend_y, "label": label, "css": css}
+                for i, (_, label, css) in enumerate(EXPLORER_SERIES)],
+    )

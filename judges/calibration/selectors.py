@@ -17,6 +17,7 @@ import pandas as pd
 from django.db import connection
 from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Value
 
+from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, relaxed_thresholds
@@ -133,16 +134,35 @@ def evidence_figures(cases: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def explorer_frame(*, run: Run, cases: pd.DataFrame) -> pd.DataFrame | None:
+    """The threshold explorer's frame (explorer.EXPLORER_COLUMNS): every judgment of the run with its case's
+    human verdict from `cases` (run_frames' first frame). None when no judgment has a similarity. One
+    query, none for a config that cannot have similarities (neither a semantic layer nor imported)."""
+    if not run.config.spec.get("semantic") and not run.config.external:
+        return None
+    rows = Judgment.objects.filter(run=run).order_by().values_list("case_id", "outcome", "layer", "similarity")
+    frame = typed_frame(raw_rows(rows), ["case_id", "outcome", "layer", "similarity"], integers=("case_id",))
+    frame["similarity"] = pd.to_numeric(frame["similarity"], errors="coerce").astype("float64")
+    if not frame["similarity"].notna().any():
+        return None
+    frame = frame.merge(cases[["case_id", "human"]], on="case_id", how="left", sort=False)
+    frame["human"] = _none_for_missing(frame["human"])
+    return frame[list(EXPLORER_COLUMNS)]
+
+
 def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
     """case_id → the run's judgments of these cases only (one page of a table) in repeat order:
-    {repeat, outcome, reason} where reason is the judge's, or the engine's error when it gave none. One query."""
+    {repeat, outcome, reason, similarity} where reason is the judge's, or the engine's error when it gave
+    none, and similarity the semantic layer's (None where it did not run). One query."""
     rows = (
         Judgment.objects.filter(run=run, case_id__in=case_ids).order_by("case_id", "repeat")
-        .values_list("case_id", "repeat", "outcome", "reason", "error")
+        .values_list("case_id", "repeat", "outcome", "reason", "error", "similarity")
     )
     out: dict[int, list[dict[str, Any]]] = {}
-    for case_id, repeat, outcome, reason, error in rows:
-        out.setdefault(case_id, []).append({"repeat": repeat, "outcome": outcome, "reason": reason or error})
+    for case_id, repeat, outcome, reason, error, similarity in rows:
+        out.setdefault(case_id, []).append(
+            {"repeat": repeat, "outcome": outcome, "reason": reason or error, "similarity": similarity}
+        )
     return out
 
 

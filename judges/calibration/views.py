@@ -9,6 +9,7 @@ each repeat's verdict and reason are read for the one page of a table shown.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 import numpy as np
 import pandas as pd
@@ -23,13 +24,15 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
-from judges.calibration.charts import agreement_band
+from judges.calibration.charts import agreement_band, threshold_chart
+from judges.calibration.explorer import Setting, replay, sweep
 from judges.calibration.metrics import disagreements
 from judges.calibration.rules import promotable
 from judges.calibration.selectors import (
     case_judgments,
     contested_judgments,
     evidence_key,
+    explorer_frame,
     pct,
     run_figures,
     run_frames,
@@ -116,6 +119,7 @@ def report_data(run: Run) -> dict[str, Any]:
         "not_evaluated": [ne | {"case_id": ids.get(ne["external_id"])} for ne in figures["not_evaluated"][:LIST_LIMIT]],
         "contested_ids": [ids[e] for e in figures["contested_cases"]],
         "contested": _contested_rows(run, [(ids[e], e, humans[e]) for e in figures["contested_cases"][:LIST_LIMIT]]),
+        "explorer_frame": explorer_frame(run=run, cases=cases),  # None: no similarities to replay
     }
     if key:
         cache.set(key, data, REPORT_CACHE_SECONDS)
@@ -151,6 +155,64 @@ def _page_rows(run: Run, rows: list[dict], flipped: set[str]) -> list[dict]:
         }
         for row in rows
     ]
+
+
+def _threshold(request: HttpRequest, name: str, default: float | None) -> tuple[float | None, str]:
+    text = request.GET.get(name, "").strip()
+    if name not in request.GET:
+        return default, ""
+    if not text:
+        return None, ""
+    try:
+        value = float(text)
+    except ValueError:
+        return default, f"{name} must be a number from 0 to 1, not {text[:20]!r}"
+    if not 0 <= value <= 1:
+        return default, f"{name} must be a number from 0 to 1, not {value:g}"
+    return round(value, 2), ""
+
+
+def _explorer(request: HttpRequest, run: Run, frame: pd.DataFrame | None) -> dict[str, Any] | None:
+    """The threshold explorer's figures, chart and chosen setting (?pass_at=&fail_below=), or None when no
+    judgment of the run has a similarity."""
+    if frame is None:
+        return None
+    spec = run.config.spec
+    semantic = spec.get("semantic")
+    # An imported run's judge may have decided any case: the band replays its verdicts.
+    behavioral = "behavioral" in spec.get("layers", []) or run.config.external
+    current = {"pass_at": semantic["pass_at"], "fail_below": semantic.get("fail_below")} if semantic else None
+    pass_at, pass_error = _threshold(request, "pass_at", current["pass_at"] if current else 0.8)
+    fail_below, fail_error = _threshold(request, "fail_below", current["fail_below"] if current else None)
+    errors = [e for e in (pass_error, fail_error) if e]
+    if pass_at is None:
+        pass_at = current["pass_at"] if current else 0.8
+        errors.append("pass_at is needed")
+    if not behavioral:
+        fail_below = None  # no judge: every case below pass_at fails
+    elif fail_below is not None and fail_below > pass_at:
+        errors.append(f"fail_below {fail_below:g} is above pass_at {pass_at:g}: it is taken as {pass_at:g}")
+        fail_below = pass_at
+    chosen = {"pass_at": pass_at, "fail_below": fail_below}
+    lowest = float(np.nanmin(frame["similarity"].to_numpy()))
+    lo = max(0.0, min(0.5, np.floor(lowest * 10) / 10))
+    points = sweep(frame, fail_below=fail_below, behavioral=behavioral, lo=lo)
+    rows = [("chosen", replay(frame, Setting(pass_at, fail_below), behavioral=behavioral))]
+    if current is not None:
+        rows.insert(0, ("this run's", replay(frame, Setting(current["pass_at"], current["fail_below"]),
+                                              behavioral=behavioral)))
+    save_url = None
+    if semantic and not run.config.external:
+        query = {"from": run.config.pk, "pass_at": f"{pass_at:g}"}
+        if fail_below is not None:
+            query["fail_below"] = f"{fail_below:g}"
+        save_url = reverse("judges:config_create", args=[run.config.rubric.slug]) + "?" + urlencode(query)
+    return {
+        "chart": threshold_chart(points=points, floor=run.config.rubric.agreement_floor, current=current,
+                                 chosen=chosen),
+        "rows": rows, "chosen": chosen, "current": current, "behavioral": behavioral, "errors": errors,
+        "save_url": save_url,
+    }
 
 
 def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
@@ -196,6 +258,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "second_opinion": _second_opinion(run),
         "contested": [row | {"requested": row["case_id"] in requested} for row in contested],
         "contested_more": max(0, len(figures["contested_cases"]) - LIST_LIMIT),
+        "explorer": _explorer(request, run, data["explorer_frame"]),
     }
 
 
@@ -211,6 +274,8 @@ def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     context = _report_context(request, run)
     if request.htmx and request.htmx.target == "disagreements":
         return render(request, "judges/calibration/report.html#disagreements", context)
+    if request.htmx and request.htmx.target == "threshold-explorer" and context["explorer"] is not None:
+        return render(request, "judges/calibration/report.html#explorer", context)
     return render(request, "judges/calibration/report.html", context)
 
 

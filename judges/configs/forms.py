@@ -9,6 +9,7 @@ from django import forms
 
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
 from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
+from judges.engine.semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS
 from judges.models import ModelPrice
 from labeling.importing.reading import json_error, parse_json
 from labeling.models import Dataset
@@ -85,7 +86,8 @@ class JudgeConfigForm(forms.Form):
 
     layers = forms.MultipleChoiceField(
         choices=[(x, x) for x in LAYERS], widget=forms.CheckboxSelectMultiple,
-        help_text="Contract checks run first; a failed one decides fail without calling a model.",
+        help_text="Cheapest first: a failed contract check decides fail without calling a model; a similarity "
+        "beyond a threshold decides without calling the judge.",
     )
     contract_checks = forms.MultipleChoiceField(
         choices=[(c, c) for c in CONTRACT_CHECKS], widget=forms.CheckboxSelectMultiple, required=False,
@@ -134,6 +136,35 @@ class JudgeConfigForm(forms.Form):
         max_length=100, required=False, label="API key variable",
         help_text="The NAME of the environment variable holding the key, never the key: OPENAI_API_KEY, "
         "ANTHROPIC_API_KEY, a name starting EVALHUB_JUDGE_, or one the operator allows (EVALHUB_JUDGE_ENV_ALLOW).",
+    )
+    # The semantic layer, field by field (the engine's `semantic` object).
+    semantic_provider = forms.ChoiceField(
+        choices=[("", "—"), *((p, p) for p in SEMANTIC_PROVIDERS)], required=False, label="Provider",
+        help_text="An OpenAI-style embeddings endpoint: OpenAI, or Ollama, vLLM, TEI… as openai-compatible.",
+    )
+    semantic_model = forms.CharField(max_length=200, required=False, label="Embeddings model",
+                                     help_text="text-embedding-3-small, nomic-embed-text, …")
+    semantic_model_family = forms.CharField(max_length=50, required=False, label="Model family",
+                                            help_text="Only where the model's name says nothing.")
+    semantic_base_url_env = forms.CharField(
+        max_length=100, required=False, label="Base URL variable",
+        help_text="The NAME of the variable holding its endpoint (openai-compatible), never the URL.",
+    )
+    semantic_api_key_env = forms.CharField(
+        max_length=100, required=False, label="API key variable",
+        help_text="The NAME of the variable holding its key, never the key (blank: OPENAI_API_KEY for openai).",
+    )
+    semantic_dimensions = forms.IntegerField(
+        min_value=1, required=False, label="Dimensions", help_text="Blank: the model's own length.",
+    )
+    semantic_pass_at = forms.FloatField(
+        min_value=0, max_value=1, required=False, label="Pass at",
+        help_text="A cosine similarity from 0 to 1: at or above it the case passes without the judge.",
+    )
+    semantic_fail_below = forms.FloatField(
+        min_value=0, max_value=1, required=False, label="Fail below",
+        help_text="Optional, with the behavioral layer: below it the case fails without the judge; between the "
+        "two the judge decides. Without a judge, every case below “pass at” fails.",
     )
     # The secondary judge, field by field (the engine's `secondary` object; `when` for a second opinion).
     secondary_role = forms.ChoiceField(choices=SECONDARY_ROLE_CHOICES, required=False, label="Role")
@@ -189,7 +220,25 @@ class JudgeConfigForm(forms.Form):
             initial["when_mode"] = when.get("mode", "always")
             initial["when_categories"] = ", ".join(when.get("categories") or [])
             initial["when_share"] = when.get("share")
+        for name, value in (spec.get("semantic") or {}).items():
+            initial[f"semantic_{name}"] = "" if value is None and name not in ("dimensions", "fail_below") else value
         return initial
+
+    def _semantic_spec(self) -> dict | None:
+        """The engine's `semantic` object from the fields, or None without the semantic layer."""
+        data = self.cleaned_data
+        if "semantic" not in data["layers"]:
+            return None
+        return {
+            "provider": data["semantic_provider"] or None,  # the engine names a missing one
+            "model": data["semantic_model"].strip(),
+            "model_family": _blank_to_none(data["semantic_model_family"]),
+            "base_url_env": _blank_to_none(data["semantic_base_url_env"]),
+            "api_key_env": _blank_to_none(data["semantic_api_key_env"]),
+            "dimensions": data["semantic_dimensions"],
+            "pass_at": data["semantic_pass_at"],
+            "fail_below": data["semantic_fail_below"],
+        }
 
     def _secondary_spec(self) -> dict | None:
         """The engine's `secondary` object from the fields, or None when no role is chosen."""
@@ -241,6 +290,7 @@ class JudgeConfigForm(forms.Form):
             "base_url_env": _blank_to_none(data["base_url_env"]),
             "api_key_env": _blank_to_none(data["api_key_env"]),
             "secondary": self._secondary_spec(),
+            "semantic": self._semantic_spec(),
         }
 
     def add_engine_error(self, error: ValueError) -> None:
@@ -256,7 +306,9 @@ class JudgeConfigForm(forms.Form):
     def _add_engine_message(self, message: str) -> None:
         path = message.split(":", 1)[0].strip().split(".")
         name = path[0]
-        if name == "secondary":
+        if name == "semantic":
+            name = f"semantic_{path[1]}" if len(path) >= 2 and path[1] in SEMANTIC_FIELDS else "semantic_model"
+        elif name == "secondary":
             if len(path) >= 3 and path[1] == "when" and path[2] in WHEN_FIELDS:
                 name = f"when_{path[2]}"
             elif len(path) >= 2 and path[1] in SECONDARY_FIELDS:

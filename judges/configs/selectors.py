@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Max, Q, QuerySet
 
-from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot
+from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
 from judges.models import JudgeConfig, ModelPrice, Run
 from judges.runs.services import engine_case
@@ -87,6 +87,8 @@ def models_without_price() -> list[str]:
             named.add(spec["model"])
         if (spec.get("secondary") or {}).get("model"):
             named.add(spec["secondary"]["model"])
+        if (spec.get("semantic") or {}).get("model"):
+            named.add(spec["semantic"]["model"])
     priced = set(ModelPrice.objects.filter(model__in=named).values_list("model", flat=True))
     return sorted(named - priced)
 
@@ -97,13 +99,19 @@ class PromptPreview:
     system: str = ""
     user: str = ""
     error: str = ""
+    # The semantic layer's side, when the config has it: its thresholds, and what the answer is compared with.
+    semantic: dict | None = None
+    references: list[tuple[str, str]] | None = None
+    references_error: str = ""
+    behavioral: bool = True
 
 
 def prompt_preview(
     *, dataset: Dataset | None, external_id: str, template: str, criteria: str, policy: str, output_kind: str,
-    behavioral: bool = True,
+    semantic: dict | None = None, behavioral: bool = True,
 ) -> PromptPreview:
-    """The (system, user) messages the engine would send for one case, built by the engine's own function.
+    """The (system, user) messages the engine would send for one case, built by the engine's own function,
+    and, with a `semantic` block, the references the semantic layer compares the answer with.
 
     Blank `external_id` takes the dataset's first case. Problems (no case, a broken template) come back
     as `error` rather than an exception: the preview is where a lead finds them. The template is checked
@@ -123,6 +131,14 @@ def prompt_preview(
         if external_id.strip():
             return PromptPreview(error=f"The dataset {dataset.slug} has no case {external_id.strip()!r}.")
         return PromptPreview(error=f"The dataset {dataset.slug} has no cases yet.")
+    found = PromptPreview(case=case, semantic=semantic, behavioral=behavioral)
+    if semantic is not None:
+        try:
+            found.references = references(engine_case(case))
+        except ValueError as exc:
+            found.references, found.references_error = [], str(exc)
+    if not behavioral:
+        return found
     if output_kind not in ("verdict", "scores"):
         output_kind = "verdict"
     try:
@@ -131,5 +147,7 @@ def prompt_preview(
             output_kind=output_kind,
         )
     except (KeyError, IndexError, ValueError) as exc:
-        return PromptPreview(case=case, error=f"The prompt template cannot be filled in: {exc!r}")
-    return PromptPreview(case=case, system=system, user=user)
+        found.error = f"The prompt template cannot be filled in: {exc!r}"
+        return found
+    found.system, found.user = system, user
+    return found

@@ -94,10 +94,25 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             if config is not None:
                 return redirect("judges:config_detail", config_id=config.pk)
     else:
-        form = JudgeConfigForm(initial=JudgeConfigForm.initial_from_spec(base.spec) if base else {})
+        initial = JudgeConfigForm.initial_from_spec(base.spec) if base else {}
+        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request)})
     return render(request, "judges/configs/config_form.html", {
         "rubric": rubric, "form": form, "base": base, "preview_form": preview_form, "preview": preview,
     })
+
+
+def _explored_thresholds(request: HttpRequest) -> dict:
+    """?pass_at=&fail_below= from the threshold explorer's "save as a new version": the semantic fields'
+    initial values. A value that is no similarity is left out (the form keeps the base version's)."""
+    initial = {}
+    for name in ("pass_at", "fail_below"):
+        try:
+            value = float(request.GET[name])
+        except (KeyError, ValueError):
+            continue
+        if 0 <= value <= 1:
+            initial[f"semantic_{name}"] = value
+    return initial
 
 
 def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) -> JudgeConfig | None:
@@ -123,11 +138,15 @@ def _preview_from_post(request: HttpRequest, rubric: Rubric) -> selectors.Prompt
     # The raw fields, not cleaned ones: a preview helps most while the rest of the form is unfinished.
     data = request.POST
     dataset = Dataset.objects.filter(slug=data.get("preview_dataset", "")).first()
+    layers = data.getlist("layers")
+    semantic = None
+    if "semantic" in layers:
+        semantic = {"pass_at": data.get("semantic_pass_at", ""), "fail_below": data.get("semantic_fail_below", "")}
     return selectors.prompt_preview(
         dataset=dataset, external_id=data.get("preview_case", ""),
         template=data.get("prompt_template", "").replace("\r\n", "\n"),
         criteria=rubric.criteria, policy=data.get("policy", "").replace("\r\n", "\n"),
-        output_kind=data.get("output_kind", "verdict"), behavioral="behavioral" in data.getlist("layers"),
+        output_kind=data.get("output_kind", "verdict"), semantic=semantic, behavioral="behavioral" in layers,
     )
 
 
@@ -140,7 +159,7 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
     behavioral = "behavioral" in spec.get("layers", [])
     preview_form = PreviewForm(request.GET or None)
     preview = None
-    if behavioral:
+    if behavioral or spec.get("semantic"):
         dataset = None
         if preview_form.is_valid():
             dataset = preview_form.cleaned_data["preview_dataset"]
@@ -148,17 +167,20 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         preview = selectors.prompt_preview(
             dataset=dataset, external_id=request.GET.get("preview_case", ""), template=spec["prompt_template"],
             criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
+            semantic=spec.get("semantic"), behavioral=behavioral,
         )
         if request.htmx:
             return render(request, "judges/configs/config_detail.html#prompt-preview", {"preview": preview})
         if not request.GET:
             preview_form = PreviewForm(initial={"preview_dataset": dataset})
-    models = [m for m in (spec.get("model"), (spec.get("secondary") or {}).get("model")) if m]
+    named = (spec.get("model"), (spec.get("secondary") or {}).get("model"), (spec.get("semantic") or {}).get("model"))
+    models = [m for m in named if m]
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     return render(request, "judges/configs/config_detail.html", {
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
         "warnings": [] if config.external else selectors.alias_warnings(spec) + _self_preference(config),
-        "behavioral": behavioral, "preview_form": preview_form, "preview": preview,
+        "behavioral": behavioral, "previewed": preview is not None, "preview_form": preview_form,
+        "preview": preview,
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
         "newest": selectors.newest_config(rubric=config.rubric),

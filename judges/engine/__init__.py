@@ -2,6 +2,7 @@
 
 Judge one case with `judge_case(case, config_dict, repeat, cache=FolderCache(path), prices=prices)`,
 many with `judge_batch([(case, 1), (case, 2)], config_dict, concurrency=8, spend_cap_usd=5.0)`.
+The semantic layer embeds through `embedding_cache=FolderCache(path)` (or the app's table) when given.
 Whether a config may read the environment variables it names: `env_name_refusals(config)`.
 """
 
@@ -15,6 +16,7 @@ from .judgment import ERRORS, OUTCOMES, Judgment
 from .prompt import DEFAULT_PROMPT_TEMPLATE, SCORE_FIELDS, build_messages, parse_sections
 from .providers import KEY_REFUSED
 from .runner import Engine, RetryPolicy, SpendTracker, call_cost, judge_batch, judge_case
+from .semantic import SEMANTIC_PROVIDERS, SemanticLayer, cosine, decide, embedding_key, references
 from .validation import InvalidOutput, normalise_verdict, validate_answer
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "ERRORS",
     "OUTCOMES",
     "SCORE_FIELDS",
+    "SEMANTIC_PROVIDERS",
+    "SemanticLayer",
     "Cache",
     "Engine",
     "FolderCache",
@@ -41,6 +45,9 @@ __all__ = [
     "call_cost",
     "case_content_key",
     "config_hash",
+    "cosine",
+    "decide",
+    "embedding_key",
     "env_name_refusals",
     "is_never_allowed",
     "is_pinned_snapshot",
@@ -52,6 +59,7 @@ __all__ = [
     "parse_env_allow",
     "parse_sections",
     "redact_key",
+    "references",
     "run_contract_checks",
     "secret_kinds",
     "validate_answer",

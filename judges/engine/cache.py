@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-# What the judge sees of a case; external_id and metadata change no verdict.
+# What the judge sees of a case; external_id and metadata (but its references) change no verdict.
 CASE_CONTENT_FIELDS: tuple[str, ...] = (
     "input",
     "output",
@@ -34,12 +34,20 @@ def _canonical_json(value: Any) -> str:
 
 
 def case_content(case: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a case that can change a verdict; a missing field reads as null."""
-    return {name: case.get(name) for name in CASE_CONTENT_FIELDS}
+    """The fields of a case that can change a verdict; a missing field reads as null.
+
+    `metadata.references` (the semantic layer's other acceptable answers) is judged content too; it is
+    left out when absent or empty, so the keys of cases without references stay as they were.
+    """
+    content = {name: case.get(name) for name in CASE_CONTENT_FIELDS}
+    metadata = case.get("metadata")
+    if isinstance(metadata, dict) and metadata.get("references"):
+        content["references"] = metadata["references"]
+    return content
 
 
 def case_content_key(case: dict[str, Any]) -> str:
-    """sha256 hex over the canonical JSON of every case field except external_id and metadata."""
+    """sha256 hex over the canonical JSON of the case's judged content (`case_content`)."""
     return hashlib.sha256(_canonical_json(case_content(case)).encode()).hexdigest()
 
 
@@ -56,20 +64,25 @@ class Cache(Protocol):
 
 
 class MemoryCache:
-    """A dict behind a lock; copies in and out, so a caller cannot change what is stored."""
+    """A dict behind a lock; copies in and out, so a caller cannot change what is stored.
 
-    def __init__(self) -> None:
+    `copies=False` shares the values instead, for values nobody changes (the semantic layer's
+    embeddings, read into arrays): copying a vector float by float costs more than embedding it.
+    """
+
+    def __init__(self, *, copies: bool = True) -> None:
         self._data: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._copy = copy.deepcopy if copies else (lambda value: value)
 
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
             value = self._data.get(key)
-        return copy.deepcopy(value)
+        return self._copy(value)
 
     def put(self, key: str, judgment: dict[str, Any]) -> None:
         with self._lock:
-            self._data[key] = copy.deepcopy(judgment)
+            self._data[key] = self._copy(judgment)
 
     def __len__(self) -> int:
         with self._lock:

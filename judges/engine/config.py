@@ -18,9 +18,10 @@ from typing import Any
 import jsonschema
 
 from .families import model_family
-from .prompt import DEFAULT_PROMPT_TEMPLATE, check_prompt_template
+from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPT_TEMPLATE_V1, check_prompt_template
+from .semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS, SemanticLayer, threshold
 
-LAYERS: tuple[str, ...] = ("contract", "behavioral")
+LAYERS: tuple[str, ...] = ("contract", "semantic", "behavioral")
 CONTRACT_CHECKS: tuple[str, ...] = (
     "answer_present",
     "expected_tool",
@@ -52,6 +53,7 @@ HASHED_ONLY_WHEN_SET: dict[str, Any] = {
     "forbidden_tools": [],
     "max_tool_calls": None,
     "secret_patterns": [],
+    "semantic": None,
 }
 
 _SLUG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -82,6 +84,7 @@ _FIELDS = (
     "base_url_env",
     "api_key_env",
     "secondary",
+    "semantic",
 )
 _SECONDARY_FIELDS = (
     "role",
@@ -262,6 +265,36 @@ def _when(d: Any) -> dict[str, Any]:
     return out
 
 
+def _semantic(d: Any) -> SemanticLayer:
+    w = "semantic."
+    if not isinstance(d, dict):
+        raise ValueError("semantic: expected an object")
+    _reject_unknown(d, SEMANTIC_FIELDS, where=w)
+    provider = _choice(d, "provider", SEMANTIC_PROVIDERS, where=w)
+    base_url_env = _env_name(d, "base_url_env", where=w)
+    if provider == "openai-compatible" and base_url_env is None:
+        raise ValueError("semantic.base_url_env: an openai-compatible provider needs the variable naming its endpoint")
+    dimensions = d.get("dimensions")
+    if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1):
+        raise ValueError("semantic.dimensions: must be a positive integer, or empty for the model's own")
+    if "pass_at" not in d:
+        raise ValueError("semantic.pass_at: required (the similarity from which a case passes)")
+    pass_at = threshold(d["pass_at"], "pass_at")
+    fail_below = None if d.get("fail_below") is None else threshold(d["fail_below"], "fail_below")
+    if fail_below is not None and fail_below > pass_at:
+        raise ValueError("semantic.fail_below: must not be above pass_at")
+    return SemanticLayer(
+        provider=provider,
+        model=_nonempty_str(d, "model", where=w),
+        pass_at=pass_at,
+        fail_below=fail_below,
+        model_family=_str(d, "model_family", where=w, required=False),
+        base_url_env=base_url_env,
+        api_key_env=_env_name(d, "api_key_env", where=w),
+        dimensions=dimensions,
+    )
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """How one rubric is judged. Build it with `from_dict`, which validates every field."""
@@ -290,6 +323,7 @@ class JudgeConfig:
     base_url_env: str | None = None
     api_key_env: str | None = None
     secondary: SecondaryJudge | None = None
+    semantic: SemanticLayer | None = None
 
     @classmethod
     def from_dict(cls, d: Any) -> "JudgeConfig":
@@ -309,11 +343,23 @@ class JudgeConfig:
 
         layers_in = d.get("layers")
         if not isinstance(layers_in, list | tuple) or not layers_in:
-            raise ValueError("layers: expected a non-empty list drawn from contract, behavioral")
+            raise ValueError("layers: expected a non-empty list drawn from contract, semantic, behavioral")
         bad = [x for x in layers_in if x not in LAYERS]
         if bad or len(set(layers_in)) != len(layers_in):
-            raise ValueError(f"layers: each of contract, behavioral at most once; got {list(layers_in)!r}")
-        layers = tuple(x for x in LAYERS if x in layers_in)  # the cheaper layer always runs first
+            raise ValueError(f"layers: each of contract, semantic, behavioral at most once; got {list(layers_in)!r}")
+        layers = tuple(x for x in LAYERS if x in layers_in)  # the cheaper layers always run first
+
+        semantic = None
+        if "semantic" in layers:
+            if d.get("semantic") is None:
+                raise ValueError("semantic: the semantic layer needs its embeddings model and pass_at")
+            semantic = _semantic(d["semantic"])
+            if semantic.fail_below is not None and "behavioral" not in layers:
+                raise ValueError(
+                    "semantic.fail_below: without the behavioral layer every case below pass_at fails; leave it empty"
+                )
+        elif d.get("semantic") is not None:
+            raise ValueError("semantic: given, but the semantic layer is not in layers")
 
         checks = _str_list(d, "contract_checks")
         bad = [c for c in checks if c not in CONTRACT_CHECKS]
@@ -392,7 +438,9 @@ class JudgeConfig:
         elif provider is not None or model is not None:
             raise ValueError("provider: a config without the behavioral layer calls no provider; set it to null")
 
-        template = _str(d, "prompt_template", default=DEFAULT_PROMPT_TEMPLATE)
+        # A config that sends no prompt keeps the earlier default, so its hash stays what it was.
+        default_template = DEFAULT_PROMPT_TEMPLATE if behavioral else PROMPT_TEMPLATE_V1
+        template = _str(d, "prompt_template", default=default_template)
         check_prompt_template(template, behavioral=behavioral)
 
         timeout = d.get("timeout_s", 30.0)
@@ -444,6 +492,7 @@ class JudgeConfig:
             base_url_env=base_url_env,
             api_key_env=_env_name(d, "api_key_env"),
             secondary=secondary,
+            semantic=semantic,
         )
         claimed = d.get("config_hash")
         if claimed is not None and claimed != cfg.config_hash:
@@ -477,6 +526,7 @@ class JudgeConfig:
             "base_url_env": self.base_url_env,
             "api_key_env": self.api_key_env,
             "secondary": self.secondary.to_dict() if self.secondary else None,
+            "semantic": self.semantic.to_dict() if self.semantic else None,
         }
         if include_hash:
             d["config_hash"] = self.config_hash

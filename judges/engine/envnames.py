@@ -64,6 +64,9 @@ def env_name_refusals(config: JudgeConfig | dict[str, Any], *, extra_allowed: It
     if cfg.secondary is not None:
         fields += [("secondary.base_url_env", cfg.secondary.base_url_env)]
         fields += [("secondary.api_key_env", cfg.secondary.api_key_env)]
+    if cfg.semantic is not None:
+        fields += [("semantic.base_url_env", cfg.semantic.base_url_env)]
+        fields += [("semantic.api_key_env", cfg.semantic.api_key_env)]
     refusals = []
     for field, name in fields:
         if name is None:

@@ -15,6 +15,7 @@ ERRORS: tuple[str, ...] = (
     "connection error",
     "config error",
     "key refused",  # the provider refused the key (401/403): a config error to fix, not an outage
+    "no reference",  # the semantic layer had nothing to compare with, and no later layer decided
 )
 
 
@@ -27,7 +28,7 @@ class Judgment:
     reason: str = ""
     raw_output: str = ""
     error: str = ""  # one of ERRORS when not evaluated, else ""
-    layer: str = "contract"  # which layer decided: contract | behavioral
+    layer: str = "contract"  # which layer decided: contract | semantic | behavioral
     judge: str = "primary"  # primary | fallback
     checks: list[dict[str, Any]] = field(default_factory=list)
     input_tokens: int = 0
@@ -39,6 +40,8 @@ class Judgment:
     contested: bool = False
     secondary_outcome: str | None = None
     model: str | None = None  # the model whose answer decided, when one did
+    # The semantic layer's highest cosine similarity of the answer to a reference, when it ran.
+    similarity: float | None = None
 
     @property
     def evaluated(self) -> bool:

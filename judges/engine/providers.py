@@ -8,6 +8,7 @@ failure's detail. A refused key (401/403) is its own category, KEY_REFUSED: a co
 to fix, never retried, never taken for an outage.
 """
 
+import base64
 import email.utils
 import json
 import threading
@@ -15,6 +16,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .credentials import redact_key
 from .deadline import bound_by_deadline, deadline
@@ -263,6 +266,50 @@ def call_model(
     if endpoint.provider == "anthropic":
         return _anthropic_reply(message)
     return _openai_reply(completion)
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """What an embeddings call gave back: one vector per input, in the inputs' order, and its tokens."""
+
+    vectors: list[list[float]]
+    input_tokens: int | None
+    output_tokens: int | None = 0  # embeddings are billed on their input only
+
+
+def call_embeddings(
+    client: Any, endpoint: Endpoint, *, model: str, inputs: list[str], dimensions: int | None
+) -> Embedded:
+    """One HTTP call embedding several texts (the OpenAI embeddings API); ProviderFailure on no answer.
+
+    The vectors come base64-encoded (the SDK's default) and are read straight into arrays from the raw
+    response: the SDK's parsed response makes a Python object of every number, which costs more CPU
+    than the call's wait (a second per 20,000 texts). A server that sends floats anyway is read too.
+    """
+    sdk = _sdk(endpoint.provider)
+    try:
+        with deadline(endpoint.timeout_s):
+            raw = client.embeddings.with_raw_response.create(
+                model=model, input=inputs, encoding_format="base64",
+                **({"dimensions": dimensions} if dimensions is not None else {}),
+            )
+            body = raw.http_response.json()
+        data = sorted(body["data"], key=lambda item: item["index"])
+        vectors = [_vector(item["embedding"]) for item in data]
+        tokens = (body.get("usage") or {}).get("prompt_tokens")
+    except (sdk.OpenAIError, ValueError) as exc:
+        raise _failure(exc, endpoint) from exc
+    except (KeyError, TypeError, AttributeError) as exc:  # JSON, but not an embeddings response
+        raise ProviderFailure(
+            "server error", _redact(f"unreadable response: {type(exc).__name__}: {exc}", endpoint), retryable=True
+        ) from exc
+    return Embedded(vectors=vectors, input_tokens=tokens if isinstance(tokens, int) else None)
+
+
+def _vector(embedding: Any) -> Any:
+    if isinstance(embedding, str):
+        return np.frombuffer(base64.b64decode(embedding), dtype="<f4")
+    return np.asarray(embedding, dtype=np.float64)
 
 
 def _openai_reply(completion: Any) -> Reply:

@@ -1,9 +1,11 @@
 """From (case, judge config, repeat) to a judgment: the layers, the failure chain, cache and spend.
 
-Contract first: a failed check decides `fail` and no model is called. Then the behavioral judge,
-asked through the SDK with the engine's own retries: backoff, Retry-After waited out, an invalid
-answer asked again. When the primary cannot answer, a `fallback` secondary judge is asked; when
-neither can, the judgment is `not_evaluated` with the reason. Nothing here ever guesses a verdict.
+Contract first: a failed check decides `fail` and no model is called. Then the semantic layer: the
+answer's embedding against its references', a similarity beyond a threshold decides. Then the
+behavioral judge, asked through the SDK with the engine's own retries: backoff, Retry-After waited
+out, an invalid answer asked again. When the primary cannot answer, a `fallback` secondary judge is
+asked; when neither can, the judgment is `not_evaluated` with the reason and what the earlier layers
+showed. Nothing here ever guesses a verdict. A batch embeds its texts first, many to a call.
 """
 
 import hashlib
@@ -11,10 +13,12 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from .cache import Cache, cache_key
 from .config import JudgeConfig
@@ -26,11 +30,14 @@ from .providers import (
     DEFAULT_MAX_TOKENS,
     KEY_REFUSED,
     ClientPool,
+    Embedded,
     Endpoint,
     ProviderFailure,
+    call_embeddings,
     call_model,
     resolve_endpoint,
 )
+from .semantic import EMBED_BATCH, cosine, decide, embedding_key, references, texts_to_embed
 from .validation import InvalidOutput, Verdict, load_json_object, validate_answer
 
 Prices = Mapping[str, Mapping[str, float]]
@@ -132,6 +139,42 @@ class _Tally:
 
 
 @dataclass
+class _Attempts:
+    """How one request's failure chain ended: the accepted value, or the last failure."""
+
+    value: Any
+    reply: Any  # the last reply that came back, accepted or not
+    failure: ProviderFailure | None
+    attempts: int
+
+
+@dataclass
+class _Embedding:
+    """One text's embedding in a batch's memory, or why there is none.
+
+    What making it cost is billed once, to the first judgment that uses it, so a run's totals add up
+    however many cases share a reference.
+    """
+
+    vector: Any  # numpy array, or None when the call failed
+    failure: ProviderFailure | None = None
+    attempts: int = 0
+    calls: int = 0
+    input_tokens: int = 0
+    cost: float | None = 0.0
+
+
+@dataclass
+class _Similarity:
+    """What the semantic layer found: the highest similarity and its reference, or why there is none."""
+
+    similarity: float | None
+    closest: str = ""
+    why: str = ""
+    error: str = ""
+
+
+@dataclass
 class _Asked:
     verdict: Verdict | None
     raw: str
@@ -164,6 +207,7 @@ class Engine:
         retry: RetryPolicy | None = None,
         clients: ClientPool | None = None,
         allowed_env: Iterable[str] = (),
+        embedding_cache: Cache | None = None,
     ) -> None:
         self.cfg = JudgeConfig.from_dict(config)
         # Checked again here, whoever saved the config: a judge reads no variable it may not.
@@ -178,18 +222,26 @@ class Engine:
         # Endpoints whose key the provider refused: the rest of the batch does not ask with it again.
         self._refused: set[Endpoint] = set()
         self._refused_lock = threading.Lock()
+        self.embedding_cache = embedding_cache
+        self._embeddings: dict[str, _Embedding] = {}
+        self._embeddings_lock = threading.Lock()
+        self._keys: dict[str, str] = {}
 
     def close(self) -> None:
         self.clients.close()
 
     # ---- one judgment --------------------------------------------------------------------------
 
+    def _cached(self, key: str | None) -> dict[str, Any] | None:
+        hit = self.cache.get(key) if key is not None else None
+        return hit if hit is not None and hit.get("outcome") in ("pass", "fail") else None
+
     def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
         started = time.monotonic()
         key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
         if key is not None:
-            hit = self.cache.get(key)
-            if hit is not None and hit.get("outcome") in ("pass", "fail"):
+            hit = self._cached(key)
+            if hit is not None:
                 j = Judgment.from_dict(hit)
                 # The same content may sit under another id; this run spent nothing on it.
                 j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
@@ -212,10 +264,11 @@ class Engine:
         if failed:
             reason = "contract failed: " + "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
             return Judgment(external_id, repeat, "fail", reason=reason, layer="contract", checks=checks)
-        if "behavioral" not in cfg.layers:
+        if cfg.layers == ("contract",):
             reason = f"all {len(checks)} contract checks passed"
             return Judgment(external_id, repeat, "pass", reason=reason, layer="contract", checks=checks)
 
+        behavioral = "behavioral" in cfg.layers
         if self.env_refusals:
             reason = "config error: " + "; ".join(self.env_refusals)
             return Judgment(
@@ -224,9 +277,45 @@ class Engine:
                 "not_evaluated",
                 reason=reason,
                 error="config error",
-                layer="behavioral",
+                layer="behavioral" if behavioral else "semantic",
                 checks=checks,
             )
+
+        tally = _Tally()
+        # What the earlier layers showed, told when the judge cannot answer.
+        shown = [f"contract passed ({len(checks)} checks)"] if checks else []
+        similarity = None
+        if cfg.semantic is not None:
+            found = self._similarity(case, tally)
+            similarity = found.similarity
+            if similarity is not None:
+                outcome = decide(similarity, cfg.semantic, behavioral=behavioral)
+                if outcome is not None:
+                    j = Judgment(
+                        external_id,
+                        repeat,
+                        outcome,
+                        reason=_semantic_reason(outcome, similarity, found.closest, cfg),
+                        layer="semantic",
+                        checks=checks,
+                        model=cfg.semantic.model,
+                        similarity=similarity,
+                    )
+                    return tally.fill(j)
+                shown.append(f"similarity {similarity:.2f}")
+            elif not behavioral:
+                j = Judgment(
+                    external_id,
+                    repeat,
+                    "not_evaluated",
+                    reason="; ".join([found.why, *shown]),
+                    error=found.error,
+                    layer="semantic",
+                    checks=checks,
+                )
+                return tally.fill(j)
+            else:
+                shown.append(f"semantic layer skipped: {found.why}")
 
         system, user = build_messages(
             case,
@@ -235,7 +324,6 @@ class Engine:
             policy=cfg.policy,
             output_kind=cfg.output_kind,
         )
-        tally = _Tally()
         primary = _Judge("primary", cfg.provider, cfg.model, cfg.base_url_env, cfg.api_key_env, cfg.params)
         asked = self._ask(primary, system, user, tally)
         judge, model, reason, raw = "primary", primary.model, None, asked.raw
@@ -264,12 +352,13 @@ class Engine:
                 external_id,
                 repeat,
                 "not_evaluated",
-                reason=reason or asked.why(),
+                reason=_unavailable(reason or asked.why(), shown),
                 raw_output=raw,
                 error=error,
                 layer="behavioral",
                 judge=judge,
                 checks=checks,
+                similarity=similarity,
             )
             return tally.fill(j)
 
@@ -285,6 +374,7 @@ class Engine:
             judge=judge,
             checks=checks,
             model=model,
+            similarity=similarity,
         )
         if secondary and secondary.role == "second_opinion" and self._wants_second_opinion(case, verdict):
             second = self._ask(self._secondary_judge(), system, user, tally)
@@ -316,43 +406,215 @@ class Engine:
             return _sample_share(str(case.get("external_id", ""))) < when["share"]
         return True
 
-    # ---- the failure chain of one judge ---------------------------------------------------------
+    # ---- the semantic layer ---------------------------------------------------------------------
 
-    def _ask(self, judge: _Judge, system: str, user: str, tally: _Tally) -> _Asked:
-        cfg = self.cfg
+    def _text_key(self, text: str) -> str:
+        key = self._keys.get(text)
+        if key is None:  # a text's key is asked for again and again (ahead, then by each repeat)
+            s = self.cfg.semantic
+            key = embedding_key(provider=s.provider, model=s.model, dimensions=s.dimensions, text=text)
+            self._keys[text] = key
+        return key
+
+    def _similarity(self, case: dict[str, Any], tally: _Tally) -> _Similarity:
+        """The answer's highest cosine similarity to a reference (embedding what is not known yet)."""
+        try:
+            refs = references(case)
+        except ValueError as exc:
+            return _Similarity(None, why=f"no reference: {exc}", error="no reference")
+        if not refs:
+            why = "no reference: the case has no golden answer and no metadata.references"
+            return _Similarity(None, why=why, error="no reference")
+        answer = str(case.get("output") or "")
+        if not answer.strip():
+            return _Similarity(0.0, closest=refs[0][0])  # no answer shares no meaning; nothing to embed
+        texts = [answer, *(text for _, text in refs)]
+        for batch in self._unknown_texts(texts):
+            self._embed_batch(batch)
+        got = [self._take(self._text_key(text), tally) for text in texts]
+        failed = next((e for e in got if e.failure is not None), None)
+        if failed is not None:
+            tries = f" (after {failed.attempts} attempts)" if failed.attempts > 1 else ""
+            why = f"embeddings unavailable: {failed.failure.category}: {failed.failure.detail}{tries}"
+            return _Similarity(None, why=why, error=failed.failure.category)
+        best, closest = max(
+            ((cosine(got[0].vector, e.vector), where) for e, (where, _) in zip(got[1:], refs, strict=True)),
+            key=lambda pair: pair[0],
+        )
+        # Rounded before deciding, so the stored similarity replays to the same verdict.
+        return _Similarity(round(best, 4), closest=closest)
+
+    def _unknown_texts(self, texts: Iterable[str]) -> list[list[tuple[str, str]]]:
+        """Batches of (key, text) neither in memory nor in the embedding cache; cache hits are kept in memory."""
+        unknown: dict[str, str] = {}
+        for text in texts:
+            key = self._text_key(text)
+            if key in unknown or key in self._embeddings:
+                continue
+            hit = self.embedding_cache.get(key) if self.embedding_cache is not None else None
+            if hit is not None and isinstance(hit.get("vector"), list) and hit["vector"]:
+                with self._embeddings_lock:
+                    self._embeddings.setdefault(key, _Embedding(np.asarray(hit["vector"], dtype=np.float64)))
+            else:
+                unknown[key] = text
+        pairs = list(unknown.items())
+        return [pairs[i : i + EMBED_BATCH] for i in range(0, len(pairs), EMBED_BATCH)]
+
+    def _embed_batch(self, batch: list[tuple[str, str]]) -> None:
+        """Embed these texts in one request (its failure chain), keeping each vector or the failure."""
+        s = self.cfg.semantic
+        tally = _Tally()
+        inputs = [text for _, text in batch]
         try:
             endpoint = resolve_endpoint(
-                provider=judge.provider,
-                base_url_env=judge.base_url_env,
-                api_key_env=judge.api_key_env,
+                provider=s.provider,
+                base_url_env=s.base_url_env,
+                api_key_env=s.api_key_env,
                 env=self.env,
-                timeout_s=cfg.timeout_s,
+                timeout_s=self.cfg.timeout_s,
             )
         except ProviderFailure as failure:
-            return _Asked(None, "", failure, 0)
+            done = _Attempts(None, None, failure, 0)
+        else:
+            client = self.clients.get(endpoint)
+            chars = sum(len(text) for text in inputs)
+
+            def accept(reply: Embedded) -> list[Any]:
+                if len(reply.vectors) != len(inputs):
+                    raise InvalidOutput(f"{len(reply.vectors)} vectors came back for {len(inputs)} texts")
+                vectors = [np.asarray(v, dtype=np.float64) for v in reply.vectors]
+                if any(v.ndim != 1 or not v.size or not np.isfinite(v).all() for v in vectors):
+                    raise InvalidOutput("a vector came back empty, nested or not finite")
+                return vectors
+
+            done = self._attempts(
+                endpoint,
+                model=s.model,
+                # ~4 characters a token in English; 3 errs on the side of stopping early.
+                estimate=lambda price: chars / 3 * price["input_per_mtok"] / 1_000_000,
+                tally=tally,
+                call=lambda: call_embeddings(client, endpoint, model=s.model, inputs=inputs, dimensions=s.dimensions),
+                accept=accept,
+            )
+        # The call's tokens and cost are shared by the texts in proportion to their length.
+        total_chars = sum(len(text) for text in inputs) or 1
+        shares = _split(tally.input_tokens, [len(text) / total_chars for text in inputs])
+        entries = {}
+        for i, (key, text) in enumerate(batch):
+            share = len(text) / total_chars
+            entries[key] = _Embedding(
+                None if done.value is None else done.value[i],
+                failure=done.failure,
+                attempts=done.attempts,
+                calls=tally.calls if i == 0 else 0,
+                input_tokens=shares[i],
+                cost=None if tally.cost is None else tally.cost * share,
+            )
+        with self._embeddings_lock:
+            self._embeddings.update(entries)
+        if done.value is not None and self.embedding_cache is not None:
+            for (key, _), vector in zip(batch, done.value, strict=True):
+                self.embedding_cache.put(key, {"vector": vector.tolist()})
+
+    def _take(self, key: str, tally: _Tally) -> _Embedding:
+        """The text's embedding; its cost goes on this judgment's tally if no judgment has taken it yet."""
+        with self._embeddings_lock:
+            entry = self._embeddings[key]
+            tally.calls += entry.calls
+            tally.add(entry.input_tokens, 0, entry.cost)
+            entry.calls, entry.input_tokens, entry.cost = 0, 0, 0.0
+        return entry
+
+    def _plan_embeddings(self, items: list[tuple[dict[str, Any], int]]) -> tuple[list[list[str]], list[list]]:
+        """The keys each item's semantic layer will need, and batches of the texts not known yet.
+
+        Nothing is needed for an item the judgment cache answers or a case a contract check fails (no
+        model is called for them); a config without the layer needs nothing at all.
+        """
+        cfg = self.cfg
+        if cfg.semantic is None or self.env_refusals:
+            return [[] for _ in items], []
+        needs, texts = [], []
+        for case, repeat in items:
+            if (self.cache is not None and self._cached(cache_key(case, self.config_hash, repeat)) is not None) or (
+                "contract" in cfg.layers and not all(c["passed"] for c in run_contract_checks(case, cfg))
+            ):
+                needs.append([])
+                continue
+            mine = texts_to_embed(case)
+            needs.append([self._text_key(text) for text in mine])
+            texts += mine
+        return needs, self._unknown_texts(texts)
+
+    def embed_ahead(self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor) -> None:
+        """Embed every text the semantic layer will need for these items, many texts to a call; the
+        judgments then find their vectors in memory."""
+        _, batches = self._plan_embeddings(items)
+        for future in [executor.submit(self._embed_batch, batch) for batch in batches]:
+            future.result()
+
+    def judge_as_embedded(
+        self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor
+    ) -> Iterator[tuple[int, Judgment]]:
+        """(index, judgment) of each item, judged in the calling thread as soon as its texts are embedded,
+        while the executor's threads wait on the other embedding calls. For a config that calls no judge:
+        once its embeddings are in, a judgment is the engine's own arithmetic."""
+        needs, batches = self._plan_embeddings(items)
+        batch_of = {key: n for n, batch in enumerate(batches) for key, _ in batch}
+        missing = [len({batch_of[key] for key in keys if key in batch_of}) for keys in needs]
+        waiting: dict[int, list[int]] = {}
+        for i, keys in enumerate(needs):
+            for n in {batch_of[key] for key in keys if key in batch_of}:
+                waiting.setdefault(n, []).append(i)
+        for i, left in enumerate(missing):
+            if not left:
+                yield i, self.judge(*items[i])
+        futures = {executor.submit(self._embed_batch, batch): n for n, batch in enumerate(batches)}
+        for future in as_completed(futures):
+            future.result()
+            for i in waiting.get(futures[future], []):
+                missing[i] -= 1
+                if not missing[i]:
+                    yield i, self.judge(*items[i])
+
+    # ---- the failure chain of one request --------------------------------------------------------
+
+    def _attempts(
+        self,
+        endpoint: Endpoint,
+        *,
+        model: str,
+        estimate: Callable[[Mapping[str, float]], float],
+        tally: _Tally,
+        call: Callable[[], Any],
+        accept: Callable[[Any], Any],
+    ) -> _Attempts:
+        """Ask until an answer is accepted: spend reserved first, backoff or Retry-After between tries.
+
+        `call()` makes one HTTP call (its reply has input_tokens and output_tokens) or raises
+        ProviderFailure; `accept(reply)` returns the value or raises InvalidOutput, asked again at once.
+        """
         with self._refused_lock:
             refused = endpoint in self._refused
         if refused:
             where = f" in {endpoint.key_env}" if endpoint.key_env else ""
             failure = ProviderFailure(KEY_REFUSED, f"the key{where} was refused earlier in this batch", retryable=False)
-            return _Asked(None, "", failure, 0)
-        client = self.clients.get(endpoint)
-        price = self.prices.get(judge.model)
-        max_tokens = judge.params.get("max_tokens", DEFAULT_MAX_TOKENS)
-        raw, failure, delay = "", None, 0.0
+            return _Attempts(None, None, failure, 0)
+        price = self.prices.get(model)
+        reply, failure, delay = None, None, 0.0
         attempt = 0
-        while attempt < cfg.max_attempts:
+        while attempt < self.cfg.max_attempts:
             if delay > 0:
                 time.sleep(delay)
-            estimate = 0.0
+            reserved = 0.0
             if self.spend.cap_usd is not None:
                 if price is None:
                     failure = ProviderFailure(
-                        "config error", f"a spend cap is set but {judge.model} has no price", retryable=False
+                        "config error", f"a spend cap is set but {model} has no price", retryable=False
                     )
                     break
-                estimate = _estimate_cost(price, len(system) + len(user), max_tokens)
-            if not self.spend.reserve(estimate):
+                reserved = estimate(price)
+            if not self.spend.reserve(reserved):
                 failure = ProviderFailure(
                     "spend cap", f"the spend cap of ${self.spend.cap_usd:g} is reached", retryable=False
                 )
@@ -360,17 +622,9 @@ class Engine:
             attempt += 1
             tally.calls += 1
             try:
-                reply = call_model(
-                    client,
-                    endpoint,
-                    model=judge.model,
-                    system=system,
-                    user=user,
-                    output_kind=cfg.output_kind,
-                    params=judge.params,
-                )
+                reply = call()
             except ProviderFailure as exc:
-                self.spend.settle(estimate, 0.0)
+                self.spend.settle(reserved, 0.0)
                 failure = exc
                 if exc.category == KEY_REFUSED:
                     with self._refused_lock:
@@ -386,18 +640,78 @@ class Engine:
                     break
                 delay = exc.retry_after if exc.retry_after is not None else self.retry.backoff(attempt)
                 continue
-            cost = call_cost(self.prices, judge.model, reply.input_tokens, reply.output_tokens)
-            self.spend.settle(estimate, cost)
+            cost = call_cost(self.prices, model, reply.input_tokens, reply.output_tokens)
+            self.spend.settle(reserved, cost)
             tally.add(reply.input_tokens, reply.output_tokens, cost)
-            raw = reply.text
             try:
-                answer = reply.answer if reply.answer is not None else load_json_object(reply.text)
-                verdict = validate_answer(answer, output_kind=cfg.output_kind, pass_score=cfg.pass_score)
+                return _Attempts(accept(reply), reply, None, attempt)
             except InvalidOutput as exc:
                 failure, delay = ProviderFailure("invalid output", str(exc), retryable=True), 0.0
-                continue
-            return _Asked(verdict, raw, None, attempt)
-        return _Asked(None, raw, failure, attempt)
+        return _Attempts(None, reply, failure, attempt)
+
+    def _ask(self, judge: _Judge, system: str, user: str, tally: _Tally) -> _Asked:
+        cfg = self.cfg
+        try:
+            endpoint = resolve_endpoint(
+                provider=judge.provider,
+                base_url_env=judge.base_url_env,
+                api_key_env=judge.api_key_env,
+                env=self.env,
+                timeout_s=cfg.timeout_s,
+            )
+        except ProviderFailure as failure:
+            return _Asked(None, "", failure, 0)
+        client = self.clients.get(endpoint)
+        max_tokens = judge.params.get("max_tokens", DEFAULT_MAX_TOKENS)
+
+        def accept(reply: Any) -> Verdict:
+            answer = reply.answer if reply.answer is not None else load_json_object(reply.text)
+            return validate_answer(answer, output_kind=cfg.output_kind, pass_score=cfg.pass_score)
+
+        done = self._attempts(
+            endpoint,
+            model=judge.model,
+            estimate=lambda price: _estimate_cost(price, len(system) + len(user), max_tokens),
+            tally=tally,
+            call=lambda: call_model(
+                client,
+                endpoint,
+                model=judge.model,
+                system=system,
+                user=user,
+                output_kind=cfg.output_kind,
+                params=judge.params,
+            ),
+            accept=accept,
+        )
+        return _Asked(done.value, done.reply.text if done.reply is not None else "", done.failure, done.attempts)
+
+
+def _semantic_reason(outcome: str, similarity: float, closest: str, cfg: JudgeConfig) -> str:
+    s = cfg.semantic
+    if outcome == "pass":
+        rule = f">= pass_at {s.pass_at:g}"
+    elif s.fail_below is not None:
+        rule = f"< fail_below {s.fail_below:g}"
+    else:
+        rule = f"< pass_at {s.pass_at:g}, and no behavioral judge to decide"
+    return f"similarity {similarity:.4f} to the {closest} {rule}"
+
+
+def _unavailable(why: str, shown: list[str]) -> str:
+    """Why the judge could not answer, and, when earlier layers ran, what they showed."""
+    if not shown:
+        return why
+    return "; ".join([f"behavioral judge unavailable: {why}", *shown])
+
+
+def _split(total: int, shares: list[float]) -> list[int]:
+    """`total` split by `shares` (summing to 1) into integers that add up to it (largest remainder)."""
+    exact = [total * share for share in shares]
+    parts = [int(x) for x in exact]
+    for i in sorted(range(len(exact)), key=lambda i: exact[i] - parts[i], reverse=True)[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
 
 
 # ---- entry points ------------------------------------------------------------------------------
@@ -414,12 +728,23 @@ def judge_case(
     env: Mapping[str, str] = os.environ,
     retry: RetryPolicy | None = None,
     allowed_env: Iterable[str] = (),
+    embedding_cache: Cache | None = None,
 ) -> Judgment:
     """Judge one (case, repeat) under a config. Provider trouble ends in `not_evaluated`, never raises.
 
     `allowed_env`: environment variable names the operator allows beyond DESIGN's (envnames).
+    `embedding_cache`: where the semantic layer keeps embeddings (FolderCache, or the app's table).
     """
-    engine = Engine(config, cache=cache, prices=prices, spend=spend, env=env, retry=retry, allowed_env=allowed_env)
+    engine = Engine(
+        config,
+        cache=cache,
+        prices=prices,
+        spend=spend,
+        env=env,
+        retry=retry,
+        allowed_env=allowed_env,
+        embedding_cache=embedding_cache,
+    )
     try:
         return engine.judge(case, repeat)
     finally:
@@ -438,6 +763,7 @@ def judge_batch(
     on_result: Callable[[Judgment], None] | None = None,
     retry: RetryPolicy | None = None,
     allowed_env: Iterable[str] = (),
+    embedding_cache: Cache | None = None,
 ) -> list[Judgment]:
     """Judge (case, repeat) pairs on at most `concurrency` threads; results in the items' order.
 
@@ -456,14 +782,19 @@ def judge_batch(
         env=env,
         retry=retry,
         allowed_env=allowed_env,
+        embedding_cache=embedding_cache,
     )
     results: list[Judgment | None] = [None] * len(items)
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
     try:
-        futures = {executor.submit(engine.judge, case, repeat): i for i, (case, repeat) in enumerate(items)}
-        for future in as_completed(futures):
-            judgment = future.result()
-            results[futures[future]] = judgment
+        if "behavioral" in engine.cfg.layers:
+            engine.embed_ahead(items, executor)
+            futures = {executor.submit(engine.judge, case, repeat): i for i, (case, repeat) in enumerate(items)}
+            done = ((futures[future], future.result()) for future in as_completed(futures))
+        else:
+            done = engine.judge_as_embedded(items, executor)  # no judge to call: no thread needed to judge
+        for i, judgment in done:
+            results[i] = judgment
             if on_result is not None:
                 on_result(judgment)
     finally:

@@ -134,11 +134,15 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
 
 
 def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]:
-    """(provider, base_url_env, api_key_env, model) of each model judge a rubric may call."""
+    """(provider, base_url_env, api_key_env, model) of each model a rubric may call: embeddings, judges."""
     cfg = rubric.judge
+    judges = []
+    if cfg.semantic is not None:  # the embeddings endpoint of the semantic layer
+        s = cfg.semantic
+        judges.append((s.provider, s.base_url_env, s.api_key_env, s.model))
     if "behavioral" not in cfg.layers:
-        return []
-    judges = [(cfg.provider, cfg.base_url_env, cfg.api_key_env, cfg.model)]
+        return judges
+    judges.append((cfg.provider, cfg.base_url_env, cfg.api_key_env, cfg.model))
     if cfg.secondary is not None:
         s = cfg.secondary
         judges.append((s.provider, s.base_url_env, s.api_key_env, s.model))

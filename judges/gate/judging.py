@@ -137,6 +137,12 @@ def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str
     return verdict, reason
 
 
+def embedding_cache(cache: FolderCache | None) -> FolderCache | None:
+    """The semantic layer's embeddings, in the cache folder's `embeddings/` (a text is embedded once, whatever
+    the rubric or the check); none when the check runs without a cache."""
+    return None if cache is None else FolderCache(cache.path / "embeddings")
+
+
 def judge_all(
     rubrics: Sequence[GateRubric],
     cases: Sequence[dict[str, Any]],
@@ -158,8 +164,10 @@ def judge_all(
     """
     spend = SpendTracker(max_cost_usd)
     clients = ClientPool()  # one SDK client per endpoint, shared by every rubric's judge
+    embeddings = embedding_cache(cache)
     engines = [
-        Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env)
+        Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env,
+               embedding_cache=embeddings)
         for r in rubrics
     ]
     items = [

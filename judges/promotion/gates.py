@@ -27,7 +27,8 @@ CALIBRATION_KEYS: tuple[str, ...] = (
 
 
 def _judge_models(judge: dict[str, Any]) -> list[str]:
-    models = [judge.get("model"), (judge.get("secondary") or {}).get("model")]
+    """Every model the judge may call: its own, its secondary's and its semantic layer's embeddings model."""
+    models = [judge.get("model"), *((judge.get(part) or {}).get("model") for part in ("secondary", "semantic"))]
     return [m for m in models if m]
 
 

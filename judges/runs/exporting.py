@@ -17,28 +17,34 @@ CHUNK = 2_000
 
 
 def _judge_names(run: Run) -> dict[str, str]:
-    """Judgment.judge (primary/fallback) → the model that answered; a config without a model is 'contract'."""
+    """Judgment.judge (primary/fallback) → the model that answered, and the embeddings model of the semantic
+    layer's verdicts; a config without a model is 'contract'."""
     spec = run.config.spec
     primary = spec.get("model") or "contract"
     secondary = (spec.get("secondary") or {}).get("model") or primary
-    return {"primary": primary, "fallback": secondary}
+    semantic = (spec.get("semantic") or {}).get("model") or primary
+    return {"primary": primary, "fallback": secondary, "semantic": semantic}
 
 
 def _records(run: Run) -> Iterator[dict]:
     external = run.config.external
     names = _judge_names(run)
-    fields = ["case__external_id", "repeat", "outcome", "scores", "reason", "judge", "layer"]
+    fields = ["case__external_id", "repeat", "outcome", "scores", "similarity", "reason", "judge", "layer"]
     if external:
         fields.append("raw_output")  # an imported row keeps its judge's name there
     rows = Judgment.objects.filter(run=run).order_by("case_id", "repeat").values_list(*fields)
-    for external_id, repeat, outcome, scores, reason, judge, layer, *raw in rows.iterator(chunk_size=CHUNK):
+    for external_id, repeat, outcome, scores, similarity, reason, judge, layer, *raw in rows.iterator(
+        chunk_size=CHUNK
+    ):
         if layer == EXTERNAL:
             name = json.loads(raw[0]).get("judge", "") if raw and raw[0] else ""
+        elif layer == "semantic":
+            name = names["semantic"]
         else:
             name = names.get(judge, names["primary"])
         yield {
             "external_id": external_id, "repeat": repeat, "verdict": outcome, "scores": scores or None,
-            "reason": reason, "judge": name,
+            "similarity": similarity, "reason": reason, "judge": name,
         }
 
 
@@ -55,6 +61,7 @@ def judgments_export(*, run: Run, fmt: Format, neutralise_formulas: bool = False
     rows = (
         [record["external_id"], record["repeat"], record["verdict"],
          "" if record["scores"] is None else json.dumps(record["scores"], ensure_ascii=False),
+         "" if record["similarity"] is None else repr(record["similarity"]),
          record["reason"], record["judge"]]
         for record in _records(run)
     )

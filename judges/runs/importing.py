@@ -1,6 +1,6 @@
 """Judgments made elsewhere, in: validate every row, then write an external config, a run and its judgments.
 
-The file format is DESIGN's (external_id, repeat, verdict, optional scores, reason, judge), read with
+The file format is DESIGN's (external_id, repeat, verdict, optional scores, similarity, reason, judge), read with
 labeling.importing's public reader API, so the same all-or-nothing rules hold: every error is listed with its
 line number and nothing is written. The result is a finished run of an `external` judge config, which
 the calibration pages read like any other run; it can never run or be promoted.
@@ -35,7 +35,7 @@ from labeling.importing.reading import (
 )
 from labeling.models import Case, Dataset, Rubric
 
-JUDGMENT_FIELDS = ("external_id", "repeat", "verdict", "scores", "reason", "judge")
+JUDGMENT_FIELDS = ("external_id", "repeat", "verdict", "scores", "similarity", "reason", "judge")
 JUDGMENT_REQUIRED = ("external_id", "repeat", "verdict")
 MAX_REPEAT = 1000
 # What an imported judgment records as its layer and judge: no evaluated layer of ours decided it.
@@ -50,12 +50,13 @@ class JudgmentData:
     scores: dict | None
     reason: str
     judge: str
+    similarity: float | None = None
 
     def record(self) -> dict:
         """The row as the export writes it (kept as the judgment's raw output, so it exports unchanged)."""
         return {
             "external_id": self.external_id, "repeat": self.repeat, "verdict": self.verdict,
-            "scores": self.scores, "reason": self.reason, "judge": self.judge,
+            "scores": self.scores, "similarity": self.similarity, "reason": self.reason, "judge": self.judge,
         }
 
 
@@ -101,16 +102,22 @@ def validate_judgment(obj: Any) -> tuple[JudgmentData | None, list[tuple[str | N
         problems.append(("scores", f"must be a JSON object or null, not {type_name(scores)}"))
     elif has_nul(scores):
         problems.append(("scores", "contains a NUL character"))
+    similarity = obj.get("similarity")
+    if similarity is not None and (
+        isinstance(similarity, bool) or not isinstance(similarity, int | float) or not -1 <= similarity <= 1
+    ):
+        problems.append(("similarity", f"must be a number from -1 to 1 (a cosine similarity), not {similarity!r}"))
     reason = text_field(obj, "reason", problems) or ""
     judge = (text_field(obj, "judge", problems, max_chars=200) or "").strip()
     if problems:
         return None, problems
     return JudgmentData(external_id=external_id, repeat=repeat, verdict=verdict, scores=scores or None,
-                        reason=reason, judge=judge), []
+                        reason=reason, judge=judge,
+                        similarity=None if similarity is None else float(similarity)), []
 
 
 def _judgment_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | None:
-    """CSV cells to the JSON shape: scores parsed from JSON text, repeat read as a number."""
+    """CSV cells to the JSON shape: scores parsed from JSON text, repeat and similarity read as numbers."""
     obj: dict = {}
     for name, cell in cells.items():
         if name == "scores":
@@ -126,6 +133,13 @@ def _judgment_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict
                 obj[name] = int(cell.strip())
             except ValueError:
                 obj[name] = cell or None  # reported by validate_judgment, with the cell's text
+        elif name == "similarity":
+            if not cell.strip():
+                continue
+            try:
+                obj[name] = float(cell.strip())
+            except ValueError:
+                obj[name] = cell  # reported by validate_judgment, with the cell's text
         else:
             obj[name] = cell
     return obj
@@ -194,7 +208,7 @@ def judgments_import(
             (
                 Judgment(
                     run=run, case_id=case_ids[data.external_id], repeat=data.repeat, outcome=data.verdict,
-                    scores=data.scores, reason=data.reason,
+                    scores=data.scores, reason=data.reason, similarity=data.similarity,
                     # The row itself: the judge's name may be longer than Judgment.judge holds.
                     raw_output=json.dumps(data.record(), ensure_ascii=False),
                     layer=EXTERNAL, judge=EXTERNAL, cost_usd=None, created_at=now,

@@ -7,7 +7,8 @@ with annotations, never one query per row.
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import F, QuerySet
+from django.db.models import F, QuerySet, Sum
+from django.db.models.functions import Length
 
 from judges.engine import build_messages, cache_key
 from judges.engine.providers import DEFAULT_MAX_TOKENS
@@ -105,6 +106,7 @@ class Estimate:
     cost_usd: Decimal | None = Decimal(0)
     missing_prices: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    embedding_tokens: int = 0  # the semantic layer's: every answer and golden answer embedded once
 
     @property
     def total_tokens(self) -> int:
@@ -116,19 +118,44 @@ def _call_cost(price: ModelPrice, calls: int, input_tokens: int, output_tokens: 
     return (calls * per_call / Decimal(1_000_000)).quantize(Decimal("0.0001"))
 
 
+def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset) -> Decimal | None:
+    """The semantic layer's share: each answer and golden answer embedded once, whatever the repeats
+    (characters ÷ 4 tokens; embeddings already cached count too). Decimal(0) without the layer, None
+    when the embeddings model has no price (added to `missing_prices`)."""
+    semantic = spec.get("semantic")
+    if not semantic:
+        return Decimal(0)
+    chars = dataset.cases.aggregate(chars=Sum(Length("output")) + Sum(Length("golden_answer")))["chars"] or 0
+    estimate.embedding_tokens = round(chars / CHARS_PER_TOKEN)
+    estimate.notes.append(
+        f"The semantic layer embeds each answer and reference once (~{estimate.embedding_tokens:,} tokens with "
+        f"{semantic['model']}); the cases it decides by similarity call no judge"
+        + (", so the judge's calls above are at most." if "behavioral" in spec.get("layers", []) else ".")
+    )
+    price = ModelPrice.objects.filter(model=semantic["model"]).first()
+    if price is None:
+        estimate.missing_prices.append(semantic["model"])
+        return None
+    return (estimate.embedding_tokens * price.input_per_mtok / Decimal(1_000_000)).quantize(Decimal("0.0001"))
+
+
 def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int) -> Estimate:
     """What a run would cost: cases × repeats × expected tokens × price, before it starts.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
     divided by 4; expected output tokens are params.max_tokens (the engine's default when unset), an
-    upper bound. Pairs already in the cache cost nothing. A contract-only config calls no model.
+    upper bound. Pairs already in the cache cost nothing. A contract-only config calls no model; the
+    semantic layer adds its embeddings.
     """
     spec = config.spec
     cases = dataset.cases.count()
     estimate = Estimate(cases=cases, judgments=cases * repeats)
+    embedding_cost = _embedding_estimate(estimate, spec, dataset)
     if "behavioral" not in spec.get("layers", []):
-        estimate.contract_only = True
-        estimate.notes.append("Contract checks only: no model is called, so the run costs nothing.")
+        estimate.contract_only = True  # no judge model: the embeddings, if any, are the whole cost
+        estimate.cost_usd = embedding_cost
+        if not spec.get("semantic"):
+            estimate.notes.append("Contract checks only: no model is called, so the run costs nothing.")
         return estimate
 
     sample = [
@@ -172,11 +199,11 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int) -> Esti
             f"Not counted: the secondary judge {secondary['model']} ({secondary['role']}) on some cases."
         )
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
-    estimate.missing_prices = [m for m in dict.fromkeys(models) if m not in prices]
+    estimate.missing_prices += [m for m in dict.fromkeys(models) if m not in prices]
     if estimate.missing_prices:
         estimate.cost_usd = None
         return estimate
-    estimate.cost_usd = sum(
+    estimate.cost_usd = embedding_cost + sum(
         (
             _call_cost(prices[m], estimate.calls, estimate.input_tokens_per_call, estimate.output_tokens_per_call)
             for m in models

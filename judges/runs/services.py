@@ -23,6 +23,7 @@ from judges.engine import Judgment as EngineJudgment
 from judges.engine import MemoryCache, judge_batch
 from judges.models import CachedJudgment, JudgeConfig, Judgment, Run, RunChunk
 from judges.probes.variants import make_variant
+from judges.runs.embeddings import embeddings_save, stored_embeddings
 from labeling.models import Case, Dataset
 
 RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
@@ -186,6 +187,7 @@ def chunk_judge(*, chunk: RunChunk) -> int:
     ]
     keys = [cache_key(case, config.config_hash, repeat) for case, repeat in items]
     cache = _RecordingCache(dict(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment")))
+    embeddings = stored_embeddings(config=config, cases=[case for case, _ in items])
     spend_left = None
     if run.spend_cap_usd is not None:
         spend_left = max(float(run.spend_cap_usd - run.cost_usd), 0.0)
@@ -202,6 +204,7 @@ def chunk_judge(*, chunk: RunChunk) -> int:
                 # The names were checked when the config was saved; checked again before any call,
                 # against today's allow-list: a refused name is not evaluated ("config error").
                 allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW,
+                embedding_cache=embeddings,
             )
         except BaseException as exc:  # handed to the recording thread, which raises it
             failure.append(exc)
@@ -234,6 +237,7 @@ def chunk_judge(*, chunk: RunChunk) -> int:
     CachedJudgment.objects.bulk_create(
         [CachedJudgment(key=k, judgment=v) for k, v in cache.new.items()], ignore_conflicts=True
     )
+    embeddings_save(embeddings=embeddings)
     RunChunk.objects.filter(pk=chunk.pk, done_at__isnull=True).update(done_at=timezone.now(), claimed_until=None)
     return recorded
 
@@ -296,7 +300,7 @@ def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict 
         output_tokens=result.output_tokens,
         cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
         latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
-        secondary_outcome=result.secondary_outcome or "", variant=variant,
+        secondary_outcome=result.secondary_outcome or "", variant=variant, similarity=result.similarity,
     )
 
 

@@ -3,7 +3,10 @@
 It answers `POST /v1/chat/completions` (OpenAI shape, honouring `response_format` json_schema) and
 `POST /v1/messages` (Anthropic shape, a `tool_use` block when tools are given) with a verdict
 computed by a *rule* from the sections of the prompt the engine writes, and every reason it gives
-says it is a scripted stand-in. Faults (latency, 429 with Retry-After, 500, a hang, a dropped
+says it is a scripted stand-in. `POST /v1/embeddings` (OpenAI shape, float or base64) returns
+vectors computed from the text by a hashed bag of words (`stand_in_vector`): texts sharing words
+point alike, unrelated texts nearly at right angles. They are arithmetic, not a model's embeddings:
+they know no synonyms and no meaning. Faults (latency, 429 with Retry-After, 500, a hang, a dropped
 connection, a refused key (401 echoing the key, 401 echoing it masked as OpenAI does, 403), a
 response trickled one byte a second, malformed JSON, a score of 7, a missing field, a verdict of
 `Pass.`) are switched on over HTTP from any process:
@@ -11,6 +14,7 @@ response trickled one byte a second, malformed JSON, a score of 7, a missing fie
     python -m judges.testing.fake_provider --port 8765
     curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "fault": "429", "fault_count": 1}'
     curl -X POST localhost:8765/_control -d '{"model": "claude-x", "rule": {"kind": "always_fail"}}'
+    curl -X POST localhost:8765/_control -d '{"model": "text-embedding-3-small", "fault": "500"}'
     curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency
     curl -X POST localhost:8765/_reset
 
@@ -20,6 +24,8 @@ Tests drive it through `FakeProvider`, which runs it as a subprocess on a free p
 """
 
 import argparse
+import base64
+import functools
 import hashlib
 import json
 import os
@@ -37,6 +43,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import numpy as np
 
 from judges.engine.prompt import SCORE_FIELDS, parse_sections
 
@@ -82,6 +90,44 @@ DEFAULTS: dict[str, Any] = {
 }
 INJECTION_MARKERS = ("answer pass", "ignore the rubric")
 _WORD_RE = re.compile(r"[a-z0-9]{3,}")
+STAND_IN_DIMENSIONS = 256  # when a request names none; small, so tests and benchmarks stay light
+# Words that carry no meaning of their own: left out, so two answers are close for what they say.
+_STOP_WORDS = frozenset(
+    "the and for are but not you your our can was were has have had this that with from they them "
+    "will would its it's into than then there their what when which who how all any been being "
+    "does did doing also just very".split()
+)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _coordinate(word: str, dimensions: int) -> tuple[int, float]:
+    digest = hashlib.sha256(word.encode()).digest()
+    return int.from_bytes(digest[:4], "big") % dimensions, 1.0 if digest[4] & 1 else -1.0
+
+
+def _stand_in_array(text: str, dimensions: int) -> np.ndarray:
+    vector = np.zeros(dimensions, dtype=np.float64)
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if len(word) < 3 or word in _STOP_WORDS:
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        index, sign = _coordinate(word, dimensions)
+        vector[index] += sign
+    norm = float(np.sqrt(vector @ vector))
+    if norm == 0:  # no word of meaning: one fixed direction, so the vector is still a unit vector
+        vector[0] = 1.0
+        return vector
+    return vector / norm
+
+
+def stand_in_vector(text: str, dimensions: int = STAND_IN_DIMENSIONS) -> list[float]:
+    """A unit vector from the text's words, each hashed to a signed coordinate: arithmetic, not a model.
+
+    Texts sharing most of their words (a paraphrase keeping the key terms) have a high cosine
+    similarity; texts sharing none have about zero. A plural "s" is dropped, so "order"/"orders" match.
+    """
+    return _stand_in_array(text, dimensions).tolist()
 
 
 # ---- rules: a verdict computed from the prompt's sections ------------------------------------------
@@ -388,6 +434,8 @@ class Handler(BaseHTTPRequestHandler):
             self._judge("openai", body)
         elif path in ("/v1/messages", "/messages"):
             self._judge("anthropic", body)
+        elif path in ("/v1/embeddings", "/embeddings"):
+            self._embeddings(body)
         else:
             self._send_json(404, {"error": {"message": f"no route {path}"}})
 
@@ -418,31 +466,7 @@ class Handler(BaseHTTPRequestHandler):
         state = self.state
         settings, fault, nth = state.begin(api, model, digest, record)
         try:
-            if fault == "timeout":
-                state.wake.wait(float(settings["hang_s"]))
-            elif settings["latency_ms"]:
-                time.sleep(settings["latency_ms"] / 1000)
-            if fault == "disconnect":
-                self.close_connection = True  # no response at all: the client sees the connection drop
-                return
-            if fault == "429":
-                retry_after = settings["retry_after"]
-                self._error(api, 429, "rate_limit_error", "rate limited", {"Retry-After": f"{retry_after:g}"})
-                return
-            if fault == "500":
-                self._error(api, 500, "api_error", "internal server error")
-                return
-            if fault in ("401", "401_masked", "403"):
-                # Echoes the key it was sent, whole as a careless proxy would, or masked as OpenAI's
-                # 401 does ("sk-proj-********abcd"): the engine must hide either.
-                presented = self.headers.get("x-api-key") or self.headers.get("Authorization", "")
-                presented = presented.removeprefix("Bearer ")
-                if fault == "401_masked":
-                    presented = presented[:8] + "*" * max(len(presented) - 12, 0) + presented[-4:]
-                if fault == "403":
-                    self._error(api, 403, "permission_error", f"the key {presented} may not use this model")
-                else:
-                    self._error(api, 401, "authentication_error", f"Incorrect API key provided: {presented}")
+            if self._wait_and_fail(api, settings, fault):
                 return
             scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
             answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest)
@@ -497,6 +521,88 @@ class Handler(BaseHTTPRequestHandler):
                     "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
                 }
             if fault == "trickle":
+                self._trickle(200, payload)
+            else:
+                self._send_json(200, payload)
+        finally:
+            state.end()
+
+    def _wait_and_fail(self, api: str, settings: dict[str, Any], fault: str | None) -> bool:
+        """The latency, then the HTTP-level fault if one is due; True when the response is sent (or dropped)."""
+        if fault == "timeout":
+            self.state.wake.wait(float(settings["hang_s"]))
+        elif settings["latency_ms"]:
+            time.sleep(settings["latency_ms"] / 1000)
+        if fault == "disconnect":
+            self.close_connection = True  # no response at all: the client sees the connection drop
+            return True
+        if fault == "429":
+            retry_after = settings["retry_after"]
+            self._error(api, 429, "rate_limit_error", "rate limited", {"Retry-After": f"{retry_after:g}"})
+            return True
+        if fault == "500":
+            self._error(api, 500, "api_error", "internal server error")
+            return True
+        if fault in ("401", "401_masked", "403"):
+            # Echoes the key it was sent, whole as a careless proxy would, or masked as OpenAI's
+            # 401 does ("sk-proj-********abcd"): the engine must hide either.
+            presented = self.headers.get("x-api-key") or self.headers.get("Authorization", "")
+            presented = presented.removeprefix("Bearer ")
+            if fault == "401_masked":
+                presented = presented[:8] + "*" * max(len(presented) - 12, 0) + presented[-4:]
+            if fault == "403":
+                self._error(api, 403, "permission_error", f"the key {presented} may not use this model")
+            else:
+                self._error(api, 401, "authentication_error", f"Incorrect API key provided: {presented}")
+            return True
+        return False
+
+    def _embeddings(self, body: dict[str, Any]) -> None:
+        """OpenAI's embeddings API: stand-in vectors of each input, with the same faults as judging."""
+        model = str(body.get("model", ""))
+        inputs = body.get("input")
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        if not isinstance(inputs, list) or not inputs or not all(isinstance(t, str) and t for t in inputs):
+            self._error("openai", 400, "invalid_request_error", "input: expected a non-empty string or list of them")
+            return
+        dimensions = body.get("dimensions") or STAND_IN_DIMENSIONS
+        if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= 16_384:
+            self._error("openai", 400, "invalid_request_error", "dimensions: expected an integer from 1 to 16384")
+            return
+        encoding = body.get("encoding_format") or "float"
+        record = {"endpoint": "embeddings", "model": model, "inputs": len(inputs), "dimensions": dimensions,
+                  "authorized": bool(self.headers.get("Authorization"))}
+        digest = hashlib.sha256(json.dumps([model, inputs, dimensions]).encode()).hexdigest()
+        state = self.state
+        settings, fault, _ = state.begin("embeddings", model, digest, record)
+        try:
+            if self._wait_and_fail("openai", settings, fault):
+                return
+            data = []
+            for i, text in enumerate(inputs):
+                vector = _stand_in_array(text, dimensions)
+                if encoding == "base64":  # little-endian float32, as OpenAI sends it
+                    embedding: Any = base64.b64encode(vector.astype("<f4").tobytes()).decode()
+                else:
+                    embedding = vector.tolist()
+                data.append({"object": "embedding", "index": i, "embedding": embedding})
+            tokens = sum(max(1, len(text) // 4) for text in inputs)
+            payload = {
+                "object": "list",
+                "data": data,
+                "model": model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+            if fault == "malformed_json":
+                data = json.dumps(payload).encode()
+                data = data[: len(data) // 2]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            elif fault == "trickle":
                 self._trickle(200, payload)
             else:
                 self._send_json(200, payload)

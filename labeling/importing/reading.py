@@ -33,10 +33,11 @@ CASE_KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
 CASE_REQUIRED = ("external_id", "input", "output")
 CASE_JSON_CSV_COLUMNS = ("trace", "metadata", "expected_tool_argument")  # JSON text in their CSV cells
 # What a judge sees: a change to any of these makes earlier runs stale (content_changed_at).
-# category and metadata only group and describe a case, so changing them does not.
+# category and the rest of metadata only group and describe a case, so changing them does not; but
+# metadata.references (more acceptable answers for the semantic layer) is judged like the golden answer.
 JUDGED_FIELDS = (
     "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
-    "expected_tool_argument", "expected_source",
+    "expected_tool_argument", "expected_source", "references",
 )
 # The camelCase golden-dataset names of agent-eval write-ups, accepted beside the snake_case ones.
 CASE_ALIASES = {
@@ -157,6 +158,11 @@ class CaseData:
     def content_hash(self) -> str:
         return labeled_content_hash(input=self.input, output=self.output, trace=self.trace)
 
+    @property
+    def references(self) -> list:
+        """metadata.references; absent reads as none, as the judge reads it."""
+        return self.metadata.get("references") or []
+
     def signature(self, names: Iterable[str]) -> str:
         # Canonical JSON, so that 1 vs true or reordered keys compare as JSON does, not as Python does.
         data = {name: getattr(self, name) for name in names}
@@ -275,6 +281,10 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
         problems.append(("metadata", f"must be an object, not {type_name(metadata)}"))
     elif has_nul(metadata):
         problems.append(("metadata", "contains a NUL character"))
+    elif "references" in metadata and not (
+        isinstance(metadata["references"], list) and all(isinstance(r, str) for r in metadata["references"])
+    ):
+        problems.append(("metadata", "references must be a list of strings (more acceptable answers)"))
     data.metadata = metadata if isinstance(metadata, dict) else {}
     return (None, problems) if problems else (data, [])
 

@@ -83,3 +83,34 @@ def judge_config(provider: str = "openai", **overrides: Any) -> dict[str, Any]:
     }
     config.update(overrides)
     return config
+
+
+EMBEDDING_MODEL = "text-embedding-3-small"
+PRICES[EMBEDDING_MODEL] = {"input_per_mtok": 0.02, "output_per_mtok": 0.0}
+
+
+def semantic_block(**overrides: Any) -> dict[str, Any]:
+    """An embeddings endpoint at the fake provider (the `env` fixture's variables)."""
+    block = {
+        "provider": "openai-compatible",
+        "model": EMBEDDING_MODEL,
+        "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY",
+        "pass_at": 0.8,
+    }
+    block.update(overrides)
+    return block
+
+
+def semantic_config(**overrides: Any) -> dict[str, Any]:
+    """A semantic-only config: no judge model, a pass at similarity 0.8, a fail below it."""
+    config = {
+        "rubric": "order-status",
+        "criteria": "The answer gives the order's true status.",
+        "layers": ["semantic"],
+        "semantic": semantic_block(),
+        "timeout_s": 0.5,
+        "max_attempts": 3,
+    }
+    config.update(overrides)
+    return config

@@ -27,7 +27,7 @@ def test_it_orders_layers_contract_first():
 
 def test_config_hash_is_sha256_of_canonical_json_without_unused_optional_fields():
     d = JudgeConfig.from_dict(judge_config()).to_dict()
-    unused = {"allowed_tools", "forbidden_tools", "max_tool_calls", "secret_patterns"}
+    unused = {"allowed_tools", "forbidden_tools", "max_tool_calls", "secret_patterns", "semantic"}
     payload = {k: v for k, v in d.items() if k not in unused}
     assert payload["api_key_env"] == "EVALHUB_JUDGE_API_KEY"
     expected = hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -79,7 +79,7 @@ def test_it_accepts_its_own_hash_and_refuses_a_stale_one():
         ({"rubric": ""}, "rubric"),
         ({"rubric": "has spaces"}, "rubric"),
         ({"layers": []}, "layers"),
-        ({"layers": ["semantic"]}, "layers"),
+        ({"layers": ["vibes"]}, "layers"),
         ({"provider": "cohere"}, "provider"),
         ({"model": ""}, "model"),
         ({"output_kind": "stars"}, "output_kind"),

@@ -2,7 +2,7 @@ import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, JudgeConfig, build_messages, parse_sections
 
-from .factories import judge_config, tool_case
+from .factories import contract_config, judge_config, tool_case
 
 
 def sections_of(case, template=DEFAULT_PROMPT_TEMPLATE, output_kind="verdict"):
@@ -70,3 +70,36 @@ def test_a_custom_template_uses_the_same_placeholders():
 def test_a_template_with_anything_but_plain_placeholders_is_refused(template):
     with pytest.raises(ValueError, match="prompt_template|placeholder|Single|expected"):
         JudgeConfig.from_dict(judge_config(prompt_template=template))
+
+
+# ---- the default behavioral prompt: what a careful judge needs --------------------------------------
+
+
+def test_the_default_prompt_says_what_a_careful_judge_needs():
+    from judges.engine.prompt import DEFAULT_PROMPT_TEMPLATE as template
+
+    assert "Judge from the evidence given below only" in template
+    assert "does not support counts against the answer (against faithfulness and hallucinationFree" in template
+    assert "A polite refusal of a request outside the agent's scope, or against the policy, is the right" in template
+    for metric in ("relevance", "correctness", "faithfulness", "helpfulness", "hallucinationFree"):
+        [line] = [line for line in template.splitlines() if line.startswith(f"- {metric}: 1 ")]
+        assert "; 5 " in line, metric
+
+
+def test_the_default_prompt_keeps_every_section_the_judge_and_the_stand_in_read():
+    from judges.engine.prompt import PROMPT_TEMPLATE_V1
+
+    case = tool_case()
+    _, old = build_messages(case, template=PROMPT_TEMPLATE_V1, criteria="c", policy="p", output_kind="scores")
+    _, new = build_messages(case, template=DEFAULT_PROMPT_TEMPLATE, criteria="c", policy="p", output_kind="scores")
+    assert parse_sections(new) == parse_sections(old)
+
+
+def test_a_config_keeps_the_template_it_was_saved_with():
+    from judges.engine.prompt import PROMPT_TEMPLATE_V1
+
+    saved = JudgeConfig.from_dict(judge_config(prompt_template=PROMPT_TEMPLATE_V1)).to_dict()
+    assert JudgeConfig.from_dict(saved).prompt_template == PROMPT_TEMPLATE_V1
+    # A new behavioral config gets the new default; one that sends no prompt keeps the old (and its hash).
+    assert JudgeConfig.from_dict(judge_config()).prompt_template == DEFAULT_PROMPT_TEMPLATE
+    assert JudgeConfig.from_dict(contract_config("answer_present")).prompt_template == PROMPT_TEMPLATE_V1

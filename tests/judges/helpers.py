@@ -29,3 +29,23 @@ def make_cases(dataset, count: int, *, prefix: str = "c") -> list[Case]:
             content_hash=labeled_content_hash(input=question, output=output, trace=trace),
         ))
     return Case.objects.bulk_create(cases)
+
+
+EMBEDDING_MODEL = "text-embedding-3-small"
+
+
+def semantic_spec(**semantic) -> dict:
+    """A semantic-only config on the fake provider's stand-in embeddings (pass at 0.5 unless told)."""
+    block = {
+        "provider": "openai-compatible", "model": EMBEDDING_MODEL, "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "pass_at": 0.5, **semantic,
+    }
+    return {"layers": ["semantic"], "semantic": block, "timeout_s": 5, "max_attempts": 1}
+
+
+def give_golden_answers(cases: list[Case]) -> None:
+    """Golden answers for make_cases' cases: its answers share most words with them, its empty ones none."""
+    for case in cases:
+        number = case.external_id[1:]
+        case.golden_answer = f"ORD-{int(number)} shipped yesterday and arrives soon."
+    Case.objects.bulk_update(cases, ["golden_answer"])

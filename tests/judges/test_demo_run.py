@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from judges.models import JudgeConfig, Judgment, Run
-from judges.runs.demo import DEMO_CHECKS, DEMO_REPEATS, create_demo_run
+from judges.runs.demo import DEMO_CHECKS, DEMO_NOTE, DEMO_REPEATS, SEMANTIC_DEMO_NOTE, create_demo_run
 from labeling.models import Case, Rubric
 from tests.judges.helpers import make_cases
 
@@ -41,10 +41,26 @@ def test_load_demo_creates_the_demo_run_once():
     call_command("load_demo", stdout=StringIO())
     call_command("load_demo", stdout=StringIO())
 
-    run = Run.objects.select_related("config__rubric").get()
+    run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE)
     cases = Case.objects.filter(dataset=run.dataset).count()
     assert run.config.rubric == Rubric.objects.get(slug="tool-use")
     assert run.status == Run.Status.FINISHED
     assert run.judgments.count() == cases * DEMO_REPEATS
     # The demo's tool-use cases are not all right: the contract fails some of them.
     assert 0 < run.judgments.filter(outcome="fail").count() < run.total
+
+
+@pytest.mark.django_db
+def test_load_demo_makes_a_semantic_run_through_the_stand_in_once():
+    call_command("load_demo", stdout=StringIO())
+    call_command("load_demo", stdout=StringIO())
+
+    run = Run.objects.select_related("config__rubric").get(config__note=SEMANTIC_DEMO_NOTE)
+    assert run.config.rubric.slug == "return-policy" and run.status == Run.Status.FINISHED
+    assert run.config.spec["layers"] == ["semantic", "behavioral"]
+    judgments = run.judgments.all()
+    assert judgments.count() == run.total == run.done and run.not_evaluated == 0
+    # Every demo case has a golden answer: each judgment has a similarity, and the layers share the work.
+    assert not judgments.filter(similarity__isnull=True).exists()
+    assert set(judgments.values_list("layer", flat=True)) == {"semantic", "behavioral"}
+    assert "scripted stand-in" in judgments.filter(layer="behavioral").first().reason

@@ -191,7 +191,7 @@ def test_it_exports_a_contract_run_naming_the_judge_contract(
         run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None,
                                  by=lead)
     rows = [json.loads(line) for line in _export(run.pk, tmp_path / "out.txt", "jsonl").splitlines()]
-    assert rows[0] == {"external_id": "c000", "repeat": 1, "verdict": "fail", "scores": None,
+    assert rows[0] == {"external_id": "c000", "repeat": 1, "verdict": "fail", "scores": None, "similarity": None,
                        "reason": rows[0]["reason"], "judge": "contract"}
     assert [r["verdict"] for r in rows] == ["fail", "pass"]
 

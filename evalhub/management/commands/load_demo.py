@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from judges.runs.demo import load_demo_run
+from judges.runs.demo import load_demo_run, load_semantic_demo_run
 from labeling.demo import DATASET_SLUG, DEMO_PASSWORD, load_demo
 
 
@@ -21,3 +21,8 @@ class Command(BaseCommand):
         run = load_demo_run(dataset_slug=DATASET_SLUG)
         self.stdout.write(f"Demo judge run {run.pk} ({run.config.rubric.slug} v{run.config.version}, contract "
                           f"checks only): {run.done} of {run.total} judgments, {run.status}.")
+        # A semantic config of return-policy, run through the scripted stand-in: the threshold explorer's demo.
+        run = load_semantic_demo_run(dataset_slug=DATASET_SLUG)
+        self.stdout.write(f"Demo semantic run {run.pk} ({run.config.rubric.slug} v{run.config.version}, embeddings "
+                          f"and judge by the scripted stand-in, not models): {run.done} of {run.total} judgments, "
+                          f"{run.status}.")

@@ -1,0 +1,134 @@
+"""The semantic layer at scale: 20,000 cases embedded through the stand-in's /v1/embeddings at a fixed latency.
+
+    python benchmarks/bench_semantic.py                       # 20,000 cases, concurrency 8, 50 ms
+    python benchmarks/bench_semantic.py --n 2000 --latency-ms 200
+
+A semantic-only config judges every case: the batch embeds each distinct text once, EMBED_BATCH texts
+to a call, `concurrency` calls at a time. The ideal wall time is ceil(calls / concurrency) × latency:
+the provider's time alone; the target is within 1.15× of it. A second run, of another config version
+(pass_at moved, so the judgment cache cannot answer) sharing the embedding cache, must make 0 calls.
+The stand-in's vectors are a hashed bag of words, not a model's. Figures are printed and written to
+benchmarks/results/bench_semantic.json.
+"""
+
+import argparse
+import json
+import math
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from judges.engine import MemoryCache, judge_batch  # noqa: E402
+from judges.engine.semantic import EMBED_BATCH  # noqa: E402
+from judges.testing.fake_provider import FakeProvider  # noqa: E402
+
+MODEL = "text-embedding-3-small"
+PRICES = {MODEL: {"input_per_mtok": 0.02, "output_per_mtok": 0.0}}
+GOLDEN = [f"Yes, order {k} can be returned within 30 days of delivery for a full refund." for k in range(200)]
+
+
+def make_cases(n: int) -> list[dict]:
+    """Every answer its own text; 200 golden answers shared; every tenth case has a second reference."""
+    cases = []
+    for i in range(n):
+        case = {
+            "external_id": f"bench-{i:05d}",
+            "input": f"Can I return order ORD-{i:05d} after 20 days?",
+            "output": f"Order ORD-{i:05d}: yes, it can be returned within 30 days for a refund."
+            + (" Shipping is free." if i % 3 else " Keep the receipt."),
+            "golden_answer": GOLDEN[i % len(GOLDEN)],
+            "category": "policy",
+            "metadata": {"references": [f"Returns of ORD-{i:05d} are accepted for 30 days."]} if i % 10 == 0 else {},
+        }
+        cases.append(case)
+    return cases
+
+
+def config(pass_at: float, dimensions: int) -> dict:
+    return {
+        "rubric": "returns-policy",
+        "criteria": "The answer states the 30-day return window correctly.",
+        "layers": ["semantic"],
+        "semantic": {
+            "provider": "openai-compatible", "model": MODEL, "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
+            "api_key_env": "EVALHUB_JUDGE_BENCH_KEY", "dimensions": dimensions, "pass_at": pass_at,
+        },
+        "timeout_s": 30,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--latency-ms", type=int, default=50)
+    parser.add_argument("--dimensions", type=int, default=256)
+    args = parser.parse_args()
+
+    cases = make_cases(args.n)
+    items = [(case, 1) for case in cases]
+    embeddings = MemoryCache(copies=False)
+    with FakeProvider() as fake:
+        env = {"EVALHUB_JUDGE_BENCH_URL": fake.openai_base_url, "EVALHUB_JUDGE_BENCH_KEY": "bench-key"}
+        # Warm up: import the SDK and open a connection, outside the measured time (its text is not a case's).
+        judge_batch([({**cases[0], "output": "warm up"}, 1)], config(0.6, args.dimensions), concurrency=1, env=env)
+        fake.reset()
+        fake.control(latency_ms=args.latency_ms)
+
+        started = time.monotonic()
+        first = judge_batch(items, config(0.6, args.dimensions), concurrency=args.concurrency, prices=PRICES, env=env,
+                            embedding_cache=embeddings)
+        wall = time.monotonic() - started
+        stats = fake.stats()
+
+        started = time.monotonic()
+        second = judge_batch(items, config(0.7, args.dimensions), concurrency=args.concurrency, prices=PRICES,
+                             env=env, embedding_cache=embeddings)
+        wall_cached = time.monotonic() - started
+        calls_cached = fake.stats()["total"] - stats["total"]
+
+    texts = len({c["output"] for c in cases} | {c["golden_answer"] for c in cases}
+                | {r for c in cases for r in c["metadata"].get("references", [])})
+    calls = stats["by_endpoint"].get("embeddings", 0)
+    ideal = math.ceil(calls / args.concurrency) * args.latency_ms / 1000
+    outcomes: dict[str, int] = {}
+    for j in first:
+        outcomes[j.outcome] = outcomes.get(j.outcome, 0) + 1
+    result = {
+        "n": args.n,
+        "concurrency": args.concurrency,
+        "latency_ms": args.latency_ms,
+        "dimensions": args.dimensions,
+        "batch": EMBED_BATCH,
+        "distinct_texts": texts,
+        "calls": calls,
+        "calls_if_unbatched": texts,
+        "wall_s": round(wall, 2),
+        "ideal_s": round(ideal, 2),
+        "ratio": round(wall / ideal, 3),
+        "target_ratio": 1.15,
+        "within_target": wall / ideal <= 1.15,
+        "server_max_in_flight": stats["max_in_flight"],
+        "outcomes": outcomes,
+        "tokens": sum(j.input_tokens for j in first),
+        "cost_usd": round(sum(j.cost_usd or 0 for j in first), 6),
+        "billed_calls": sum(j.provider_calls for j in first),
+        "second_run_calls": calls_cached,
+        "second_run_wall_s": round(wall_cached, 2),
+        "second_run_similarities_equal": [j.similarity for j in first] == [j.similarity for j in second],
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    print(json.dumps(result, indent=2))
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_semantic.json").write_text(json.dumps(result, indent=2) + "\n")
+    if outcomes.get("not_evaluated") or calls_cached:
+        sys.exit("some judgments were not evaluated, or the second run called the provider")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The semantic layer: meaning-preserving variation judged by embeddings, before any LLM judge.
+
+The agent's answer and each reference (the golden answer and `metadata.references`) are embedded
+through an OpenAI-style embeddings endpoint; the highest cosine similarity counts. At or above
+`pass_at` the case passes, below `fail_below` (when set) it fails, and in between the behavioral
+judge decides (with no behavioral layer, the case fails below `pass_at`). A case with no reference
+skips the layer. Embeddings are cached on (provider, model, dimensions, text hash): a text is
+embedded once, whatever the case, repeat or config that needs it.
+"""
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SEMANTIC_PROVIDERS: tuple[str, ...] = ("openai", "openai-compatible")
+SEMANTIC_FIELDS: tuple[str, ...] = (
+    "provider",
+    "model",
+    "model_family",
+    "base_url_env",
+    "api_key_env",
+    "dimensions",
+    "pass_at",
+    "fail_below",
+)
+# Inputs per embeddings call: OpenAI takes up to 2,048 (and 300,000 tokens) per request; local
+# servers (TEI, Ollama) take fewer, and a smaller batch fails and is retried more cheaply.
+EMBED_BATCH = 128
+
+
+@dataclass(frozen=True)
+class SemanticLayer:
+    """The `semantic` block of a judge config: the embeddings endpoint and the two thresholds."""
+
+    provider: str
+    model: str
+    pass_at: float
+    fail_below: float | None = None
+    model_family: str | None = None
+    base_url_env: str | None = None
+    api_key_env: str | None = None
+    dimensions: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "model_family": self.model_family,
+            "base_url_env": self.base_url_env,
+            "api_key_env": self.api_key_env,
+            "dimensions": self.dimensions,
+            "pass_at": self.pass_at,
+            "fail_below": self.fail_below,
+        }
+
+
+def threshold(value: Any, name: str) -> float:
+    """A similarity threshold: a number from 0 to 1 (cosine similarity of text embeddings)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(f"semantic.{name}: must be a number from 0 to 1 (a cosine similarity)")
+    return float(value)
+
+
+# ---- references and similarity -------------------------------------------------------------------
+
+
+def references(case: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, text) of each non-blank reference: the golden answer, then `metadata.references`.
+
+    ValueError when `metadata.references` is not a list of strings.
+    """
+    out = []
+    golden = case.get("golden_answer")
+    if isinstance(golden, str) and golden.strip():
+        out.append(("golden answer", golden))
+    metadata = case.get("metadata")
+    extra = metadata.get("references") if isinstance(metadata, dict) else None
+    if extra is not None:
+        if not isinstance(extra, list) or not all(isinstance(r, str) for r in extra):
+            raise ValueError("metadata.references: expected a list of strings")
+        out += [(f"references[{i}]", r) for i, r in enumerate(extra) if r.strip()]
+    return out
+
+
+def texts_to_embed(case: dict[str, Any]) -> list[str]:
+    """The answer, then each reference: what the layer embeds for the case ([] when it embeds nothing)."""
+    try:
+        refs = references(case)
+    except ValueError:
+        return []
+    answer = str(case.get("output") or "")
+    return [answer, *(text for _, text in refs)] if refs and answer.strip() else []
+
+
+def cosine(a: Any, b: Any) -> float:
+    """Cosine similarity of two vectors; 0.0 when either is all zeros (it points nowhere)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"vectors of different lengths: {a.shape[0]} and {b.shape[0]}")
+    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if norms == 0.0:
+        return 0.0
+    # Rounding can carry a parallel pair a hair past 1.
+    return max(-1.0, min(1.0, float(np.dot(a, b)) / norms))
+
+
+def decide(similarity: float, layer: SemanticLayer, *, behavioral: bool) -> str | None:
+    """`pass`, `fail`, or None when the behavioral judge decides (DESIGN "Layers of one judgment")."""
+    if similarity >= layer.pass_at:
+        return "pass"
+    if layer.fail_below is not None and similarity < layer.fail_below:
+        return "fail"
+    return None if behavioral else "fail"
+
+
+def embedding_key(*, provider: str, model: str, dimensions: int | None, text: str) -> str:
+    """The cache key of one text's embedding: (provider, model, dimensions, sha256 of the text)."""
+    payload = {
+        "provider": provider,
+        "model": model,
+        "dimensions": dimensions,
+        "text": hashlib.sha256(text.encode()).hexdigest(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
