@@ -181,6 +181,9 @@ def judge_all(
     judgments: dict[tuple[int, str, int], Judgment] = {}
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
     try:
+        for index, engine in enumerate(engines):
+            if engine.cfg.semantic is not None:  # many texts to an embeddings call, before the judgments need them
+                engine.embed_ahead([(case, repeat) for i, case, repeat in items if i == index], executor)
         # A thread pool starts its work in the order it was submitted: the spend order above holds.
         futures = {
             executor.submit(engines[index].judge, case, repeat): (index, case["external_id"], repeat)

@@ -2,6 +2,8 @@
 
 from django.db import migrations, models
 
+from labeling.migrations._sqlite_columns import add_column_in_place
+
 
 class Migration(migrations.Migration):
 
@@ -10,9 +12,9 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddField(
-            model_name='case',
-            name='kind',
-            field=models.CharField(blank=True, choices=[('good', 'good'), ('bad', 'bad'), ('incomplete', 'incomplete'), ('injection', 'injection'), ('paraphrase', 'paraphrase')], db_default='', default='', max_length=16),
+        *add_column_in_place(
+            'case', 'kind',
+            models.CharField(blank=True, choices=[('good', 'good'), ('bad', 'bad'), ('incomplete', 'incomplete'), ('injection', 'injection'), ('paraphrase', 'paraphrase')], db_default='', default='', max_length=16),
+            sqlite_definition="varchar(16) NOT NULL DEFAULT ''",
         ),
     ]

@@ -2,6 +2,8 @@
 
 from django.db import migrations, models
 
+from labeling.migrations._sqlite_columns import add_column_in_place
+
 
 class Migration(migrations.Migration):
 
@@ -15,9 +17,8 @@ class Migration(migrations.Migration):
             name='min_cases_per_kind',
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
-        migrations.AddField(
-            model_name='rubric',
-            name='require_human_evidence',
-            field=models.BooleanField(default=True),
+        *add_column_in_place(
+            'rubric', 'require_human_evidence', models.BooleanField(default=True),
+            sqlite_definition="bool NOT NULL DEFAULT 1",
         ),
     ]

@@ -216,8 +216,8 @@ def test_it_neutralises_formulas_in_a_csv_for_reading_only_when_asked(tmp_path, 
                  stdout=StringIO())
     for_reading = (tmp_path / "read.csv").read_bytes().decode()
     plain_rows, reading_rows = (list(csv.reader(io.StringIO(text, newline=""))) for text in (as_is, for_reading))
-    assert [plain_rows[1][0], plain_rows[2][4]] == ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0']  # kept
-    assert [reading_rows[1][0], reading_rows[2][4]] == ["'=cmd|' /C calc'!A0", '\'@SUM(1+1)*cmd|" /C calc"!A0']
+    assert [plain_rows[1][0], plain_rows[2][5]] == ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0']  # kept
+    assert [reading_rows[1][0], reading_rows[2][5]] == ["'=cmd|' /C calc'!A0", '\'@SUM(1+1)*cmd|" /C calc"!A0']
     assert [[cell.removeprefix("'") for cell in row] for row in reading_rows] == plain_rows
 
     response = lead_client.get(reverse("judges:run_export", args=[run.pk, "csv"]), {"neutralise_formulas": "1"})
