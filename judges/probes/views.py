@@ -1,6 +1,7 @@
 """The bias probes of a run, for leads: start them, and the panel of the run's report that follows them.
 
-The panel is rendered inside the report (judges/calibration/report.html includes judges/probes/_probes.html); these views
+The panel is rendered inside the report (judges/calibration/report.html includes
+judges/probes/_probes.html); these views
 serve its htmx side: a POST that starts probes and answers with the panel, and a GET the panel polls
 while a probe is at work (286 stops the polling once none is).
 """
@@ -41,7 +42,8 @@ def _report_url(run: Run) -> str:
 
 def _panel(request: HttpRequest, run: Run, *, error: str = "", started: list[Run] | None = None) -> HttpResponse:
     panel = probe_panel(run=run)
-    response = render(request, "judges/probes/_probes.html", {"probes": panel, "probe_error": error, "started": started})
+    context = {"probes": panel, "probe_error": error, "started": started}
+    response = render(request, "judges/probes/_probes.html", context)
     if not panel.unfinished and request.method == "GET":
         response.status_code = HTMX_STOP_POLLING  # nothing left to follow
     return response

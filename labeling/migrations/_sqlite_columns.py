@@ -10,7 +10,8 @@ from django.db import migrations
 
 
 def add_column_in_place(model_name: str, name: str, field, *, sqlite_definition: str):
-    """The operations of an AddField whose SQLite form is a plain ADD COLUMN with `sqlite_definition` (type, NOT NULL, DEFAULT)."""
+    """The operations of an AddField that SQLite runs as a plain ADD COLUMN `sqlite_definition`
+    (type, NOT NULL, DEFAULT)."""
 
     def forwards(apps, schema_editor):
         model = apps.get_model("labeling", model_name)

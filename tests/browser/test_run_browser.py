@@ -66,7 +66,8 @@ def worker(live_server, tmp_path, fake_provider):
 def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page, dataset, rubric, lead,
                                                         fake_provider):
     make_cases(dataset, CASES)
-    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="Orders ship in 2 days."), by=lead)
+    spec = behavioral_spec(policy="Orders ship in 2 days.")
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
     ModelPrice.objects.create(model=MODEL, input_per_mtok=Decimal("0.15"), output_per_mtok=Decimal("0.60"),
                               updated_by=lead)
     # Slow enough to watch: 60 calls of 150 ms, two at a time; answers shorter than 28 characters fail.

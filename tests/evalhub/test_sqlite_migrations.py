@@ -29,5 +29,6 @@ def test_a_fresh_sqlite_database_keeps_every_queue_trigger(tmp_path):
     assert {"labeling_case_tally", "labeling_rubric_tally", "labeling_label_tally_ins",
             "labeling_label_stale_ins"} <= triggers
 
-    done = subprocess.run([*manage, "shell", "-c", CHECK], env=env, cwd=ROOT, check=True, capture_output=True, text=True)
+    done = subprocess.run([*manage, "shell", "-c", CHECK], env=env, cwd=ROOT, check=True, capture_output=True,
+                          text=True)
     assert done.stdout.strip().splitlines()[-1] == "2"  # one tally row per (case, rubric), kept by the triggers

@@ -56,9 +56,9 @@ def test_it_saves_the_form_as_the_first_version_with_the_rubrics_criteria(lead_c
 
 
 def test_it_keeps_the_template_hash_when_the_browser_sends_crlf(lead_client, rubric, lead):
-    first = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(params={"temperature": 0, "max_tokens": 400},
-                                                                          timeout_s=30, max_attempts=3,
-                                                                          policy="Returns within 30 days."), by=lead)
+    spec = behavioral_spec(params={"temperature": 0, "max_tokens": 400}, timeout_s=30, max_attempts=3,
+                           policy="Returns within 30 days.")
+    first = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
     crlf = form_data(prompt_template=DEFAULT_PROMPT_TEMPLATE.replace("\n", "\r\n"),
                      policy="Returns within 30 days.")
     lead_client.post(reverse("judges:config_create", args=[rubric.slug]), crlf)
@@ -191,7 +191,8 @@ def test_it_lists_versions_in_constant_queries(lead_client, rubric, lead, django
 
 def test_it_previews_the_exact_prompt_the_engine_sends_for_a_chosen_case(lead_client, rubric, dataset, lead):
     cases = make_cases(dataset, 3)
-    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="No refunds <b>ever</b>."), by=lead)
+    spec = behavioral_spec(policy="No refunds <b>ever</b>.")
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
     system, user = build_messages(engine_case(cases[1]), template=config.spec["prompt_template"],
                                   criteria=rubric.criteria, policy="No refunds <b>ever</b>.", output_kind="verdict")
 
