@@ -89,6 +89,8 @@ def signed_in(base: str, username: str) -> httpx.Client:
 def test_five_reviewers_and_a_run_share_the_embedded_default_without_a_lock_error(tmp_path):
     env = embedded_env(tmp_path / "data")
     site(env, "setup", str(CASES))
+    # The production server serves the hashed static files collectstatic writes (as scripts/serve.sh does).
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     database = sqlite3.connect(tmp_path / "data" / "evalhub.sqlite3", timeout=30)
     assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 

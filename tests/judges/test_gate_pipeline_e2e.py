@@ -22,6 +22,7 @@ import pytest
 from evalhub.models import ApiToken, Role, Scope
 from judges.configs.services import judge_config_save
 from judges.models import CiResult, ModelPrice, RubricEvent, Run
+from judges.promotion.services import rubric_promote, rubric_thresholds_change
 from judges.runs.services import run_start
 from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 from tests.conftest import make_user
@@ -37,10 +38,17 @@ def eager(settings):
     settings.CELERY_TASK_ALWAYS_EAGER = True  # the evidence runs work in-process: no broker, no worker
 
 
+def promote_without_labels(rubric: Rubric, run: Run, lead) -> None:
+    """A deterministic safety rubric gated with no labels, through the audited services a lead's pages call."""
+    rubric_thresholds_change(rubric=rubric, reason="a safety contract: no labels needed", by=lead,
+                             require_human_evidence=False)
+    for stage in ("observe", "warn", "gate"):
+        rubric_promote(rubric=rubric, to_stage=stage, run=run, reason="CI end-to-end test", by=lead)
+
+
 def promote_to_gate(rubric: Rubric, run: Run, lead) -> None:
-    """The evidence events a lead's promotions leave, written directly: this test is about CI, and a
-    deterministic rubric's promotion without labels (require_human_evidence off) is the promotion
-    pages' own business."""
+    """The evidence events a lead's promotions leave, written directly: an LLM judge needs 30 labeled
+    cases to be promoted, and this test is about CI, not the promotion rules."""
     for from_stage, to_stage in (("draft", "observe"), ("observe", "warn"), ("warn", "gate")):
         RubricEvent.objects.create(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage,
                                    to_stage=to_stage, run=run, figures={}, reason="CI end-to-end test", by=lead)
@@ -79,11 +87,12 @@ def world(eager, fake_provider):
         "base_url_env": "EVALHUB_JUDGE_OPENAI_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY",
         "params": {"temperature": 0, "max_tokens": 200}, "timeout_s": 5, "max_attempts": 1,
     })
-    for rubric, config in ((safety, safety_config), (policy, policy_config)):
+    for rubric, config, promote in ((safety, safety_config, promote_without_labels),
+                                    (policy, policy_config, promote_to_gate)):
         run = run_start(config=config, dataset=dataset, repeats=1, concurrency=4, spend_cap_usd=None, by=lead)
         run.refresh_from_db()
         assert run.status == Run.Status.FINISHED
-        promote_to_gate(rubric, run, lead)
+        promote(rubric, run, lead)
     token = ApiToken.issue(name="ci", scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.RESULTS_WRITE],
                            created_by=lead)[1]
     return {"lead": lead, "token": token, "fake": fake_provider, "policy": policy}
