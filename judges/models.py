@@ -303,3 +303,34 @@ class CiResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rubric} {self.outcome} ({self.received_at:%Y-%m-%d %H:%M})"
+
+
+class DriftCheck(models.Model):
+    """One scheduled re-check of a promoted rubric's evidence (DESIGN "Stale evidence and drift").
+
+    `run` is the drift run: the evidence run's config over the dataset's current cases, a Run with the
+    evidence run as `parent` and no `probe` (kept out of run lists, compare menus and evidence like a
+    probe). Its figures are filled in when it finishes: over every case with a human verdict, and over
+    the "new" cases only, those whose human verdict appeared after the evidence run finished.
+    """
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="drift_checks")
+    evidence_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="drift_check")
+    started_at = models.DateTimeField(default=timezone.now)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    new_n = models.PositiveIntegerField(null=True, blank=True)
+    new_agreement = models.FloatField(null=True, blank=True)
+    new_ci95 = models.JSONField(null=True, blank=True)
+    all_n = models.PositiveIntegerField(null=True, blank=True)
+    all_agreement = models.FloatField(null=True, blank=True)
+    all_ci95 = models.JSONField(null=True, blank=True)
+    # The full calibration figures of both sets: {"new": {...}, "all": {...}}.
+    figures = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["evidence_run", "-checked_at"], name="driftcheck_evidence_recent")]
+
+    def __str__(self) -> str:
+        return f"drift check of {self.rubric} on run {self.evidence_run_id}"

@@ -3,6 +3,7 @@ from django.urls import path
 from judges.calibration import api as calibration_api
 from judges.calibration import views as calibration_views
 from judges.configs import views as config_views
+from judges.drift import views as drift_views
 from judges.probes import views as probe_views
 from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
@@ -42,6 +43,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/promote/", promotion_views.rubric_promote, name="promotion_promote"),
     path("rubrics/<slug:slug>/promotion/renew/", promotion_views.rubric_renew, name="promotion_renew"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
+    path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
     path("api/gates", promotion_api.gates, name="api_gates"),
     path("api/ci-results", promotion_api.ci_results_create, name="api_ci_results"),

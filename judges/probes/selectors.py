@@ -52,6 +52,7 @@ def probe_judgments(*, parent_ids: list[int]) -> pd.DataFrame:
     """
     newest = (
         Run.objects.filter(parent_id__in=parent_ids, status=Run.Status.FINISHED)
+        .exclude(probe="")  # a drift run (judges.drift) is a child of its evidence run too, not a probe
         .order_by()
         .values("parent_id", "probe")
         .annotate(newest=Max("pk"))
@@ -197,7 +198,8 @@ class ProbePanel:
 
 def _why_not(run: Run) -> str:
     if run.parent_id is not None:
-        return f"This run is itself a {run.probe} probe of run {run.parent_id}."
+        what = f"a {run.probe} probe" if run.probe else "a drift check"
+        return f"This run is itself {what} of run {run.parent_id}."
     if run.config.external:
         return "An imported (external) config holds another tool's verdicts: it cannot judge variants."
     if run.status != Run.Status.FINISHED:
@@ -216,7 +218,7 @@ def probe_panel(*, run: Run, figures: dict[str, Any] | None = None) -> ProbePane
     results = (figures or {}).get("probes") if figures is not None else probe_figures(run=run).get("probes")
     results = results or {}
     newest: dict[str, Run] = {}
-    for probe in Run.objects.filter(parent=run).order_by("-pk"):
+    for probe in Run.objects.filter(parent=run).exclude(probe="").order_by("-pk"):
         newest.setdefault(probe.probe, probe)
     rows = []
     for kind in PROBE_KINDS:

@@ -3,7 +3,7 @@
 `judge` is the config of the rubric's evidence run — the judge that was calibrated — not a newer
 version; `calibration` is the snapshot the promotion (or renewal) was granted on; `recalibration_needed`
 and its reasons say whether that evidence still holds today, exactly as the promotion pages show it
-(evidence stale, a rule its figures now break). Draft rubrics are left out.
+(evidence stale, a rule its figures now break, drift on new cases: judges.drift). Draft rubrics are left out.
 Served by GET /api/gates (gates:read) and written by `manage.py export_gates`.
 """
 
@@ -33,9 +33,9 @@ def _judge_models(judge: dict[str, Any]) -> list[str]:
 
 
 def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
-    """DESIGN's gate config as a JSON-able dict. Six queries however many rubrics: the evidence
-    (rubric, run, config, who promoted), whether it still holds (`evidence_checks`: four) and the prices
-    of the models those judges name."""
+    """DESIGN's gate config as a JSON-able dict. Seven queries however many rubrics: the evidence
+    (rubric, run, config, who promoted), whether it still holds (`evidence_checks`: five, the drift
+    check's included) and the prices of the models those judges name."""
     events = list(evidence_events())
     checks = evidence_checks(events)
     judges = {}

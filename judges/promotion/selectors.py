@@ -30,6 +30,7 @@ from judges.calibration.selectors import (
     shown_relaxed,
     shown_rules,
 )
+from judges.drift.selectors import drift_reason, newest_checks
 from judges.models import CiResult, JudgeConfig, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.models import Case, Rubric
@@ -160,16 +161,20 @@ def recalibration_reasons(rules: list[RuleResult], shown: list) -> list[str]:
 
 def evidence_checks(events: list[RubricEvent]) -> dict[int, tuple[list[RuleResult], list[str]]]:
     """rubric_id → (every rule for its evidence run now, why it needs recalibrating: [] when it holds),
-    for `evidence_events` rows whose `rubric` is loaded. Four queries however many (six with probes);
-    the promotion pages and the gate config both read it, so they always agree."""
+    for `evidence_events` rows whose `rubric` is loaded. Five queries however many (seven with probes):
+    the rules, then the newest drift check of each evidence (its reason last). The promotion pages and
+    the gate config both read it, so they always agree."""
     for event in events:
         # The event's rubric object, so the rules read its current thresholds with no further query.
         event.run.config.rubric = event.rubric
     rules = evidence_rules(runs=[e.run for e in events])
-    return {
-        e.rubric_id: (rules[e.run_id], recalibration_reasons(rules[e.run_id], shown_rules(e.run, rules[e.run_id])))
-        for e in events
-    }
+    drift = newest_checks(events=events)
+    out = {}
+    for e in events:
+        reasons = recalibration_reasons(rules[e.run_id], shown_rules(e.run, rules[e.run_id]))
+        drifted = drift_reason(check=drift.get(e.rubric_id), rubric=e.rubric)
+        out[e.rubric_id] = (rules[e.run_id], reasons + ([drifted] if drifted else []))
+    return out
 
 
 # ---- the overview and a rubric's promotion page -------------------------------------------------------
@@ -192,8 +197,8 @@ def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
 
 
 def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
-    """Each rubric with its evidence, what breaks it now, and its latest CI result. Six queries
-    however many rubrics (evidence, staleness, human verdicts, judgments, latest CI results)."""
+    """Each rubric with its evidence, what breaks it now, and its latest CI result. Seven queries
+    however many rubrics (evidence, staleness, human verdicts, judgments, drift checks, latest CI results)."""
     ids = [r.pk for r in rubrics]
     events = {e.rubric_id: e for e in evidence_events(rubric_ids=ids)} if ids else {}
     by_pk = {r.pk: r for r in rubrics}
@@ -212,7 +217,9 @@ def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
 
 
 def promotion_overview() -> list[PromotionRow]:
-    return promotion_rows(rubrics=list(Rubric.objects.order_by("slug")))
+    """Every rubric, those needing recalibration first (a lead's to-do), then by slug."""
+    rows = promotion_rows(rubrics=list(Rubric.objects.order_by("slug")))
+    return sorted(rows, key=lambda row: not row.recalibration)
 
 
 def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:

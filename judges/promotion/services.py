@@ -100,6 +100,8 @@ def _checked_evidence(*, rubric: Rubric, run: Run) -> tuple[Run, dict[str, Any],
     run = Run.objects.select_related("config__rubric").get(pk=run.pk)
     if run.config.rubric_id != rubric.pk:
         raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
+    if run.parent_id is not None and not run.probe:
+        raise PromotionError(f"Run {run.pk} is a drift check of run {run.parent_id}: it is never evidence.")
     if run.parent_id is not None:
         raise PromotionError(
             f"Run {run.pk} is a {run.probe} probe of run {run.parent_id}: it judged variants, so it is never "

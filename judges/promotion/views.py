@@ -20,6 +20,8 @@ from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
 from judges.calibration.selectors import shown_rules
+from judges.drift.charts import drift_chart
+from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
 from judges.models import CiResult, RubricEvent, Run
 from judges.promotion import services as promotion
 from judges.promotion.forms import DemoteForm, PromoteForm, RenewForm, ThresholdsForm
@@ -117,6 +119,15 @@ def _ci_context(request: HttpRequest, rubric: Rubric) -> dict:
             "ci_totals": totals, "ci_newest_first": results[::-1]}
 
 
+def _drift_context(rubric: Rubric, row) -> dict:
+    """The drift checks of the current evidence since it was granted, as a chart against the floor."""
+    if row.evidence is None:
+        return {"drift_checks": None}
+    checks = drift_history(rubric=rubric, evidence_run_id=row.evidence.run_id, since=row.evidence.at)
+    return {"drift_checks": checks[::-1][:10], "drift_chart": drift_chart(checks, floor=rubric.agreement_floor),
+            "drift_running": drift_at_work(rubric=rubric), "drift_min_new": DRIFT_MIN_NEW_CASES}
+
+
 # ---- pages --------------------------------------------------------------------------------------------
 
 
@@ -162,6 +173,7 @@ def _page(
         "refused": refused,
         "events": rubric_events(rubric=rubric)[:RECENT_EVENTS],
         **_ci_context(request, rubric),
+        **_drift_context(rubric, row),
     }
     if request.htmx and request.htmx.target == "ci-results":
         return render(request, "judges/promotion/promotion_rubric.html#ci", context)

@@ -5,6 +5,7 @@ import logging
 from celery import shared_task
 from celery.signals import worker_ready
 
+from judges.drift.services import drift_check_record
 from judges.runs import services
 
 log = logging.getLogger(__name__)
@@ -15,6 +16,8 @@ def run_work(run_id: int) -> None:
     """Judge the run's next chunk, then queue the one after it."""
     chunk = services.chunk_claim(run_id=run_id)
     if chunk is None:
+        # A drift run that has just finished stores its figures (a no-op for any other run).
+        drift_check_record(run_id=run_id)
         return
     recorded = services.chunk_judge(chunk=chunk)
     log.info("run %s chunk %s: %s judgments recorded", run_id, chunk.index, recorded)

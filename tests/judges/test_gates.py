@@ -110,8 +110,8 @@ def test_its_query_count_does_not_grow_with_rubrics(lead, reviewer, prices, n, d
         run = evidence_run(rubric, data, lead, reviewer, config=behavioral_config(rubric, lead), prefix=f"r{i}")
         rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
     # The evidence (rubric, run, config, who); whether it holds: staleness, judgments counted per case, human
-    # verdicts (one UNION), the not-evaluated judgments; the prices.
-    with django_assert_num_queries(6):
+    # verdicts (one UNION), the not-evaluated judgments, the newest drift check of each evidence; the prices.
+    with django_assert_num_queries(7):
         assert len(gate_config()["rubrics"]) == n
 
 

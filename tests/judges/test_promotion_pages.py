@@ -154,8 +154,8 @@ def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, 
                                                              django_assert_num_queries):
     promoted_rubrics(n, lead, reviewer)
     # session + user, rubrics, evidence events, staleness, judgments counted per case, human verdicts (one
-    # UNION), the not-evaluated judgments, latest CI.
-    with django_assert_num_queries(9):
+    # UNION), the not-evaluated judgments, the newest drift check of each evidence, latest CI.
+    with django_assert_num_queries(10):
         assert lead_client.get(reverse("judges:promotion_overview")).status_code == 200
 
 
@@ -186,7 +186,8 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
         for _ in range(n)
     ])
     # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
-    # judgments, latest CI, whether runs exist, the promote and the renew forms' evidence menus (twice each:
-    # Django's ModelChoiceIterator queries on each pass over the choices), recent audit entries, CI results.
-    with django_assert_num_queries(16):
+    # judgments, the newest drift check, latest CI, whether runs exist, the promote and the renew forms' evidence
+    # menus (twice each: Django's ModelChoiceIterator queries on each pass over the choices), recent audit
+    # entries, CI results, the drift checks over time and the drift run at work.
+    with django_assert_num_queries(19):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -1,0 +1,100 @@
+"""Writes of the drift check (DESIGN "Stale evidence and drift"): starting drift runs, recording their figures.
+
+A drift run is a Run of the evidence run's config over the dataset's current cases, with the evidence run
+as `parent` and no `probe`, and a DriftCheck row naming it. Its work goes through the ordinary run
+machinery (judges.runs.services), so the cache makes unchanged cases free: only new or changed cases cost
+calls. When it finishes, `drift_check_record` stores its figures over every case with a human verdict
+and over the new ones (judges.drift.selectors.drift_frames).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from judges.calibration.metrics import calibration_figures
+from judges.drift.selectors import drift_frames
+from judges.models import DriftCheck, Run, RunChunk
+from judges.promotion.selectors import evidence_events
+from judges.runs.services import RunError, queue_run_work
+
+UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
+
+
+def drift_start(*, rubric_ids: list[int] | None = None, by=None) -> list[DriftCheck]:
+    """Start a drift run for each promoted rubric (or those of `rubric_ids`) whose evidence has no drift run
+    at work; returns the checks started. Each rubric's check is its own transaction: one that cannot start
+    (its dataset emptied, say) does not hold back the others."""
+    started = []
+    for event in evidence_events(rubric_ids=rubric_ids):
+        try:
+            check = _drift_start_one(evidence=event.run, rubric_id=event.rubric_id, by=by or event.by)
+        except RunError:
+            continue
+        if check is not None:
+            started.append(check)
+    return started
+
+
+def _drift_start_one(*, evidence: Run, rubric_id: int, by) -> DriftCheck | None:
+    with transaction.atomic():
+        # The evidence run's row lock makes a second press of "check now" wait, then find the first one at work.
+        evidence = Run.objects.select_for_update(of=("self",)).select_related("config").get(pk=evidence.pk)
+        if DriftCheck.objects.filter(evidence_run=evidence, run__status__in=UNFINISHED).exists():
+            return None
+        if evidence.config.external:
+            raise RunError("An imported (external) config cannot judge.")
+        case_ids = list(evidence.dataset.cases.order_by("id").values_list("id", flat=True))
+        if not case_ids:
+            raise RunError(f"The dataset of run {evidence.pk} has no cases.")
+        run = Run.objects.create(
+            config=evidence.config, dataset_id=evidence.dataset_id, repeats=evidence.repeats,
+            concurrency=evidence.concurrency, spend_cap_usd=evidence.spend_cap_usd, created_by=by,
+            total=len(case_ids) * evidence.repeats, parent=evidence,
+        )
+        size = settings.EVALHUB_CHUNK_CASES
+        RunChunk.objects.bulk_create(
+            RunChunk(run=run, index=i, case_ids=case_ids[start : start + size])
+            for i, start in enumerate(range(0, len(case_ids), size))
+        )
+        check = DriftCheck.objects.create(rubric_id=rubric_id, evidence_run=evidence, run=run)
+        queue_run_work(run.pk)
+    return check
+
+
+def drift_check_record(*, run_id: int) -> DriftCheck | None:
+    """Store the figures of a finished drift run (once); None when `run_id` is not one, or not finished yet."""
+    check = (
+        DriftCheck.objects.select_related("run__config__rubric", "evidence_run")
+        .filter(run_id=run_id, checked_at__isnull=True, run__status=Run.Status.FINISHED)
+        .first()
+    )
+    if check is None:
+        return None
+    everything, new, not_evaluated = drift_frames(check=check)
+    figures = {
+        "all": calibration_figures(not_evaluated, cases=everything),
+        "new": calibration_figures(not_evaluated[not_evaluated["case_id"].isin(new["case_id"])], cases=new),
+    }
+    updated = DriftCheck.objects.filter(pk=check.pk, checked_at__isnull=True).update(
+        checked_at=timezone.now(), figures=figures,
+        new_n=figures["new"]["n"], new_agreement=figures["new"]["agreement"],
+        new_ci95=figures["new"]["agreement_ci95"],
+        all_n=figures["all"]["n"], all_agreement=figures["all"]["agreement"],
+        all_ci95=figures["all"]["agreement_ci95"],
+    )
+    if not updated:
+        return None
+    check.refresh_from_db()
+    return check
+
+
+def drift_record_finished() -> list[int]:
+    """Record every finished drift run not yet recorded (a worker that died between finishing and
+    recording): the periodic task's safety net. Returns their run ids."""
+    finished = DriftCheck.objects.filter(checked_at__isnull=True, run__status=Run.Status.FINISHED)
+    pending = list(finished.values_list("run_id", flat=True))
+    for run_id in pending:
+        drift_check_record(run_id=run_id)
+    return pending

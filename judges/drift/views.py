@@ -1,0 +1,29 @@
+"""The drift check's button on a rubric's promotion page: a lead starts the check now, without waiting for
+the schedule. The page itself (judges.promotion.views) shows the checks over time."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
+
+from evalhub.access import lead_required
+from judges.drift.services import drift_start
+from judges.promotion.selectors import evidence_for
+from labeling.models import Rubric
+
+
+@lead_required
+@require_POST
+def drift_now(request: HttpRequest, slug: str) -> HttpResponse:
+    rubric = Rubric.objects.filter(slug=slug).first()
+    if rubric is None:
+        raise Http404("No such rubric.")
+    if evidence_for(rubric=rubric) is None:
+        messages.error(request, f"{rubric.slug} is not promoted: there is no evidence to check for drift.")
+    elif drift_start(rubric_ids=[rubric.pk], by=request.user):
+        messages.success(request, f"Drift check of {rubric.slug} started: its figures appear here when it finishes.")
+    else:
+        messages.info(request, f"A drift check of {rubric.slug} is already at work (or its dataset has no cases).")
+    return redirect("judges:promotion_rubric", slug=rubric.slug)

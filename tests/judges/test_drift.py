@@ -1,0 +1,192 @@
+"""The drift check (DESIGN "Stale evidence and drift"): a periodic task judges a promoted rubric's current
+cases with its evidence config; new cases cost calls, the rest come from the cache; on at least 20 new
+cases whose agreement's Wilson upper bound is below the floor, the rubric needs recalibrating, until the
+lead renews its evidence.
+
+The worker test runs a real Celery worker with beat (the drift interval set to one second) against the
+stand-in provider; the reason's boundaries are checked on DriftCheck rows, no worker needed.
+"""
+
+import os
+import signal
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+from judges.configs import services as config_services
+from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_reason
+from judges.models import DriftCheck, Run
+from judges.promotion.gates import gate_config
+from judges.promotion.selectors import promotion_overview, promotion_rows
+from judges.promotion.services import rubric_promote, rubric_renew
+from judges.runs import services as run_services
+from labeling.models import Case, Label, Rubric, case_split, labeled_content_hash
+from tests.judges.test_worker_kill import empty_broker, start_worker, wait_for  # noqa: F401 - a fixture
+
+OLD, REPEATS = 60, 2
+FLOOR_REASON = "new cases is"
+
+
+def add_cases(dataset, rubric, reviewer, specs: list[tuple[str, str, str]]) -> None:
+    """specs: (external_id, answer, human verdict). The stand-in passes an answer containing "ships"."""
+    cases = Case.objects.bulk_create(
+        Case(dataset=dataset, external_id=eid, input=f"Where is order {eid}?", output=answer,
+             split=case_split(eid),
+             content_hash=labeled_content_hash(input=f"Where is order {eid}?", output=answer, trace={}))
+        for eid, answer, _ in specs
+    )
+    Label.objects.bulk_create(
+        Label(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, content_hash=case.content_hash)
+        for case, (_, _, verdict) in zip(cases, specs, strict=True)
+    )
+
+
+def finished(run: Run) -> bool:
+    connection.close()  # a fresh read each poll
+    return Run.objects.get(pk=run.pk).status == Run.Status.FINISHED
+
+
+def recorded_check() -> DriftCheck | None:
+    connection.close()
+    return DriftCheck.objects.filter(checked_at__isnull=False).select_related("run").order_by("pk").first()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
+    tmp_path, dataset, rubric, lead, reviewer, fake_provider, empty_broker, settings, monkeypatch  # noqa: F811
+):
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
+    fake_provider.control(rule={"kind": "answer_contains", "text": "ships"})
+    # 60 old cases, the judge right on all but one (a human-failed "ships" answer): agreement 59/60.
+    add_cases(dataset, rubric, reviewer, [
+        (f"old{i:02}", "Your order ships today." if i % 2 == 0 or i == 1 else "It is lost.",
+         "pass" if i % 2 == 0 else "fail") for i in range(OLD)
+    ])
+    config = config_services.judge_config_save(
+        rubric=rubric, by=lead,
+        spec={"layers": ["behavioral"], "provider": "openai", "model": "gpt-4o-mini-2024-07-18",
+              "base_url_env": "EVALHUB_JUDGE_OPENAI_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY", "timeout_s": 5},
+    )
+    monkeypatch.setenv("EVALHUB_DRIFT_INTERVAL_SECONDS", "1")  # beat starts the drift check every second
+    worker = start_worker(tmp_path, "drift", fake_provider)
+    try:
+        evidence = run_services.run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=4,
+                                          spend_cap_usd=None, by=lead)
+        wait_for(lambda: finished(evidence), 60, "the evidence run to finish")
+        # 20 new cases with verdicts after the evidence: the judge right on half (the Wilson upper bound of
+        # 20 agreeing of 40 judgments is about 0.65, below the 0.80 floor). Added before the promotion, so
+        # beat's first drift check already sees them.
+        add_cases(dataset, rubric, reviewer, [
+            (f"new{i:02}", "Your order ships today." if i % 4 in (0, 1) else "It is lost.",
+             "pass" if i % 2 == 0 else "fail") for i in range(DRIFT_MIN_NEW_CASES)
+        ])
+        calls_before = len(fake_provider.requests())
+        rubric_promote(rubric=rubric, to_stage="observe", run=evidence, reason="Calibrated.", by=lead)
+        wait_for(lambda: recorded_check() is not None, 60, "beat's drift check to be recorded")
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+    check = recorded_check()
+    drift = check.run
+    assert (drift.parent_id, drift.probe, drift.config_id, check.evidence_run_id) == (evidence.pk, "", config.pk,
+                                                                                    evidence.pk)
+    # New cases cost calls, the old ones come from the cache: the stand-in saw only the new ones.
+    assert drift.provider_calls == DRIFT_MIN_NEW_CASES * REPEATS
+    assert drift.cache_hits == OLD * REPEATS
+    assert len(fake_provider.requests()) - calls_before == DRIFT_MIN_NEW_CASES * REPEATS
+    assert (check.new_n, check.new_agreement, check.all_n) == (DRIFT_MIN_NEW_CASES, 0.5, OLD + DRIFT_MIN_NEW_CASES)
+    assert check.new_ci95[1] < rubric.agreement_floor
+    assert check.all_agreement == pytest.approx((59 + 10) / 80)
+
+    [row] = promotion_rows(rubrics=[rubric])
+    assert len(row.recalibration) == 1 and FLOOR_REASON in row.recalibration[0]
+    [entry] = gate_config()["rubrics"]
+    assert entry["recalibration_needed"] is True and entry["recalibration_reasons"] == row.recalibration
+    # A drift run is never a run the lead picks: not in run lists, nor in the evidence menu.
+    assert drift not in Run.objects.filter(parent__isnull=True)
+
+    # The lead renews on a fresh run (all from the cache, judged here in eager mode): "new" counts from it.
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    fresh = run_services.run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=4,
+                                   spend_cap_usd=None, by=lead)
+    fresh.refresh_from_db()
+    assert fresh.status == Run.Status.FINISHED and fresh.provider_calls == 0
+    rubric_renew(rubric=rubric, run=fresh, reason="Recalibrated on the new cases.", by=lead)
+    [row] = promotion_rows(rubrics=[rubric])
+    assert row.recalibration == []
+    assert gate_config()["rubrics"][0]["recalibration_needed"] is False
+
+
+# ---- the reason's boundaries, on stored checks ------------------------------------------------------------
+
+
+def check(n: int, upper: float) -> DriftCheck:
+    return DriftCheck(new_n=n, new_agreement=upper - 0.1, new_ci95=[upper - 0.2, upper])
+
+
+@pytest.mark.django_db
+def test_it_needs_20_new_cases_and_an_upper_bound_below_the_floor(rubric):
+    assert rubric.agreement_floor == 0.80
+    assert drift_reason(check=check(20, 0.79), rubric=rubric).startswith("agreement on 20 new cases is 69.0 %")
+    assert drift_reason(check=check(19, 0.10), rubric=rubric) is None  # too few new cases to say
+    assert drift_reason(check=check(20, 0.80), rubric=rubric) is None  # the floor itself is inside
+    assert drift_reason(check=check(200, 0.95), rubric=rubric) is None
+    assert drift_reason(check=None, rubric=rubric) is None
+    assert drift_reason(check=DriftCheck(new_n=0, new_ci95=None), rubric=rubric) is None
+
+
+@pytest.mark.django_db
+def test_the_overview_lists_rubrics_needing_recalibration_first(rubric, dataset, lead, reviewer):
+    from tests.judges.promotion_factories import evidence_run
+    from tests.judges.test_renewal import go_stale
+
+    fine = Rubric.objects.create(slug="aaa-fine", name="Fine?", criteria="c")
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
+    go_stale(dataset, run)
+    assert [row.rubric.slug for row in promotion_overview()] == [rubric.slug, fine.slug]
+
+
+@pytest.mark.django_db
+def test_a_lead_starts_the_drift_check_now(client, rubric, dataset, lead, reviewer):
+    from tests.judges.promotion_factories import evidence_run
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
+    url = reverse("judges:promotion_drift", args=[rubric.slug])
+    client.force_login(reviewer)
+    assert client.post(url).status_code == 403
+    assert not DriftCheck.objects.exists()
+    client.force_login(lead)
+    assert client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).status_code == 200
+    response = client.post(url)
+    assert response.status_code == 302
+    [started] = DriftCheck.objects.all()
+    assert (started.evidence_run, started.run.parent, started.run.total) == (run, run, run.total)
+    client.post(url)  # a second press while it is at work starts nothing more
+    assert DriftCheck.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_promotion_page_draws_agreement_on_new_cases_against_the_floor(client, rubric, dataset, lead, reviewer):
+    from django.utils import timezone
+
+    from tests.judges.promotion_factories import evidence_run
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
+    for n, agreement, upper in ((5, 0.9, 0.99), (25, 0.5, 0.64)):
+        drift = Run.objects.create(config=run.config, dataset=dataset, created_by=lead, parent=run,
+                                   status=Run.Status.FINISHED)
+        DriftCheck.objects.create(rubric=rubric, evidence_run=run, run=drift, checked_at=timezone.now(), new_n=n,
+                                  new_agreement=agreement, new_ci95=[agreement - 0.1, upper], all_n=40 + n,
+                                  all_agreement=0.9, all_ci95=[0.8, 0.95])
+    client.force_login(lead)
+    page = client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
+    assert 'data-testid="drift"' in page and page.count('class="chart-point"') == 2
+    assert "floor 80.0 %" in page
+    assert "agreement on 25 new cases is 50.0 %" in page  # the reason, in the recalibration box
