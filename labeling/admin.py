@@ -5,7 +5,7 @@ from labeling.models import Adjudication, Case, Dataset, Label, LabelRequest, Ru
 
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "created_at"]
+    list_display = ["slug", "name", "queue_order", "created_at"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["reviewers"]
 

@@ -40,12 +40,19 @@ class RubricEditForm(forms.ModelForm):
 
 
 class DatasetCreateForm(forms.ModelForm):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["queue_order"].required = False  # left out: the fewest labels first
+
     def clean_slug(self) -> str:
         return _clean_slug(self.cleaned_data["slug"])
 
+    def clean_queue_order(self) -> str:
+        return self.cleaned_data["queue_order"] or Dataset.QueueOrder.FEWEST_LABELS
+
     class Meta:
         model = Dataset
-        fields = ["slug", "name", "description"]
+        fields = ["slug", "name", "description", "queue_order"]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
         help_texts = {"slug": "Letters, digits, - and _; used in URLs, commands and the API."}
 

@@ -19,7 +19,18 @@ class Dataset(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    class QueueOrder(models.TextChoices):
+        FEWEST_LABELS = "fewest", "fewest labels first"
+        NEWEST = "newest", "newest ingested first"
+
     reviewers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="assigned_datasets")
+    # DESIGN "queue order": a living dataset fed by production traffic sends its newest cases to the
+    # reviewers first, so new traffic gets human verdicts (and the drift check has new cases to read).
+    queue_order = models.CharField(
+        max_length=8, choices=QueueOrder.choices, default=QueueOrder.FEWEST_LABELS,
+        db_default=QueueOrder.FEWEST_LABELS,
+        help_text="Which cases needing labels reviewers get first: the fewest labels, or the newest ingested.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -237,6 +248,8 @@ class CaseTally(models.Model):
         indexes = [
             # The queue: the fewest labels first, then by case id.
             models.Index(fields=["dataset", "rubric", "labels", "case"], name="casetally_queue"),
+            # The queue of a dataset served newest ingested first (Dataset.queue_order).
+            models.Index(fields=["dataset", "rubric", "-case"], name="casetally_newest"),
             models.Index(fields=["dataset", "rubric", "labels", "case"], condition=models.Q(requested__gt=0),
                          name="casetally_requested"),
             models.Index(fields=["claimed_by"], condition=models.Q(claimed_by__isnull=False), name="casetally_claimed"),

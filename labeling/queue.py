@@ -39,18 +39,18 @@ SELECT c.*, q.tier AS queue_tier,
   ) changed
   UNION ALL
   SELECT * FROM (
-    SELECT t.case_id, 1, t.labels, t.case_id FROM labeling_casetally t
+    SELECT t.case_id, 1, {keys} FROM labeling_casetally t
     WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.labels < %(per_case)s
       AND {open}
-    ORDER BY t.labels, t.case_id LIMIT 1 {lock}
+    ORDER BY {order} LIMIT 1 {lock}
   ) needed
   UNION ALL
   SELECT * FROM (
-    SELECT t.case_id, 1, t.labels, t.case_id FROM labeling_casetally t
+    SELECT t.case_id, 1, {keys} FROM labeling_casetally t
     WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.requested > 0
       AND t.labels >= %(per_case)s AND t.labels < %(per_case)s + t.requested
       AND {open}
-    ORDER BY t.labels, t.case_id LIMIT 1 {lock}
+    ORDER BY {order} LIMIT 1 {lock}
   ) requested
   UNION ALL
   SELECT * FROM (
@@ -81,9 +81,18 @@ _OPEN = f"""NOT EXISTS (SELECT 1 FROM labeling_label m
 _SKIP_LOCKED = "FOR UPDATE OF t SKIP LOCKED"
 
 
-def _next_case_sql(*, lock: bool) -> str:
+# The needed branches' sort keys (k1, k2) and order, by Dataset.queue_order: the fewest labels first, or
+# the newest ingested first (case ids grow as cases arrive; index casetally_newest).
+_NEEDED_ORDER = {
+    Dataset.QueueOrder.FEWEST_LABELS: ("t.labels, t.case_id", "t.labels, t.case_id"),
+    Dataset.QueueOrder.NEWEST: ("0, -t.case_id", "t.case_id DESC"),
+}
+
+
+def _next_case_sql(*, lock: bool, queue_order: str = Dataset.QueueOrder.FEWEST_LABELS) -> str:
     lock_clause = _SKIP_LOCKED if lock and connection.features.has_select_for_update_skip_locked else ""
-    return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause)
+    keys, order = _NEEDED_ORDER.get(queue_order, _NEEDED_ORDER[Dataset.QueueOrder.FEWEST_LABELS])
+    return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause, keys=keys, order=order)
 
 
 def next_case(
@@ -93,7 +102,8 @@ def next_case(
 
     Order (issue 3): first their labels that stopped counting ("changed since you labeled"), then cases
     that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
-    labels first, never one they labeled; skipped cases only after the rest. Ties go by case id. A case
+    labels first (or, where the dataset says so, the newest ingested first), never one they labeled; skipped
+    cases only after the rest. Ties go by case id. A case
     on another reviewer's screen (held, see services.case_claim) waits until they answer or the hold ends.
 
     A read: it holds nothing. The queue pages serve cases through services.case_serve, which calls it
@@ -103,7 +113,7 @@ def next_case(
         "me": reviewer.pk, "rubric": rubric.pk, "dataset": dataset.pk, "per_case": rubric.labels_per_case,
         "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
     }
-    found = list(Case.objects.raw(_next_case_sql(lock=lock), params))
+    found = list(Case.objects.raw(_next_case_sql(lock=lock, queue_order=dataset.queue_order), params))
     if not found:
         return None
     case = found[0]
