@@ -171,22 +171,41 @@ def test_a_lead_starts_the_drift_check_now(client, rubric, dataset, lead, review
     assert DriftCheck.objects.count() == 1
 
 
-@pytest.mark.django_db
-def test_the_promotion_page_draws_agreement_on_new_cases_against_the_floor(client, rubric, dataset, lead, reviewer):
+def record_checks(rubric, run, lead, figures: list[tuple[int, float, float]]) -> None:
     from django.utils import timezone
 
-    from tests.judges.promotion_factories import evidence_run
-
-    run = evidence_run(rubric, dataset, lead, reviewer)
-    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
-    for n, agreement, upper in ((5, 0.9, 0.99), (25, 0.5, 0.64)):
-        drift = Run.objects.create(config=run.config, dataset=dataset, created_by=lead, parent=run,
+    for n, agreement, upper in figures:
+        drift = Run.objects.create(config=run.config, dataset=run.dataset, created_by=lead, parent=run,
                                    status=Run.Status.FINISHED)
         DriftCheck.objects.create(rubric=rubric, evidence_run=run, run=drift, checked_at=timezone.now(), new_n=n,
                                   new_agreement=agreement, new_ci95=[agreement - 0.1, upper], all_n=40 + n,
                                   all_agreement=0.9, all_ci95=[0.8, 0.95])
+
+
+@pytest.mark.django_db
+def test_the_promotion_page_draws_agreement_on_new_cases_against_the_floor(client, rubric, dataset, lead, reviewer):
+    from tests.judges.promotion_factories import evidence_run
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
+    record_checks(rubric, run, lead, [(5, 0.9, 0.99), (25, 0.5, 0.64)])
     client.force_login(lead)
     page = client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
     assert 'data-testid="drift"' in page and page.count('class="chart-point"') == 2
     assert "floor 80.0 %" in page
     assert "agreement on 25 new cases is 50.0 %" in page  # the reason, in the recalibration box
+
+
+@pytest.mark.parametrize("n", [1, 6])
+@pytest.mark.django_db
+def test_the_promotion_page_queries_do_not_grow_with_drift_checks(client, rubric, dataset, lead, reviewer, n,
+                                                                   django_assert_num_queries):
+    from tests.judges.promotion_factories import evidence_run
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
+    record_checks(rubric, run, lead, [(20 + i, 0.5, 0.64) for i in range(n)])
+    client.force_login(lead)
+    # As tests/judges/test_promotion_pages.py's count for the rubric page (19): drift checks add no query.
+    with django_assert_num_queries(19):
+        assert client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).status_code == 200
