@@ -43,6 +43,7 @@ class DatasetCreateForm(forms.ModelForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["queue_order"].required = False  # left out: the fewest labels first
+        self.fields["queue_share"].required = False
 
     def clean_slug(self) -> str:
         return _clean_slug(self.cleaned_data["slug"])
@@ -50,9 +51,13 @@ class DatasetCreateForm(forms.ModelForm):
     def clean_queue_order(self) -> str:
         return self.cleaned_data["queue_order"] or Dataset.QueueOrder.FEWEST_LABELS
 
+    def clean_queue_share(self) -> int:
+        share = self.cleaned_data["queue_share"]
+        return Dataset._meta.get_field("queue_share").default if share is None else share
+
     class Meta:
         model = Dataset
-        fields = ["slug", "name", "description", "queue_order"]
+        fields = ["slug", "name", "description", "queue_order", "queue_share"]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
         help_texts = {"slug": "Letters, digits, - and _; used in URLs, commands and the API."}
 

@@ -22,6 +22,7 @@ class Dataset(models.Model):
     class QueueOrder(models.TextChoices):
         FEWEST_LABELS = "fewest", "fewest labels first"
         NEWEST = "newest", "newest ingested first"
+        SHARE = "share", "a share of cases first, newest first"
 
     reviewers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="assigned_datasets")
     # DESIGN "queue order": a living dataset fed by production traffic sends its newest cases to the
@@ -30,6 +31,12 @@ class Dataset(models.Model):
         max_length=8, choices=QueueOrder.choices, default=QueueOrder.FEWEST_LABELS,
         db_default=QueueOrder.FEWEST_LABELS,
         help_text="Which cases needing labels reviewers get first: the fewest labels, or the newest ingested.",
+    )
+    # Under SHARE, this percentage of cases (a fixed pseudo-random choice by case id) goes first, newest
+    # first; the rest follow, fewest labels first.
+    queue_share = models.PositiveSmallIntegerField(
+        default=20, db_default=20, validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Under “a share of cases first”: the percentage of cases that go first.",
     )
     created_at = models.DateTimeField(default=timezone.now)
 

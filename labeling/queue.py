@@ -83,9 +83,15 @@ _SKIP_LOCKED = "FOR UPDATE OF t SKIP LOCKED"
 
 # The needed branches' sort keys (k1, k2) and order, by Dataset.queue_order: the fewest labels first, or
 # the newest ingested first (case ids grow as cases arrive; index casetally_newest).
+# Under SHARE, a fixed pseudo-random share of cases (by case id: the multiplier is prime to 100, so any
+# 100 consecutive ids hold exactly `share` of them) sorts before every other (-1 < any label count).
+_IN_SHARE = "(t.case_id * 7919) %% 100 < %(share)s"  # %% : a literal % beside the parameters
+_SHARE_KEYS = (f"CASE WHEN {_IN_SHARE} THEN -1 ELSE t.labels END, "
+               f"CASE WHEN {_IN_SHARE} THEN -t.case_id ELSE t.case_id END")
 _NEEDED_ORDER = {
     Dataset.QueueOrder.FEWEST_LABELS: ("t.labels, t.case_id", "t.labels, t.case_id"),
     Dataset.QueueOrder.NEWEST: ("0, -t.case_id", "t.case_id DESC"),
+    Dataset.QueueOrder.SHARE: (_SHARE_KEYS, "3, 4"),  # by those two keys: the select list's 3rd and 4th
 }
 
 
@@ -112,6 +118,7 @@ def next_case(
     params = {
         "me": reviewer.pk, "rubric": rubric.pk, "dataset": dataset.pk, "per_case": rubric.labels_per_case,
         "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
+        "share": dataset.queue_share,
     }
     found = list(Case.objects.raw(_next_case_sql(lock=lock, queue_order=dataset.queue_order), params))
     if not found:

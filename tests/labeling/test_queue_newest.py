@@ -75,3 +75,33 @@ def test_a_lead_sets_the_order_when_creating_a_dataset(lead_client):
     response = lead_client.post("/datasets/new/", {"slug": "traffic", "name": "Traffic", "queue_order": "newest"})
     assert response.status_code == 302
     assert Dataset.objects.get(slug="traffic").queue_order == "newest"
+
+
+def in_share(case_id: int, share: int) -> bool:
+    """The queue's fixed pseudo-random choice, restated."""
+    return (case_id * 7919) % 100 < share
+
+
+def test_a_share_of_cases_goes_first_newest_first_then_the_rest(dataset, rubric, reviewer, second_reviewer):
+    dataset.queue_order, dataset.queue_share = Dataset.QueueOrder.SHARE, 30
+    dataset.save(update_fields=["queue_order", "queue_share"])
+    rubric.labels_per_case = 2
+    rubric.save()
+    cases = make_cases(dataset, 40)
+    chosen = [c for c in cases if in_share(c.pk, 30)]
+    rest = [c for c in cases if not in_share(c.pk, 30)]
+    assert len(chosen) == 12  # 30 % of 40 consecutive ids
+    give_label(rest[0], rubric, second_reviewer)  # outside the share, fewest labels still orders the rest
+    order = []
+    while (case := next_case(dataset=dataset, rubric=rubric, reviewer=reviewer)) is not None:
+        order.append(case.pk)
+        give_label(case, rubric, reviewer)
+    expected_rest = [c.pk for c in rest[1:]] + [rest[0].pk]
+    assert order == [c.pk for c in reversed(chosen)] + expected_rest
+
+
+def test_the_share_must_be_a_percentage(lead_client):
+    response = lead_client.post("/datasets/new/", {"slug": "t", "name": "T", "queue_order": "share",
+                                                  "queue_share": "0"})
+    assert response.status_code == 200 and "queue_share" in response.context["form"].errors
+    assert not Dataset.objects.filter(slug="t").exists()
