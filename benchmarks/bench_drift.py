@@ -10,7 +10,8 @@ app's cache as a real run leaves them; the rubric promoted on it. Then `new` cas
 verdicts. The drift check is then timed end to end in this process exactly as a worker does it:
 `drift_start`, the chunks claimed and judged (chunk_claim / chunk_judge) until none is left, and
 `drift_check_record`. It reports the calls made (expected: new cases × repeats; the stand-in's own count
-too), the cache hits, the wall time of each step, and the promotion page with its drift chart afterwards.
+too), the cache hits, the figures on new and all cases, the reasons for recalibration, the wall time of
+each step, and the promotion page with its drift chart afterwards.
 Figures are printed and written to benchmarks/results/bench_drift.json.
 """
 
@@ -49,7 +50,7 @@ def answer(i: int) -> str:
     return f"Order {i} is lost, sorry." if i % 10 == 0 else f"Your order {i} ships today from the warehouse."
 
 
-def add_cases(dataset, rubric, reviewer, ids: range, prefix: str, *, created) -> list:
+def add_cases(dataset, rubric, reviewer, ids: range, prefix: str, *, created, disagree: int) -> list:
     from labeling.models import Case, Label, case_split, labeled_content_hash
 
     cases = []
@@ -59,10 +60,10 @@ def add_cases(dataset, rubric, reviewer, ids: range, prefix: str, *, created) ->
                           content_hash=labeled_content_hash(input=question, output=answer(i), trace={}),
                           created_at=created, content_changed_at=created))
     cases = Case.objects.bulk_create(cases, batch_size=5_000)
-    # Humans agree with the stand-in except on every 7th case.
+    # Humans agree with the stand-in except on every `disagree`-th case.
     Label.objects.bulk_create(
         (Label(case=c, rubric=rubric, reviewer=reviewer, content_hash=c.content_hash, created_at=created,
-               updated_at=created, verdict=("pass" if "ships" in c.output else "fail") if i % 7 else
+               updated_at=created, verdict=("pass" if "ships" in c.output else "fail") if i % disagree else
                ("fail" if "ships" in c.output else "pass"))
          for i, c in zip(ids, cases, strict=True)),
         batch_size=5_000,
@@ -91,7 +92,7 @@ def build(args, fake):
         "api_key_env": "EVALHUB_JUDGE_BENCH_KEY", "timeout_s": 10,
     })
     old_at = timezone.now() - timedelta(days=2)
-    old = add_cases(dataset, rubric, reviewer, range(args.cases - args.new), "old", created=old_at)
+    old = add_cases(dataset, rubric, reviewer, range(args.cases - args.new), "old", created=old_at, disagree=50)
     finished = old_at + timedelta(hours=1)
     evidence = Run.objects.create(
         config=config, dataset=dataset, repeats=args.repeats, concurrency=args.concurrency, created_by=lead,
@@ -113,8 +114,10 @@ def build(args, fake):
     rubric.save(update_fields=["stage"])
     RubricEvent.objects.create(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage="draft", to_stage="observe",
                                run=evidence, figures={}, reason="Benchmark evidence.", by=lead, at=finished)
-    # The new cases: ingested and labelled after the evidence run finished.
-    add_cases(dataset, rubric, reviewer, range(args.cases - args.new, args.cases), "new", created=timezone.now())
+    # The new cases: ingested and labelled after the evidence run finished; the judge has drifted on them
+    # (humans disagree with it on every third), so the check finds agreement below the floor.
+    add_cases(dataset, rubric, reviewer, range(args.cases - args.new, args.cases), "new", created=timezone.now(),
+              disagree=3)
     return rubric, evidence, lead
 
 
@@ -139,7 +142,7 @@ def main() -> None:
             settle_after_bulk_load()
             print(f"  built {args.cases:,} cases ({args.new:,} new) × {args.repeats} repeats "
                   f"in {time.perf_counter() - started:.1f} s")
-            before = len(fake.requests())
+            before = fake.stats()["total"]
 
             timings = {}
             t0 = time.perf_counter()
@@ -156,7 +159,7 @@ def main() -> None:
             timings["record_s"] = time.perf_counter() - t2
             timings["total_s"] = time.perf_counter() - t0
             run = Run.objects.get(pk=check.run_id)
-            calls = len(fake.requests()) - before
+            calls = fake.stats()["total"] - before
             [row] = promotion_rows(rubrics=[rubric])
 
             setup_test_environment()

@@ -83,7 +83,7 @@ def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
             (f"new{i:02}", "Your order ships today." if i % 4 in (0, 1) else "It is lost.",
              "pass" if i % 2 == 0 else "fail") for i in range(DRIFT_MIN_NEW_CASES)
         ])
-        calls_before = len(fake_provider.requests())
+        calls_before = fake_provider.stats()["total"]
         rubric_promote(rubric=rubric, to_stage="observe", run=evidence, reason="Calibrated.", by=lead)
         wait_for(lambda: recorded_check() is not None, 60, "beat's drift check to be recorded")
     finally:
@@ -97,7 +97,7 @@ def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
     # New cases cost calls, the old ones come from the cache: the stand-in saw only the new ones.
     assert drift.provider_calls == DRIFT_MIN_NEW_CASES * REPEATS
     assert drift.cache_hits == OLD * REPEATS
-    assert len(fake_provider.requests()) - calls_before == DRIFT_MIN_NEW_CASES * REPEATS
+    assert fake_provider.stats()["total"] - calls_before == DRIFT_MIN_NEW_CASES * REPEATS
     assert (check.new_n, check.new_agreement, check.all_n) == (DRIFT_MIN_NEW_CASES, 0.5, OLD + DRIFT_MIN_NEW_CASES)
     assert check.new_ci95[1] < rubric.agreement_floor
     assert check.all_agreement == pytest.approx((59 + 10) / 80)
