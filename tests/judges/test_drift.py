@@ -209,3 +209,16 @@ def test_the_promotion_page_queries_do_not_grow_with_drift_checks(client, rubric
     # As tests/judges/test_promotion_pages.py's count for the rubric page (19): drift checks add no query.
     with django_assert_num_queries(19):
         assert client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_drift_run_is_never_evidence(rubric, dataset, lead, reviewer):
+    from judges.promotion.services import PromotionError
+    from tests.judges.promotion_factories import evidence_run
+
+    run = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
+    record_checks(rubric, run, lead, [(20, 0.9, 0.95)])
+    drift = DriftCheck.objects.get().run
+    with pytest.raises(PromotionError, match="is a drift check of run"):
+        rubric_renew(rubric=rubric, run=drift, reason="Renewed on the drift run.", by=lead)
