@@ -7,12 +7,12 @@ with annotations, never one query per row.
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Length
 
 from judges.engine import build_messages, cache_key
 from judges.engine.providers import DEFAULT_MAX_TOKENS
-from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Run
+from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
 from judges.runs.services import engine_case
 from labeling.models import Dataset
 
@@ -48,14 +48,27 @@ def run_for_page(run_id: int) -> Run:
     return Run.objects.select_related("config__rubric", "dataset", "created_by").get(pk=run_id)
 
 
+# The run table's sort keys (evalhub.tables): a case's id, its failing and not-evaluated repeats, whether its
+# verdicts flipped, its lowest similarity, its slowest repeat.
+CASE_SORTS = {
+    "case": ("external_id",),
+    "fails": ("fails", "external_id"),
+    "not_evaluated": ("not_evaluated", "external_id"),
+    "flipped": ("verdicts", "external_id"),
+    "similarity": ("similarity", "external_id"),
+    "latency": ("latency_ms", "external_id"),
+}
+
+
 def run_judgments(
     *, run: Run, outcome: str = "", layer: str = "", error: str = "", search: str = ""
 ) -> QuerySet[Judgment]:
-    """A run's judgments for its table, in case then repeat order; raw output is left behind (it can be long)."""
+    """A run's judgments matching the table's filters, in case then repeat order; raw output is left
+    behind (it can be long)."""
     rows = (
         Judgment.objects.filter(run=run)
         .annotate(external_id=F("case__external_id"))
-        .defer("raw_output")
+        .defer("raw_output", "variant")
         .order_by("case_id", "repeat")
     )
     if outcome:
@@ -67,6 +80,37 @@ def run_judgments(
     if search:
         rows = rows.filter(case__external_id__icontains=search)
     return rows
+
+
+def run_case_rows(
+    *, run: Run, ordering: tuple[str, ...] = ("external_id",), **filters: str
+) -> QuerySet:
+    """One row per case of the run that has a judgment matching the filters (every repeat of it counts
+    in the row, matching or not): {case_id, external_id, judged, fails, not_evaluated, verdicts,
+    similarity, latency_ms}, for paging; `verdicts` is the number of distinct evaluated verdicts (2: flipped)."""
+    matching = run_judgments(run=run, **filters).values("case_id")
+    return (
+        Judgment.objects.filter(run=run, case_id__in=matching)
+        .values("case_id")
+        .annotate(
+            external_id=Min("case__external_id"),
+            judged=Count("id"),
+            fails=Count("id", filter=Q(outcome=Outcome.FAIL)),
+            not_evaluated=Count("id", filter=Q(outcome=Outcome.NOT_EVALUATED)),
+            verdicts=Count("outcome", distinct=True, filter=Q(outcome__in=[Outcome.PASS, Outcome.FAIL])),
+            similarity=Min("similarity"),
+            latency_ms=Max("latency_ms"),
+        )
+        .order_by(*ordering)
+    )
+
+
+def run_case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, dict[int, Judgment]]:
+    """{case_id: {repeat: judgment}} of these cases of the run, in one query."""
+    grouped: dict[int, dict[int, Judgment]] = {}
+    for judgment in Judgment.objects.filter(run=run, case_id__in=case_ids).defer("raw_output", "variant"):
+        grouped.setdefault(judgment.case_id, {})[judgment.repeat] = judgment
+    return grouped
 
 
 def run_filter_choices(*, run: Run) -> dict[str, list[str]]:

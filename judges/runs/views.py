@@ -18,6 +18,7 @@ from django_htmx.http import HTMX_STOP_POLLING, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.tables import table_query
 from judges.configs import selectors as config_selectors
 from judges.models import JudgeConfig, Outcome, Run
 from judges.runs import selectors, services
@@ -31,7 +32,8 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-JUDGMENTS_PER_PAGE = 50
+# 50 one-line rows: the run page of a 2,000-case run stays under 2,500 px tall.
+CASES_PER_PAGE = 50
 RUNS_PER_PAGE = 50
 # A queued run nobody claimed for this long most likely has no worker to go to.
 NO_WORKER_AFTER = timedelta(seconds=15)
@@ -155,21 +157,33 @@ def _progress_context(run: Run, since: float | None) -> dict:
 @lead_required
 @vary_on_headers("HX-Request")
 def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
-    """A run: its progress (a partial polled by run_progress) and its judgments, 50 a page, filterable."""
+    """A run: its progress (a partial polled by run_progress) and its judgments, one row per case with its
+    repeats side by side, 50 cases a page, filterable and sortable; listed as they come in."""
     run = _get_run(run_id)
+    table = table_query(request, sorts=selectors.CASE_SORTS, default="case")
     filters = {
         "outcome": request.GET.get("outcome", "") if request.GET.get("outcome") in Outcome.values else "",
         "layer": request.GET.get("layer", "").strip(),
         "error": request.GET.get("error", "").strip(),
-        "search": request.GET.get("q", "").strip(),
+        "search": table.search,
     }
-    rows = selectors.run_judgments(run=run, **filters)
-    page = Paginator(rows, JUDGMENTS_PER_PAGE).get_page(request.GET.get("page"))
+    case_rows = selectors.run_case_rows(run=run, ordering=table.ordering, **filters)
+    page = Paginator(case_rows, CASES_PER_PAGE).get_page(request.GET.get("page"))
+    judgments = selectors.run_case_judgments(run=run, case_ids=[row["case_id"] for row in page.object_list])
+    repeats = range(1, run.repeats + 1)
+    rows = []
+    for row in page.object_list:
+        cells = [judgments.get(row["case_id"], {}).get(repeat) for repeat in repeats]
+        # The row's one-line summary: the first reason a repeat gave.
+        reason = next((j.reason for j in cells if j is not None and j.reason), "")
+        rows.append({**row, "flipped": row["verdicts"] > 1, "repeats": cells, "reason": reason})
     query = request.GET.copy()
     query.pop("page", None)
     context = {
-        "run": run, "page": page, "filters": filters, "filter_query": query.urlencode(),
-        "outcomes": Outcome.choices, "choices": selectors.run_filter_choices(run=run),
+        "run": run, "page": page, "rows": rows, "repeats": repeats, "filters": filters, "table": table,
+        "filter_query": query.urlencode(), "outcomes": Outcome.choices,
+        "choices": selectors.run_filter_choices(run=run),
+        "running": run.status in {Run.Status.QUEUED, Run.Status.RUNNING},
     }
     if request.htmx and request.htmx.target == "judgments":
         return render(request, "judges/runs/run_detail.html#judgments", context)

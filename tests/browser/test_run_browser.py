@@ -117,8 +117,16 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
 
     assert page.inner_text("[data-testid=run-done]") == f"{CASES * REPEATS} / {CASES * REPEATS}"
     assert any(0 < d < CASES * REPEATS for d in seen), f"no intermediate progress was shown: {sorted(seen)}"
-    # The table reloads once the run is finished (the 286 answer's run-finished event).
-    page.wait_for_selector("text=Page 1 of 2 · 60 judgments")
+    # The table reloads once the run is finished (the 286 answer's run-finished event): one row per case,
+    # its two repeats side by side.
+    page.wait_for_function("document.querySelectorAll('[data-testid=repeat-verdict]').length === 60")
+    assert page.locator("[data-testid=case-row]").count() == CASES
+    # Sorting by failing repeats puts the failing cases (every third) first, without a reload.
+    page.click("[data-testid=sort-fails]")
+    page.wait_for_url("**sort=-fails**")
+    page.wait_for_function("document.querySelector('[data-testid=case-row] td a').innerText === 'c000'")
+    assert page.locator("[data-testid=case-row]").nth(9).locator(".verdict-fail").count() == 2
+    assert page.locator("[data-testid=case-row]").nth(10).locator(".verdict-fail").count() == 0
     shot(page, "run_finished.png", full_page=False)
 
     connection.close()  # read what the worker committed

@@ -279,39 +279,85 @@ def finished_run(eager, rubric, dataset, lead, django_capture_on_commit_callback
     return run
 
 
-def test_it_shows_each_judgment_with_its_checks(lead_client, finished_run):
+def test_it_shows_one_row_per_case_with_its_repeats_side_by_side(lead_client, finished_run):
     response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]))
 
     page = response.content.decode()
-    first = response.context["page"].object_list[0]
-    assert (first.external_id, first.repeat, first.outcome) == ("c000", 1, "fail")
-    assert "answer_present ✗" in page and "expected_tool ✓" in page
-    assert '<span class="badge verdict-fail">fail</span>' in page
-    assert reverse("labeling:case_detail", args=[first.case_id]) in page
+    rows = response.context["rows"]
+    first = rows[0]
+    assert (first["external_id"], first["fails"], first["flipped"]) == ("c000", 2, False)
+    assert [j.repeat for j in first["repeats"]] == [1, 2] and {j.outcome for j in first["repeats"]} == {"fail"}
+    assert page.count('data-testid="case-row"') == 30 and page.count('data-testid="repeat-verdict"') == 60
+    assert "answer_present ✗" in page and "expected_tool ✓" in page  # in each row's details
+    assert reverse("labeling:case_detail", args=[first["case_id"]]) in page
 
 
-def test_it_pages_judgments_fifty_at_a_time(lead_client, finished_run):
-    url = reverse("judges:run_detail", args=[finished_run.pk])
+def test_it_pages_cases_fifty_at_a_time(lead_client, rubric, dataset, lead, eager, django_capture_on_commit_callbacks):
+    make_cases(dataset, 60)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
+                                 by=lead)
+    url = reverse("judges:run_detail", args=[run.pk])
     first, second = lead_client.get(url), lead_client.get(url, {"page": 2})
-    assert len(first.context["page"].object_list) == 50
-    assert len(second.context["page"].object_list) == 10
-    assert "Page 1 of 2 · 60 judgments" in first.content.decode()
+    assert len(first.context["rows"]) == 50
+    assert len(second.context["rows"]) == 10
+    assert "Page 1 of 2 · 60 cases" in first.content.decode()
 
 
 @pytest.mark.parametrize("query, expected", [
-    ({"outcome": "fail"}, 20),
-    ({"outcome": "pass"}, 40),
+    ({"outcome": "fail"}, 10),
+    ({"outcome": "pass"}, 20),
     ({"outcome": "not_evaluated"}, 0),
-    ({"layer": "contract"}, 60),
+    ({"layer": "contract"}, 30),
     ({"layer": "behavioral"}, 0),
-    ({"q": "c01"}, 20),
-    ({"q": "c012", "outcome": "fail"}, 2),
+    ({"q": "c01"}, 10),
+    ({"q": "c012", "outcome": "fail"}, 1),
 ])
-def test_it_filters_judgments(lead_client, finished_run, query, expected):
+def test_it_filters_cases_by_their_judgments(lead_client, finished_run, query, expected):
     response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), query,
                                headers={"HX-Request": "true", "HX-Target": "judgments"})
     assert response.context["page"].paginator.count == expected
     assert response.content.decode().lstrip().startswith('<div id="judgments"')
+
+
+@pytest.mark.parametrize("sort, first_ids", [
+    ("case", ["c000", "c001", "c002"]),
+    ("-case", ["c029", "c028", "c027"]),
+    ("-fails", ["c000", "c003", "c006"]),  # every third case fails both repeats; ties by id
+    ("fails", ["c001", "c002", "c004"]),
+    ("nonsense", ["c000", "c001", "c002"]),  # an unknown key falls back to the default
+    ("-raw_output", ["c000", "c001", "c002"]),  # so does a real field that is not offered
+])
+def test_it_sorts_cases(lead_client, finished_run, sort, first_ids):
+    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), {"sort": sort})
+    assert response.status_code == 200
+    assert [row["external_id"] for row in response.context["rows"][:3]] == first_ids
+
+
+def test_it_marks_a_case_whose_repeats_flipped_and_sorts_it_first(lead_client, finished_run):
+    judgment = finished_run.judgments.get(case__external_id="c005", repeat=2)
+    judgment.outcome = "fail"
+    judgment.save(update_fields=["outcome"])
+
+    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), {"sort": "-flipped"})
+
+    first = response.context["rows"][0]
+    assert (first["external_id"], first["flipped"]) == ("c005", True)
+    assert not response.context["rows"][1]["flipped"]
+    assert '<span class="badge verdict-ne">flip</span>' in response.content.decode()
+
+
+def test_it_lists_judgments_while_the_run_is_going(lead_client, finished_run):
+    Run.objects.filter(pk=finished_run.pk).update(status=Run.Status.RUNNING)
+    finished_run.judgments.filter(case__external_id="c001", repeat=2).delete()
+
+    page = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk])).content.decode()
+
+    assert page.count('data-testid="case-row"') == 30
+    assert page.count('data-testid="repeat-verdict"') == 59
+    assert 'title="not judged yet"' in page
+    assert "every 3s" in page  # the table refreshes itself while the run goes on
 
 
 def test_it_filters_judgments_by_error(
@@ -325,7 +371,7 @@ def test_it_filters_judgments_by_error(
     response = lead_client.get(reverse("judges:run_detail", args=[run.pk]), {"error": "server error"})
 
     assert response.context["choices"]["errors"] == ["server error"]
-    assert [j.outcome for j in response.context["page"].object_list] == ["not_evaluated"] * 2
+    assert [[j.outcome for j in row["repeats"]] for row in response.context["rows"]] == [["not_evaluated"]] * 2
 
 
 def _many_runs(rubric, dataset, lead, count: int) -> None:
@@ -343,9 +389,9 @@ def test_it_shows_a_run_page_in_constant_queries(
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
                                  by=lead)
     url = reverse("judges:run_detail", args=[run.pk])
-    # session, user, the run with config/rubric/dataset/creator, the judgments' count and page,
-    # the layers and the errors present
-    with django_assert_num_queries(7):
+    # session, user, the run with config/rubric/dataset/creator, the cases' count and page, the page's
+    # judgments, the layers and the errors present
+    with django_assert_num_queries(8):
         lead_client.get(url)
     # session, user, run
     with django_assert_num_queries(3):
