@@ -29,6 +29,7 @@ urlpatterns = [
     path("runs/<int:run_id>/judgments.<str:fmt>", run_views.run_export, name="run_export"),
     # Calibration report (issue 6)
     path("runs/<int:run_id>/report/", calibration_views.run_report, name="run_report"),
+    path("runs/<int:run_id>/agreement/", calibration_views.run_agreement, name="run_agreement"),
     # Second opinions (issue 8): contested cases back to the reviewers
     path("runs/<int:run_id>/report/send-contested/", calibration_views.run_send_contested, name="run_send_contested"),
     # Bias probes (issue 9): started from a run's report, followed in its panel

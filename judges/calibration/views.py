@@ -280,6 +280,15 @@ def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 
 
 @lead_required
+def run_agreement(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run's agreement with the humans, for its row in the run list (loaded when the row shows): the
+    report's own figure, from the report's cache when it is there."""
+    run = _get_run(run_id)
+    agreement = report_data(run)["figures"]["agreement"] if run.status == Run.Status.FINISHED else None
+    return render(request, "judges/runs/_agreement.html", {"run": run, "agreement": agreement})
+
+
+@lead_required
 @require_POST
 def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
     """Send the run's contested cases to the reviewers' queue for its rubric, as requests for another

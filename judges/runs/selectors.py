@@ -21,6 +21,8 @@ ESTIMATE_SAMPLE = 20
 # Above this many (case, repeat) pairs the estimate does not look each one up in the cache.
 ESTIMATE_CACHE_LOOKUP_MAX = 20_000
 CHARS_PER_TOKEN = 4
+# The time estimate takes the mean latency of this many of the model's recent calls.
+LATENCY_SAMPLE = 200
 
 
 
@@ -35,13 +37,34 @@ CHARS_PER_TOKEN = 4
 
 
 
-def runs_for_list() -> QuerySet[Run]:
-    """Ordinary runs, newest first: a bias probe is listed on its parent's report, not here."""
-    return (
+# The run list's sort keys (evalhub.tables).
+RUN_SORTS = {
+    "created": ("created_at", "id"),
+    "rubric": ("config__rubric__slug", "config__version", "-id"),
+    "dataset": ("dataset__slug", "-id"),
+    "status": ("status", "-id"),
+    "cost": ("cost_usd", "-id"),
+    "not_evaluated": ("not_evaluated", "-id"),
+}
+
+
+def runs_for_list(*, search: str = "", ordering: tuple[str, ...] = ("-created_at", "-id")) -> QuerySet[Run]:
+    """Ordinary runs, newest first: a bias probe is listed on its parent's report, not here. `search`
+    matches the run's number, its rubric, dataset, model or creator."""
+    runs = (
         Run.objects.filter(parent__isnull=True)
         .select_related("config__rubric", "dataset", "created_by")
-        .order_by("-created_at")
+        .order_by(*ordering)
     )
+    if search:
+        matches = (
+            Q(config__rubric__slug__icontains=search) | Q(dataset__slug__icontains=search)
+            | Q(config__spec__model__icontains=search) | Q(created_by__username__icontains=search)
+        )
+        if search.removeprefix("#").isdigit():
+            matches |= Q(pk=int(search.removeprefix("#")))
+        runs = runs.filter(matches)
+    return runs
 
 
 def run_for_page(run_id: int) -> Run:
@@ -151,6 +174,17 @@ class Estimate:
     missing_prices: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     embedding_tokens: int = 0  # the semantic layer's: every answer and golden answer embedded once
+    concurrency: int = 1
+    latency_ms: int | None = None  # the model's mean latency on its recent uncached calls; None: none yet
+
+    @property
+    def waves(self) -> int:
+        """Rounds of calls at the concurrency cap."""
+        return -(-self.calls // max(self.concurrency, 1))
+
+    @property
+    def seconds(self) -> float | None:
+        return None if self.latency_ms is None else self.waves * self.latency_ms / 1000
 
     @property
     def total_tokens(self) -> int:
@@ -183,17 +217,27 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset) -> Dec
     return (estimate.embedding_tokens * price.input_per_mtok / Decimal(1_000_000)).quantize(Decimal("0.0001"))
 
 
-def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int) -> Estimate:
+def _recent_latency_ms(model: str) -> int | None:
+    """The mean latency of the model's last LATENCY_SAMPLE uncached behavioral calls, on any run."""
+    latencies = list(
+        Judgment.objects.filter(run__config__spec__model=model, cached=False, layer="behavioral")
+        .order_by("-id").values_list("latency_ms", flat=True)[:LATENCY_SAMPLE]
+    )
+    return round(sum(latencies) / len(latencies)) if latencies else None
+
+
+def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1) -> Estimate:
     """What a run would cost: cases × repeats × expected tokens × price, before it starts.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
     divided by 4; expected output tokens are params.max_tokens (the engine's default when unset), an
     upper bound. Pairs already in the cache cost nothing. A contract-only config calls no model; the
-    semantic layer adds its embeddings.
+    semantic layer adds its embeddings. The time is the calls in rounds of `concurrency` at the model's
+    recent mean latency.
     """
     spec = config.spec
     cases = dataset.cases.count()
-    estimate = Estimate(cases=cases, judgments=cases * repeats)
+    estimate = Estimate(cases=cases, judgments=cases * repeats, concurrency=concurrency)
     embedding_cost = _embedding_estimate(estimate, spec, dataset)
     if "behavioral" not in spec.get("layers", []):
         estimate.contract_only = True  # no judge model: the embeddings, if any, are the whole cost
@@ -231,6 +275,7 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int) -> Esti
                 "they call no model and cost nothing."
             )
 
+    estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
     models = [spec["model"]]
     secondary = spec.get("secondary")
     always_second = bool(

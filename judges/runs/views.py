@@ -124,7 +124,9 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
             else:
                 messages.success(request, f"Run {run.pk} queued: {run.total} judgments.")
                 return redirect("judges:run_detail", run_id=run.pk)
-        estimate = selectors.run_estimate(config=config, dataset=data["dataset"], repeats=data["repeats"])
+        estimate = selectors.run_estimate(
+            config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"]
+        )
     context = {"config": config, "rubric": config.rubric, "form": form, "estimate": estimate,
                "warnings": config_selectors.alias_warnings(config.spec)}
     if request.htmx and request.method == "GET":
@@ -134,8 +136,15 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
 
 @lead_required
 def run_list(request: HttpRequest) -> HttpResponse:
-    page = Paginator(selectors.runs_for_list(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "judges/runs/run_list.html", {"page": page})
+    """Every run, searchable and sortable, with its agreement (loaded per row), its report and a pick of
+    two runs to compare."""
+    table = table_query(request, sorts=selectors.RUN_SORTS, default="-created")
+    runs = selectors.runs_for_list(search=table.search, ordering=table.ordering)
+    page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "judges/runs/run_list.html", {"page": page, "table": table,
+                                                          "filter_query": query.urlencode()})
 
 
 def _progress_context(run: Run, since: float | None) -> dict:
@@ -151,6 +160,7 @@ def _progress_context(run: Run, since: float | None) -> dict:
         "run": run, "no_worker": no_worker, "worker_command": WORKER_COMMAND,
         "finished": run.status in {Run.Status.FINISHED, Run.Status.CANCELLED},
         "since": int(since or time.time()),
+        "took": run.finished_at - run.started_at if run.finished_at and run.started_at else None,
     }
 
 

@@ -17,6 +17,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+from playwright.sync_api import expect
 
 from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run
@@ -93,6 +94,12 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
         "document.querySelector('[data-testid=estimate-judgments]').innerText.includes('= 60')"
     )
     assert page.inner_text("[data-testid=estimate-cost]").startswith("$")
+    # Typing follows through: the concurrency changes the rounds, the repeats the judgments.
+    page.fill("#id_concurrency", "3")
+    expect(page.locator("[data-testid=estimate-time]")).to_contain_text("3 at a time")
+    assert "20 rounds" in page.inner_text("[data-testid=estimate-time]")
+    page.fill("#id_concurrency", "2")
+    expect(page.locator("[data-testid=estimate-time]")).to_contain_text("2 at a time")
     shot(page, "run_start_estimate.png")
     page.click("text=Start the run")
 
@@ -119,14 +126,15 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
     assert any(0 < d < CASES * REPEATS for d in seen), f"no intermediate progress was shown: {sorted(seen)}"
     # The table reloads once the run is finished (the 286 answer's run-finished event): one row per case,
     # its two repeats side by side.
-    page.wait_for_function("document.querySelectorAll('[data-testid=repeat-verdict]').length === 60")
+    expect(page.locator("[data-testid=repeat-verdict]")).to_have_count(CASES * REPEATS)
     assert page.locator("[data-testid=case-row]").count() == CASES
     # Sorting by failing repeats puts the failing cases (every third) first, without a reload.
     page.click("[data-testid=sort-fails]")
     page.wait_for_url("**sort=-fails**")
-    page.wait_for_function("document.querySelector('[data-testid=case-row] td a').innerText === 'c000'")
-    assert page.locator("[data-testid=case-row]").nth(9).locator(".verdict-fail").count() == 2
-    assert page.locator("[data-testid=case-row]").nth(10).locator(".verdict-fail").count() == 0
+    expect(page.locator("[data-testid=case-row] td a").first).to_have_text("c000")
+    fails_in_row = "[data-testid=repeat-verdict].verdict-fail"
+    assert page.locator("[data-testid=case-row]").nth(9).locator(fails_in_row).count() == 2
+    assert page.locator("[data-testid=case-row]").nth(10).locator(fails_in_row).count() == 0
     shot(page, "run_finished.png", full_page=False)
 
     connection.close()  # read what the worker committed

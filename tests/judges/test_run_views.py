@@ -18,7 +18,7 @@ from judges.engine import build_messages
 from judges.models import Judgment, ModelPrice, Run
 from judges.runs import services
 from judges.runs.services import engine_case
-from labeling.models import Dataset
+from labeling.models import Dataset, Label
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 
 
@@ -74,6 +74,34 @@ def test_it_estimates_cases_times_repeats_times_tokens_times_price(lead_client, 
     assert (estimate.judgments, estimate.calls, estimate.input_tokens_per_call) == (75, 75, tokens_in)
     assert estimate.cost_usd == expected.quantize(Decimal("0.0001"))
     assert f"${estimate.cost_usd.normalize()}" in response.content.decode()
+
+
+def test_the_estimate_partial_follows_repeats_and_concurrency(lead_client, rubric, dataset, lead):
+    cases = make_cases(dataset, 25)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    earlier = Run.objects.create(config=config, dataset=dataset, created_by=lead)
+    Judgment.objects.bulk_create([
+        Judgment(run=earlier, case=cases[0], repeat=1, outcome="pass", layer="behavioral", latency_ms=600),
+        Judgment(run=earlier, case=cases[1], repeat=1, outcome="pass", layer="behavioral", latency_ms=1000),
+        Judgment(run=earlier, case=cases[2], repeat=1, outcome="pass", layer="behavioral", latency_ms=9000,
+                 cached=True),  # a cache hit says nothing of the model's speed
+    ])
+    htmx = {"HX-Request": "true", "HX-Target": "estimate"}
+
+    slow = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 3, "concurrency": 5},
+                           headers=htmx)
+    fast = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 4, "concurrency": 50},
+                           headers=htmx)
+
+    assert slow.content.decode().lstrip().startswith('<section id="estimate"')  # the partial alone
+    # 75 calls, 5 at a time: 15 rounds of the model's recent 800 ms mean = 12 s.
+    assert (slow.context["estimate"].waves, slow.context["estimate"].seconds) == (15, 12.0)
+    assert "~12 s: 75 calls, 5 at a time (15 rounds of ~800 ms" in slow.content.decode()
+    assert "25 cases × 4 repeats = 100" in fast.content.decode()
+    assert (fast.context["estimate"].waves, fast.context["estimate"].seconds) == (2, 1.6)
+    bad = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": "x", "concurrency": 0},
+                          headers=htmx)
+    assert bad.status_code == 200 and bad.context["estimate"] is None
 
 
 def test_it_says_when_the_model_has_no_price(lead_client, rubric, dataset, lead):
@@ -399,12 +427,63 @@ def test_it_shows_a_run_page_in_constant_queries(
 
 
 @pytest.mark.parametrize("runs", [1, 5, 30])
-def test_it_lists_runs_in_constant_queries(lead_client, rubric, dataset, lead, django_assert_num_queries, runs):
+@pytest.mark.parametrize("query", [{}, {"q": "store", "sort": "-cost"}])
+def test_it_lists_runs_in_constant_queries(
+    lead_client, rubric, dataset, lead, django_assert_num_queries, runs, query
+):
     _many_runs(rubric, dataset, lead, runs)
-    # session, user, the count, the page of runs with configs, rubrics, datasets and creators
+    # session, user, the count, the page of runs with configs, rubrics, datasets and creators; each
+    # row's agreement is loaded by its own request once it shows
     with django_assert_num_queries(4):
-        response = lead_client.get(reverse("judges:run_list"))
+        response = lead_client.get(reverse("judges:run_list"), query)
     assert len(response.context["page"].object_list) == runs
+
+
+def test_it_searches_and_sorts_runs(lead_client, rubric, dataset, lead):
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    other = Dataset.objects.create(slug="billing-chat", name="Billing")
+    cheap = Run.objects.create(config=config, dataset=dataset, created_by=lead, cost_usd=Decimal("0.5"))
+    dear = Run.objects.create(config=config, dataset=dataset, created_by=lead, cost_usd=Decimal("3"))
+    billing = Run.objects.create(config=config, dataset=other, created_by=lead, cost_usd=Decimal("1"))
+    url = reverse("judges:run_list")
+
+    def listed(**query):
+        return [run.pk for run in lead_client.get(url, query).context["page"].object_list]
+
+    assert listed() == [billing.pk, dear.pk, cheap.pk]  # newest first
+    assert listed(q="billing") == [billing.pk]
+    assert listed(q="store-supp") == [dear.pk, cheap.pk]
+    assert listed(q=f"#{cheap.pk}") == [cheap.pk]
+    assert listed(sort="-cost") == [dear.pk, billing.pk, cheap.pk]
+    assert listed(sort="cost") == [cheap.pk, billing.pk, dear.pk]
+    assert listed(sort="dataset") == [billing.pk, dear.pk, cheap.pk]
+    assert listed(sort="created_by__password") == [billing.pk, dear.pk, cheap.pk]  # not offered: the default
+    page = lead_client.get(url, {"q": "nothing-like-it"}).content.decode()
+    assert "No run matches “nothing-like-it”." in page
+
+
+def test_it_picks_two_finished_runs_to_compare(lead_client, finished_run, dataset, lead):
+    Run.objects.create(config=finished_run.config, dataset=dataset, created_by=lead)  # queued: not comparable
+    page = lead_client.get(reverse("judges:run_list")).content.decode()
+
+    assert f'action="{reverse("judges:run_compare")}"' in page
+    assert page.count('type="radio" name="a"') == page.count('type="radio" name="b"') == 1
+    assert f'value="{finished_run.pk}"' in page
+    assert reverse("judges:run_agreement", args=[finished_run.pk]) in page
+
+
+def test_it_shows_a_runs_agreement_with_a_link_to_its_report(lead_client, finished_run, rubric, reviewer):
+    # The contract fails every third case (no answer); the humans fail c000 and pass c001, c002.
+    for external_id, verdict in (("c000", "fail"), ("c001", "pass"), ("c002", "fail")):
+        case = finished_run.dataset.cases.get(external_id=external_id)
+        Label.objects.create(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict,
+                             content_hash=case.content_hash)
+
+    response = lead_client.get(reverse("judges:run_agreement", args=[finished_run.pk]))
+
+    html = response.content.decode()
+    assert 'data-testid="run-agreement">66.7 %</a>' in html  # 4 of 6 judgments agree
+    assert reverse("judges:run_report", args=[finished_run.pk]) in html
 
 
 def test_it_downloads_a_runs_judgments(lead_client, finished_run):
