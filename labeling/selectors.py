@@ -60,14 +60,31 @@ def datasets_with_counts() -> QuerySet[Dataset]:
     return Dataset.objects.annotate(case_count=Count("cases")).prefetch_related("reviewers").order_by("slug")
 
 
-def dataset_case_rows(*, dataset: Dataset, category: str | None = None, split: str | None = None) -> QuerySet:
-    """Rows for a dataset's case list: the start of input and output only, so long answers stay in the DB."""
+# The case list's sort keys (evalhub.tables): import order, id, category, split.
+CASE_SORTS = {
+    "imported": ("pk",),
+    "id": ("external_id", "pk"),
+    "category": ("category", "pk"),
+    "split": ("split", "pk"),
+}
+
+
+def dataset_case_rows(
+    *, dataset: Dataset, category: str | None = None, split: str | None = None, search: str = "",
+    ordering: tuple[str, ...] = ("pk",),
+) -> QuerySet:
+    """Rows for a dataset's case list: the start of input and output only, so long answers stay in the DB.
+    `search` matches the case's id, input or output."""
     cases = Case.objects.filter(dataset=dataset)
     if category is not None:
         cases = cases.filter(category=category)
     if split is not None:
         cases = cases.filter(split=split)
-    return cases.order_by("pk").values(
+    if search:
+        cases = cases.filter(
+            Q(external_id__icontains=search) | Q(input__icontains=search) | Q(output__icontains=search)
+        )
+    return cases.order_by(*ordering).values(
         "pk", "external_id", "category", "split",
         input_preview=Left("input", PREVIEW_CHARS), output_preview=Left("output", PREVIEW_CHARS),
     )

@@ -15,6 +15,7 @@ from django_htmx.http import trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.tables import table_query
 from labeling import services
 from labeling.agreement import reviewer_agreement
 from labeling.exporting import cases_export, labels_export, report_export, report_rubrics
@@ -48,6 +49,7 @@ from labeling.queue import (
     queues_for,
 )
 from labeling.selectors import (
+    CASE_SORTS,
     case_for_page,
     case_labels_by_rubric,
     cases_with_human_verdict,
@@ -106,16 +108,18 @@ CASES_PER_PAGE = 50
 
 @vary_on_headers("HX-Request")
 def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    """Leads' list of a dataset's cases, 50 a page, filtered by category and split."""
+    """Leads' list of a dataset's cases, 50 a page, filtered by category and split, searched, sorted."""
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    table = table_query(request, sorts=CASE_SORTS, default="imported")
     category = request.GET.get("category")
     split = request.GET.get("split") if request.GET.get("split") in Case.Split.values else None
-    rows = dataset_case_rows(dataset=dataset, category=category if category else None, split=split)
+    rows = dataset_case_rows(dataset=dataset, category=category if category else None, split=split,
+                             search=table.search, ordering=table.ordering)
     page = Paginator(rows, CASES_PER_PAGE).get_page(request.GET.get("page"))
     filters = request.GET.copy()
     filters.pop("page", None)
     context = {
-        "dataset": dataset, "page": page, "category": category or "", "split": split or "",
+        "dataset": dataset, "page": page, "category": category or "", "split": split or "", "table": table,
         "filter_query": filters.urlencode(),
     }
     if request.htmx:

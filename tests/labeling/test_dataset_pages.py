@@ -89,11 +89,33 @@ def test_an_htmx_request_gets_only_the_case_table(lead_client, dataset):
 
 
 @pytest.mark.parametrize("n", [1, 60, 150])
-def test_the_case_list_query_count_does_not_grow(lead_client, dataset, django_assert_num_queries, n):
+@pytest.mark.parametrize("query", [{}, {"q": "question", "sort": "-id"}])
+def test_the_case_list_query_count_does_not_grow(lead_client, dataset, django_assert_num_queries, n, query):
     add_cases(dataset, n, category="policy")
     # session + user, dataset, count, page of rows, categories, rubrics with labels here, all rubrics
     with django_assert_num_queries(8):
-        lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug]), {"page": 2})
+        lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug]), {"page": 2, **query})
+
+
+def test_it_searches_cases_by_id_input_or_answer(lead_client, dataset):
+    cases_import_objects(dataset=dataset, objects=[
+        {"external_id": "refund-1", "input": "Where is my parcel?", "output": "It ships today."},
+        {"external_id": "ship-2", "input": "Can I get a REFUND?", "output": "Yes."},
+        {"external_id": "other-3", "input": "Hello", "output": "The refund desk opens at 9."},
+        {"external_id": "other-4", "input": "Hi", "output": "Hi!"},
+    ])
+    url = reverse("labeling:dataset_detail", args=[dataset.slug])
+
+    def found(**query):
+        return [r["external_id"] for r in lead_client.get(url, query).context["page"].object_list]
+
+    assert found(q="refund") == ["refund-1", "ship-2", "other-3"]  # in import order
+    assert found(q="refund", sort="-id") == ["ship-2", "refund-1", "other-3"]
+    assert found(sort="id") == ["other-3", "other-4", "refund-1", "ship-2"]
+    assert found(sort="input") == ["refund-1", "ship-2", "other-3", "other-4"]  # not offered: import order
+    assert found(q="  parcel  ") == ["refund-1"]
+    page = lead_client.get(url, {"q": "nowhere"}, headers={"HX-Request": "true"}).content.decode()
+    assert "No case matches these filters." in page
 
 
 def test_long_answers_are_cut_in_the_list(lead_client, dataset):
