@@ -18,7 +18,7 @@ SEARCH_MAX_CHARS = 200
 class TableQuery:
     search: str
     sort: str  # a whitelisted key, "-" first for descending
-    ordering: tuple[str, ...]  # the ORM fields for order_by()
+    ordering: tuple  # the ORM fields (or ordering expressions) for order_by()
     keep: str  # the query string without sort and page, for the sort links
 
     @property
@@ -31,7 +31,7 @@ class TableQuery:
 
 
 def table_query(
-    request: HttpRequest, *, sorts: Mapping[str, tuple[str, ...]], default: str, search_param: str = "q"
+    request: HttpRequest, *, sorts: Mapping[str, tuple], default: str, search_param: str = "q"
 ) -> TableQuery:
     """The table's search text and sort from the request. `sorts` maps a key to its ascending ORM
     fields, the first sorting and the rest breaking ties; descending reverses the first.
@@ -42,7 +42,12 @@ def table_query(
     fields = sorts[sort.removeprefix("-")]
     if sort.startswith("-"):  # the first field is reversed; the rest break ties the same way both ways
         first = fields[0]
-        fields = (first.removeprefix("-") if first.startswith("-") else f"-{first}", *fields[1:])
+        if isinstance(first, str):
+            first = first.removeprefix("-") if first.startswith("-") else f"-{first}"
+        else:  # an expression such as F("x").asc(nulls_first=True)
+            first = first.copy()
+            first.reverse_ordering()
+        fields = (first, *fields[1:])
     keep: QueryDict = request.GET.copy()
     for name in ("sort", "page"):
         keep.pop(name, None)

@@ -3,7 +3,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, F, Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -483,6 +483,13 @@ def disputes_index(request: HttpRequest) -> HttpResponse:
 
 
 DISPUTES_PER_PAGE = 25
+# The disputes' orders (evalhub.tables): ties (no verdict) first, by case id, most labels first.
+DISPUTE_SORTS = {
+    "ties": (F("human_verdict").asc(nulls_first=True), "pk"),
+    "case": ("external_id", "pk"),
+    "labels": ("label_count", "pk"),
+}
+DISPUTE_SORT_CHOICES = [("ties", "ties first"), ("case", "case id"), ("-labels", "most labels first")]
 
 
 @lead_required
@@ -492,13 +499,18 @@ def disputes(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRespo
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
     rubric = get_object_or_404(Rubric, slug=rubric_slug)
     status = request.GET.get("status") if request.GET.get("status") in {OPEN, DECIDED, ALL} else OPEN
-    page = Paginator(dispute_cases(dataset=dataset, rubric=rubric, status=status), DISPUTES_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
+    table = table_query(request, sorts=DISPUTE_SORTS, default="ties")
+    cases = dispute_cases(dataset=dataset, rubric=rubric, status=status).order_by(*table.ordering)
+    if table.search:
+        cases = cases.filter(
+            Q(external_id__icontains=table.search) | Q(input__icontains=table.search)
+            | Q(output__icontains=table.search)
+        )
+    page = Paginator(cases, DISPUTES_PER_PAGE).get_page(request.GET.get("page"))
     with_dispute_details(page.object_list, rubric=rubric)
     return render(request, "labeling/disputes.html", {
-        "dataset": dataset, "rubric": rubric, "page": page, "status": status,
-        "counts": dispute_counts(dataset=dataset, rubric=rubric),
+        "dataset": dataset, "rubric": rubric, "page": page, "status": status, "table": table,
+        "sort_choices": DISPUTE_SORT_CHOICES, "counts": dispute_counts(dataset=dataset, rubric=rubric),
     })
 
 
@@ -516,8 +528,12 @@ def _dispute_row(
     if case is None:  # its labels agree now and nobody adjudicated it
         case = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk=case_id)).get()
     with_dispute_details([case], rubric=rubric)
-    return render(request, "labeling/disputes.html#dispute",
-                  {"dataset": dataset, "rubric": rubric, "case": case, "notice": notice})
+    # The tabs' counts change with a decision: they come along, swapped out of band.
+    status = request.POST.get("status") if request.POST.get("status") in {OPEN, DECIDED, ALL} else OPEN
+    return render(request, "labeling/disputes.html#dispute", {
+        "dataset": dataset, "rubric": rubric, "case": case, "notice": notice, "oob": True, "status": status,
+        "counts": dispute_counts(dataset=dataset, rubric=rubric),
+    })
 
 
 @lead_required

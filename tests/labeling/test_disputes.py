@@ -54,6 +54,9 @@ def test_adjudication_decides_the_human_verdict_with_who_and_when(lead_client, l
     body = response.content.decode()
     assert body.lstrip().startswith(f'<article class="card dispute" id="dispute-{tie.pk}"')
     assert "decided" in body and lead.username in body and "Rob is right" in body
+    # The tabs' counts come along out of band: one dispute fewer open, one decided.
+    assert '<nav class="tabs" id="dispute-tabs" aria-label="Which disputes" hx-swap-oob="true">' in body
+    assert "Open (1)" in body and "Decided (1)" in body
     decision = Adjudication.objects.get(case=tie, rubric=rubric)
     assert (decision.verdict, decision.decided_by, decision.note) == ("fail", lead, "Rob is right")
     assert cases_with_human_verdict(rubric=rubric).get(pk=tie.pk).human_verdict == "fail"
@@ -114,9 +117,25 @@ def test_a_bad_adjudication_changes_nothing(lead_client, dataset, rubric, disput
     assert not Adjudication.objects.exists()
 
 
+def test_it_searches_and_orders_disputes(lead_client, dataset, rubric, disputed):
+    tie, split, _, _ = disputed
+    url = disputes_url(dataset, rubric)
+
+    def listed(**query):
+        return [c.pk for c in lead_client.get(url, query).context["page"]]
+
+    assert listed(q=split.external_id) == [split.pk]
+    assert listed(sort="-labels") == [split.pk, tie.pk]  # three labels before two
+    assert listed(sort="-ties") == [split.pk, tie.pk]  # ties last
+    assert listed(sort="-case") == sorted([tie.pk, split.pk], key=lambda pk: -pk)
+    assert listed(sort="human_verdict") == [tie.pk, split.pk]  # not offered: ties first
+    assert "No dispute matches “zzz”." in lead_client.get(url, {"q": "zzz"}).content.decode()
+
+
 @pytest.mark.parametrize("n", [2, 12])
+@pytest.mark.parametrize("query", [{}, {"q": "c", "sort": "-labels"}])
 def test_the_disputes_page_runs_the_same_queries_however_many_disputes(
-    lead_client, dataset, rubric, reviewer, second_reviewer, django_assert_num_queries, n
+    lead_client, dataset, rubric, reviewer, second_reviewer, django_assert_num_queries, n, query
 ):
     for case in make_cases(dataset, n):
         give_label(case, rubric, reviewer, "pass", "note")
@@ -124,5 +143,5 @@ def test_the_disputes_page_runs_the_same_queries_however_many_disputes(
     # 2 session and user, 1 dataset, 1 rubric, 1 count and 1 page of disputes, 1 labels with reviewers,
     # 1 adjudications, 1 tab counts = 9.
     with django_assert_num_queries(9):
-        response = lead_client.get(disputes_url(dataset, rubric))
+        response = lead_client.get(disputes_url(dataset, rubric), query)
     assert len(response.context["page"].object_list) == n
