@@ -212,8 +212,16 @@ def queues_for(*, user: User) -> list[dict]:
     ]
 
 
-def labels_history(*, user: User, dataset: Dataset | None = None, rubric: Rubric | None = None) -> QuerySet[Label]:
-    """The user's labels, newest first, with `changed` (stopped counting), for the datasets they may see."""
+# A reviewer's history's sort keys (evalhub.tables).
+HISTORY_SORTS = {"when": ("updated_at", "id"), "case": ("case__external_id", "id"), "verdict": ("verdict", "-id")}
+
+
+def labels_history(
+    *, user: User, dataset: Dataset | None = None, rubric: Rubric | None = None, search: str = "",
+    ordering: tuple = ("-updated_at", "-id"),
+) -> QuerySet[Label]:
+    """The user's labels, newest first, with `changed` (stopped counting), for the datasets they may see;
+    `search` matches the case's id or the label's note."""
     labels = Label.objects.filter(reviewer=user)
     if not user.is_lead:
         labels = labels.filter(case__dataset__in=user.assigned_datasets.all())
@@ -221,4 +229,6 @@ def labels_history(*, user: User, dataset: Dataset | None = None, rubric: Rubric
         labels = labels.filter(case__dataset=dataset)
     if rubric is not None:
         labels = labels.filter(rubric=rubric)
-    return labels.select_related("case__dataset", "rubric").order_by("-updated_at", "-id")
+    if search:
+        labels = labels.filter(Q(case__external_id__icontains=search) | Q(note__icontains=search))
+    return labels.select_related("case__dataset", "rubric").order_by(*ordering)

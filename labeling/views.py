@@ -42,6 +42,7 @@ from labeling.overview import (
     with_dispute_details,
 )
 from labeling.queue import (
+    HISTORY_SORTS,
     labels_history,
     last_label,
     progress_of,
@@ -450,12 +451,14 @@ def history(request: HttpRequest) -> HttpResponse:
         dataset = _get_dataset_for_user(request, slug)
     if rubric_slug := request.GET.get("rubric"):
         rubric = get_object_or_404(Rubric, slug=rubric_slug)
-    labels = labels_history(user=request.user, dataset=dataset, rubric=rubric)
+    table = table_query(request, sorts=HISTORY_SORTS, default="-when")
+    labels = labels_history(user=request.user, dataset=dataset, rubric=rubric, search=table.search,
+                            ordering=table.ordering)
     page = Paginator(labels, HISTORY_PER_PAGE).get_page(request.GET.get("page"))
     filters = request.GET.copy()
     filters.pop("page", None)
     return render(request, "labeling/history.html", {
-        "page": page, "dataset": dataset, "rubric": rubric, "filter_query": filters.urlencode(),
+        "page": page, "dataset": dataset, "rubric": rubric, "filter_query": filters.urlencode(), "table": table,
     })
 
 

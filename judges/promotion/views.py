@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -19,6 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.tables import table_query
 from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
@@ -282,6 +284,11 @@ def rubric_thresholds(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return redirect("judges:promotion_rubric", slug=rubric.slug)
 
 
+# The audit log's orders (evalhub.tables).
+AUDIT_SORTS = {"when": ("id",), "rubric": ("rubric__slug", "-id"), "who": ("by__username", "-id")}
+AUDIT_SORT_CHOICES = [("-when", "newest first"), ("when", "oldest first"), ("rubric", "by rubric"), ("who", "by who")]
+
+
 @lead_required
 def audit_log(request: HttpRequest) -> HttpResponse:
     """Every promotion, demotion and thresholds or fail_closed change, newest first; read-only."""
@@ -297,7 +304,13 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         events = events.filter(kind=kind)
     else:
         kind = ""
-    page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+    table = table_query(request, sorts=AUDIT_SORTS, default="-when")
+    if table.search:
+        events = events.filter(Q(reason__icontains=table.search) | Q(by__username__icontains=table.search))
+    page = Paginator(events.order_by(*table.ordering), EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return render(request, "judges/promotion/audit_log.html", {
         "page": page, "rubrics": rubrics, "chosen": chosen, "kind": kind, "kinds": RubricEvent.Kind.choices,
+        "table": table, "sort_choices": AUDIT_SORT_CHOICES, "filter_query": query.urlencode(),
     })

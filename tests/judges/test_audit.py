@@ -44,6 +44,30 @@ def test_it_filters_by_rubric_and_kind(lead_client, history, lead):
     assert text.count('<tr data-kind="promote"') == 1 and text.count('<tr data-kind="') == 1
 
 
+def _kinds(text: str) -> list[str]:
+    return [row.split('"')[0] for row in text.split('<tr data-kind="')[1:]]
+
+
+def test_it_searches_the_reason_and_who_and_orders_the_log(lead_client, history):
+    url = reverse("judges:audit_log")
+    assert _kinds(lead_client.get(url, {"q": "tighter"}).text) == ["thresholds"]
+    assert _kinds(lead_client.get(url, {"q": "leo"}).text) == ["demote"]
+    assert _kinds(lead_client.get(url, {"sort": "when"}).text) == ["promote", "demote", "thresholds"]
+    assert _kinds(lead_client.get(url, {"sort": "who"}).text) == ["thresholds", "promote", "demote"]  # lena, leo
+    assert _kinds(lead_client.get(url, {"sort": "reason"}).text) == ["thresholds", "demote", "promote"]  # default
+
+
+@pytest.mark.parametrize("query", [{}, {"q": "e", "sort": "rubric"}])
+def test_the_log_runs_the_same_queries_however_many_entries(lead_client, history, lead, django_assert_num_queries,
+                                                            query, rubric):
+    for _ in range(5):
+        rubric_thresholds_change(rubric=rubric, reason="Again.", by=lead, agreement_floor=0.9)
+        rubric_thresholds_change(rubric=rubric, reason="Back.", by=lead, agreement_floor=0.85)
+    # session, user, the rubrics' slugs, the count, the page of entries with rubric, who and run
+    with django_assert_num_queries(5):
+        lead_client.get(reverse("judges:audit_log"), query)
+
+
 def test_the_admin_shows_entries_but_cannot_add_change_or_delete_them(client, admin_user, history):
     client.force_login(admin_user)
     event = RubricEvent.objects.filter(kind="promote").get()

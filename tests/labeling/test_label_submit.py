@@ -160,6 +160,24 @@ def test_history_lists_the_reviewers_labels_newest_first(reviewer_client, review
     assert f"?case={a.pk}&amp;back=history" in body
 
 
+def test_history_searches_case_ids_and_notes_and_sorts(reviewer_client, reviewer, dataset, rubric):
+    a, b, c = make_cases(dataset, 3)
+    submit(a, rubric, reviewer, "pass", "refund window")
+    submit(b, rubric, reviewer, "fail")
+    submit(c, rubric, reviewer, "fail", "tone")
+    url = reverse("labeling:history")
+
+    def listed(**query):
+        return [label.case_id for label in reviewer_client.get(url, query).context["page"]]
+
+    assert listed(q="refund") == [a.pk]
+    assert listed(q=b.external_id) == [b.pk]
+    assert listed(sort="when") == [a.pk, b.pk, c.pk]
+    assert listed(sort="verdict") == [c.pk, b.pk, a.pk]  # fail before pass, newest first within
+    assert listed(sort="-case") == [c.pk, b.pk, a.pk]
+    assert listed(sort="reviewer__password") == [c.pk, b.pk, a.pk]  # not offered: newest first
+
+
 def test_revising_from_history_goes_back_to_history(reviewer_client, reviewer, dataset, rubric):
     case = make_case(dataset, "again")
     give_label(case, rubric, reviewer, "pass")
@@ -280,5 +298,5 @@ def test_history_runs_the_same_queries_however_many_labels(reviewer_client, revi
         give_label(case, rubric, reviewer)
     # 2 session and user, 1 count and 1 page of labels with their cases, datasets and rubrics = 4.
     with django_assert_num_queries(4):
-        response = reviewer_client.get(reverse("labeling:history"))
+        response = reviewer_client.get(reverse("labeling:history"), {"q": "c0", "sort": "case"})
     assert len(response.context["page"].object_list) == n
