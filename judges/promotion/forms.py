@@ -68,15 +68,32 @@ class DemoteForm(_ReasonForm):
 _LABELS = {
     "min_cases": ("Cases with a human verdict, at least", 1),
     "min_repeats": ("Repeats K, at least", 1),
-    "agreement_floor": ("Agreement floor (≥)", 0.01),
-    "agreement_ceiling": ("Agreement ceiling (<)", 0.01),
-    "min_true_pass_rate": ("True pass rate, at least", 0.01),
-    "min_true_fail_rate": ("True fail rate, at least", 0.01),
-    "max_flip_rate": ("Flip rate, at most", 0.01),
-    "min_coverage": ("Coverage, at least", 0.01),
-    "max_probe_moved": ("Verdicts moved by bias probes, at most", 0.01),
+    "agreement_floor": ("Agreement floor (≥)", 0.1),
+    "agreement_ceiling": ("Agreement ceiling (<)", 0.1),
+    "min_true_pass_rate": ("True pass rate, at least", 0.1),
+    "min_true_fail_rate": ("True fail rate, at least", 0.1),
+    "max_flip_rate": ("Flip rate, at most", 0.1),
+    "min_coverage": ("Coverage, at least", 0.1),
+    "max_probe_moved": ("Verdicts moved by bias probes, at most", 0.1),
     "min_cases_per_kind": ("Cases of each calibration kind, at least", 1),
 }
+
+
+class PercentField(forms.FloatField):
+    """A rate typed and shown in percent like the report (80 for 0.8); cleaned to the stored fraction."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(min_value=0, max_value=100, **kwargs)
+
+    def prepare_value(self, value):
+        # The stored fraction (initial) is shown as a percentage; typed text is shown as typed.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return f"{value * 100:g}"
+        return value
+
+    def clean(self, value):
+        percent = super().clean(value)
+        return None if percent is None else round(percent / 100, 6)
 
 
 class ThresholdsForm(_ReasonForm):
@@ -100,10 +117,7 @@ class ThresholdsForm(_ReasonForm):
             )
         for name in RATE_THRESHOLDS:
             label, step = _LABELS[name]
-            self.fields[name] = forms.FloatField(
-                label=label, min_value=0, max_value=1, help_text="a fraction: 0.8 is 80 %",
-                widget=forms.NumberInput(attrs={"step": step}),
-            )
+            self.fields[name] = PercentField(label=f"{label} (%)", widget=forms.NumberInput(attrs={"step": step}))
         for name in OPTIONAL_COUNT_THRESHOLDS:
             label, step = _LABELS[name]
             self.fields[name] = forms.IntegerField(
@@ -113,9 +127,8 @@ class ThresholdsForm(_ReasonForm):
             )
         for name in OPTIONAL_RATE_THRESHOLDS:
             label, step = _LABELS[name]
-            self.fields[name] = forms.FloatField(
-                label=label, min_value=0, max_value=1, required=False,
-                help_text="a fraction: 0.1 is 10 %; blank: no such rule",
+            self.fields[name] = PercentField(
+                label=f"{label} (%)", required=False, help_text="blank: no such rule",
                 widget=forms.NumberInput(attrs={"step": step}),
             )
         self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,

@@ -138,8 +138,8 @@ def test_it_can_require_every_calibration_kind(rubric, dataset, lead, reviewer):
 
 # ---- the thresholds page and the rubric editor ----------------------------------------------------------
 
-THRESHOLDS = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 0.8, "agreement_ceiling": 1.0,
-              "min_true_pass_rate": 0.7, "min_true_fail_rate": 0.7, "max_flip_rate": 0.05, "min_coverage": 0.95}
+THRESHOLDS = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreement_ceiling": 100,  # percent
+              "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95}
 
 
 def test_the_thresholds_page_turns_human_evidence_off_and_on_audited(lead_client, rubric):

@@ -110,14 +110,14 @@ def test_the_thresholds_form_adds_and_clears_the_rule(run, rubric, lead_client):
     page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
     assert 'name="max_probe_moved"' in page and "Verdicts moved by bias probes, at most" in page
     fields = {
-        "min_cases": 30, "min_repeats": 2, "agreement_floor": 0.8, "agreement_ceiling": 1.0,
-        "min_true_pass_rate": 0.7, "min_true_fail_rate": 0.7, "max_flip_rate": 0.05, "min_coverage": 0.95,
+        "min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreement_ceiling": 100,  # percent
+        "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95,
         "reason": REASON,
     }
-    assert lead_client.post(url, fields | {"max_probe_moved": "0.1"}).status_code == 302
+    assert lead_client.post(url, fields | {"max_probe_moved": "10"}).status_code == 302
     rubric.refresh_from_db()
     assert rubric.max_probe_moved == 0.1
-    assert lead_client.post(url, fields | {"max_probe_moved": "2"}).status_code == 400
+    assert lead_client.post(url, fields | {"max_probe_moved": "200"}).status_code == 400
     assert lead_client.post(url, fields | {"max_probe_moved": ""}).status_code == 302
     rubric.refresh_from_db()
     assert rubric.max_probe_moved is None

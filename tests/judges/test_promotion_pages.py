@@ -76,17 +76,22 @@ def test_it_demotes_and_changes_thresholds_through_the_page(lead_client, lead, r
     assert response.status_code == 302
     rubric.refresh_from_db()
     assert rubric.stage == "draft"
-    data = {"min_cases": 50, "min_repeats": 3, "agreement_floor": 0.85, "agreement_ceiling": 0.99,
-            "min_true_pass_rate": 0.7, "min_true_fail_rate": 0.7, "max_flip_rate": 0.05, "min_coverage": 0.95,
+    data = {"min_cases": 50, "min_repeats": 3, "agreement_floor": 85, "agreement_ceiling": 99,
+            "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95,
             "fail_closed": "on", "reason": "Checkout is critical."}
     response = lead_client.post(reverse("judges:promotion_thresholds", args=[rubric.slug]), data)
     assert response.status_code == 302
     rubric.refresh_from_db()
     assert (rubric.min_cases, rubric.min_repeats, rubric.agreement_ceiling, rubric.fail_closed) == (50, 3, 0.99, True)
+    # Rates are typed and shown in percent, like the report; stored as fractions.
+    assert rubric.agreement_floor == 0.85
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    assert 'name="agreement_floor" value="85"' in page and 'name="max_flip_rate" value="5"' in page
+    assert "Agreement floor (≥) (%)" in page and "DESIGN" not in page
     kinds = list(RubricEvent.objects.order_by("id").values_list("kind", flat=True))
     assert kinds == ["promote", "demote", "thresholds", "fail_closed"]
     response = lead_client.post(reverse("judges:promotion_thresholds", args=[rubric.slug]),
-                                {**data, "agreement_floor": 0.99})
+                                {**data, "agreement_floor": 99})
     assert response.status_code == 400 and "ceiling must be above the floor" in response.text
 
 
