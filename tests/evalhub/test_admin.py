@@ -29,3 +29,13 @@ def test_it_revokes_tokens_from_the_list(client, admin_user):
     assert response.status_code == 302
     token.refresh_from_db()
     assert token.revoked_at >= earlier
+
+
+def test_a_new_token_comes_with_a_copy_button_and_the_admin_with_the_favicon(client, admin_user):
+    client.force_login(admin_user)
+    response = client.post(reverse("admin:evalhub_apitoken_add"), {"name": "ci", "scopes": [Scope.GATES_READ]})
+    page = response.content.decode()
+    assert response.status_code == 200 and 'id="plain-token"' in page
+    assert 'data-copy="#plain-token"' in page and "/static/js/copy.js" in page  # a static file: no inline script
+    assert "<script>" not in page
+    assert 'rel="icon" href="/static/favicon.svg"' in client.get(reverse("admin:index")).content.decode()
