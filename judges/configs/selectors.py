@@ -8,6 +8,7 @@ from django.db.models import Count, Max, Q, QuerySet
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
+from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run
 from judges.runs.services import engine_case
 from labeling.models import Case, Dataset, Rubric
@@ -23,6 +24,24 @@ def alias_warnings(spec: dict) -> list[str]:
                 "answers with, and the verdicts with it. Prefer a dated snapshot."
             )
     return warnings
+
+
+def key_warnings(spec: dict) -> list[str]:
+    """A behavioral judge that names no variable for its key reads the provider's default one, which the
+    worker (or CI) may well not have: say so before a run finds out."""
+    if "behavioral" not in spec.get("layers", []) or spec.get("api_key_env"):
+        return []
+    default = DEFAULT_KEY_ENVS.get(spec.get("provider") or "")
+    fallback = f"the provider's default {default}" if default else "no key at all"
+    return [
+        f"This behavioral config names no key variable (api_key_env): its runs use {fallback}. "
+        "Name the variable that holds the key where the worker and CI run, e.g. EVALHUB_JUDGE_API_KEY."
+    ]
+
+
+def config_warnings(spec: dict) -> list[str]:
+    """What a lead should know about a config before running it: aliases, a missing key variable."""
+    return alias_warnings(spec) + key_warnings(spec)
 
 
 def rubrics_with_configs() -> QuerySet[Rubric]:

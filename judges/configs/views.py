@@ -129,8 +129,7 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
                                "was saved.")
     else:
         messages.success(request, f"Saved {rubric.slug} v{config.version} (config_hash {config.config_hash[:12]}…).")
-    for warning in selectors.alias_warnings(config.spec):
-        messages.warning(request, warning)
+    # The config page the save redirects to shows the warnings: once, not again as messages.
     return config
 
 
@@ -178,7 +177,8 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     return render(request, "judges/configs/config_detail.html", {
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
-        "warnings": [] if config.external else selectors.alias_warnings(spec) + _self_preference(config),
+        "json_schema_text": _pretty(spec["json_schema"]) if spec.get("json_schema") else "",
+        "warnings": [] if config.external else selectors.config_warnings(spec) + _self_preference(config),
         "behavioral": behavioral, "previewed": preview is not None, "preview_form": preview_form,
         "preview": preview,
         "prices": [(m, prices.get(m)) for m in models],

@@ -128,7 +128,7 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
             config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"]
         )
     context = {"config": config, "rubric": config.rubric, "form": form, "estimate": estimate,
-               "warnings": config_selectors.alias_warnings(config.spec)}
+               "warnings": config_selectors.config_warnings(config.spec)}
     if request.htmx and request.method == "GET":
         return render(request, "judges/runs/run_create.html#estimate", context)
     return render(request, "judges/runs/run_create.html", context)

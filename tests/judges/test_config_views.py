@@ -121,6 +121,7 @@ def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
     config = JudgeConfig.objects.get()
     assert config.spec["model"] == "gpt-4o-mini"  # saved all the same
     assert "The model &#x27;gpt-4o-mini&#x27; is an alias, not a pinned snapshot" in page
+    assert page.count("is an alias, not a pinned snapshot") == 2  # once per model, not again as a message
     assert "The secondary model &#x27;claude-sonnet-4-5&#x27; is an alias" in page
     # The config page keeps saying it, not only the message after saving.
     detail = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
@@ -224,6 +225,34 @@ def test_it_says_which_case_is_missing_in_a_preview(lead_client, rubric, dataset
     page = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
                            {"preview_dataset": dataset.slug, "preview_case": "nope"}).content.decode()
     assert "has no case &#x27;nope&#x27;" in page
+
+
+def test_it_shows_the_spec_as_readable_fields_with_the_json_folded(lead_client, rubric, lead):
+    spec = behavioral_spec(policy="Refunds within 30 days.\nNever <b>promise</b> more.",
+                           prompt_template="Judge this.\n{criteria}\n{policy}\n{question}\n{answer}")
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+
+    page = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
+
+    assert 'data-testid="spec-fields"' in page
+    assert "Refunds within 30 days.<br>Never &lt;b&gt;promise&lt;/b&gt; more." in page  # text, escaped
+    assert '<pre class="prompt-text" data-testid="spec-prompt">Judge this.\n{criteria}' in page
+    assert "key from <code>EVALHUB_JUDGE_API_KEY</code>" in page and "temperature</span> 0" in page
+    assert '<details class="raw-spec"><summary>The whole spec as JSON</summary>' in page
+    assert "names no key variable" not in page
+
+
+def test_it_warns_when_a_behavioral_config_names_no_key_variable(lead_client, rubric, lead):
+    keyless = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(api_key_env=None), by=lead)
+    contract = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+
+    page = lead_client.get(reverse("judges:config_detail", args=[keyless.pk])).content.decode()
+    start = lead_client.get(reverse("judges:run_create", args=[keyless.pk])).content.decode()
+
+    assert "names no key variable (api_key_env): its runs use the provider&#x27;s default OPENAI_API_KEY" in page
+    assert "names no key variable" in start
+    assert "names no key variable" not in lead_client.get(
+        reverse("judges:config_detail", args=[contract.pk])).content.decode()  # no model, no key
 
 
 def test_it_shows_a_contract_only_config_without_a_prompt(lead_client, rubric, lead):
