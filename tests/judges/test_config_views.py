@@ -255,6 +255,23 @@ def test_it_warns_when_a_behavioral_config_names_no_key_variable(lead_client, ru
         reverse("judges:config_detail", args=[contract.pk])).content.decode()  # no model, no key
 
 
+def test_the_editor_folds_the_sections_a_config_does_not_use(lead_client, rubric, lead):
+    url = reverse("judges:config_create", args=[rubric.slug])
+    config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    plain = lead_client.get(url).content.decode()
+    assert '<details class="card fold" data-testid="fold-secondary">' in plain  # folded
+    assert '<details class="card fold" data-testid="fold-semantic">' in plain
+    assert '<details class="card fold" data-testid="fold-contract">' in plain
+
+    secondary = {"role": "fallback", "provider": "openai", "model": "gpt-4.1-2025-04-14"}
+    config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(
+        layers=["contract", "behavioral"], contract_checks=["answer_present"], secondary=secondary), by=lead)
+    used = lead_client.get(url).content.decode()
+    assert '<details class="card fold" data-testid="fold-secondary" open>' in used
+    assert '<details class="card fold" data-testid="fold-contract" open>' in used
+    assert '<details class="card fold" data-testid="fold-semantic">' in used
+
+
 def test_it_shows_a_contract_only_config_without_a_prompt(lead_client, rubric, lead):
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     page = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
