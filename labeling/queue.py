@@ -5,11 +5,12 @@ The next case is one SQL query whatever the dataset's size. It reads two things 
 with its number of labels and of lead requests, indexed in queue order.
 """
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from evalhub.models import User
@@ -192,10 +193,13 @@ def dataset_tallies(*, dataset: Dataset, rubric: Rubric) -> dict:
 
 
 def queues_for(*, user: User) -> list[dict]:
-    """The (dataset, rubric) queues a user may open, with their own label count in each: three queries.
+    """The (dataset, rubric) queues a user may open, with their own label count in each and how many
+    cases are left for them: five queries.
 
-    Reviewers get their assigned datasets; leads every dataset. Draft and live rubrics alike: labels
-    are what a rubric is calibrated on before it is promoted.
+    Left: the cases that still need a label (under labels_per_case plus a lead's requests) and that they
+    have not labeled, plus their labels that stopped counting. Reviewers get their assigned datasets;
+    leads every dataset. Draft and live rubrics alike: labels are what a rubric is calibrated on before
+    it is promoted.
     """
     datasets = list(Dataset.objects.all() if user.is_lead else user.assigned_datasets.all())
     rubrics = list(Rubric.objects.order_by("slug"))
@@ -205,8 +209,22 @@ def queues_for(*, user: User) -> list[dict]:
         .values("case__dataset", "rubric")
         .annotate(n=Count("id"))
     }
+    mine = Label.objects.filter(case=OuterRef("case"), rubric=OuterRef("rubric"), reviewer=user)
+    needing = (
+        CaseTally.objects.filter(dataset__in=datasets, labels__lt=F("rubric__labels_per_case") + F("requested"))
+        .exclude(Exists(mine))
+        .values("dataset", "rubric")
+        .annotate(n=Count("id"))
+    )
+    left = Counter({(row["dataset"], row["rubric"]): row["n"] for row in needing})
+    left.update({
+        (row["dataset"], row["rubric"]): row["n"]
+        for row in Label.objects.filter(reviewer=user, stale=True, dataset__in=datasets)
+        .values("dataset", "rubric").annotate(n=Count("id"))
+    })
     return [
-        {"dataset": dataset, "rubric": rubric, "mine": counts.get((dataset.pk, rubric.pk), 0)}
+        {"dataset": dataset, "rubric": rubric, "mine": counts.get((dataset.pk, rubric.pk), 0),
+         "left": left[(dataset.pk, rubric.pk)]}
         for dataset in sorted(datasets, key=lambda d: d.slug)
         for rubric in rubrics
     ]
