@@ -96,7 +96,11 @@ def test_it_lists_the_changed_cases_with_links(lead_client, pair):
     # Each run's outcomes repeat by repeat, beside its verdict.
     c2 = table[table.index('data-case="c2"'):]
     c2 = c2[:c2.index("</tr>")]
-    assert "fail · fail" in c2 and "pass · fail" in c2
+    b_cell = c2.split('title="run B', 1)[1]
+    assert c2.count('data-testid="repeat-a"') == c2.count('data-testid="repeat-b"') == 2  # side by side
+    assert '<span class="badge verdict-fail" data-testid="repeat-a">fail</span><span class="badge verdict-fail"' in c2
+    assert ('<span class="badge verdict-pass" data-testid="repeat-b">pass</span>'
+            '<span class="badge verdict-fail" data-testid="repeat-b">fail</span>') in b_cell
     assert reverse("labeling:case_detail", args=[pair["cases"]["c1"].pk]) in table
     assert "<strong>2</strong> fixed" in html and "<strong>1</strong> broken" in html
 
