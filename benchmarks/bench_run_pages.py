@@ -5,7 +5,7 @@
 It uses a database of its own on DATABASE_URL's server (`evalhub_bench_runs` unless --database says
 otherwise): created, migrated, and dropped at the end (--keep keeps it). With N cases (default
 10,000) and 2 repeats it times:
-1. a contract-only run judged in this process exactly as a worker does (chunk_claim / chunk_judge);
+1. a contract-only run judged in this process exactly as a worker does (run_work_here);
 2. the run page (first page, a filtered page, the last page), the polled progress partial, the run list;
 3. the start form's estimate of a behavioral config over the dataset (prompts of 20 cases, a cache
    lookup of every (case, repeat));
@@ -85,11 +85,7 @@ def main() -> None:
         run = _create_run(config=config, dataset=dataset, by=lead)
         Run.objects.filter(pk=run.pk).update(repeats=args.repeats, total=total)
 
-        def judge_all() -> None:
-            while (chunk := services.chunk_claim(run_id=run.pk)) is not None:
-                services.chunk_judge(chunk=chunk)
-
-        _, seconds = timed("contract-only run, judged and recorded", judge_all)
+        _, seconds = timed("contract-only run, judged and recorded", lambda: services.run_work_here(run_id=run.pk))
         run.refresh_from_db()
         assert run.status == Run.Status.FINISHED and Judgment.objects.filter(run=run).count() == total
         print(f"  {'':<52} {total / seconds:9,.0f} judgments/s")

@@ -255,11 +255,15 @@ def _broker() -> tuple[str, dict]:
             "control_folder": str(folder / "control"),
             "store_processed": False,
         }
-    if urlsplit(url).scheme not in {"redis", "rediss"}:
+    scheme = urlsplit(url).scheme
+    if scheme in {"amqp", "amqps"}:
+        # RabbitMQ redelivers an unacknowledged task as soon as its worker's connection drops.
+        return url, {}
+    if scheme not in {"redis", "rediss"}:
         raise ImproperlyConfigured(
-            f"CELERY_BROKER_URL has the scheme {urlsplit(url).scheme!r}; evalhub uses redis:// or rediss://."
+            f"CELERY_BROKER_URL has the scheme {scheme!r}; evalhub uses redis:// (rediss://) or amqp:// (amqps://)."
         )
-    # Redis redelivers an unacknowledged task only after visibility_timeout; chunk leases are shorter
+    # Redis redelivers an unacknowledged task only after visibility_timeout; run leases are shorter
     # still, so this only bounds how long a lost message waits.
     return url, {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 600)}
 
@@ -277,9 +281,11 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # EVALHUB_JUDGE_* (judges.engine.envnames; the app's own, DJANGO_* and the like, stay refused).
 EVALHUB_JUDGE_ENV_ALLOW = env_names("EVALHUB_JUDGE_ENV_ALLOW")
 
-# Run work: chunks of cases, each claimed with a lease the worker keeps extending while alive.
+# Run work (judges.runs.services): a task holds the run's lease, extending it every second while alive, and
+# works the run's cases, read ahead a chunk at a time, for a window of time before it queues the run again.
 EVALHUB_CHUNK_CASES = env_int("EVALHUB_CHUNK_CASES", 20)
-EVALHUB_CHUNK_LEASE_SECONDS = env_int("EVALHUB_CHUNK_LEASE_SECONDS", 120)
+EVALHUB_RUN_LEASE_SECONDS = env_int("EVALHUB_RUN_LEASE_SECONDS", 120)
+EVALHUB_RUN_WINDOW_SECONDS = env_int("EVALHUB_RUN_WINDOW_SECONDS", 60)
 EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)
 # The sweep requeues runs whose lease ran out; a worker started with -B (scripts/start.sh) runs it.
 # The drift check (DESIGN "Stale evidence and drift") judges each promoted rubric's current cases; daily by default.

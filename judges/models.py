@@ -105,6 +105,12 @@ class Run(models.Model):
         help_text="The run this probe measures; empty for an ordinary run.",
     )
     probe = models.CharField(max_length=12, choices=Probe.choices, blank=True, default="")
+    # The lease of the one task at work on the run (judges.runs.services): one holder at a time keeps the
+    # run's concurrency cap across workers; a killed worker's lease runs out and another takes the run.
+    lease_token = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    # The start form's idempotency token: a double click or a resubmitted form starts one run.
+    start_token = models.UUIDField(null=True, blank=True, unique=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -115,10 +121,11 @@ class Run(models.Model):
 
 
 class RunChunk(models.Model):
-    """A slice of a run's work, claimed by a worker with a lease that expires.
+    """A slice of a run's cases: the unit a run's task reads ahead and marks done once all is recorded.
 
-    A worker killed mid-chunk leaves `claimed_until` in the past; the next claim takes the chunk
-    again and judges only the (case, repeat) pairs that have no judgment yet.
+    The lease is the run's (Run.lease_until): a worker killed mid-chunk leaves the chunk not done, and the
+    next holder of the run takes it again and judges only the (case, repeat) pairs with no judgment yet.
+    `attempts` counts how many times a task took the chunk up.
     """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="chunks")
@@ -127,7 +134,6 @@ class RunChunk(models.Model):
     # A probe's chunk: {case_id: human verdict} as it stood when the probe started, so the variant
     # each case gets (the injected instruction goes only into human-failed cases) never shifts under it.
     human_verdicts = models.JSONField(null=True, blank=True)
-    claimed_until = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     done_at = models.DateTimeField(null=True, blank=True)
 

@@ -69,9 +69,8 @@ def create_demo_run(*, rubric: Rubric, dataset: Dataset, by) -> Run:
 
 
 def _judge_here(run: Run) -> Run:
-    # What a worker does, in this process: claim a chunk, judge it, until the claim marks the run finished.
-    while (chunk := services.chunk_claim(run_id=run.pk)) is not None:
-        services.chunk_judge(chunk=chunk)
+    # What a worker does, in this process, window after window until the run is finished.
+    services.run_work_here(run_id=run.pk)
     run.refresh_from_db()
     return run
 

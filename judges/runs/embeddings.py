@@ -1,8 +1,10 @@
-"""The semantic layer's embeddings in the database (CachedEmbedding), for one chunk of a run.
+"""The semantic layer's embeddings in the database (CachedEmbedding), for one window of a run's work.
 
-The engine's threads make no database call: a chunk's embeddings are read before it is judged and
-the new ones written after, like the judgment cache.
+The engine's threads make no database call: each chunk's embeddings are read before its cases are judged
+and the new ones written as the window records its results, like the judgment cache.
 """
+
+import threading
 
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import MemoryCache, embedding_key
@@ -11,36 +13,46 @@ from judges.models import CachedEmbedding
 
 
 class StoredEmbeddings(MemoryCache):
-    """The chunk's embeddings as stored, remembering the ones the engine adds."""
+    """A window's embeddings as stored, remembering the ones the engine adds until they are saved."""
 
-    def __init__(self, stored: dict[str, list[float]]) -> None:
+    def __init__(self) -> None:
         super().__init__(copies=False)
+        self._new: dict[str, list[float]] = {}
+        self._new_lock = threading.Lock()
+
+    def preload(self, stored: dict[str, list[float]]) -> None:
         for key, vector in stored.items():
             super().put(key, {"vector": vector})
-        self.new: dict[str, list[float]] = {}
 
     def put(self, key: str, value: dict) -> None:
         super().put(key, value)
-        self.new[key] = value["vector"]
+        with self._new_lock:
+            self._new[key] = value["vector"]
+
+    def take_new(self) -> dict[str, list[float]]:
+        with self._new_lock:
+            new, self._new = self._new, {}
+        return new
 
 
-def stored_embeddings(*, config: EngineConfig, cases: list[dict]) -> StoredEmbeddings | None:
-    """The stored embeddings of every text the cases' semantic layer needs; None without the layer."""
+def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list[float]]:
+    """The stored embeddings of every text the cases' semantic layer needs (none without the layer)."""
     s = config.semantic
     if s is None:
-        return None
+        return {}
     keys = {
         embedding_key(provider=s.provider, model=s.model, dimensions=s.dimensions, text=text)
         for case in cases
         for text in texts_to_embed(case)
     }
-    return StoredEmbeddings(dict(CachedEmbedding.objects.filter(key__in=keys).values_list("key", "vector")))
+    return dict(CachedEmbedding.objects.filter(key__in=keys).values_list("key", "vector"))
 
 
 def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
-    if embeddings is not None and embeddings.new:
+    new = embeddings.take_new() if embeddings is not None else {}
+    if new:
         CachedEmbedding.objects.bulk_create(
-            [CachedEmbedding(key=key, vector=vector) for key, vector in embeddings.new.items()],
+            [CachedEmbedding(key=key, vector=vector) for key, vector in new.items()],
             ignore_conflicts=True,
             batch_size=500,
         )

@@ -14,6 +14,14 @@ class RunStartForm(forms.Form):
         help_text="Each case is judged this many times (K); promotion needs K ≥ 2 to measure flips.",
     )
     concurrency = forms.IntegerField(min_value=1, max_value=64, initial=4, help_text="Calls in flight at once.")
+    # Made when the form is shown: posting the same form twice (a double click, a resubmit) starts one run.
+    start_token = forms.UUIDField(
+        widget=forms.HiddenInput,
+        error_messages={
+            "required": "This form has no start token: reload the page and start the run again.",
+            "invalid": "This form's start token is not valid: reload the page and start the run again.",
+        },
+    )
     spend_cap_usd = forms.DecimalField(
         min_value=Decimal("0.01"), max_digits=10, decimal_places=4, required=False, label="Spend cap (USD)",
         help_text="Optional. Once reached, the rest is not evaluated (“spend cap”).",

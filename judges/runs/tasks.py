@@ -11,22 +11,24 @@ from judges.runs import services
 log = logging.getLogger(__name__)
 
 
-@shared_task(name=services.RUN_WORK_TASK, acks_late=True, soft_time_limit=30 * 60, time_limit=31 * 60)
+# A window lasts EVALHUB_RUN_WINDOW_SECONDS plus the last calls' time; the limits leave room for slow calls.
+@shared_task(name=services.RUN_WORK_TASK, acks_late=True, soft_time_limit=15 * 60, time_limit=16 * 60)
 def run_work(run_id: int) -> None:
-    """Judge the run's next chunk, then queue the one after it."""
-    chunk = services.chunk_claim(run_id=run_id)
-    if chunk is None:
-        # A drift run that has just finished stores its figures (a no-op for any other run).
-        drift_check_record(run_id=run_id)
-        return
-    recorded = services.chunk_judge(chunk=chunk)
-    log.info("run %s chunk %s: %s judgments recorded", run_id, chunk.index, recorded)
-    run_work.delay(run_id)
+    """Work one window of the run under its lease, then queue the next window if work is left."""
+    token = services.run_claim(run_id=run_id)
+    if token is not None:
+        more = services.run_window(run_id=run_id, token=token)
+        log.info("run %s: window done, %s", run_id, "more to do" if more else "nothing more here")
+        if more:
+            run_work.delay(run_id)
+            return
+    # A drift run that has just finished stores its figures (a no-op for any other run).
+    drift_check_record(run_id=run_id)
 
 
 @shared_task(name="judges.sweep_runs", ignore_result=True)
 def sweep_runs() -> list[int]:
-    """Requeue runs whose chunk lease ran out (a worker died) or whose message was lost."""
+    """Requeue runs whose lease ran out (a worker died) or whose message was lost."""
     run_ids = services.runs_needing_work()
     for run_id in run_ids:
         run_work.delay(run_id)

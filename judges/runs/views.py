@@ -4,6 +4,7 @@ Writes go through judges.runs.services (configs, runs) except the one-row price 
 """
 
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
 
 from django.contrib import messages
@@ -106,7 +107,7 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         form = RunStartForm(request.POST)
     else:
         defaults = {"repeats": RunStartForm.base_fields["repeats"].initial,
-                    "concurrency": RunStartForm.base_fields["concurrency"].initial}
+                    "concurrency": RunStartForm.base_fields["concurrency"].initial, "start_token": uuid.uuid4()}
         first = Dataset.objects.order_by("slug").values_list("slug", flat=True).first()
         data = {**defaults, "dataset": first or "", **request.GET.dict()}
         form = RunStartForm(data)
@@ -118,11 +119,13 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
                 run = services.run_start(
                     config=config, dataset=data["dataset"], repeats=data["repeats"],
                     concurrency=data["concurrency"], spend_cap_usd=data["spend_cap_usd"], by=request.user,
+                    start_token=data["start_token"],
                 )
             except services.RunError as exc:
                 form.add_error(None, str(exc))
             else:
-                messages.success(request, f"Run {run.pk} queued: {run.total} judgments.")
+                # The same words whether this request started the run or an earlier post of the same form did.
+                messages.success(request, f"Run {run.pk} started from this form: {run.total} judgments.")
                 return redirect("judges:run_detail", run_id=run.pk)
         estimate = selectors.run_estimate(
             config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"]
@@ -224,7 +227,7 @@ def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run(run_id)
     services.run_cancel(run=run)
-    messages.success(request, f"Run {run.pk} cancelled: no further chunk will be claimed.")
+    messages.success(request, f"Run {run.pk} cancelled: the calls in flight finish, no new call starts.")
     return redirect("judges:run_detail", run_id=run.pk)
 
 

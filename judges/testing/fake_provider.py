@@ -15,12 +15,19 @@ response trickled one byte a second, malformed JSON, a score of 7, a missing fie
     curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "fault": "429", "fault_count": 1}'
     curl -X POST localhost:8765/_control -d '{"model": "claude-x", "rule": {"kind": "always_fail"}}'
     curl -X POST localhost:8765/_control -d '{"model": "text-embedding-3-small", "fault": "500"}'
-    curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency
+    curl -X POST localhost:8765/_control -d '{"latency_ms": 200, "latency_sigma": 0.8, "latency_seed": 7}'
+    curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency; latency served
     curl -X POST localhost:8765/_reset
 
 A `model` in a control request scopes its settings to that model (so a primary and a secondary
 judge can disagree, or one can fail while the other answers); other models use the defaults.
 Tests drive it through `FakeProvider`, which runs it as a subprocess on a free port.
+
+Latency: `latency_ms` alone is fixed; with `latency_sigma` it is the median of a log-normal (real
+providers' latencies are heavy-tailed), drawn from a generator per model seeded by `latency_seed` and the
+model's name, so the same calls draw the same latencies again after a reset or a latency change. `_stats`
+reports the latency served (summed, in ms; a benchmark's ideal time is that sum over its concurrency) and
+the peak number of calls in flight.
 """
 
 import argparse
@@ -28,8 +35,10 @@ import base64
 import functools
 import hashlib
 import json
+import math
 import os
 import queue
+import random
 import re
 import socket
 import subprocess
@@ -81,7 +90,9 @@ RULE_KINDS = (
     "not",
 )
 DEFAULTS: dict[str, Any] = {
-    "latency_ms": 0,
+    "latency_ms": 0,  # the median when latency_sigma is set
+    "latency_sigma": 0.0,  # the log-normal's sigma; 0: every call waits latency_ms exactly
+    "latency_seed": 0,
     "fault": None,
     "fault_count": None,  # None: the fault applies to every call until changed
     "retry_after": 1,
@@ -231,6 +242,8 @@ class State:
             # Wall-clock bounds of the calls (time.time()): a benchmark's "first call to last".
             self.first_call_at: float | None = None
             self.last_call_end: float | None = None
+            self.latency_rngs: dict[str, random.Random] = {}
+            self.latency_ms_served: Counter[str] = Counter()
             self.seen: Counter[str] = Counter()
             self.requests: deque[dict[str, Any]] = deque(maxlen=500)
 
@@ -244,13 +257,17 @@ class State:
             raise ValueError(f"fault: expected one of {', '.join(FAULTS)} or null")
         if "rule" in body:
             validate_rule(body["rule"])
-        for name in ("latency_ms", "retry_after", "hang_s"):
+        for name in ("latency_ms", "latency_sigma", "latency_seed", "retry_after", "hang_s"):
             if name in body and (isinstance(body[name], bool) or not isinstance(body[name], int | float)):
                 raise ValueError(f"{name}: expected a number")
         count = body.get("fault_count")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
             raise ValueError("fault_count: expected a non-negative integer or null")
+        if any(body.get(name, 0) < 0 for name in ("latency_ms", "latency_sigma")):
+            raise ValueError("latency_ms and latency_sigma: expected numbers of at least 0")
         with self.lock:
+            if {"latency_ms", "latency_sigma", "latency_seed"} & set(body):
+                self.latency_rngs.clear()  # draws start again from the seed
             settings = self.scopes.setdefault(scope, {})
             if "fault" in body:
                 body.setdefault("fault_count", None)  # a new fault without a count applies to every call
@@ -260,8 +277,10 @@ class State:
                 self.remaining[scope] = settings["fault_count"]
             return {"scope": scope, "settings": dict(settings)}
 
-    def begin(self, endpoint: str, model: str, digest: str, record: dict[str, Any]) -> tuple[dict, str | None, int]:
-        """Count a call, and decide its settings and its fault (using up a fault_count)."""
+    def begin(
+        self, endpoint: str, model: str, digest: str, record: dict[str, Any]
+    ) -> tuple[dict, str | None, int, float]:
+        """Count a call, and decide its settings, its fault (using up a fault_count) and its latency in ms."""
         with self.lock:
             self.total += 1
             self.by_endpoint[endpoint] += 1
@@ -286,7 +305,15 @@ class State:
                         self.remaining[fault_scope] = left - 1
             if fault is not None:
                 self.by_fault[fault] += 1
-            return settings, fault, nth
+            latency = float(settings["latency_ms"])
+            if settings["latency_sigma"]:
+                rng = self.latency_rngs.get(model)
+                if rng is None:
+                    rng = self.latency_rngs[model] = random.Random(f"{settings['latency_seed']}:{model}")
+                latency *= math.exp(settings["latency_sigma"] * rng.gauss(0.0, 1.0))
+            if fault != "timeout":
+                self.latency_ms_served[model] += latency
+            return settings, fault, nth, latency
 
     def end(self) -> None:
         with self.lock:
@@ -304,6 +331,8 @@ class State:
                 "max_in_flight": self.max_in_flight,
                 "first_call_at": self.first_call_at,
                 "last_call_end": self.last_call_end,
+                "latency_ms_served": round(sum(self.latency_ms_served.values()), 3),
+                "latency_ms_served_by_model": {m: round(v, 3) for m, v in self.latency_ms_served.items()},
             }
 
 
@@ -464,9 +493,9 @@ class Handler(BaseHTTPRequestHandler):
             "structured": schema is not None,
         }
         state = self.state
-        settings, fault, nth = state.begin(api, model, digest, record)
+        settings, fault, nth, latency_ms = state.begin(api, model, digest, record)
         try:
-            if self._wait_and_fail(api, settings, fault):
+            if self._wait_and_fail(api, settings, fault, latency_ms):
                 return
             scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
             answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest)
@@ -527,12 +556,12 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             state.end()
 
-    def _wait_and_fail(self, api: str, settings: dict[str, Any], fault: str | None) -> bool:
+    def _wait_and_fail(self, api: str, settings: dict[str, Any], fault: str | None, latency_ms: float) -> bool:
         """The latency, then the HTTP-level fault if one is due; True when the response is sent (or dropped)."""
         if fault == "timeout":
             self.state.wake.wait(float(settings["hang_s"]))
-        elif settings["latency_ms"]:
-            time.sleep(settings["latency_ms"] / 1000)
+        elif latency_ms:
+            time.sleep(latency_ms / 1000)
         if fault == "disconnect":
             self.close_connection = True  # no response at all: the client sees the connection drop
             return True
@@ -575,9 +604,9 @@ class Handler(BaseHTTPRequestHandler):
                   "authorized": bool(self.headers.get("Authorization"))}
         digest = hashlib.sha256(json.dumps([model, inputs, dimensions]).encode()).hexdigest()
         state = self.state
-        settings, fault, _ = state.begin("embeddings", model, digest, record)
+        settings, fault, _, latency_ms = state.begin("embeddings", model, digest, record)
         try:
-            if self._wait_and_fail("openai", settings, fault):
+            if self._wait_and_fail("openai", settings, fault, latency_ms):
                 return
             data = []
             for i, text in enumerate(inputs):

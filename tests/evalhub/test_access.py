@@ -73,6 +73,18 @@ def test_it_fails_loudly_on_a_bad_database_url(monkeypatch):
 def test_it_fails_loudly_on_a_bad_broker_url(monkeypatch):
     from evalhub import settings as settings_module
 
-    monkeypatch.setenv("CELERY_BROKER_URL", "amqp://guest@localhost//")
+    monkeypatch.setenv("CELERY_BROKER_URL", "sqs://key@localhost//")
     with pytest.raises(ImproperlyConfigured, match="CELERY_BROKER_URL"):
         settings_module._broker()
+
+
+@pytest.mark.parametrize(
+    ("url", "options"),
+    [("redis://127.0.0.1:6379/3", {"visibility_timeout": 600}), ("amqp://guest:guest@127.0.0.1:5672//", {})],
+)
+def test_it_takes_a_redis_or_a_rabbitmq_broker(monkeypatch, url, options):
+    from evalhub import settings as settings_module
+
+    monkeypatch.setenv("CELERY_BROKER_URL", url)
+    monkeypatch.delenv("CELERY_VISIBILITY_TIMEOUT", raising=False)
+    assert settings_module._broker() == (url, options)

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from judges.configs import services as config_services
-from judges.models import Judgment, ModelPrice, Run, RunChunk
+from judges.models import Judgment, ModelPrice, Run
 from judges.runs import services
 from labeling.models import Case, case_split, labeled_content_hash
 
@@ -123,21 +123,45 @@ def test_it_records_a_judgment_only_once(eager, dataset, rubric, lead, django_ca
     assert (run.done, run.input_tokens, run.judgments.count()) == (1, 7, 1)
 
 
-def test_it_claims_one_chunk_at_a_time_and_takes_back_an_expired_lease(dataset, rubric, lead, settings):
-    settings.EVALHUB_CHUNK_CASES = 2
+def test_it_leases_a_run_to_one_task_at_a_time_and_takes_back_an_expired_lease(dataset, rubric, lead):
     make_cases(dataset, 4)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None, by=lead)
 
-    chunk = services.chunk_claim(run_id=run.pk)
-    assert chunk.index == 0 and chunk.attempts == 1
-    assert services.chunk_claim(run_id=run.pk) is None  # a live lease: the run's cap holds
+    token = services.run_claim(run_id=run.pk)
+    run.refresh_from_db()
+    assert token and run.lease_token == token and run.status == Run.Status.RUNNING
+    assert services.run_claim(run_id=run.pk) is None  # a live lease: the run's cap holds across workers
     assert services.runs_needing_work() == []
 
-    RunChunk.objects.filter(pk=chunk.pk).update(claimed_until=timezone.now() - timedelta(seconds=1))
+    Run.objects.filter(pk=run.pk).update(lease_until=timezone.now() - timedelta(seconds=1))  # its worker died
     assert services.runs_needing_work() == [run.pk]
-    again = services.chunk_claim(run_id=run.pk)
-    assert (again.pk, again.attempts) == (chunk.pk, 2)
+    again = services.run_claim(run_id=run.pk)
+    assert again and again != token
+    # The task that lost its lease does not release the new holder's, nor queue the run again.
+    assert services._window_end(run_id=run.pk, token=token) is False
+    run.refresh_from_db()
+    assert run.lease_token == again
+
+
+def test_it_works_a_bounded_window_then_leaves_the_rest_to_the_next_task(dataset, rubric, lead, settings):
+    settings.EVALHUB_CHUNK_CASES = 2
+    settings.EVALHUB_RUN_WINDOW_SECONDS = 0  # a window takes what it reads ahead at its start, no more
+    make_cases(dataset, 12)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None, by=lead)
+
+    token = services.run_claim(run_id=run.pk)
+    assert services.run_window(run_id=run.pk, token=token) is True  # work is left: the task queues the run
+    run.refresh_from_db()
+    assert 0 < run.done < 12 and run.status == Run.Status.RUNNING
+    assert (run.lease_token, run.lease_until) == ("", None)  # released: the next task takes it at once
+    assert run.chunks.filter(done_at__isnull=False).count() == run.done // 2
+
+    services.run_work_here(run_id=run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.done, run.judgments.count()) == (Run.Status.FINISHED, 12, 12)
+    assert run.lease_until is None
 
 
 def test_it_claims_nothing_once_cancelled(dataset, rubric, lead):
@@ -147,7 +171,7 @@ def test_it_claims_nothing_once_cancelled(dataset, rubric, lead):
     services.run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is not None
-    assert services.chunk_claim(run_id=run.pk) is None
+    assert services.run_claim(run_id=run.pk) is None
     assert services.runs_needing_work() == []
 
 

@@ -6,6 +6,8 @@ configs call the fake provider over HTTP. tests/browser/test_run_browser.py runs
 """
 
 import json
+import threading
+import uuid
 from datetime import timedelta
 from decimal import Decimal
 
@@ -33,7 +35,8 @@ def start_url(config) -> str:
 
 
 def start_run(client, config, capture, **fields) -> Run:
-    data = {"dataset": "store-support", "repeats": 2, "concurrency": 3, "spend_cap_usd": "", **fields}
+    data = {"dataset": "store-support", "repeats": 2, "concurrency": 3, "spend_cap_usd": "",
+            "start_token": uuid.uuid4(), **fields}
     with capture(execute=True):
         response = client.post(start_url(config), data)
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -136,10 +139,75 @@ def test_it_refuses_a_dataset_without_cases_on_the_form(lead_client, rubric, dat
     Dataset.objects.create(slug="empty", name="Empty")
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
 
-    response = lead_client.post(start_url(config), {"dataset": "empty", "repeats": 1, "concurrency": 1})
+    response = lead_client.post(start_url(config), {"dataset": "empty", "repeats": 1, "concurrency": 1,
+                                                    "start_token": uuid.uuid4()})
 
     assert response.status_code == 200
     assert "The dataset empty has no cases." in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_it_starts_one_run_when_the_same_form_is_posted_twice(
+    lead_client, rubric, dataset, lead, django_capture_on_commit_callbacks
+):
+    make_cases(dataset, 3)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    form = lead_client.get(start_url(config)).context["form"]
+    data = {"dataset": dataset.slug, "repeats": 1, "concurrency": 1, "start_token": form["start_token"].value()}
+
+    with django_capture_on_commit_callbacks() as queued:
+        first = lead_client.post(start_url(config), data)
+        second = lead_client.post(start_url(config), data)  # a double click, or the form sent again
+
+    run = Run.objects.get()
+    assert first.status_code == second.status_code == 302
+    assert first.url == second.url == reverse("judges:run_detail", args=[run.pk])
+    assert len(queued) == 1  # its work was queued once
+    # A fresh form is a new intention: it starts another run.
+    fresh = lead_client.get(start_url(config)).context["form"]["start_token"].value()
+    assert fresh != data["start_token"]
+    lead_client.post(start_url(config), {**data, "start_token": fresh})
+    assert Run.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_starts_one_run_when_two_posts_of_a_form_arrive_at_once(client, rubric, dataset, lead, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # a contract-only run, judged in the request's thread
+    make_cases(dataset, 3)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    data = {"dataset": dataset.slug, "repeats": 1, "concurrency": 1, "start_token": uuid.uuid4()}
+    together = threading.Barrier(2)
+    responses = []
+
+    def post() -> None:
+        from django.db import connection
+        from django.test import Client
+
+        own = Client()
+        own.force_login(lead)
+        together.wait()
+        try:
+            responses.append(own.post(start_url(config), data))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    run = Run.objects.get()
+    assert [r.status_code for r in responses] == [302, 302]
+    assert {r.url for r in responses} == {reverse("judges:run_detail", args=[run.pk])}
+
+
+def test_it_refuses_a_form_without_its_start_token(lead_client, rubric, dataset, lead):
+    make_cases(dataset, 1)
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    response = lead_client.post(start_url(config), {"dataset": dataset.slug, "repeats": 1, "concurrency": 1})
+    assert response.status_code == 200
+    assert "This form has no start token: reload the page" in response.content.decode()
     assert not Run.objects.exists()
 
 
