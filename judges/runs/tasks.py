@@ -3,7 +3,7 @@
 import logging
 
 from celery import shared_task
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 
 from judges.drift.services import drift_check_record
 from judges.runs import services
@@ -41,3 +41,11 @@ def sweep_runs() -> list[int]:
 def sweep_when_a_worker_starts(sender, **kwargs) -> None:
     # A worker coming back is the moment to pick up what a killed one left.
     sender.app.send_task("judges.sweep_runs")
+
+
+@worker_init.connect
+def import_the_sdks_before_the_pool_forks(**kwargs) -> None:
+    # The engine imports an SDK on first use, which takes seconds: done once here, in the worker's main
+    # process before it forks its pool, no child spends them in the middle of a lead's run.
+    import anthropic  # noqa: F401
+    import openai  # noqa: F401

@@ -242,6 +242,8 @@ class State:
             # Wall-clock bounds of the calls (time.time()): a benchmark's "first call to last".
             self.first_call_at: float | None = None
             self.last_call_end: float | None = None
+            self.in_flight_by_model: Counter[str] = Counter()
+            self.max_in_flight_by_model: Counter[str] = Counter()
             self.latency_rngs: dict[str, random.Random] = {}
             self.latency_ms_served: Counter[str] = Counter()
             self.seen: Counter[str] = Counter()
@@ -289,6 +291,10 @@ class State:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if self.first_call_at is None:
                 self.first_call_at = time.time()
+            self.in_flight_by_model[model] += 1
+            self.max_in_flight_by_model[model] = max(
+                self.max_in_flight_by_model[model], self.in_flight_by_model[model]
+            )
             nth = self.seen[digest]
             self.seen[digest] += 1
             self.requests.append(record)
@@ -315,10 +321,11 @@ class State:
                 self.latency_ms_served[model] += latency
             return settings, fault, nth, latency
 
-    def end(self) -> None:
+    def end(self, model: str) -> None:
         with self.lock:
             self.in_flight -= 1
             self.last_call_end = time.time()
+            self.in_flight_by_model[model] -= 1
 
     def stats(self) -> dict[str, Any]:
         with self.lock:
@@ -331,6 +338,7 @@ class State:
                 "max_in_flight": self.max_in_flight,
                 "first_call_at": self.first_call_at,
                 "last_call_end": self.last_call_end,
+                "max_in_flight_by_model": dict(self.max_in_flight_by_model),
                 "latency_ms_served": round(sum(self.latency_ms_served.values()), 3),
                 "latency_ms_served_by_model": {m: round(v, 3) for m, v in self.latency_ms_served.items()},
             }
@@ -554,7 +562,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, payload)
         finally:
-            state.end()
+            state.end(model)
 
     def _wait_and_fail(self, api: str, settings: dict[str, Any], fault: str | None, latency_ms: float) -> bool:
         """The latency, then the HTTP-level fault if one is due; True when the response is sent (or dropped)."""
@@ -636,7 +644,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, payload)
         finally:
-            state.end()
+            state.end(model)
 
     def _trickle(self, status: int, payload: Any) -> None:
         """The whole response, status line and headers included, one byte a second (until a reset)."""

@@ -1,3 +1,5 @@
+import math
+import statistics
 import subprocess
 import sys
 
@@ -5,7 +7,7 @@ import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, judge_batch, judge_case
 from judges.engine.prompt import build_messages, parse_sections
-from judges.testing.fake_provider import evaluate_rule, validate_rule
+from judges.testing.fake_provider import State, evaluate_rule, validate_rule
 
 from .factories import ANTHROPIC_MODEL, OPENAI_MODEL, judge_config, policy_case, tool_case
 
@@ -103,6 +105,40 @@ def test_stats_count_calls_by_endpoint_and_model(fake, env):
     assert stats["by_model"] == {OPENAI_MODEL: 1, ANTHROPIC_MODEL: 2}
     fake.reset()
     assert fake.stats()["total"] == 0
+
+
+def latencies(state: State, model: str, n: int) -> list[float]:
+    return [state.begin("openai", model, f"d{i}", {})[3] for i in range(n)]
+
+
+def test_latency_is_log_normal_around_its_median_seeded_per_model():
+    state = State()
+    state.control({"latency_ms": 200, "latency_sigma": 0.8, "latency_seed": 7})
+    a = latencies(state, "model-a", 2000)
+    b = latencies(state, "model-b", 3)
+
+    assert 180 < statistics.median(a) < 220
+    assert 0.75 < statistics.stdev(math.log(x) for x in a) < 0.85
+    assert max(a) > 1000  # the heavy tail real providers have
+    # Each model draws from its own generator: interleaving calls of another model changes nothing.
+    state.reset()
+    state.control({"latency_ms": 200, "latency_sigma": 0.8, "latency_seed": 7})
+    assert latencies(state, "model-b", 3) == b and latencies(state, "model-a", 2000) == a
+    # What it served is reported, so a benchmark knows its ideal time (sum / concurrency).
+    stats = state.stats()
+    assert stats["latency_ms_served"] == pytest.approx(sum(a) + sum(b), abs=0.01)
+    assert stats["latency_ms_served_by_model"]["model-b"] == pytest.approx(sum(b), abs=0.01)
+    assert stats["max_in_flight_by_model"] == {"model-a": 2000, "model-b": 3}  # none of them ended here
+    # Another seed, other draws; no sigma, the fixed latency.
+    state.control({"latency_seed": 8})
+    assert latencies(state, "model-b", 3) != b
+    state.control({"model": "model-c", "latency_ms": 150, "latency_sigma": 0})
+    assert latencies(state, "model-c", 3) == [150.0, 150.0, 150.0]
+
+
+def test_control_refuses_a_negative_latency():
+    with pytest.raises(ValueError, match="latency"):
+        State().control({"latency_sigma": -1})
 
 
 def test_it_says_it_is_not_a_model():
