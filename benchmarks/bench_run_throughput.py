@@ -54,6 +54,19 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU time of these processes so far."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except FileNotFoundError:
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def process_tree(root: int) -> list[int]:
     """The worker's main process and its pool's children."""
     pids = [root]
@@ -71,6 +84,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=800, help="judgments of the repeated comparison")
     parser.add_argument("--large", type=int, default=20_000, help="judgments of the long run (0: skip it)")
     parser.add_argument("--times", type=int, default=5, help="how many times the small comparison runs")
+    parser.add_argument("--pair", type=int, help="judgments of each of the two runs at once (default: --small)")
     parser.add_argument("--engine-large", action="store_true", help="time the engine alone at --large too")
     parser.add_argument("--only", choices=["log-normal", "fixed"], help="one latency model only")
     parser.add_argument("--timeline", action="store_true", help="print the two runs' judgments recorded a second")
@@ -86,7 +100,7 @@ def main() -> None:
     with FakeProvider() as fake, bench_database(
         args.database, env={"DJANGO_ALLOWED_HOSTS": "testserver"}, force_drop=True
     ):
-        env = {"BENCH_OPENAI_URL": fake.openai_base_url, "BENCH_API_KEY": "sk-bench-not-a-real-key"}
+        env = {"EVALHUB_JUDGE_BENCH_URL": fake.openai_base_url, "EVALHUB_JUDGE_BENCH_KEY": "sk-bench-not-a-real-key"}
         os.environ.update(env)
         results = run_benchmark(args, fake, broker)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -124,13 +138,15 @@ def run_benchmark(args, fake, broker: str) -> dict:
 
     def config_of(model: str):
         return config_services.judge_config_save(rubric=rubric, by=lead, spec={
-            "layers": ["behavioral"], "provider": "openai", "model": model, "base_url_env": "BENCH_OPENAI_URL",
-            "api_key_env": "BENCH_API_KEY", "timeout_s": 60, "max_attempts": 1,
+            "layers": ["behavioral"], "provider": "openai", "model": model, "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
+            "api_key_env": "EVALHUB_JUDGE_BENCH_KEY", "timeout_s": 60, "max_attempts": 1,
             "params": {"temperature": 0, "max_tokens": 100},
         })
 
     small = dataset_of("small", args.small // REPEATS)
-    other = dataset_of("other", args.small // REPEATS)
+    pair_size = args.pair or args.small
+    pair_datasets = (small, dataset_of("other", args.small // REPEATS)) if pair_size == args.small else (
+        dataset_of("pair-a", pair_size // REPEATS), dataset_of("pair-b", pair_size // REPEATS))
     large = dataset_of("large", args.large // REPEATS) if args.large else None
     configs = [config_of(model) for model in MODELS]
     warm = dataset_of("warm", CONCURRENCY)
@@ -174,25 +190,27 @@ def run_benchmark(args, fake, broker: str) -> dict:
     def via_worker(config, dataset, latency: dict, seed: int, on_poll=None) -> dict:
         CachedJudgment.objects.all().delete()  # every judgment is a call, as in the engine's batch
         stand_in(latency, seed)
+        cpu = cpu_seconds(process_tree(worker.pid))
         run = start(config, dataset)
         wait_finished([run], on_poll)
         stats = fake.stats()
         seconds = (run.finished_at - run.created_at).total_seconds()
         assert run.done == run.total == stats["total"], (run.done, run.total, stats["total"])
         return {"seconds": seconds, "ideal": stats["latency_ms_served"] / 1000 / CONCURRENCY,
-                "peak_in_flight": stats["max_in_flight"]}
+                "peak_in_flight": stats["max_in_flight"],
+                "cpu_ms_per_judgment": (cpu_seconds(process_tree(worker.pid)) - cpu) * 1000 / run.total}
 
     def engine_alone(config, dataset, latency: dict, seed: int) -> dict:
         items = [(services.engine_case(case), r) for case in dataset.cases.order_by("pk")
                  for r in range(1, REPEATS + 1)]
         stand_in(latency, seed)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         judgments = judge_batch(items, config.spec, concurrency=CONCURRENCY)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         stats = fake.stats()
         assert all(j.evaluated for j in judgments) and stats["total"] == len(items)
         return {"seconds": seconds, "ideal": stats["latency_ms_served"] / 1000 / CONCURRENCY,
-                "peak_in_flight": stats["max_in_flight"]}
+                "peak_in_flight": stats["max_in_flight"], "cpu_ms_per_judgment": cpu * 1000 / len(items)}
 
     results: dict = {"concurrency": CONCURRENCY, "repeats": REPEATS, "broker": broker.split("://")[0],
                      "small": args.small, "large": args.large, "latencies": {}}
@@ -212,7 +230,9 @@ def run_benchmark(args, fake, broker: str) -> dict:
                 print(f"  {args.small:>6} judgments #{i + 1}: engine {engine['seconds']:6.2f} s "
                       f"({engine['seconds'] / engine['ideal']:.3f}× ideal {engine['ideal']:.2f} s), "
                       f"worker {run['seconds']:6.2f} s ({run['seconds'] / run['ideal']:.3f}× ideal), "
-                      f"worker/engine {run['seconds'] / engine['seconds']:.3f}, peak {run['peak_in_flight']}")
+                      f"worker/engine {run['seconds'] / engine['seconds']:.3f}, peak {run['peak_in_flight']}; "
+                      f"CPU ms/judgment engine {engine['cpu_ms_per_judgment']:.2f}, "
+                      f"worker {run['cpu_ms_per_judgment']:.2f}; load {os.getloadavg()[0]:.1f}")
             rows = out["small"]
             out["small_median"] = {
                 "engine_s": statistics.median(r["engine"]["seconds"] for r in rows),
@@ -228,8 +248,10 @@ def run_benchmark(args, fake, broker: str) -> dict:
             # Two runs at once on the one worker: each its own model, run and cap.
             CachedJudgment.objects.all().delete()
             stand_in(latency, seed=99)
-            pair = [start(configs[0], small), start(configs[1], other)]
+            cpu = cpu_seconds(process_tree(worker.pid))
+            pair = [start(configs[0], pair_datasets[0]), start(configs[1], pair_datasets[1])]
             wait_finished(pair)
+            cpu = cpu_seconds(process_tree(worker.pid)) - cpu
             stats = fake.stats()
             together = (max(r.finished_at for r in pair) - min(r.created_at for r in pair)).total_seconds()
             ideal = stats["latency_ms_served"] / 1000 / (2 * CONCURRENCY)
@@ -239,13 +261,16 @@ def run_benchmark(args, fake, broker: str) -> dict:
                     per_second = Counter(int((at - t0).total_seconds()) for at in
                                          Judgment.objects.filter(run=r).values_list("created_at", flat=True))
                     print("   run", r.pk, "recorded per second:", [per_second[i] for i in range(max(per_second) + 1)])
-            out["two_runs"] = {"seconds": together, "ideal": ideal, "over_ideal": together / ideal,
+            out["two_runs"] = {"judgments_each": pair_size, "seconds": together, "ideal": ideal,
+                               "over_ideal": together / ideal, "worker_cpu_s": cpu,
+                               "load_average": os.getloadavg()[0],
                                "peak_in_flight_by_model": stats["max_in_flight_by_model"],
                                "runs": [{"started_s": (r.started_at - t0).total_seconds(),
                                          "finished_s": (r.finished_at - t0).total_seconds()} for r in pair]}
-            print(f"  two runs of {args.small} at once: {together:.2f} s, {together / ideal:.3f}× the ideal of both "
+            print(f"  two runs of {pair_size} at once: {together:.2f} s, {together / ideal:.3f}× the ideal of both "
                   f"({ideal:.2f} s; target ≤ 1.15), peak in flight per run {stats['max_in_flight_by_model']}, "
-                  f"started/finished (s) {[(r['started_s'], r['finished_s']) for r in out['two_runs']['runs']]}")
+                  f"started/finished (s) {[(r['started_s'], r['finished_s']) for r in out['two_runs']['runs']]}, "
+                  f"worker CPU {cpu:.1f} s, load {os.getloadavg()[0]:.1f}")
 
             if large is not None:
                 memory = {pid: 0 for pid in process_tree(worker.pid)}

@@ -23,7 +23,7 @@ def test_it_never_exceeds_the_runs_cap_with_two_workers_on_it(tmp_path, dataset,
     fake_provider.control(latency_ms=80, latency_sigma=0.6)
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     # Windows of 1 s: the run goes back to the queue often, and either worker may take it.
-    workers = [start_worker(tmp_path, name, fake_provider, broker=url, EVALHUB_RUN_WINDOW_SECONDS="1")
+    workers = [start_worker(tmp_path, name, broker=url, EVALHUB_RUN_WINDOW_SECONDS="1")
                for name in ("one", "two")]
     try:
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=3, spend_cap_usd=None,
@@ -50,7 +50,7 @@ def test_it_stops_starting_calls_within_seconds_of_a_cancel(tmp_path, dataset, r
     make_cases(dataset, 40)
     fake_provider.control(latency_ms=300)
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
-    worker = start_worker(tmp_path, "worker", fake_provider, broker=url)
+    worker = start_worker(tmp_path, "worker", broker=url)
     try:
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
                                  by=lead)

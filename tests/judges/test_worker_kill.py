@@ -27,7 +27,7 @@ def test_it_finishes_a_run_exactly_once_after_its_worker_is_killed(
     fake_provider.control(latency_ms=150)
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     # Windows of 2 s: the kill may land mid-window or between a window and the next.
-    first = start_worker(tmp_path, "first", fake_provider, broker=url, EVALHUB_RUN_WINDOW_SECONDS="2")
+    first = start_worker(tmp_path, "first", broker=url, EVALHUB_RUN_WINDOW_SECONDS="2")
     try:
         run = services.run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=2,
                                  spend_cap_usd=None, by=lead)
@@ -42,7 +42,7 @@ def test_it_finishes_a_run_exactly_once_after_its_worker_is_killed(
     time.sleep(1)
     assert fresh(lambda: Judgment.objects.filter(run=run).count()) == killed_at  # nothing is working on it now
 
-    second = start_worker(tmp_path, "second", fake_provider, broker=url, EVALHUB_RUN_WINDOW_SECONDS="2")
+    second = start_worker(tmp_path, "second", broker=url, EVALHUB_RUN_WINDOW_SECONDS="2")
     try:
         wait_for(lambda: fresh(lambda: Run.objects.get(pk=run.pk).status) == Run.Status.FINISHED, 120,
                  "the run to finish")

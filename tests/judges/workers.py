@@ -52,8 +52,7 @@ def queue_run_work(url: str, run_id: int) -> None:
         app.send_task(RUN_WORK_TASK, args=(run_id,), connection=conn)
 
 
-def start_worker(tmp_path: Path, name: str, fake_provider, *, broker: str, concurrency: int = 2,
-                 **env: str) -> subprocess.Popen:
+def start_worker(tmp_path: Path, name: str, *, broker: str, concurrency: int = 2, **env: str) -> subprocess.Popen:
     """A worker with beat (its sweep picks up runs whose lease ran out), in its own process group."""
     db = settings.DATABASES["default"]
     environ = {
@@ -64,8 +63,7 @@ def start_worker(tmp_path: Path, name: str, fake_provider, *, broker: str, concu
         "EVALHUB_DATA_DIR": str(tmp_path / name),  # its own beat schedule file
         "EVALHUB_RUN_LEASE_SECONDS": "3",
         "EVALHUB_SWEEP_SECONDS": "2",
-        "FAKE_OPENAI_URL": fake_provider.openai_base_url,
-        "FAKE_API_KEY": "sk-test-not-a-real-key",
+        # The variables a test config names come with os.environ (the fake_provider fixture sets them).
         **env,
     }
     environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
