@@ -7,7 +7,7 @@ otherwise), created, migrated and dropped at the end (--keep keeps it). The pare
 bench_report.py's (about 88 % agreement, some flips and not-evaluated); then:
 1. `probes_start` for the three kinds (the human verdicts of every case in one query, the chunks with
    their stored verdicts; no worker runs, so this is the start alone): median of 3, probes deleted between;
-2. three finished probes written with bulk_create (each judgment with its variant, as chunk_judge stores
+2. three finished probes written with bulk_create (each judgment with its variant, as a run window stores
    it), moving about 6 %, 2 % and 1 % of the verdicts;
 3. `probe_figures` (the parent's and the probes' judgments counted per case by the database, pandas),
    computed and cached, and `run_figures` with and without probes (their cost inside the figures):

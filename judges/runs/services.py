@@ -323,6 +323,8 @@ class _Window:
         self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
             self.embeddings.preload(stored_vectors(config=self.config, cases=[judged for _, judged, _ in pairs]))
+            # The chunk's missing texts, many to a call (as judge_batch does), before its cases are judged.
+            self.engine.embed_ahead([(judged, repeat) for _, judged, repeat in pairs], self.pool)
         self.unrecorded[chunk.pk] = len(pairs)
         for case, judged, repeat in pairs:
             self.pool.submit(self._judge, chunk.pk, case, judged, repeat)
