@@ -22,7 +22,8 @@ from judges.promotion.selectors import promotion_overview, promotion_rows
 from judges.promotion.services import rubric_promote, rubric_renew
 from judges.runs import services as run_services
 from labeling.models import Case, Label, Rubric, case_split, labeled_content_hash
-from tests.judges.test_worker_kill import empty_broker, start_worker, wait_for  # noqa: F401 - a fixture
+from tests.judges.workers import broker_url, start_worker, wait_for
+from tests.judges.workers import empty_broker as empty
 
 OLD, REPEATS = 60, 2
 FLOOR_REASON = "new cases is"
@@ -55,8 +56,9 @@ def recorded_check() -> DriftCheck | None:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
-    tmp_path, dataset, rubric, lead, reviewer, fake_provider, empty_broker, settings, monkeypatch  # noqa: F811
+    tmp_path, dataset, rubric, lead, reviewer, fake_provider, settings, monkeypatch
 ):
+    empty(broker_url("redis"))
     if not settings.CELERY_BROKER_URL.startswith("redis"):
         pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
     fake_provider.control(rule={"kind": "answer_contains", "text": "ships"})
@@ -71,7 +73,7 @@ def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
               "base_url_env": "EVALHUB_JUDGE_OPENAI_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY", "timeout_s": 5},
     )
     monkeypatch.setenv("EVALHUB_DRIFT_INTERVAL_SECONDS", "1")  # beat starts the drift check every second
-    worker = start_worker(tmp_path, "drift", fake_provider)
+    worker = start_worker(tmp_path, "drift", broker=broker_url("redis"))
     try:
         evidence = run_services.run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=4,
                                           spend_cap_usd=None, by=lead)
