@@ -8,16 +8,26 @@ not models, and the config's model names say so. The runs are judged here, synch
 same services a worker calls.
 """
 
+import json
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from judges.configs import services as config_services
-from judges.models import JudgeConfig, Run, RunChunk
+from judges.models import CiResult, JudgeConfig, Run, RunChunk
+from judges.probes.services import probes_start
+from judges.probes.variants import PROBE_KINDS
+from judges.promotion import services as promotion_services
+from judges.promotion.ci_results import ci_results_store
+from judges.promotion.gates import gate_config
 from judges.runs import services
 from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
@@ -75,12 +85,44 @@ def _judge_here(run: Run) -> Run:
     return run
 
 
+# The stand-in's rules, per model name of the demo configs (any other model gets SEMANTIC_DEMO_RULE):
+# a lenient judge that passes everything (its evidence is refused: it never fails an answer), a strict
+# one close to the reviewers, and a second opinion that disagrees now and then (contested judgments).
+LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL = "stand-in-judge-lenient", "stand-in-judge-strict", "stand-in-second-opinion"
+STAND_IN_RULES = {
+    LENIENT_MODEL: {"kind": "always_pass"},
+    STRICT_MODEL: {"kind": "any", "rules": [
+        {"kind": "category_in", "categories": ["tools", "shipping"]},  # no return policy at stake
+        {"kind": "golden_overlap", "min": 0.6},
+    ]},
+    SECOND_MODEL: {"kind": "any", "rules": [
+        {"kind": "category_in", "categories": ["tools", "shipping"]},
+        {"kind": "golden_overlap", "min": 0.5},  # a little more lenient: it contests a few verdicts
+    ]},
+}
+
+
+def stand_in_configure(fake: FakeProvider) -> None:
+    """Give a running stand-in the demo's rules (scripts/start.sh's, or one started for load_demo)."""
+    fake.control(rule=SEMANTIC_DEMO_RULE)
+    for model, rule in STAND_IN_RULES.items():
+        fake.control(model=model, rule=rule)
+
+
 @contextmanager
 def _stand_in() -> Iterator[None]:
-    """The scripted stand-in running, and the demo config's variables naming it, for the block's length."""
+    """The scripted stand-in running, with the demo's rules, and the demo configs' variables naming it.
+
+    scripts/start.sh starts one for the whole session and sets the variables (so the worker can run the
+    demo configs again); without them, one is started here for the block's length.
+    """
+    if os.environ.get(DEMO_URL_ENV):
+        stand_in_configure(FakeProvider.attach(os.environ[DEMO_URL_ENV].removesuffix("/v1")))
+        yield
+        return
     saved = {name: os.environ.get(name) for name in (DEMO_URL_ENV, DEMO_KEY_ENV)}
     with FakeProvider() as fake:
-        fake.control(rule=SEMANTIC_DEMO_RULE)
+        stand_in_configure(fake)
         os.environ[DEMO_URL_ENV], os.environ[DEMO_KEY_ENV] = fake.openai_base_url, "stand-in-needs-no-key"
         try:
             yield
@@ -152,3 +194,110 @@ def load_semantic_demo_run(*, dataset_slug: str, rubric_slug: str = "return-poli
         dataset=Dataset.objects.get(slug=dataset_slug),
         by=get_user_model().objects.get(username=by_username),
     )
+
+
+# ---- the behavioral story: two versions of a judge, promotions, probes, a contested case, CI results -----
+
+LENIENT_NOTE = "demo: behavioral judge by the scripted stand-in (not a model) that passes every answer"
+STRICT_NOTE = "demo: behavioral judge by the scripted stand-in (not a model), with a stand-in second opinion"
+CI_TOKEN_NAME = "demo: evalhub-gate run by load_demo"
+CI_DEMO_CASES = 12  # enough for a few failures to show, few enough to stay quick
+
+
+def _behavioral_spec(model: str, *, second_opinion: bool) -> dict:
+    endpoint = {"provider": "openai-compatible", "model_family": "stand-in", "base_url_env": DEMO_URL_ENV,
+                "api_key_env": DEMO_KEY_ENV}
+    spec = {"layers": ["behavioral"], "model": model, **endpoint, "params": {"temperature": 0, "max_tokens": 300},
+            "timeout_s": 10, "max_attempts": 2}
+    if second_opinion:
+        # Another family, as a second opinion needs: the stand-in plays a second vendor here.
+        spec["secondary"] = {"role": "second_opinion", "model": SECOND_MODEL, **endpoint,
+                             "model_family": "stand-in-second", "when": {"mode": "always"}}
+    return spec
+
+
+def _noted_run(*, rubric: Rubric, dataset: Dataset, note: str) -> Run | None:
+    return (Run.objects.filter(config__rubric=rubric, config__note=note, dataset=dataset, parent__isnull=True)
+            .order_by("-created_at").first())
+
+
+def _behavioral_run(*, rubric: Rubric, dataset: Dataset, by, model: str, note: str, second_opinion: bool) -> Run:
+    existing = _noted_run(rubric=rubric, dataset=dataset, note=note)
+    if existing is not None:
+        return existing
+    config = config_services.judge_config_save(
+        rubric=rubric, spec=_behavioral_spec(model, second_opinion=second_opinion), by=by, note=note,
+    )
+    return _judge_here(_create_run(config=config, dataset=dataset, by=by))
+
+
+def _promote_to(*, rubric: Rubric, stage: str, run: Run, by, reason: str) -> None:
+    """Promote one stage at a time up to `stage`, as a lead would (each step an audit entry)."""
+    order = [s.value for s in Rubric.Stage]
+    rubric.refresh_from_db()
+    while order.index(rubric.stage) < order.index(stage):
+        promotion_services.rubric_promote(
+            rubric=rubric, to_stage=promotion_services.next_stage(rubric.stage), run=run, reason=reason, by=by,
+        )
+        rubric.refresh_from_db()
+
+
+def _post_ci_results(*, dataset: Dataset) -> int:
+    """Run `evalhub-gate check` on some demo cases against the demo's gate config (a file) and store what it
+    would post, as the CI results API does: the promotion pages then show a real check's results."""
+    if CiResult.objects.exists():
+        return 0
+    cases = [services.engine_case(case) for case in dataset.cases.order_by("external_id")[:CI_DEMO_CASES]]
+    fields = ("external_id", "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
+              "expected_tool_argument", "expected_source", "category")
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        (work / "gates.json").write_text(json.dumps(gate_config()))
+        (work / "outputs.jsonl").write_text(
+            "".join(json.dumps({k: case[k] for k in fields if k in case}) + "\n" for case in cases)
+        )
+        gate = Path(sys.executable).with_name("evalhub-gate")
+        command = [str(gate)] if gate.exists() else [sys.executable, "-m", "judges.gate.cli"]
+        done = subprocess.run(
+            [*command, "check", "--config", str(work / "gates.json"), "--outputs", str(work / "outputs.jsonl"),
+             "--json", str(work / "results.json"), "--cache-dir", str(work / "cache")],
+            capture_output=True, text=True, timeout=300,
+        )
+        if not (work / "results.json").exists():  # exits 1 (a gate failed) and 3 still write their results
+            raise services.RunError(f"evalhub-gate exited {done.returncode}: {done.stderr.strip()[-500:]}")
+        payload = json.loads((work / "results.json").read_text())
+    return len(ci_results_store(payload=payload, token_name=CI_TOKEN_NAME))
+
+
+def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dict:
+    """load_demo's call, after the two runs above: the story a lead's day starts from.
+
+    return-policy gets a behavioral judge in two versions through the stand-in (v-lenient refused for
+    its true fail rate, v-strict promoted to warn, with bias probes and a second opinion that contests
+    some verdicts); tool-use's contract judge is gated, its true fail rate threshold relaxed (audited, and
+    shown as relaxed); then one `evalhub-gate check` posts CI results. Each step is skipped once done.
+    """
+    dataset = Dataset.objects.get(slug=dataset_slug)
+    lena = get_user_model().objects.get(username=by_username)
+    return_policy, tool_use = Rubric.objects.get(slug="return-policy"), Rubric.objects.get(slug="tool-use")
+    with _stand_in():
+        lenient = _behavioral_run(rubric=return_policy, dataset=dataset, by=lena, model=LENIENT_MODEL,
+                                  note=LENIENT_NOTE, second_opinion=False)
+        strict = _behavioral_run(rubric=return_policy, dataset=dataset, by=lena, model=STRICT_MODEL,
+                                 note=STRICT_NOTE, second_opinion=True)
+        if not Run.objects.filter(parent=strict).exists():
+            for probe in probes_start(run=strict, kinds=PROBE_KINDS, by=lena):
+                _judge_here(probe)
+        _promote_to(rubric=return_policy, stage=Rubric.Stage.WARN, run=strict, by=lena,
+                    reason="demo: the strict stand-in judge agrees with the reviewers; warn before gating")
+        contract = demo_run(rubric=tool_use, dataset=dataset)
+        if tool_use.stage == Rubric.Stage.DRAFT and tool_use.min_true_fail_rate > 0.55:
+            promotion_services.rubric_thresholds_change(
+                rubric=tool_use, by=lena, min_true_fail_rate=0.55,
+                reason="demo: the contract checks miss answers that misread the tool's result; relaxed until "
+                       "a behavioral layer covers them",
+            )
+        _promote_to(rubric=tool_use, stage=Rubric.Stage.GATE, run=contract, by=lena,
+                    reason="demo: the order tool contract is deterministic and agrees with the reviewers")
+        posted = _post_ci_results(dataset=dataset)
+    return {"lenient": lenient, "strict": strict, "ci_results": posted}

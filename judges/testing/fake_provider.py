@@ -686,7 +686,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     parser.add_argument("--verbose", action="store_true", help="log each request line to stderr")
     args = parser.parse_args(argv)
-    server = make_server(args.host, args.port, verbose=args.verbose)
+    try:
+        server = make_server(args.host, args.port, verbose=args.verbose)
+    except OSError as exc:  # a port in use, most often: say so, not a traceback
+        print(f"The stand-in cannot listen on {args.host}:{args.port}: {exc.strerror or exc}. "
+              "Choose another port with --port (0 picks a free one).", file=sys.stderr)
+        sys.exit(2)
     print(BANNER.format(host=args.host, port=server.server_address[1]), flush=True)
     try:
         server.serve_forever()
@@ -714,6 +719,13 @@ class FakeProvider:
     @property
     def anthropic_base_url(self) -> str:
         return self.url  # the Anthropic SDK appends /v1/messages
+
+    @classmethod
+    def attach(cls, url: str) -> "FakeProvider":
+        """A handle on a stand-in already running at `url` (scripts/start.sh starts one); stop() leaves it be."""
+        fake = cls()
+        fake.url = url.rstrip("/")
+        return fake
 
     def start(self) -> "FakeProvider":
         root = Path(__file__).resolve().parents[2]  # the repository: judges/testing/ is two below it

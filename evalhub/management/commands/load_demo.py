@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from judges.runs.demo import load_demo_run, load_semantic_demo_run
+from judges.runs.demo import load_behavioral_demo, load_demo_run, load_semantic_demo_run
 from labeling.demo import DATASET_SLUG, DEMO_PASSWORD, load_demo
 
 
@@ -26,3 +26,12 @@ class Command(BaseCommand):
         self.stdout.write(f"Demo semantic run {run.pk} ({run.config.rubric.slug} v{run.config.version}, embeddings "
                           f"and judge by the scripted stand-in, not models): {run.done} of {run.total} judgments, "
                           f"{run.status}.")
+        # The behavioral story: a refused and a promoted version, probes, promotions, a gate, CI results.
+        story = load_behavioral_demo(dataset_slug=DATASET_SLUG)
+        lenient, strict = story["lenient"], story["strict"]
+        self.stdout.write(
+            f"Demo behavioral runs {lenient.pk} (return-policy v{lenient.config.version}, a lenient judge: refused as "
+            f"evidence) and {strict.pk} (v{strict.config.version}: promoted to warn), judged by the scripted "
+            f"stand-in, not a model; tool-use gated on run {load_demo_run(dataset_slug=DATASET_SLUG).pk}"
+            + (f"; {story['ci_results']} CI results posted by evalhub-gate." if story["ci_results"] else ".")
+        )
