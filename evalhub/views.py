@@ -5,21 +5,25 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from evalhub.selectors import lead_overview
 from judges.models import Run
-from labeling.models import Dataset, Rubric
+from labeling.models import Dataset
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    """Reviewers land on their labeling queues; leads on an overview of the whole project."""
+    """Reviewers land on their labeling queues; leads on the overview they start the day from: each
+    rubric's stage, evidence, recalibration, CI, disputes and labeling, and what needs attention first."""
     if not request.user.is_lead:
         return redirect("labeling:queue_start")
+    rows, attention = lead_overview()
     return render(
         request,
         "home.html",
         {
+            "rows": rows,
+            "attention": attention,
             "datasets": Dataset.objects.annotate(case_count=Count("cases")).order_by("slug"),
-            "rubrics": Rubric.objects.order_by("slug"),
-            "runs": Run.objects.select_related("config__rubric", "dataset")[:8],
+            "runs": Run.objects.filter(parent__isnull=True).select_related("config__rubric", "dataset")[:8],
         },
     )
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Sets evalhub up and starts it with demo data: the dashboard on http://127.0.0.1:8000 and a
-# background worker. Embedded default: SQLite and Celery's filesystem transport in ./var, unless
-# DATABASE_URL / CELERY_BROKER_URL are set. Ctrl-C stops both.
+# Sets evalhub up and starts it with demo data: the dashboard on http://127.0.0.1:8000, a background
+# worker, and the scripted stand-in judge (not a model) on a free port, so the demo's behavioral
+# configs run with no provider key (STAND_IN_PORT picks its port). Embedded default: SQLite and
+# Celery's filesystem transport in ./var, unless DATABASE_URL / CELERY_BROKER_URL are set. Ctrl-C stops
+# all three.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -11,16 +13,42 @@ export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
 port="${PORT:-8000}"
 py=.venv/bin/python
 
+if ! $py -c 'import socket, sys; socket.create_server(("127.0.0.1", int(sys.argv[1]))).close()' "$port" 2>/dev/null; then
+  echo "Port $port is in use (or not a port): start with another, e.g. PORT=8001 bash scripts/start.sh" >&2
+  exit 2
+fi
+
+mkdir -p var
+# The stand-in first: load_demo judges the demo's behavioral runs through it, and the worker and the
+# server get the variables the demo configs name (EVALHUB_JUDGE_DEMO_URL / _KEY).
+: >var/stand-in.log
+$py -u -m judges.testing.fake_provider --port "${STAND_IN_PORT:-0}" >var/stand-in.log 2>&1 &
+stand_in=$!
+worker=""
+trap 'kill $stand_in $worker 2>/dev/null || true' EXIT INT TERM
+for _ in $(seq 100); do
+  grep -q "listening on" var/stand-in.log && break
+  kill -0 "$stand_in" 2>/dev/null || break
+  sleep 0.1
+done
+stand_in_url="$(grep -o 'listening on http://[^ ]*' var/stand-in.log | cut -d' ' -f3 || true)"
+if [ -z "$stand_in_url" ]; then
+  cat var/stand-in.log >&2
+  echo "The scripted stand-in did not start (log var/stand-in.log)." >&2
+  exit 2
+fi
+export EVALHUB_JUDGE_DEMO_URL="$stand_in_url/v1" EVALHUB_JUDGE_DEMO_KEY="stand-in-needs-no-key"
+echo "Scripted stand-in judge (not a model) on $stand_in_url (pid $stand_in, log var/stand-in.log)."
+
 $py manage.py migrate --noinput
 $py manage.py load_demo
 
-mkdir -p var
 $py -m celery -A evalhub worker --beat --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
 worker=$!
-trap 'kill $worker 2>/dev/null || true' EXIT INT TERM
 echo "Background worker started (pid $worker, log var/worker.log)."
 echo
 echo "evalhub is starting on http://127.0.0.1:$port/"
 echo "Log in as lead 'lena' or reviewer 'rita', 'rob' or 'ria'; admin 'ada'. Demo password for all: evalhub-demo"
+echo "The demo's behavioral configs (return-policy) run through the stand-in: start a run from a config's page."
 echo
 $py manage.py runserver "127.0.0.1:$port"

@@ -9,8 +9,10 @@ from labeling.migrations._sqlite_columns import add_column_in_place
 
 # SQLite remakes a table to add a column (new table, copy, drop, rename) and checks every trigger's SQL
 # when it renames: the queue triggers (0003) name labeling_case and labeling_rubric, so they are dropped
-# around the change and made again after it. PostgreSQL alters in place and needs none of this.
+# around the change and made again after it, as 0003 made them and 0004 and 0006 changed them. PostgreSQL
+# alters in place and needs none of this.
 _triggers = importlib.import_module("labeling.migrations.0003_queue_triggers")
+_CHANGED_BY = ("0004_label_dataset", "0006_hold_ends_on_label")
 
 
 def _drop_sqlite_triggers(apps, schema_editor) -> None:
@@ -23,6 +25,9 @@ def _create_sqlite_triggers(apps, schema_editor) -> None:
     if schema_editor.connection.vendor == "sqlite":
         for statement in _triggers.SQLITE_UP:
             schema_editor.execute(statement)
+        for name in _CHANGED_BY:
+            for statement in importlib.import_module(f"labeling.migrations.{name}").SQLITE_UP:
+                schema_editor.execute(statement)
 
 
 class Migration(migrations.Migration):
