@@ -79,7 +79,8 @@ def _attention(row: OverviewRow) -> list[Attention]:
                              reverse("judges:promotion_rubric", args=[rubric.slug]) + "#ci-results"))
     for queue in row.open_disputes:
         out.append(Attention(2, rubric, f"{queue['open']} open dispute{'s' if queue['open'] != 1 else ''} on "
-                             f"{queue['dataset'].name}", "labeling:disputes", [queue["dataset"].slug, rubric.slug]))
+                             f"{queue['dataset'].name}",
+                             reverse("labeling:disputes", args=[queue["dataset"].slug, rubric.slug])))
     if promotion.relaxed and rubric.stage != Rubric.Stage.DRAFT:
         out.append(Attention(3, rubric, f"relaxed thresholds: {'; '.join(promotion.relaxed)}",
                              reverse("judges:promotion_rubric", args=[rubric.slug])))
