@@ -61,6 +61,14 @@ class JudgeConfig(models.Model):
         """Contract checks only (DESIGN "Words"): no model, so it cannot flip and may rightly agree 100 %."""
         return list(self.spec.get("layers") or []) == ["contract"]
 
+    @property
+    def uses_stand_in(self) -> bool:
+        """A model of this config is the scripted stand-in (judges.testing.fake_provider), as the demo's are:
+        its pages say so, so nobody takes its verdicts for a model's."""
+        parts = [self.spec, self.spec.get("semantic") or {}, self.spec.get("secondary") or {}]
+        names = [str(part.get(key) or "") for part in parts for key in ("model_family", "model")]
+        return any(name.startswith("stand-in") for name in names)
+
 
 class Run(models.Model):
     """A judge config applied to a dataset's cases, each case `repeats` times.
