@@ -101,6 +101,37 @@ def test_a_spend_cap_does_not_stop_the_contract_layer(fake, env):
     assert [(j.outcome, j.error) for j in judgments] == [("not_evaluated", "spend cap"), ("fail", "")]
 
 
+def test_the_spend_tracker_allows_up_to_the_cap_exactly_then_stops_for_good():
+    spend = SpendTracker(1.0)
+    assert spend.reserve(0.25) and spend.reserve(0.75)  # 1.0 in all: on the cap is within it
+    assert not spend.reserve(0.01)
+    assert spend.reached
+    spend.settle(0.75, 0.0)  # room again, but a reached cap stays reached
+    assert not spend.reserve(0.0)
+    spend.settle(0.25, None)  # an unknown real cost counts as its estimate
+    assert spend.spent_usd == 0.25
+
+
+def test_the_spend_tracker_counts_what_was_spent_and_reserved():
+    spend = SpendTracker(1.0)
+    assert spend.reserve(0.5)
+    spend.settle(0.5, 0.6)
+    assert spend.spent_usd == 0.6
+    assert spend.reserve(0.4) and not spend.reserve(0.01)  # 0.6 spent + 0.4 reserved = the cap
+
+
+def test_the_spend_tracker_without_a_cap_never_stops():
+    spend = SpendTracker()
+    assert all(spend.reserve(1e6) for _ in range(3))
+    assert not spend.reached
+
+
+@pytest.mark.parametrize("cap", [-0.01, -1])
+def test_a_negative_spend_cap_is_refused(cap):
+    with pytest.raises(ValueError, match="spend cap: must not be negative"):
+        SpendTracker(cap)
+
+
 def test_a_spend_cap_without_a_price_cannot_be_kept(fake, env):
     [j] = judge_batch([(tool_case(), 1)], judge_config(), concurrency=1, env=env, prices={}, spend_cap_usd=10)
     assert (j.outcome, j.error) == ("not_evaluated", "config error")

@@ -316,6 +316,22 @@ def second_opinion(**when):
     }
 
 
+def test_a_second_opinion_never_answers_for_a_primary_that_could_not(fake, env, quick_retry):
+    fake.control(model=OPENAI_MODEL, fault="500")
+    j = judge_case(tool_case(), judge_config(secondary=second_opinion()), 1, env=env, retry=quick_retry)
+    assert (j.outcome, j.error, j.judge, j.secondary_outcome) == ("not_evaluated", "server error", "primary", None)
+    assert "fallback" not in j.reason
+    assert fake.stats()["by_model"] == {OPENAI_MODEL: 3}  # the second opinion was never asked
+
+
+def test_the_fallback_is_not_asked_once_the_spend_cap_is_reached(fake, env):
+    [j] = judge_batch([(tool_case(), 1)], judge_config(secondary=FALLBACK), concurrency=1, env=env,
+                      prices=PRICES, spend_cap_usd=0.0)
+    assert (j.outcome, j.error, j.judge, j.provider_calls) == ("not_evaluated", "spend cap", "primary", 0)
+    assert "fallback" not in j.reason
+    assert fake.stats()["total"] == 0
+
+
 def test_a_disagreeing_second_opinion_marks_the_judgment_contested(fake, env):
     fake.control(model=ANTHROPIC_MODEL, rule={"kind": "always_fail"})
     j = judge_case(tool_case(), judge_config(secondary=second_opinion()), 1, env=env)

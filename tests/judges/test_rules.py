@@ -121,6 +121,45 @@ def test_it_handles_the_boundaries(change, kwargs, key, met):
     assert check(change, **kwargs)[key].met is met
 
 
+# Figures that miss a threshold by float noise only (the sums are not the exact doubles 0.8, 0.05, …):
+# the rule treats them as on the threshold. A real difference of 1e-6 is never absorbed.
+@pytest.mark.parametrize("change,key,met", [
+    ({"agreement": 0.1 + 0.7}, "agreement_floor", True),  # 0.7999999999999999
+    ({"agreement": 0.8 - 1e-6}, "agreement_floor", False),
+    ({"agreement": 0.3 + 0.6 + 0.1}, "agreement_ceiling", False),  # 0.9999999999999999 is 100 %
+    ({"agreement": 1 - 1e-6}, "agreement_ceiling", True),
+    ({"true_pass_rate": 0.7 - 1e-12}, "min_true_pass_rate", True),
+    ({"true_fail_rate": 0.7 - 1e-12}, "min_true_fail_rate", True),
+    ({"true_fail_rate": 0.7 - 1e-6}, "min_true_fail_rate", False),
+    ({"flip_rate": 1 - 0.95}, "max_flip_rate", True),  # 0.050000000000000044
+    ({"flip_rate": 0.05 + 1e-6}, "max_flip_rate", False),
+    ({"coverage": 0.95 - 1e-12}, "min_coverage", True),
+    ({"coverage": 0.95 - 1e-6}, "min_coverage", False),
+])
+def test_float_noise_never_decides_a_rule(change, key, met):
+    [value] = change.values()
+    assert value not in (0.8, 1.0, 0.7, 0.05, 0.95)  # the tolerance is really exercised
+    assert check(change)[key].met is met
+
+
+def test_a_threshold_stored_with_float_noise_is_the_same_threshold():
+    noisy = Thresholds(agreement_floor=0.1 + 0.7 + 1e-15, max_flip_rate=0.15 - 0.1 - 1e-15)
+    results = check({"agreement": 0.8, "flip_rate": 0.05}, thresholds=noisy)
+    assert results["agreement_floor"].met and results["max_flip_rate"].met
+
+
+@pytest.mark.parametrize("moved,met", [(0.0, True), (1e-12, True), (0.01, False), (None, False)])
+def test_a_probe_threshold_of_zero_still_applies(moved, met):
+    results = check({"probe_moved": moved}, thresholds=Thresholds(max_probe_moved=0.0))
+    assert results["max_probe_moved"].met is met
+    assert results["max_probe_moved"].threshold_text == "≤ 0.00"
+
+
+def test_a_kinds_threshold_of_zero_is_always_met():
+    results = check(thresholds=Thresholds(min_cases_per_kind=0))
+    assert results["min_cases_per_kind"].met
+
+
 def test_it_shows_each_threshold_in_its_text():
     results = check()
     assert results["min_cases"].threshold_text == "≥ 30"
