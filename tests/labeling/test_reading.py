@@ -9,6 +9,7 @@ from labeling.importing.reading import (
     MAX_JSON_DEPTH,
     RowError,
     case_split,
+    labeled_content_hash,
     normalize_case_fields,
     parse_json,
     parse_json_items,
@@ -128,3 +129,11 @@ def test_about_three_in_ten_cases_are_holdout():
     # The ids are fixed, so this is deterministic; 0.28–0.32 is over four standard deviations of a
     # binomial(10 000, 0.3) share either side, so any fair hash passes and a wrong cut-off (20, 40) does not.
     assert 0.28 < splits.count("holdout") / len(splits) < 0.32
+
+
+def test_the_labeled_content_hash_of_a_known_case_is_its_known_digest():
+    # printf '%s' '["Can I return shoes?","Yes — within 30 days.",{"toolCalls":[{"argument":{"order":42},
+    # "name":"lookup_order"}]}]' | sha256sum  (one line; UTF-8 kept as it is, not escaped)
+    trace = {"toolCalls": [{"name": "lookup_order", "argument": {"order": 42}}]}
+    digest = labeled_content_hash(input="Can I return shoes?", output="Yes — within 30 days.", trace=trace)
+    assert digest == "da723ecbb24f4179bdd07bf0d5465a455479307ee705a34506c4e593cd62e653"
