@@ -160,6 +160,34 @@ def test_a_kinds_threshold_of_zero_is_always_met():
     assert results["min_cases_per_kind"].met
 
 
+LABELS = ["newest config", "not stale", "cases with a human verdict", "repeats K", "agreement", "agreement",
+          "true pass rate", "true fail rate", "flip rate", "coverage"]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"deterministic": True}, {"is_external": True},
+                                    {"is_newest_config": False}])
+def test_each_rule_is_shown_with_its_label_and_the_runs_figure(kwargs):
+    results = check(**kwargs)
+    assert [r.label for r in results.values()] == LABELS
+    # A rule that does not apply still shows the run's figure beside its note.
+    assert [r.value for r in results.values()][2:] == [60, 3, 0.87, 0.87, 0.95, 0.86, 0.03, 1.0]
+
+
+def test_without_human_evidence_the_rules_say_so_and_keep_their_figures():
+    results = check(thresholds=Thresholds(require_human_evidence=False), deterministic=True,
+                    figures={"coverage_all": 0.99})
+    assert results["min_cases"].value == 60 and not results["min_cases"].applies
+    assert results["min_cases"].label == "cases with a human verdict"
+    assert results["min_coverage"].label == "coverage (all judgments)"
+    assert results["min_coverage"].value == 0.99
+
+
+def test_an_external_config_says_why_it_is_never_promotable():
+    result = check(is_external=True)["newest_config"]
+    assert (result.met, result.threshold_text) == (False, "an external config (imported verdicts) is never promotable")
+    assert check()["newest_config"].threshold_text == "the run's config is the rubric's newest version"
+
+
 def test_it_shows_each_threshold_in_its_text():
     results = check()
     assert results["min_cases"].threshold_text == "≥ 30"
