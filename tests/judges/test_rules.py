@@ -332,6 +332,29 @@ def test_the_kinds_rule_needs_every_kind():
                  deterministic=True)["min_cases_per_kind"].met
 
 
+def test_the_optional_rules_are_shown_with_their_labels_and_thresholds():
+    results = check({"probe_moved": 0.02, "cases_by_kind": {"good": 3}},
+                    thresholds=Thresholds(max_probe_moved=0.05, min_cases_per_kind=1))
+    probe, kinds = results["max_probe_moved"], results["min_cases_per_kind"]
+    assert (probe.label, probe.value, probe.threshold_text, probe.met) == ("probe verdicts moved", 0.02, "≤ 0.05", True)
+    assert kinds.label == "cases of each calibration kind"
+    assert kinds.threshold_text == "≥ 1 of each kind (good, bad, incomplete, injection, paraphrase)"
+    # A kind with no case at all is short of even one.
+    assert (kinds.met, kinds.value) == (False, {"good": 3, "bad": 0, "incomplete": 0, "injection": 0, "paraphrase": 0})
+    relaxed = check({"cases_by_kind_all": {"good": 1}, "coverage_all": 1.0}, deterministic=True,
+                    thresholds=Thresholds(min_cases_per_kind=1, require_human_evidence=False))["min_cases_per_kind"]
+    assert relaxed.label == "cases of each calibration kind (all judged cases)"
+
+
+def test_the_rules_say_what_each_threshold_means():
+    results = check({"n": 12}, stale_reasons=["case c1 changed"])
+    assert results["not_stale"].threshold_text == "no case changed and no newer config since the run finished"
+    assert results["not_stale"].value == ["case c1 changed"]
+    assert results["min_cases"].value == 12
+    assert results["min_true_fail_rate"].threshold_text == "≥ 0.70"
+    assert results["min_true_pass_rate"].value == 0.95
+
+
 def test_it_names_the_thresholds_looser_than_the_defaults():
     assert relaxed_thresholds(Thresholds()) == []
     stricter = Thresholds(min_cases=50, agreement_floor=0.9, max_flip_rate=0.01, min_cases_per_kind=5,
