@@ -2,9 +2,9 @@
 
 import pytest
 
-from judges.engine import JudgeConfig, Judgment
+from judges.engine import KEY_REFUSED, JudgeConfig, Judgment
 from judges.gate.config import GateRubric
-from judges.gate.judging import CaseResult, RubricResult, budget, case_verdict, exit_code
+from judges.gate.judging import CaseResult, RubricResult, budget, case_verdict, exit_code, refused_keys
 
 JUDGE = JudgeConfig.from_dict({"rubric": "returns", "criteria": "30 days.", "layers": ["contract"],
                                "contract_checks": ["must_match"], "must_match": ["30 days"]})
@@ -100,3 +100,22 @@ def test_the_budget_adds_up_calls_tokens_cost_and_latency():
 def test_the_latency_percentiles_are_nearest_rank(latencies, p50, p95):
     result = budget([j("pass", provider_calls=1, latency_ms=ms) for ms in reversed(latencies)])
     assert (result["latency_ms_p50"], result["latency_ms_p95"]) == (p50, p95)
+
+
+def test_the_majority_of_the_evaluated_repeats_decides_either_way():
+    assert case_verdict([j("fail", reason="a"), j("pass", reason="b"), j("fail", reason="c")], gate=True) == (
+        "fail", "2 of 3 repeats: a")
+    # Nothing evaluated and nothing said: still a reason a person can read.
+    assert case_verdict([j("not_evaluated")], gate=True) == ("not_evaluated", "not evaluated")
+    assert case_verdict([], gate=True) == ("not_evaluated", "not evaluated")
+
+
+def test_a_refused_key_is_named_per_rubric_with_its_first_reason():
+    refused = rubric_result("gate", ["not_evaluated", "not_evaluated"])
+    refused.cases[0].judgments = [j("pass")]
+    refused.cases[1].judgments = [j("not_evaluated", error=KEY_REFUSED, reason="HTTP 401 for $KEY"),
+                                  j("not_evaluated", error=KEY_REFUSED, reason="again")]
+    fine = rubric_result("warn", ["not_evaluated"])
+    fine.cases[0].judgments = [j("not_evaluated", error="timeout", reason="slow")]
+    assert refused_keys([fine, refused]) == [("returns", "HTTP 401 for $KEY")]
+    assert refused_keys([fine]) == []
