@@ -16,6 +16,7 @@ export CELERY_BROKER_URL="${TEST_CELERY_BROKER_URL:-redis://127.0.0.1:6379/0}"
 export EVALHUB_DATA_DIR="${EVALHUB_DATA_DIR:-$root/var/test}"
 # Two children: the machine is shared. mutmut keeps its results in mutants/, so a second run redoes
 # only what changed.
+rm -rf mutants/tests  # mutmut copies the tests once; a fresh copy runs the tests as they are now
 .venv/bin/mutmut run --max-children "${MUTATION_CHILDREN:-2}" "$@" || true
 echo
 echo "== surviving mutants (mutmut show NAME prints the change; scripts/mutation-equivalent.md lists the equivalent ones)"

@@ -108,6 +108,11 @@ def test_the_majority_of_the_evaluated_repeats_decides_either_way():
     # Nothing evaluated and nothing said: still a reason a person can read.
     assert case_verdict([j("not_evaluated")], gate=True) == ("not_evaluated", "not evaluated")
     assert case_verdict([], gate=True) == ("not_evaluated", "not evaluated")
+    assert case_verdict([j("pass", reason="a"), j("pass", reason="b")], gate=True) == ("pass", "2 of 2 repeats: a")
+
+
+def test_the_cost_is_rounded_to_a_millionth_of_a_dollar():
+    assert budget([j("pass", cost_usd=0.12345678)])["cost_usd"] == 0.123457
 
 
 def test_a_refused_key_is_named_per_rubric_with_its_first_reason():
