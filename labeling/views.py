@@ -367,6 +367,7 @@ def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse
 
 
 @require_POST
+@vary_on_headers("HX-Request")
 def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
     """Pass or fail the case shown, then the next case (htmx) or a redirect to it (plain form)."""
     dataset, rubric = _queue_of(request, slug, rubric_slug)
@@ -387,6 +388,7 @@ def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRe
 
 
 @require_POST
+@vary_on_headers("HX-Request")
 def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
     """Skip the case shown for now: it comes back after the rest."""
     dataset, rubric = _queue_of(request, slug, rubric_slug)
@@ -409,6 +411,7 @@ def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubr
 
 
 @require_POST
+@vary_on_headers("HX-Request")
 def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
     """Take back the reviewer's last label here and show that case again; a repeated undo does nothing."""
     dataset, rubric = _queue_of(request, slug, rubric_slug)

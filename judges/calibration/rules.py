@@ -176,7 +176,7 @@ def evaluate_rules(
         )
     if t.min_cases_per_kind is not None:
         counts = figures.get("cases_by_kind" if human else "cases_by_kind_all") or {}
-        short = {kind: counts.get(kind, 0) for kind in KINDS if counts.get(kind, 0) < t.min_cases_per_kind}
+        short = [kind for kind in KINDS if counts.get(kind, 0) < t.min_cases_per_kind]
         results.append(
             RuleResult(
                 "min_cases_per_kind",

@@ -97,6 +97,9 @@ DEFAULTS: dict[str, Any] = {
     "fault_count": None,  # None: the fault applies to every call until changed
     "retry_after": 1,
     "hang_s": 10.0,  # how long the "timeout" fault keeps a request waiting
+    # A call is held until this many calls are in flight together (at most hang_s): a test proves a
+    # concurrency cap is reached by the overlap itself, however slowly a busy machine starts the calls.
+    "gather": None,
     "rule": {"kind": "always_pass"},
 }
 INJECTION_MARKERS = ("answer pass", "ignore the rubric")
@@ -262,6 +265,9 @@ class State:
         for name in ("latency_ms", "latency_sigma", "latency_seed", "retry_after", "hang_s"):
             if name in body and (isinstance(body[name], bool) or not isinstance(body[name], int | float)):
                 raise ValueError(f"{name}: expected a number")
+        gather = body.get("gather")
+        if gather is not None and (isinstance(gather, bool) or not isinstance(gather, int) or gather < 1):
+            raise ValueError("gather: expected a positive integer or null")
         count = body.get("fault_count")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
             raise ValueError("fault_count: expected a non-negative integer or null")
@@ -289,6 +295,9 @@ class State:
             self.by_model[model] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            # When each call arrived and was answered (this process's monotonic clock): tests prove a wait
+            # or an overlap from these, never from a wall clock that also counts the client's own work.
+            record["started"] = time.monotonic()
             if self.first_call_at is None:
                 self.first_call_at = time.time()
             self.in_flight_by_model[model] += 1
@@ -321,9 +330,10 @@ class State:
                 self.latency_ms_served[model] += latency
             return settings, fault, nth, latency
 
-    def end(self, model: str) -> None:
+    def end(self, model: str, record: dict[str, Any]) -> None:
         with self.lock:
             self.in_flight -= 1
+            record["ended"] = time.monotonic()
             self.last_call_end = time.time()
             self.in_flight_by_model[model] -= 1
 
@@ -562,10 +572,15 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, payload)
         finally:
-            state.end(model)
+            state.end(model, record)
 
     def _wait_and_fail(self, api: str, settings: dict[str, Any], fault: str | None, latency_ms: float) -> bool:
         """The latency, then the HTTP-level fault if one is due; True when the response is sent (or dropped)."""
+        if settings["gather"]:
+            deadline = time.monotonic() + float(settings["hang_s"])
+            # The peak, not the count now: the last call to arrive may be answered before the others look.
+            while self.state.max_in_flight < settings["gather"] and time.monotonic() < deadline:
+                time.sleep(0.005)
         if fault == "timeout":
             self.state.wake.wait(float(settings["hang_s"]))
         elif latency_ms:
@@ -644,7 +659,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, payload)
         finally:
-            state.end(model)
+            state.end(model, record)
 
     def _trickle(self, status: int, payload: Any) -> None:
         """The whole response, status line and headers included, one byte a second (until a reset)."""

@@ -1,6 +1,5 @@
 import hashlib
 import threading
-import time
 
 import pytest
 
@@ -15,20 +14,21 @@ def cases(n, **overrides):
 
 def test_it_never_runs_more_than_the_concurrency_cap(fake, env):
     fake.control(latency_ms=100)
-    started = time.monotonic()
     judgments = judge_batch([(c, 1) for c in cases(20)], judge_config(), concurrency=4, env=env)
-    elapsed = time.monotonic() - started
     assert all(j.outcome == "pass" for j in judgments)
+    # The stand-in counts the calls it holds at once: the cap is reached and never passed.
     assert fake.stats()["max_in_flight"] == 4
-    assert elapsed >= 0.5  # 20 calls of 100 ms, 4 at a time
 
 
 def test_it_runs_up_to_the_cap_at_once(fake, env):
-    fake.control(latency_ms=300)
-    started = time.monotonic()
+    # The stand-in holds each call until eight are in flight (or 10 s pass): however slow the machine,
+    # eight calls in flight together is the proof, not how long the batch took.
+    fake.control(gather=8)
     judge_batch([(c, 1) for c in cases(8)], judge_config(), concurrency=8, env=env)
-    assert time.monotonic() - started < 2.0  # 8 × 300 ms one after another would take 2.4 s
     assert fake.stats()["max_in_flight"] == 8
+    calls = fake.requests()
+    assert len(calls) == 8
+    assert max(c["started"] for c in calls) < min(c["ended"] for c in calls)  # every call overlaps every other
 
 
 def test_results_keep_the_items_order_and_on_result_runs_in_the_callers_thread(fake, env):
@@ -99,6 +99,37 @@ def test_a_spend_cap_does_not_stop_the_contract_layer(fake, env):
         [(tool_case(), 1), (broken, 1)], config, concurrency=1, env=env, prices=PRICES, spend_cap_usd=0.0
     )
     assert [(j.outcome, j.error) for j in judgments] == [("not_evaluated", "spend cap"), ("fail", "")]
+
+
+def test_the_spend_tracker_allows_up_to_the_cap_exactly_then_stops_for_good():
+    spend = SpendTracker(1.0)
+    assert spend.reserve(0.25) and spend.reserve(0.75)  # 1.0 in all: on the cap is within it
+    assert not spend.reserve(0.01)
+    assert spend.reached
+    spend.settle(0.75, 0.0)  # room again, but a reached cap stays reached
+    assert not spend.reserve(0.0)
+    spend.settle(0.25, None)  # an unknown real cost counts as its estimate
+    assert spend.spent_usd == 0.25
+
+
+def test_the_spend_tracker_counts_what_was_spent_and_reserved():
+    spend = SpendTracker(1.0)
+    assert spend.reserve(0.5)
+    spend.settle(0.5, 0.6)
+    assert spend.spent_usd == 0.6
+    assert spend.reserve(0.4) and not spend.reserve(0.01)  # 0.6 spent + 0.4 reserved = the cap
+
+
+def test_the_spend_tracker_without_a_cap_never_stops():
+    spend = SpendTracker()
+    assert all(spend.reserve(1e6) for _ in range(3))
+    assert not spend.reached
+
+
+@pytest.mark.parametrize("cap", [-0.01, -1])
+def test_a_negative_spend_cap_is_refused(cap):
+    with pytest.raises(ValueError, match="spend cap: must not be negative"):
+        SpendTracker(cap)
 
 
 def test_a_spend_cap_without_a_price_cannot_be_kept(fake, env):

@@ -96,3 +96,38 @@ def test_a_judgment_round_trips_through_json():
     again = Judgment.from_dict(json.loads(json.dumps(j.to_dict())))
     assert again == j
     assert Judgment.from_dict({**j.to_dict(), "future_field": 1}) == j
+
+
+@pytest.mark.parametrize(("value", "valid"), [(1, True), (5, True), (0, False), (6, False)])
+def test_the_score_range_is_1_to_5_at_both_ends(value, valid):
+    answer = scores(relevance=value)
+    if valid:
+        verdict = validate_answer(answer, output_kind="scores", pass_score=1)
+        assert (verdict.outcome, verdict.reason, verdict.scores["relevance"]) == ("pass", "fine", value)
+    else:
+        with pytest.raises(InvalidOutput, match=f"^relevance: {value} is outside 1-5$"):
+            validate_answer(answer, output_kind="scores", pass_score=1)
+
+
+@pytest.mark.parametrize(("answer", "message"), [
+    ({"verdict": "pass"}, "reason: missing"),
+    ({"verdict": "pass", "reason": 3}, "reason: expected a string"),
+    ({"verdict": "pass", "reason": "  "}, "reason: empty"),
+    ({"reason": "ok"}, "verdict: missing"),
+    ({"verdict": 1, "reason": "ok"}, "verdict: expected a string, got int"),
+    ({"verdict": "maybe", "reason": "ok"}, "verdict: expected pass or fail, got 'maybe'"),
+])
+def test_each_invalid_verdict_answer_says_exactly_what_is_wrong(answer, message):
+    with pytest.raises(InvalidOutput) as invalid:
+        validate_answer(answer, output_kind="verdict", pass_score=4)
+    assert str(invalid.value) == message
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[1, 2]", "expected a JSON object, got list"),
+    ("pass", "not JSON: Expecting value: line 1 column 1 (char 0)"),
+])
+def test_an_answer_that_is_not_a_json_object_says_so(text, message):
+    with pytest.raises(InvalidOutput) as invalid:
+        load_json_object(text)
+    assert str(invalid.value) == message

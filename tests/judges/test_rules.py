@@ -121,6 +121,73 @@ def test_it_handles_the_boundaries(change, kwargs, key, met):
     assert check(change, **kwargs)[key].met is met
 
 
+# Figures that miss a threshold by float noise only (the sums are not the exact doubles 0.8, 0.05, …):
+# the rule treats them as on the threshold. A real difference of 1e-6 is never absorbed.
+@pytest.mark.parametrize("change,key,met", [
+    ({"agreement": 0.1 + 0.7}, "agreement_floor", True),  # 0.7999999999999999
+    ({"agreement": 0.8 - 1e-6}, "agreement_floor", False),
+    ({"agreement": 0.3 + 0.6 + 0.1}, "agreement_ceiling", False),  # 0.9999999999999999 is 100 %
+    ({"agreement": 1 - 1e-6}, "agreement_ceiling", True),
+    ({"true_pass_rate": 0.7 - 1e-12}, "min_true_pass_rate", True),
+    ({"true_fail_rate": 0.7 - 1e-12}, "min_true_fail_rate", True),
+    ({"true_fail_rate": 0.7 - 1e-6}, "min_true_fail_rate", False),
+    ({"flip_rate": 1 - 0.95}, "max_flip_rate", True),  # 0.050000000000000044
+    ({"flip_rate": 0.05 + 1e-6}, "max_flip_rate", False),
+    ({"coverage": 0.95 - 1e-12}, "min_coverage", True),
+    ({"coverage": 0.95 - 1e-6}, "min_coverage", False),
+])
+def test_float_noise_never_decides_a_rule(change, key, met):
+    [value] = change.values()
+    assert value not in (0.8, 1.0, 0.7, 0.05, 0.95)  # the tolerance is really exercised
+    assert check(change)[key].met is met
+
+
+def test_a_threshold_stored_with_float_noise_is_the_same_threshold():
+    noisy = Thresholds(agreement_floor=0.1 + 0.7 + 1e-15, max_flip_rate=0.15 - 0.1 - 1e-15)
+    results = check({"agreement": 0.8, "flip_rate": 0.05}, thresholds=noisy)
+    assert results["agreement_floor"].met and results["max_flip_rate"].met
+
+
+@pytest.mark.parametrize("moved,met", [(0.0, True), (1e-12, True), (0.01, False), (None, False)])
+def test_a_probe_threshold_of_zero_still_applies(moved, met):
+    results = check({"probe_moved": moved}, thresholds=Thresholds(max_probe_moved=0.0))
+    assert results["max_probe_moved"].met is met
+    assert results["max_probe_moved"].threshold_text == "≤ 0.00"
+
+
+def test_a_kinds_threshold_of_zero_is_always_met():
+    results = check(thresholds=Thresholds(min_cases_per_kind=0))
+    assert results["min_cases_per_kind"].met
+
+
+LABELS = ["newest config", "not stale", "cases with a human verdict", "repeats K", "agreement", "agreement",
+          "true pass rate", "true fail rate", "flip rate", "coverage"]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"deterministic": True}, {"is_external": True},
+                                    {"is_newest_config": False}])
+def test_each_rule_is_shown_with_its_label_and_the_runs_figure(kwargs):
+    results = check(**kwargs)
+    assert [r.label for r in results.values()] == LABELS
+    # A rule that does not apply still shows the run's figure beside its note.
+    assert [r.value for r in results.values()][2:] == [60, 3, 0.87, 0.87, 0.95, 0.86, 0.03, 1.0]
+
+
+def test_without_human_evidence_the_rules_say_so_and_keep_their_figures():
+    results = check(thresholds=Thresholds(require_human_evidence=False), deterministic=True,
+                    figures={"coverage_all": 0.99})
+    assert results["min_cases"].value == 60 and not results["min_cases"].applies
+    assert results["min_cases"].label == "cases with a human verdict"
+    assert results["min_coverage"].label == "coverage (all judgments)"
+    assert results["min_coverage"].value == 0.99
+
+
+def test_an_external_config_says_why_it_is_never_promotable():
+    result = check(is_external=True)["newest_config"]
+    assert (result.met, result.threshold_text) == (False, "an external config (imported verdicts) is never promotable")
+    assert check()["newest_config"].threshold_text == "the run's config is the rubric's newest version"
+
+
 def test_it_shows_each_threshold_in_its_text():
     results = check()
     assert results["min_cases"].threshold_text == "≥ 30"
@@ -263,6 +330,29 @@ def test_the_kinds_rule_needs_every_kind():
     relaxed = Thresholds(min_cases_per_kind=5, require_human_evidence=False)
     assert check({"cases_by_kind": {}, "cases_by_kind_all": every, "coverage_all": 1.0}, thresholds=relaxed,
                  deterministic=True)["min_cases_per_kind"].met
+
+
+def test_the_optional_rules_are_shown_with_their_labels_and_thresholds():
+    results = check({"probe_moved": 0.02, "cases_by_kind": {"good": 3}},
+                    thresholds=Thresholds(max_probe_moved=0.05, min_cases_per_kind=1))
+    probe, kinds = results["max_probe_moved"], results["min_cases_per_kind"]
+    assert (probe.label, probe.value, probe.threshold_text, probe.met) == ("probe verdicts moved", 0.02, "≤ 0.05", True)
+    assert kinds.label == "cases of each calibration kind"
+    assert kinds.threshold_text == "≥ 1 of each kind (good, bad, incomplete, injection, paraphrase)"
+    # A kind with no case at all is short of even one.
+    assert (kinds.met, kinds.value) == (False, {"good": 3, "bad": 0, "incomplete": 0, "injection": 0, "paraphrase": 0})
+    relaxed = check({"cases_by_kind_all": {"good": 1}, "coverage_all": 1.0}, deterministic=True,
+                    thresholds=Thresholds(min_cases_per_kind=1, require_human_evidence=False))["min_cases_per_kind"]
+    assert relaxed.label == "cases of each calibration kind (all judged cases)"
+
+
+def test_the_rules_say_what_each_threshold_means():
+    results = check({"n": 12}, stale_reasons=["case c1 changed"])
+    assert results["not_stale"].threshold_text == "no case changed and no newer config since the run finished"
+    assert results["not_stale"].value == ["case c1 changed"]
+    assert results["min_cases"].value == 12
+    assert results["min_true_fail_rate"].threshold_text == "≥ 0.70"
+    assert results["min_true_pass_rate"].value == 0.95
 
 
 def test_it_names_the_thresholds_looser_than_the_defaults():

@@ -52,6 +52,19 @@ def test_it_lists_each_bad_item_by_index_and_writes_nothing(client, dataset, tok
     assert not Case.objects.exists()
 
 
+def test_an_external_id_too_long_or_an_empty_tool_name_is_an_item_error_not_a_database_error(client, dataset, token):
+    batch = [{**ONE, "external_id": "x" * 201}, {**ONE, "external_id": "b", "trace": {"toolCalls": [{"name": ""}]}}]
+
+    response = post(client, dataset.slug, batch, token)
+
+    assert response.status_code == 400
+    assert [(e["index"], e["field"], e["message"]) for e in response.json()["errors"]] == [
+        (0, "external_id", "is 201 characters long; the limit is 200"),
+        (1, "trace.toolCalls[0].name", "is required: the tool's name, a string"),
+    ]
+    assert not Case.objects.exists()
+
+
 def test_it_needs_update_to_change_an_existing_case(client, dataset, token):
     post(client, dataset.slug, ONE, token)
     changed = {**ONE, "output": "changed"}

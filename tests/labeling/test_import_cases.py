@@ -103,6 +103,13 @@ def test_it_keeps_a_json_null_argument_apart_from_an_unchecked_one(dataset):
         (json.dumps(case(trace={"toolCalls": {"name": "x"}})), "trace.toolCalls", "must be a list of objects"),
         (json.dumps(case(trace={"toolCalls": ["lookup"]})), "trace.toolCalls[0]", "must be an object"),
         (json.dumps(case(trace={"toolCalls": [{"argument": 1}]})), "trace.toolCalls[0].name", "is required"),
+        (json.dumps(case(trace={"toolCalls": [{"name": "", "argument": 1}]})), "trace.toolCalls[0].name",
+         "is required"),
+        (json.dumps(case(trace={"toolCalls": [{"name": None}]})), "trace.toolCalls[0].name", "is required"),
+        # the column holds 200: one more is a line error, never a database error
+        (json.dumps(case(external_id="x" * 201)), "external_id", "is 201 characters long; the limit is 200"),
+        (json.dumps(case(expected_tool="t" * 201)), "expected_tool", "the limit is 200"),
+        (json.dumps(case(expected_source="s" * 501)), "expected_source", "the limit is 500"),
         (json.dumps(case(trace={"retrievedSources": ["a", 2]})), "trace.retrievedSources", "list of strings"),
         (json.dumps(case(trace={"context": ["a"]})), "trace.context", "must be a string"),
         (json.dumps(case(expected_tool=3)), "expected_tool", "must be a string, not a number"),
@@ -124,6 +131,12 @@ def test_it_rejects_a_bad_line_with_its_number_and_field(dataset, line, field, m
     assert [(row, f) for row, f, _ in errors] == [(2, field)]
     assert message in errors[0][2]
     assert not Case.objects.exists()  # all or nothing: the good lines are not written either
+
+
+def test_an_external_id_of_exactly_200_characters_is_stored_whole(dataset):
+    longest = "x" * 199 + "é"  # characters, not bytes, are what the column counts
+    run(dataset, jsonl(case(external_id=longest)))
+    assert Case.objects.get().external_id == longest
 
 
 def test_it_lists_every_error_of_the_file(dataset):

@@ -241,6 +241,19 @@ def test_one_reviewer_submitting_twice_at_once_keeps_one_label(dataset, rubric, 
     assert set(CaseTally.objects.filter(rubric=rubric).values_list("labels", flat=True)) == {1}
 
 
+def wait_for_a_session_blocked_on_a_lock(timeout: float = 10) -> bool:
+    """Whether another session of this test database is seen waiting on a lock within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+            if cursor.fetchone()[0]:
+                return True
+            time.sleep(0.02)
+    return False
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_submit_waits_for_a_concurrent_insert_of_the_same_label_then_revises_it(dataset, rubric, reviewer):
     """Deterministic: the first transaction holds its new row uncommitted while the second arrives."""
@@ -261,7 +274,8 @@ def test_a_submit_waits_for_a_concurrent_insert_of_the_same_label_then_revises_i
     for thread in threads:
         thread.start()
     inserted.wait(10)
-    time.sleep(0.3)  # the second submit is now blocked on the unique index
+    # Proven, not assumed after a sleep: PostgreSQL shows the second submit waiting on a lock.
+    assert wait_for_a_session_blocked_on_a_lock(), "the second submit never waited for the first"
     assert not Label.objects.exists()  # nothing committed yet
     release.set()
     for thread in threads:

@@ -1,5 +1,6 @@
 """The strict JSON reading and the camelCase names (labeling.importing.reading): no database, no Django."""
 
+import hashlib
 import json
 
 import pytest
@@ -7,6 +8,8 @@ import pytest
 from labeling.importing.reading import (
     MAX_JSON_DEPTH,
     RowError,
+    case_split,
+    labeled_content_hash,
     normalize_case_fields,
     parse_json,
     parse_json_items,
@@ -101,3 +104,36 @@ def test_a_field_named_both_ways_is_an_error(obj, message):
         normalize_case_fields(obj)
     data, problems = validate_case({"input": "q", **obj})
     assert data is None and len(problems) == 1 and message in problems[0][1]
+
+
+# DESIGN's split rule worked by hand: sha256("abc") and sha256("") are the standard test vectors
+# (ba7816bf… and e3b0c442…); the others were read off `sha256sum`. First 8 hex digits as an integer, mod 100.
+@pytest.mark.parametrize(("external_id", "first8", "split"), [
+    ("abc", "ba7816bf", "holdout"),  # 3128432319 % 100 = 19
+    ("", "e3b0c442", "holdout"),  # 3820012610 % 100 = 10
+    ("case-21", "7aaacc68", "holdout"),  # 2058013800 % 100 = 0: the lowest holdout
+    ("case-34", "fd50c671", "holdout"),  # 4249929329 % 100 = 29: the highest holdout
+    ("case-57", "f39f4b12", "dev"),  # 4087302930 % 100 = 30: the lowest dev
+    ("case-42", "bfe6ffb7", "dev"),  # 3219586999 % 100 = 99
+    ("case-1", "ba225b98", "dev"),  # 3122813848 % 100 = 48
+    ("case-4", "a2ea4a2d", "holdout"),  # 2733263405 % 100 = 5
+])
+def test_the_split_follows_designs_rule_on_known_ids(external_id, first8, split):
+    assert hashlib.sha256(external_id.encode()).hexdigest()[:8] == first8  # the fixture itself is right
+    assert case_split(external_id) == split
+
+
+def test_about_three_in_ten_cases_are_holdout():
+    splits = [case_split(f"case-{i}") for i in range(10_000)]
+    assert set(splits) == {"holdout", "dev"}
+    # The ids are fixed, so this is deterministic; 0.28–0.32 is over four standard deviations of a
+    # binomial(10 000, 0.3) share either side, so any fair hash passes and a wrong cut-off (20, 40) does not.
+    assert 0.28 < splits.count("holdout") / len(splits) < 0.32
+
+
+def test_the_labeled_content_hash_of_a_known_case_is_its_known_digest():
+    # printf '%s' '["Can I return shoes?","Yes — within 30 days.",{"toolCalls":[{"argument":{"order":42},
+    # "name":"lookup_order"}]}]' | sha256sum  (one line; UTF-8 kept as it is, not escaped)
+    trace = {"toolCalls": [{"name": "lookup_order", "argument": {"order": 42}}]}
+    digest = labeled_content_hash(input="Can I return shoes?", output="Yes — within 30 days.", trace=trace)
+    assert digest == "da723ecbb24f4179bdd07bf0d5465a455479307ee705a34506c4e593cd62e653"
