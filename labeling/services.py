@@ -4,6 +4,7 @@ Every function is keyword-only and does its writes in one transaction. Counts th
 (CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
 """
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,7 +14,18 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalhub.models import User
-from labeling.models import Adjudication, Case, CaseTally, Dataset, Label, LabelRequest, Rubric, Skip, Verdict
+from labeling.models import (
+    Adjudication,
+    Case,
+    CaseTally,
+    Dataset,
+    Label,
+    LabelRequest,
+    PolicyDocument,
+    Rubric,
+    Skip,
+    Verdict,
+)
 from labeling.queue import next_case
 
 # How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
@@ -226,3 +238,22 @@ def request_more_labels(*, case_ids: Iterable[int], rubric: Rubric, by: User, re
             ]
         LabelRequest.objects.bulk_create(rows)
     return LabelsRequested(requested=cases, already=len(tallies) - cases)
+
+
+def policy_write(*, slug: str, text: str, by: User) -> PolicyDocument:
+    """Save `text` as the policy's next version (1 for a new slug) and return it.
+
+    Versions are numbered under a lock on the slug's rows; writing exactly what the newest version
+    says returns that version instead of a duplicate. A saved version never changes.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # a textarea's line ends must not change the sha
+    if not text.strip():
+        raise LabelingRefused("A policy needs some text.")
+    with transaction.atomic():
+        newest = PolicyDocument.objects.select_for_update().filter(slug=slug).order_by("-version").first()
+        if newest is not None and newest.text == text:
+            return newest
+        return PolicyDocument.objects.create(
+            slug=slug, version=(newest.version if newest else 0) + 1, text=text,
+            sha256=hashlib.sha256(text.encode()).hexdigest(), created_by=by,
+        )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labeling import api, views
+from labeling import api, policies, views
 
 app_name = "labeling"
 
@@ -31,4 +31,10 @@ urlpatterns = [
     path("datasets/<slug:slug>/rubrics/<slug:rubric_slug>/cases/<int:case_id>/request-label/", views.request_label,
          name="request_label"),
     path("disputes/", views.disputes_index, name="disputes_index"),
+    # Policy documents (issue 17): everyone signed in reads, leads write the next version.
+    path("policies/", policies.policy_list, name="policy_list"),
+    path("policies/new/", policies.policy_create, name="policy_create"),
+    path("policies/<slug:slug>/", policies.policy_detail, name="policy_detail"),
+    path("policies/<slug:slug>/write/", policies.policy_write, name="policy_write"),
+    path("api/policies/<slug:slug>", api.policy_read, name="api_policy"),
 ]
