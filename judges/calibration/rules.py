@@ -131,7 +131,7 @@ def evaluate_rules(
         newest,
         RuleResult(
             "not_stale", "not stale", not stale_reasons, list(stale_reasons),
-            "no case changed and no newer config since the run finished",
+            "no case changed, no newer config and no newer policy version since the run finished",
         ),
         human_rule(
             "min_cases", "cases with a human verdict", figures.get("n"),

@@ -25,7 +25,7 @@ from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.agreement import reviewer_agreement
 from labeling.models import Adjudication, Case, Label, Rubric
-from labeling.selectors import cases_with_human_verdict
+from labeling.selectors import cases_with_human_verdict, policy_newest_versions
 
 NOT_FINISHED = "the run has not finished"
 
@@ -183,7 +183,8 @@ def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict
 def stale_reasons(*, run: Run) -> list[str]:
     """Why the run's judgments no longer judge what stands (DESIGN "Stale evidence"); [] when fresh.
 
-    Label changes do not count: the figures follow the current labels. Two queries.
+    Label changes do not count: the figures follow the current labels. Two queries (three when the
+    config references a policy document).
     """
     if run.status != Run.Status.FINISHED or run.finished_at is None:
         return [NOT_FINISHED]
@@ -198,7 +199,19 @@ def stale_reasons(*, run: Run) -> list[str]:
     newest = newest_version(rubric_id=run.config.rubric_id)
     if newest is not None and newest > run.config.version:
         reasons.append(f"config v{newest} is newer than this run's v{run.config.version}")
-    return reasons
+    spec = run.config.spec
+    return reasons + policy_stale_reasons(spec, policy_newest_versions() if spec.get("policy_ref") else {})
+
+
+def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
+    """The stale reason of a config whose policy document has a newer version than it references
+    (`newest`: slug → newest version); [] otherwise. (Worded without "is newer than", which names a
+    newer config version.)"""
+    ref = spec.get("policy_ref")
+    latest = newest.get(ref["slug"]) if ref else None
+    if latest is None or latest <= ref["version"]:
+        return []
+    return [f"policy {ref['slug']} is at v{latest}; this run's config uses v{ref['version']}"]
 
 
 def newest_version(*, rubric_id: int) -> int | None:
