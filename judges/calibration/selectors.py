@@ -20,7 +20,7 @@ from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Va
 from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, relaxed_thresholds
+from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.agreement import reviewer_agreement
@@ -263,6 +263,7 @@ def rubric_thresholds(rubric: Rubric) -> Thresholds:
         max_probe_moved=rubric.max_probe_moved,
         require_human_evidence=rubric.require_human_evidence,
         min_cases_per_kind=rubric.min_cases_per_kind,
+        require_pinned_models=rubric.require_pinned_models,
     )
 
 
@@ -282,6 +283,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
         stale_reasons=reasons,
         is_external=config.external,
         deterministic=config.deterministic,
+        models=config_models(config.spec),
     )
 
 
@@ -382,6 +384,9 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
         elif rule.key == "not_stale":
             value = "; ".join(rule.value) if rule.value else "fresh"
             threshold = rule.threshold_text
+        elif rule.key == "pinned_models":
+            value = "aliases: " + ", ".join(rule.value) if rule.value else "all pinned"
+            threshold = rule.threshold_text
         elif rule.key == "min_cases_per_kind":
             value = ", ".join(f"{kind} {count}" for kind, count in rule.value.items())
             threshold = rule.threshold_text
@@ -412,6 +417,8 @@ def shown_relaxed(rubric: Rubric) -> list[str]:
     for name, value, default in relaxed_thresholds(rubric_thresholds(rubric)):
         if name == "require_human_evidence":
             out.append("no human evidence required (deterministic judges)")
+        elif name == "require_pinned_models":
+            out.append("models need not be pinned snapshots")
         elif name in COUNT_RULES:
             out.append(f"{_THRESHOLD_LABELS[name]} {value} (default {default})")
         else:

@@ -20,7 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, evaluate_rules
+from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
     case_frame,
@@ -143,7 +143,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
         out[run.pk] = evaluate_rules(
             figures=figures, repeats=run.repeats, thresholds=rubric_thresholds(config.rubric),
             is_newest_config=newest, stale_reasons=stale[run.pk], is_external=config.external,
-            deterministic=config.deterministic,
+            deterministic=config.deterministic, models=config_models(config.spec),
         )
     return out
 
