@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalhub.models import User
+from labeling.importing.reading import CASE_KINDS
 from labeling.models import (
     Adjudication,
     Case,
@@ -257,3 +258,14 @@ def policy_write(*, slug: str, text: str, by: User) -> PolicyDocument:
             slug=slug, version=(newest.version if newest else 0) + 1, text=text,
             sha256=hashlib.sha256(text.encode()).hexdigest(), created_by=by,
         )
+
+
+def cases_set_kind(*, dataset: Dataset, cases, kind: str) -> int:
+    """Set the calibration kind of `cases` (a queryset) of `dataset`; returns how many changed.
+
+    The kind is not judged content (DESIGN "Words"): content_changed_at and content_hash stay, so no run
+    becomes stale and no label stops counting. Cases of other datasets are left alone.
+    """
+    if kind and kind not in CASE_KINDS:
+        raise LabelingRefused(f"A kind is one of {', '.join(CASE_KINDS)}, or empty.")
+    return cases.filter(dataset=dataset).exclude(kind=kind).update(kind=kind)

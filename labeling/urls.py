@@ -11,6 +11,7 @@ urlpatterns = [
     path("datasets/new/", views.dataset_create, name="dataset_create"),
     path("datasets/<slug:slug>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<slug:slug>/import/", views.dataset_import, name="dataset_import"),
+    path("datasets/<slug:slug>/kinds/", views.dataset_kinds, name="dataset_kinds"),
     path("datasets/<slug:slug>/export/<str:kind>/", views.dataset_export, name="dataset_export"),
     path("cases/<int:case_id>/", views.case_detail, name="case_detail"),
     path("rubrics/new/", views.rubric_create, name="rubric_create"),
