@@ -5,6 +5,8 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
+from labeling.migrations._sqlite_columns import add_column_in_place
+
 
 class Migration(migrations.Migration):
 
@@ -14,10 +16,10 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddField(
-            model_name='rubric',
-            name='require_pinned_models',
-            field=models.BooleanField(default=True),
+        # In place on SQLite: a rebuilt rubric table would lose the queue's triggers.
+        *add_column_in_place(
+            'rubric', 'require_pinned_models', models.BooleanField(default=True),
+            sqlite_definition="bool NOT NULL DEFAULT 1",
         ),
         migrations.CreateModel(
             name='PolicyDocument',
