@@ -128,7 +128,8 @@ def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
             "external_id": df["external_id"].astype(str),
             "category": df["category"].fillna("").astype(str),
             "split": df["split"].fillna("").astype(str),
-            "kind": df["kind"].fillna("").astype(str).replace("", UNSET),
+            # object first: a frame without kinds has an all-NaN float column
+            "kind": df["kind"].astype(object).where(df["kind"].notna() & df["kind"].ne(""), UNSET).astype(str),
             "n": 1,
             "judgments": df["judgments"].astype(int),
             "evaluated": evaluated,

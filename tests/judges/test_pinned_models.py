@@ -54,4 +54,5 @@ def test_a_lead_turns_it_off_on_the_thresholds_page_audited(lead_client, rubric,
 def test_a_pinned_config_passes_the_rule(rubric, dataset, lead, reviewer):
     run = evidence_run(rubric, dataset, lead, reviewer, config=behavioral_config(rubric, lead))
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)  # both models pinned
+    rubric.refresh_from_db()
     assert rubric.stage == "observe"
