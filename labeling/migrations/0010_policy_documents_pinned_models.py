@@ -11,7 +11,7 @@ from labeling.migrations._sqlite_columns import add_column_in_place
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('labeling', '0008_rubric_human_evidence'),
+        ('labeling', '0009_dataset_queue_order'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
