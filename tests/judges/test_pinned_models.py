@@ -12,8 +12,9 @@ from tests.judges.test_gates import behavioral_config
 
 pytestmark = pytest.mark.django_db
 
-THRESHOLDS = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 0.8, "agreement_ceiling": 1.0,
-              "min_true_pass_rate": 0.7, "min_true_fail_rate": 0.7, "max_flip_rate": 0.05, "min_coverage": 0.95}
+# The page takes rates as percentages.
+THRESHOLDS = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreement_ceiling": 100,
+              "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95}
 
 
 @pytest.fixture
