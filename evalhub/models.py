@@ -33,6 +33,7 @@ class Scope(models.TextChoices):
     RUNS_READ = "runs:read", "runs:read — read run reports"
     GATES_READ = "gates:read", "gates:read — read the gate config"
     RESULTS_WRITE = "results:write", "results:write — post CI results"
+    POLICIES_READ = "policies:read", "policies:read — read the policy documents (the text the judge is given)"
 
 
 TOKEN_PREFIX = "evh_"

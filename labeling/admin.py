@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from labeling.models import Adjudication, Case, Dataset, Label, LabelRequest, Rubric, Skip
+from labeling.models import Adjudication, Case, Dataset, Label, LabelRequest, PolicyDocument, Rubric, Skip
 
 
 @admin.register(Dataset)
@@ -63,6 +63,24 @@ class AdjudicationAdmin(AttributedAdmin):
     list_display = ["case", "rubric", "verdict", "decided_by", "decided_at"]
     list_select_related = ["case", "rubric", "decided_by"]
     raw_id_fields = ["case"]
+
+
+@admin.register(PolicyDocument)
+class PolicyDocumentAdmin(admin.ModelAdmin):
+    """Shown, never written here: a version never changes, and the next one is written on the policy pages
+    (labeling.services.policy_write numbers it and hashes its text)."""
+
+    list_display = ["slug", "version", "sha256", "created_by", "created_at"]
+    list_select_related = ["created_by"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # configs reference versions by number: a deleted one could come back with other text
 
 
 admin.site.register(Skip)

@@ -124,6 +124,9 @@ class Rubric(models.Model):
     require_human_evidence = models.BooleanField(default=True)
     # Optional rule: every calibration kind (Case.kind) with at least this many cases; null means off.
     min_cases_per_kind = models.PositiveIntegerField(null=True, blank=True)
+    # Rule: every model of the evidence config (primary, secondary, embeddings) is a dated snapshot, so
+    # the gating judge cannot change under the rubric. A lead may turn it off (a local model under a tag).
+    require_pinned_models = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -264,3 +267,29 @@ class CaseTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case_id}/{self.rubric_id}: {self.labels} labels"
+
+
+class PolicyDocument(models.Model):
+    """One version of a named policy text (the return policy, the tool rules): the agent reads it through
+    the API and a judge config references it, so both see the very same text. A version never changes:
+    writing the policy again makes the next version."""
+
+    slug = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField()
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64, editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["slug", "-version"]
+        constraints = [models.UniqueConstraint(fields=["slug", "version"], name="policydocument_unique_version")]
+
+    def __str__(self) -> str:
+        return f"{self.slug} v{self.version}"
+
+    def save(self, *args, **kwargs) -> None:
+        # A guard, not a workflow: a saved version is what configs and agents were given; never rewrite it.
+        if not self._state.adding:
+            raise ValueError("A policy version never changes: write the next version instead.")
+        super().save(*args, **kwargs)

@@ -7,6 +7,7 @@ from django.db.models import (
     Count,
     ExpressionWrapper,
     F,
+    Max,
     OuterRef,
     Q,
     QuerySet,
@@ -18,7 +19,7 @@ from django.db.models import Case as SqlCase
 from django.db.models.functions import Left
 
 from labeling.importing.reading import sample_key
-from labeling.models import Adjudication, Case, Dataset, Label, Rubric
+from labeling.models import Adjudication, Case, Dataset, Label, PolicyDocument, Rubric
 
 
 def counting_labels(*, rubric: Rubric) -> QuerySet[Label]:
@@ -71,10 +72,10 @@ CASE_SORTS = {
 
 def dataset_case_rows(
     *, dataset: Dataset, category: str | None = None, split: str | None = None, search: str = "",
-    ordering: tuple[str, ...] = ("pk",),
+    ordering: tuple[str, ...] = ("pk",), kind: str | None = None,
 ) -> QuerySet:
     """Rows for a dataset's case list: the start of input and output only, so long answers stay in the DB.
-    `search` matches the case's id, input or output."""
+    `search` matches the case's id, input or output; `kind` "" selects the cases without a calibration kind."""
     cases = Case.objects.filter(dataset=dataset)
     if category is not None:
         cases = cases.filter(category=category)
@@ -84,8 +85,10 @@ def dataset_case_rows(
         cases = cases.filter(
             Q(external_id__icontains=search) | Q(input__icontains=search) | Q(output__icontains=search)
         )
+    if kind is not None:
+        cases = cases.filter(kind=kind)
     return cases.order_by(*ordering).values(
-        "pk", "external_id", "category", "split",
+        "pk", "external_id", "category", "split", "kind",
         input_preview=Left("input", PREVIEW_CHARS), output_preview=Left("output", PREVIEW_CHARS),
     )
 
@@ -144,3 +147,20 @@ def case_labels_by_rubric(*, case: Case) -> list[dict]:
     for adjudication in Adjudication.objects.filter(case=case).select_related("rubric", "decided_by"):
         group(adjudication.rubric)["adjudication"] = adjudication
     return sorted(groups.values(), key=lambda group: group["rubric"].slug)
+
+
+def policy_newest_versions() -> dict[str, int]:
+    """slug → the newest version of every policy document. One query."""
+    rows = PolicyDocument.objects.order_by().values("slug").annotate(v=Max("version")).values_list("slug", "v")
+    return dict(rows)
+
+
+def policies_for_list() -> QuerySet[PolicyDocument]:
+    """Each policy's newest version (with its author) and how many versions it has. One query."""
+    newest = PolicyDocument.objects.filter(slug=OuterRef("slug")).order_by("-version").values("pk")[:1]
+    versions = (PolicyDocument.objects.filter(slug=OuterRef("slug")).order_by().values("slug")
+                .annotate(n=Count("pk")).values("n"))
+    return (
+        PolicyDocument.objects.filter(pk=Subquery(newest)).select_related("created_by")
+        .annotate(version_count=Subquery(versions)).order_by("slug")
+    )

@@ -4,6 +4,7 @@ Every function is keyword-only and does its writes in one transaction. Counts th
 (CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
 """
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,7 +14,19 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalhub.models import User
-from labeling.models import Adjudication, Case, CaseTally, Dataset, Label, LabelRequest, Rubric, Skip, Verdict
+from labeling.importing.reading import CASE_KINDS
+from labeling.models import (
+    Adjudication,
+    Case,
+    CaseTally,
+    Dataset,
+    Label,
+    LabelRequest,
+    PolicyDocument,
+    Rubric,
+    Skip,
+    Verdict,
+)
 from labeling.queue import next_case
 
 # How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
@@ -226,3 +239,33 @@ def request_more_labels(*, case_ids: Iterable[int], rubric: Rubric, by: User, re
             ]
         LabelRequest.objects.bulk_create(rows)
     return LabelsRequested(requested=cases, already=len(tallies) - cases)
+
+
+def policy_write(*, slug: str, text: str, by: User) -> PolicyDocument:
+    """Save `text` as the policy's next version (1 for a new slug) and return it.
+
+    Versions are numbered under a lock on the slug's rows; writing exactly what the newest version
+    says returns that version instead of a duplicate. A saved version never changes.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # a textarea's line ends must not change the sha
+    if not text.strip():
+        raise LabelingRefused("A policy needs some text.")
+    with transaction.atomic():
+        newest = PolicyDocument.objects.select_for_update().filter(slug=slug).order_by("-version").first()
+        if newest is not None and newest.text == text:
+            return newest
+        return PolicyDocument.objects.create(
+            slug=slug, version=(newest.version if newest else 0) + 1, text=text,
+            sha256=hashlib.sha256(text.encode()).hexdigest(), created_by=by,
+        )
+
+
+def cases_set_kind(*, dataset: Dataset, cases, kind: str) -> int:
+    """Set the calibration kind of `cases` (a queryset) of `dataset`; returns how many changed.
+
+    The kind is not judged content (DESIGN "Words"): content_changed_at and content_hash stay, so no run
+    becomes stale and no label stops counting. Cases of other datasets are left alone.
+    """
+    if kind and kind not in CASE_KINDS:
+        raise LabelingRefused(f"A kind is one of {', '.join(CASE_KINDS)}, or empty.")
+    return cases.filter(dataset=dataset).exclude(kind=kind).update(kind=kind)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from labeling import api, views
+from labeling import api, policies, views
 
 app_name = "labeling"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("datasets/new/", views.dataset_create, name="dataset_create"),
     path("datasets/<slug:slug>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<slug:slug>/import/", views.dataset_import, name="dataset_import"),
+    path("datasets/<slug:slug>/kinds/", views.dataset_kinds, name="dataset_kinds"),
     path("datasets/<slug:slug>/export/<str:kind>/", views.dataset_export, name="dataset_export"),
     path("cases/<int:case_id>/", views.case_detail, name="case_detail"),
     path("rubrics/new/", views.rubric_create, name="rubric_create"),
@@ -31,4 +32,10 @@ urlpatterns = [
     path("datasets/<slug:slug>/rubrics/<slug:rubric_slug>/cases/<int:case_id>/request-label/", views.request_label,
          name="request_label"),
     path("disputes/", views.disputes_index, name="disputes_index"),
+    # Policy documents (issue 17): everyone signed in reads, leads write the next version.
+    path("policies/", policies.policy_list, name="policy_list"),
+    path("policies/new/", policies.policy_create, name="policy_create"),
+    path("policies/<slug:slug>/", policies.policy_detail, name="policy_detail"),
+    path("policies/<slug:slug>/write/", policies.policy_write, name="policy_write"),
+    path("api/policies/<slug:slug>", api.policy_read, name="api_policy"),
 ]

@@ -4,8 +4,9 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Count, F, Q
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
@@ -29,6 +30,7 @@ from labeling.forms import (
 from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import labels_import
+from labeling.importing.reading import CASE_KINDS
 from labeling.models import Case, Dataset, Label, Rubric, Verdict
 from labeling.overview import (
     ALL,
@@ -112,15 +114,15 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Leads' list of a dataset's cases, 50 a page, filtered by category and split, searched, sorted."""
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
     table = table_query(request, sorts=CASE_SORTS, default="imported")
-    category = request.GET.get("category")
-    split = request.GET.get("split") if request.GET.get("split") in Case.Split.values else None
-    rows = dataset_case_rows(dataset=dataset, category=category if category else None, split=split,
+    category, split, kind = _case_filters(request.GET)
+    rows = dataset_case_rows(dataset=dataset, category=category, split=split, kind=kind,
                              search=table.search, ordering=table.ordering)
     page = Paginator(rows, CASES_PER_PAGE).get_page(request.GET.get("page"))
     filters = request.GET.copy()
     filters.pop("page", None)
     context = {
         "dataset": dataset, "page": page, "category": category or "", "split": split or "", "table": table,
+        "kind": request.GET.get("kind", "") if kind is not None else "", "kinds": CASE_KINDS, "unset": KIND_UNSET,
         "filter_query": filters.urlencode(),
     }
     if request.htmx:
@@ -132,6 +134,50 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "all_rubrics": Rubric.objects.order_by("slug"),
     }
     return render(request, "labeling/dataset_detail.html", context)
+
+
+# The kind filter's value for cases without a calibration kind.
+KIND_UNSET = "unset"
+
+
+def _case_filters(query) -> tuple[str | None, str | None, str | None]:
+    """(category, split, kind) of the case list from a query string; None where not filtered. A kind of
+    "unset" selects the cases without one; an unknown split or kind is no filter."""
+    category = query.get("category") or None
+    split = query.get("split") if query.get("split") in Case.Split.values else None
+    kind = query.get("kind")
+    kind = "" if kind == KIND_UNSET else kind if kind in CASE_KINDS else None
+    return category, split, kind
+
+
+@lead_required
+@require_POST
+def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the calibration kind of the ticked cases, or of every case the filters select (`scope=filtered`).
+    The kind is not judged content: no run becomes stale."""
+    dataset = get_object_or_404(Dataset, slug=slug)
+    kind = request.POST.get("set_kind", "")
+    back = reverse("labeling:dataset_detail", args=[dataset.slug])
+    query = request.POST.get("filter_query", "")
+    back += f"?{QueryDict(query).urlencode()}" if query else ""  # back to the same filters, on our own path
+    if kind != KIND_UNSET and kind not in CASE_KINDS:
+        messages.error(request, f"Choose a kind: {', '.join(CASE_KINDS)}, or “{KIND_UNSET}” to clear it.")
+        return redirect(back)
+    if request.POST.get("scope") == "filtered":
+        filters = QueryDict(query)
+        category, split, chosen = _case_filters(filters)
+        cases = Case.objects.filter(pk__in=dataset_case_rows(dataset=dataset, category=category, split=split,
+                                                             kind=chosen, search=filters.get("q", "").strip())
+                                    .values("pk"))
+    else:
+        ids = [int(pk) for pk in request.POST.getlist("case") if pk.isascii() and pk.isdigit() and len(pk) < 12]
+        if not ids:
+            messages.error(request, "Tick the cases to set, or choose “every case these filters select”.")
+            return redirect(back)
+        cases = Case.objects.filter(pk__in=ids)
+    changed = services.cases_set_kind(dataset=dataset, cases=cases, kind="" if kind == KIND_UNSET else kind)
+    messages.success(request, f"Set the kind of {changed} case{pluralize(changed)} to {kind}.")
+    return redirect(back)
 
 
 @require_http_methods(["GET", "POST"])

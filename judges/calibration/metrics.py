@@ -17,8 +17,9 @@ rows, so a caller holding the cases frame passes just those. Only cases with a h
 every figure. Positive = the judge says pass.
 
 The counts are summed, vectorised, into a small table of integers per group (the whole run, each
-category, each split); every rate is then derived from those integers by one scalar function, so the
-overall figures and the per-group figures cannot drift apart. The result is a plain JSON-serialisable
+category, each split, each calibration kind: `unset` for cases without one); every rate is then
+derived from those integers by one scalar function, so the overall figures and the per-group figures
+cannot drift apart. The result is a plain JSON-serialisable
 dict: Python ints/floats/None/str/lists only, never a numpy type or NaN.
 """
 
@@ -37,6 +38,9 @@ CASE_COLUMNS = (
     "case_id", "external_id", "category", "split", "human", "judgments", "passes", "fails", "contested",
 )
 VERDICTS = ("pass", "fail")
+# The calibration kinds (DESIGN "Words"; labeling's CASE_KINDS); a case without one counts under UNSET.
+KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
+UNSET = "unset"
 WILSON_Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
 OVERFIT_GAP = (1, 10)  # dev agreement may beat holdout by at most 10 points, as an exact fraction
 OVERFIT_WARNING = "dev agreement beats holdout by more than 10 points (an overfit prompt)"
@@ -112,8 +116,9 @@ def case_counts(judgments: pd.DataFrame) -> pd.DataFrame:
 
 
 def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
-    """The cases with a human verdict, with one integer column per count in _COUNTS."""
-    cases = cases.reindex(columns=list(CASE_COLUMNS))
+    """The cases with a human verdict, with one integer column per count in _COUNTS (and `kind`, UNSET
+    where the case has none or the frame has no `kind` column)."""
+    cases = cases.reindex(columns=[*CASE_COLUMNS, "kind"])
     df = cases[cases["human"].isin(VERDICTS)]
     human_pass = df["human"].eq("pass")
     passes, fails = df["passes"].astype(int), df["fails"].astype(int)
@@ -123,6 +128,8 @@ def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
             "external_id": df["external_id"].astype(str),
             "category": df["category"].fillna("").astype(str),
             "split": df["split"].fillna("").astype(str),
+            # object first: a frame without kinds has an all-NaN float column
+            "kind": df["kind"].astype(object).where(df["kind"].notna() & df["kind"].ne(""), UNSET).astype(str),
             "n": 1,
             "judgments": df["judgments"].astype(int),
             "evaluated": evaluated,
@@ -230,6 +237,7 @@ def calibration_figures(
     overall = {col: int(counted[col].sum()) for col in _COUNTS}
     by_category = _counts_by(counted, "category")
     by_split = _counts_by(counted, "split")
+    by_kind = _counts_by(counted, "kind")
     return {
         **_scalar_figures(overall),
         "not_evaluated": _not_evaluated(judgments),
@@ -243,6 +251,9 @@ def calibration_figures(
         "contested_cases": _sorted_ids(counted.loc[counted["contested"].gt(0), "external_id"]),
         "by_category": {str(name): _scalar_figures(c) for name, c in by_category.items()},
         "by_split": {str(name): _scalar_figures(c) for name, c in by_split.items()},
+        "by_kind": {str(name): _scalar_figures(c) for name, c in by_kind.items()},
+        # Calibration kinds with no case with a human verdict: the set does not test what they test.
+        "missing_kinds": [kind for kind in KINDS if kind not in by_kind],
         "warnings": [OVERFIT_WARNING] if _overfit_warning(by_split) else [],
         "reviewer_agreement": reviewer_agreement,
     }

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from judges.engine.families import is_pinned_snapshot
+
 # Figures are ratios of integer counts, so one that is not exactly on a two-decimal threshold is at
 # least 1 / (100 × judgments) away from it; this tolerance only absorbs float noise (a figure that
 # went through 1 − x, or a threshold stored as 0.7 against 7 / 10), never a real difference.
@@ -37,6 +39,7 @@ class Thresholds:
     max_probe_moved: float | None = None  # for the later probes feature; None: no such rule
     require_human_evidence: bool = True  # off: a deterministic judge needs no human labels
     min_cases_per_kind: int | None = None  # every calibration kind with at least this many cases; None: off
+    require_pinned_models: bool = True  # every model of the evidence config is a dated snapshot
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,12 +98,14 @@ def evaluate_rules(
     stale_reasons: list[str],
     is_external: bool = False,
     deterministic: bool = False,
+    models: tuple[str, ...] | list[str] = (),
 ) -> list[RuleResult]:
     """One RuleResult per rule, in DESIGN's order. A missing or None figure fails its rule.
 
     `figures` may carry `coverage_all` (every judgment, labelled or not: the coverage rule's figure when
     no human evidence is needed) and `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human
-    verdict / judged cases}, for min_cases_per_kind, read the same way).
+    verdict / judged cases}, for min_cases_per_kind, read the same way). `models` are every model the
+    config names (primary, secondary, embeddings), for the pinned-snapshot rule.
     """
     t = thresholds
     agreement = figures.get("agreement")
@@ -131,7 +136,7 @@ def evaluate_rules(
         newest,
         RuleResult(
             "not_stale", "not stale", not stale_reasons, list(stale_reasons),
-            "no case changed and no newer config since the run finished",
+            "no case changed, no newer config and no newer policy version since the run finished",
         ),
         human_rule(
             "min_cases", "cases with a human verdict", figures.get("n"),
@@ -165,6 +170,14 @@ def evaluate_rules(
             _at_least(coverage, t.min_coverage), coverage, f"≥ {_number(t.min_coverage)}",
         ),
     ]
+    if t.require_pinned_models:
+        aliases = [model for model in models if not is_pinned_snapshot(model)]
+        results.append(
+            RuleResult(
+                "pinned_models", "models pinned", not aliases, aliases,
+                "every model (primary, secondary, embeddings) is a dated snapshot, not an alias",
+            )
+        )
     if t.max_probe_moved is not None:
         # Probes come later; until their figure exists in `figures` this rule fails, as any None does.
         results.append(
@@ -188,6 +201,12 @@ def evaluate_rules(
     return results
 
 
+def config_models(spec: dict) -> list[str]:
+    """Every model a judge config may call: its own, its secondary's and its semantic layer's embeddings model."""
+    named = [spec.get("model"), *((spec.get(part) or {}).get("model") for part in ("secondary", "semantic"))]
+    return [model for model in named if model]
+
+
 def promotable(results: list[RuleResult]) -> bool:
     return all(result.met for result in results)
 
@@ -205,8 +224,8 @@ _LOOSER_WHEN: dict[str, str] = {
 def relaxed_thresholds(thresholds: Thresholds) -> list[tuple[str, Any, Any]]:
     """(field, value, default) for each threshold looser than DESIGN's default, in Thresholds' order.
 
-    Turning off `require_human_evidence` counts as relaxed; an optional rule left off (probes, kinds)
-    does not: that is the default.
+    Turning off `require_human_evidence` or `require_pinned_models` counts as relaxed; an optional rule
+    left off (probes, kinds) does not: that is the default.
     """
     defaults = Thresholds()
     out = []
@@ -217,4 +236,6 @@ def relaxed_thresholds(thresholds: Thresholds) -> list[tuple[str, Any, Any]]:
             out.append((name, value, default))
     if not thresholds.require_human_evidence:
         out.append(("require_human_evidence", False, True))
+    if not thresholds.require_pinned_models:
+        out.append(("require_pinned_models", False, True))
     return out

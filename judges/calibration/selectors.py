@@ -20,12 +20,12 @@ from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Va
 from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, relaxed_thresholds
+from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.agreement import reviewer_agreement
 from labeling.models import Adjudication, Case, Label, Rubric
-from labeling.selectors import cases_with_human_verdict
+from labeling.selectors import cases_with_human_verdict, policy_newest_versions
 
 NOT_FINISHED = "the run has not finished"
 
@@ -183,7 +183,8 @@ def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict
 def stale_reasons(*, run: Run) -> list[str]:
     """Why the run's judgments no longer judge what stands (DESIGN "Stale evidence"); [] when fresh.
 
-    Label changes do not count: the figures follow the current labels. Two queries.
+    Label changes do not count: the figures follow the current labels. Two queries (three when the
+    config references a policy document).
     """
     if run.status != Run.Status.FINISHED or run.finished_at is None:
         return [NOT_FINISHED]
@@ -198,7 +199,19 @@ def stale_reasons(*, run: Run) -> list[str]:
     newest = newest_version(rubric_id=run.config.rubric_id)
     if newest is not None and newest > run.config.version:
         reasons.append(f"config v{newest} is newer than this run's v{run.config.version}")
-    return reasons
+    spec = run.config.spec
+    return reasons + policy_stale_reasons(spec, policy_newest_versions() if spec.get("policy_ref") else {})
+
+
+def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
+    """The stale reason of a config whose policy document has a newer version than it references
+    (`newest`: slug → newest version); [] otherwise. (Worded without "is newer than", which names a
+    newer config version.)"""
+    ref = spec.get("policy_ref")
+    latest = newest.get(ref["slug"]) if ref else None
+    if latest is None or latest <= ref["version"]:
+        return []
+    return [f"policy {ref['slug']} is at v{latest}; this run's config uses v{ref['version']}"]
 
 
 def newest_version(*, rubric_id: int) -> int | None:
@@ -250,6 +263,7 @@ def rubric_thresholds(rubric: Rubric) -> Thresholds:
         max_probe_moved=rubric.max_probe_moved,
         require_human_evidence=rubric.require_human_evidence,
         min_cases_per_kind=rubric.min_cases_per_kind,
+        require_pinned_models=rubric.require_pinned_models,
     )
 
 
@@ -269,6 +283,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
         stale_reasons=reasons,
         is_external=config.external,
         deterministic=config.deterministic,
+        models=config_models(config.spec),
     )
 
 
@@ -369,6 +384,9 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
         elif rule.key == "not_stale":
             value = "; ".join(rule.value) if rule.value else "fresh"
             threshold = rule.threshold_text
+        elif rule.key == "pinned_models":
+            value = "aliases: " + ", ".join(rule.value) if rule.value else "all pinned"
+            threshold = rule.threshold_text
         elif rule.key == "min_cases_per_kind":
             value = ", ".join(f"{kind} {count}" for kind, count in rule.value.items())
             threshold = rule.threshold_text
@@ -399,6 +417,8 @@ def shown_relaxed(rubric: Rubric) -> list[str]:
     for name, value, default in relaxed_thresholds(rubric_thresholds(rubric)):
         if name == "require_human_evidence":
             out.append("no human evidence required (deterministic judges)")
+        elif name == "require_pinned_models":
+            out.append("models need not be pinned snapshots")
         elif name in COUNT_RULES:
             out.append(f"{_THRESHOLD_LABELS[name]} {value} (default {default})")
         else:

@@ -12,7 +12,7 @@ from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODE
 from judges.engine.semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS
 from judges.models import ModelPrice
 from labeling.importing.reading import json_error, parse_json
-from labeling.models import Dataset
+from labeling.models import Dataset, PolicyDocument
 
 DEFAULT_PARAMS = {"temperature": 0, "max_tokens": 400}
 SECONDARY_ROLE_CHOICES = [
@@ -76,6 +76,14 @@ class LinesField(TextArea):
         return "\n".join(value) if isinstance(value, list | tuple) else value
 
 
+def _policy_ref(choice: str) -> dict | None:
+    """"returns@2" → {"slug": "returns", "version": 2}; blank → None."""
+    if not choice:
+        return None
+    slug, _, version = choice.rpartition("@")
+    return {"slug": slug, "version": int(version)}
+
+
 def _blank_to_none(value: str) -> str | None:
     value = (value or "").strip()
     return value or None
@@ -121,7 +129,13 @@ class JudgeConfigForm(forms.Form):
         max_length=50, required=False, help_text="Only where the model's name says nothing (a local model).",
     )
     prompt_template = TextArea(rows=14, initial=DEFAULT_PROMPT_TEMPLATE)
-    policy = TextArea(rows=4, help_text="The policy or context text the judge grades against.")
+    policy_ref = forms.ChoiceField(
+        required=False, label="Policy document",
+        help_text="A policy document version: its text is copied into the config (with its sha256), and the "
+        "text below is ignored. A newer version of the policy makes this config's runs stale.",
+    )
+    policy = TextArea(rows=4, help_text="The policy or context text the judge grades against (without a policy "
+                      "document).")
     params = JsonText(rows=2, initial=json.dumps(DEFAULT_PARAMS), help_text="Model parameters, a JSON object.")
     output_kind = forms.ChoiceField(choices=[(k, k) for k in OUTPUT_KINDS], initial="verdict")
     pass_score = forms.IntegerField(min_value=1, max_value=5, initial=4,
@@ -206,9 +220,19 @@ class JudgeConfigForm(forms.Form):
     )
     note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Every policy version, newest first within a slug: one query.
+        versions = PolicyDocument.objects.order_by("slug", "-version").values_list("slug", "version")
+        self.fields["policy_ref"].choices = [("", "— none: the text below —"), *(
+            (f"{slug}@{version}", f"{slug} v{version}") for slug, version in versions
+        )]
+
     @classmethod
     def initial_from_spec(cls, spec: dict) -> dict:
         initial = {name: spec.get(name) for name in cls.base_fields if name in spec}
+        ref = spec.get("policy_ref")
+        initial["policy_ref"] = f"{ref['slug']}@{ref['version']}" if ref else ""
         for name in ("provider", "model", "model_family", "base_url_env", "api_key_env"):
             initial[name] = initial.get(name) or ""
         secondary = spec.get("secondary") or {}
@@ -282,6 +306,7 @@ class JudgeConfigForm(forms.Form):
             "model_family": _blank_to_none(data["model_family"]),
             "prompt_template": data["prompt_template"] or DEFAULT_PROMPT_TEMPLATE,
             "policy": data["policy"],
+            "policy_ref": _policy_ref(data["policy_ref"]),
             "params": data["params"] if data["params"] is not None else {},
             "output_kind": data["output_kind"],
             "pass_score": data["pass_score"],

@@ -12,6 +12,7 @@ from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run
 from judges.runs.services import engine_case
 from labeling.models import Case, Dataset, Rubric
+from labeling.selectors import policy_newest_versions
 
 
 def alias_warnings(spec: dict) -> list[str]:
@@ -42,6 +43,18 @@ def key_warnings(spec: dict) -> list[str]:
 def config_warnings(spec: dict) -> list[str]:
     """What a lead should know about a config before running it: aliases, a missing key variable."""
     return alias_warnings(spec) + key_warnings(spec)
+
+
+def mark_policy_behind(configs: list[JudgeConfig]) -> list[JudgeConfig]:
+    """Set `policy_behind` on each config: the newest version of the policy document it references when
+    that is newer than its own (the config is "behind"), else None. One query, none when no config
+    references a policy."""
+    newest = policy_newest_versions() if any(c.spec.get("policy_ref") for c in configs) else {}
+    for config in configs:
+        ref = config.spec.get("policy_ref")
+        latest = newest.get(ref["slug"]) if ref else None
+        config.policy_behind = latest if latest is not None and latest > ref["version"] else None
+    return configs
 
 
 def rubrics_with_configs() -> QuerySet[Rubric]:

@@ -8,7 +8,7 @@ from django.db.models import Max
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import env_name_refusals
 from judges.models import JudgeConfig, ModelPrice
-from labeling.models import Rubric
+from labeling.models import PolicyDocument, Rubric
 
 
 def engine_prices() -> dict[str, dict[str, float]]:
@@ -23,15 +23,31 @@ class EnvNamesRefused(ValueError):
         self.messages = messages
 
 
+def with_policy(spec: dict) -> dict:
+    """The spec with the referenced policy document version's text and sha256 copied in (DESIGN "Words"),
+    so CI and the prompt preview have them and the hash covers them; a spec without `policy_ref`
+    is returned as it is. Raises ValueError naming policy_ref when the version does not exist."""
+    ref = spec.get("policy_ref")
+    if ref is None:
+        return {**spec, "policy_sha256": None}
+    if not isinstance(ref, dict) or not isinstance(ref.get("slug"), str) or not isinstance(ref.get("version"), int):
+        raise ValueError("policy_ref: expected {slug, version}")
+    policy = PolicyDocument.objects.filter(slug=ref["slug"], version=ref["version"]).first()
+    if policy is None:
+        raise ValueError(f"policy_ref: there is no policy {ref['slug']!r} v{ref['version']}")
+    return {**spec, "policy": policy.text, "policy_sha256": policy.sha256}
+
+
 def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False) -> JudgeConfig:
     """Validate `spec` with the engine and save it as the rubric's next version.
 
     The rubric's slug and current criteria are copied in: a config keeps the criteria it was saved
-    with. Saving what the newest version already says returns that version instead of a duplicate.
+    with; so is the text of the policy document version it references (`with_policy`). Saving what
+    the newest version already says returns that version instead of a duplicate.
     Raises ValueError (naming the field) when the engine refuses the spec, EnvNamesRefused when it
     names a variable a judge may not read (settings.EVALHUB_JUDGE_ENV_ALLOW adds allowed names).
     """
-    spec = {**spec, "rubric": rubric.slug, "criteria": rubric.criteria}
+    spec = with_policy({**spec, "rubric": rubric.slug, "criteria": rubric.criteria})
     spec.pop("config_hash", None)
     engine_config = EngineConfig.from_dict(spec)
     refusals = env_name_refusals(engine_config, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW)

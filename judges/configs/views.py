@@ -19,7 +19,7 @@ from judges.configs import selectors, services
 from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
 from judges.models import JudgeConfig, ModelPrice
 from judges.probes.selectors import self_preference, version_probe_rows
-from labeling.models import Dataset, Rubric
+from labeling.models import Dataset, PolicyDocument, Rubric
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -37,7 +37,7 @@ def judge_index(request: HttpRequest) -> HttpResponse:
 def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """A rubric's config versions, and the differences between two of them (the newest two by default)."""
     rubric = get_object_or_404(Rubric, slug=slug)
-    configs = list(selectors.rubric_configs(rubric=rubric))
+    configs = selectors.mark_policy_behind(list(selectors.rubric_configs(rubric=rubric)))
     by_version = {c.version: c for c in configs}
     old = by_version.get(_int(request.GET.get("a")))
     new = by_version.get(_int(request.GET.get("b")))
@@ -144,16 +144,26 @@ def _preview_from_post(request: HttpRequest, rubric: Rubric) -> selectors.Prompt
     return selectors.prompt_preview(
         dataset=dataset, external_id=data.get("preview_case", ""),
         template=data.get("prompt_template", "").replace("\r\n", "\n"),
-        criteria=rubric.criteria, policy=data.get("policy", "").replace("\r\n", "\n"),
+        criteria=rubric.criteria, policy=_preview_policy(data),
         output_kind=data.get("output_kind", "verdict"), semantic=semantic, behavioral="behavioral" in layers,
     )
+
+
+def _preview_policy(data) -> str:
+    """The policy text a save would use: the referenced document version's, else the text field's."""
+    slug, _, version = data.get("policy_ref", "").rpartition("@")
+    if slug and version.isdigit():
+        document = PolicyDocument.objects.filter(slug=slug, version=int(version)).first()
+        if document is not None:
+            return document.text
+    return data.get("policy", "").replace("\r\n", "\n")
 
 
 @lead_required
 @vary_on_headers("HX-Request")
 def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
     """One version: its spec, hash, warnings, runs, and the exact prompt it sends for a chosen case."""
-    config = _get_config(config_id)
+    config = selectors.mark_policy_behind([_get_config(config_id)])[0]
     spec = config.spec
     behavioral = "behavioral" in spec.get("layers", [])
     preview_form = PreviewForm(request.GET or None)

@@ -54,6 +54,8 @@ HASHED_ONLY_WHEN_SET: dict[str, Any] = {
     "max_tool_calls": None,
     "secret_patterns": [],
     "semantic": None,
+    "policy_ref": None,
+    "policy_sha256": None,
 }
 
 _SLUG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -76,6 +78,8 @@ _FIELDS = (
     "model_family",
     "prompt_template",
     "policy",
+    "policy_ref",
+    "policy_sha256",
     "params",
     "output_kind",
     "pass_score",
@@ -295,6 +299,28 @@ def _semantic(d: Any) -> SemanticLayer:
     )
 
 
+def _policy_ref(d: dict, policy: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The policy document reference and the sha256 of its text, both or neither; the hash must be the
+    text's, so CI judges with exactly the policy the config was calibrated on."""
+    ref, sha = d.get("policy_ref"), d.get("policy_sha256")
+    if ref is None and sha is None:
+        return None, None
+    if ref is None:
+        raise ValueError("policy_sha256: given without policy_ref")
+    if not isinstance(ref, dict):
+        raise ValueError("policy_ref: expected an object {slug, version} or null")
+    _reject_unknown(ref, ("slug", "version"), where="policy_ref.")
+    slug = _nonempty_str(ref, "slug", where="policy_ref.")
+    if not _SLUG_RE.match(slug):
+        raise ValueError(f"policy_ref.slug: must be a slug, got {slug!r}")
+    version = ref.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValueError("policy_ref.version: must be a whole number, 1 or more")
+    if sha != _sha256(policy):
+        raise ValueError("policy_sha256: does not match the sha256 of the policy text")
+    return {"slug": slug, "version": version}, sha
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """How one rubric is judged. Build it with `from_dict`, which validates every field."""
@@ -315,6 +341,9 @@ class JudgeConfig:
     model_family: str | None = None
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
     policy: str = ""
+    # A policy document version (DESIGN "Words"): `policy` is its text and `policy_sha256` that text's hash.
+    policy_ref: dict[str, Any] | None = None
+    policy_sha256: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     output_kind: str = "verdict"
     pass_score: int = 4
@@ -467,6 +496,9 @@ class JudgeConfig:
                 if secondary.when and secondary.when["mode"] == "borderline" and d.get("output_kind") != "scores":
                     raise ValueError("secondary.when.mode: borderline needs output_kind scores")
 
+        policy = _str(d, "policy", default="")
+        policy_ref, policy_sha256 = _policy_ref(d, policy)
+
         cfg = cls(
             rubric=rubric,
             criteria=_str(d, "criteria"),
@@ -483,7 +515,9 @@ class JudgeConfig:
             model=model,
             model_family=_str(d, "model_family", required=False),
             prompt_template=template,
-            policy=_str(d, "policy", default=""),
+            policy=policy,
+            policy_ref=policy_ref,
+            policy_sha256=policy_sha256,
             params=_params(d),
             output_kind=_choice(d, "output_kind", OUTPUT_KINDS, default="verdict"),
             pass_score=_int(d, "pass_score", 4, 1, 5),
@@ -518,6 +552,8 @@ class JudgeConfig:
             "model_family": self.model_family,
             "prompt_template": self.prompt_template,
             "policy": self.policy,
+            "policy_ref": copy.deepcopy(self.policy_ref),
+            "policy_sha256": self.policy_sha256,
             "params": copy.deepcopy(self.params),
             "output_kind": self.output_kind,
             "pass_score": self.pass_score,

@@ -108,6 +108,13 @@ class ThresholdsForm(_ReasonForm):
         "labels, its coverage counted over all its judgments (a judge with a model always needs them)",
     )
 
+    # The same way round, for the same reason: a form posted without it keeps models pinned.
+    allow_unpinned_models = forms.BooleanField(
+        required=False,
+        label="Allow unpinned models: the evidence config may name a model by an alias or a tag (a local model "
+        "served under a tag), so the judge that gates could change under the rubric",
+    )
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         for name in COUNT_THRESHOLDS:
@@ -132,11 +139,12 @@ class ThresholdsForm(_ReasonForm):
                 widget=forms.NumberInput(attrs={"step": step}),
             )
         self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
-                           "without_human_evidence", "fail_closed", "reason"])
+                           "without_human_evidence", "allow_unpinned_models", "fail_closed", "reason"])
 
     def clean(self) -> dict:
         data = super().clean()
         data["require_human_evidence"] = not data.pop("without_human_evidence", False)
+        data["require_pinned_models"] = not data.pop("allow_unpinned_models", False)
         for name, message in threshold_errors({k: v for k, v in data.items() if v is not None}).items():
             if name in self.fields and name not in self.errors:
                 self.add_error(name, message)
@@ -148,4 +156,5 @@ class ThresholdsForm(_ReasonForm):
                   "fail_closed")
         return {name: getattr(rubric, name) for name in fields} | {
             "without_human_evidence": not rubric.require_human_evidence,
+            "allow_unpinned_models": not rubric.require_pinned_models,
         }

@@ -20,12 +20,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, evaluate_rules
+from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
     case_frame,
     evidence_figures,
     not_evaluated_judgments,
+    policy_stale_reasons,
     rubric_thresholds,
     shown_relaxed,
     shown_rules,
@@ -34,6 +35,7 @@ from judges.drift.selectors import drift_reason, newest_checks
 from judges.models import CiResult, JudgeConfig, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.models import Case, Rubric
+from labeling.selectors import policy_newest_versions
 
 # Rules that say the same as a stale reason: shown once, as the stale reason.
 _SAID_BY_STALENESS = {"newest_config", "not_stale"}
@@ -73,7 +75,8 @@ def evidence_for(*, rubric: Rubric) -> RubricEvent | None:
 
 
 def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
-    """run_id → calibration.stale_reasons(run=…) for every run, in one query instead of two per run."""
+    """run_id → calibration.stale_reasons(run=…) for every run, in one query instead of two per run (two
+    when a run's config references a policy document); runs need `config` loaded."""
     changed = (
         Case.objects.filter(
             dataset_id=OuterRef("dataset_id"),
@@ -96,6 +99,8 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
         changed=Coalesce(Subquery(changed, output_field=IntegerField()), 0),
         newest=Subquery(newest, output_field=IntegerField()),
     ).values_list("pk", "status", "finished_at", "changed", "newest", "config__version")
+    specs = {run.pk: run.config.spec for run in runs}
+    policies = policy_newest_versions() if any(spec.get("policy_ref") for spec in specs.values()) else {}
     reasons: dict[int, list[str]] = {}
     for pk, status, finished_at, changed_count, newest_version, version in rows:
         if status != Run.Status.FINISHED or finished_at is None:
@@ -106,7 +111,7 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
             mine.append(f"{changed_count} case{'' if changed_count == 1 else 's'} changed since this run finished")
         if newest_version is not None and newest_version > version:
             mine.append(f"config v{newest_version} is newer than this run's v{version}")
-        reasons[pk] = mine
+        reasons[pk] = mine + policy_stale_reasons(specs[pk], policies)
     return reasons
 
 
@@ -138,7 +143,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
         out[run.pk] = evaluate_rules(
             figures=figures, repeats=run.repeats, thresholds=rubric_thresholds(config.rubric),
             is_newest_config=newest, stale_reasons=stale[run.pk], is_external=config.external,
-            deterministic=config.deterministic,
+            deterministic=config.deterministic, models=config_models(config.spec),
         )
     return out
 

@@ -27,7 +27,8 @@ def test_it_orders_layers_contract_first():
 
 def test_config_hash_is_sha256_of_canonical_json_without_unused_optional_fields():
     d = JudgeConfig.from_dict(judge_config()).to_dict()
-    unused = {"allowed_tools", "forbidden_tools", "max_tool_calls", "secret_patterns", "semantic"}
+    unused = {"allowed_tools", "forbidden_tools", "max_tool_calls", "secret_patterns", "semantic", "policy_ref",
+              "policy_sha256"}
     payload = {k: v for k, v in d.items() if k not in unused}
     assert payload["api_key_env"] == "EVALHUB_JUDGE_API_KEY"
     expected = hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -9,6 +9,7 @@ from judges.configs import services as config_services
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages
 from judges.models import JudgeConfig, Run
 from judges.runs.services import engine_case
+from labeling.services import policy_write
 from tests.conftest import make_user
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 
@@ -319,3 +320,16 @@ def test_it_previews_a_template_without_the_answer_for_a_contract_only_draft(lea
     page = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data).content.decode()
     # Not refused, though the answer is missing: a contract-only draft sends no prompt to a judge at all.
     assert "A save would refuse" not in page and "no prompt is sent to a judge model" in page
+
+
+@pytest.mark.parametrize("versions", [1, 4])
+def test_it_lists_versions_on_policies_in_constant_queries(lead_client, rubric, lead, django_assert_num_queries,
+                                                           versions):
+    for i in range(versions):
+        policy_write(slug="returns", text=f"Returns, take {i}.", by=lead)
+        spec = behavioral_spec(policy_ref={"slug": "returns", "version": i + 1})
+        config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    # as above, and one query for the policies' newest versions (the "behind" marks)
+    with django_assert_num_queries(6):
+        page = lead_client.get(reverse("judges:config_list", args=[rubric.slug])).text
+    assert page.count("policy behind") == versions - 1

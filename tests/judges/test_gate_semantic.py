@@ -10,7 +10,7 @@ from judges.configs import services as config_services
 from judges.gate import cli as gate_cli
 from judges.models import ModelPrice
 from judges.promotion.gates import gate_config
-from judges.promotion.services import rubric_promote
+from judges.promotion.services import rubric_promote, rubric_thresholds_change
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.test_gate_cli import GOOD, case, gate_rubric, run, workdir, write_config, write_outputs
 
@@ -47,6 +47,9 @@ def test_the_gate_config_ships_the_embeddings_models_price(rubric, dataset, lead
     }
     config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
     run_ = evidence_run(rubric, dataset, lead, reviewer, config=config)
+    # OpenAI's embeddings models have no dated snapshot: the lead turns the pinned rule off, audited.
+    rubric_thresholds_change(rubric=rubric, reason="text-embedding-3-small has no dated snapshot.", by=lead,
+                             require_pinned_models=False)
     rubric_promote(rubric=rubric, to_stage="observe", run=run_, reason=REASON, by=lead)
     [entry] = gate_config()["rubrics"]
     assert entry["judge"]["semantic"]["model"] == EMBEDDING_MODEL

@@ -447,3 +447,32 @@ def test_it_counts_each_case_once_with_its_columns():
     assert cases.loc["a", ["judgments", "passes", "fails", "contested"]].tolist() == [3, 1, 1, 1]
     assert cases.loc["b", ["judgments", "passes", "fails", "contested"]].tolist() == [1, 0, 1, 0]
     assert case_counts(pd.DataFrame()).empty
+
+
+# ---- by calibration kind (issue 17) -------------------------------------------------------------------
+
+def test_it_computes_the_figures_by_kind_by_hand():
+    cases = case_counts(make_frame(SMALL_RUN))
+    # a good, b bad, c no kind, d good, e injection (no human verdict: it counts nowhere)
+    cases["kind"] = cases["external_id"].map({"a": "good", "b": "bad", "c": "", "d": "good", "e": "injection"})
+    missing = make_frame(SMALL_RUN)
+    figures = calibration_figures(missing[missing["outcome"] == "not_evaluated"], cases=cases)
+
+    assert list(figures["by_kind"]) == ["bad", "good", "unset"]
+    good, bad, unset = (figures["by_kind"][k] for k in ("good", "bad", "unset"))
+    # good = a (pass, pass on a human pass) and d (pass on a human fail, one not evaluated): 2 of 3 agree
+    assert (good["n"], good["judgments"], good["evaluated"], good["agreement"]) == (2, 4, 3, 2 / 3)
+    assert (good["false_pass"], good["false_fail"], good["coverage"], good["flip_rate"]) == (1, 0, 0.75, 0.0)
+    # bad = b: fail then pass on a human pass: 1 of 2, one false fail, flipped
+    assert (bad["n"], bad["agreement"], bad["false_fail"], bad["flip_rate"]) == (1, 0.5, 1, 1.0)
+    # unset = c: fail, fail on a human fail
+    assert (unset["n"], unset["agreement"], unset["true_fail_rate"]) == (1, 1.0, 1.0)
+    assert set(good) == SCALARS
+    assert figures["missing_kinds"] == ["incomplete", "injection", "paraphrase"]
+    assert_plain_json(figures)
+
+
+def test_a_frame_without_kinds_counts_every_case_unset():
+    figures = calibration_figures(make_frame(SMALL_RUN))
+    assert list(figures["by_kind"]) == ["unset"] and figures["by_kind"]["unset"]["n"] == 4
+    assert figures["missing_kinds"] == ["good", "bad", "incomplete", "injection", "paraphrase"]

@@ -46,7 +46,7 @@ def test_a_refused_promotion_lists_each_failing_rule_with_its_number_and_thresho
     assert response.status_code == 400
     text = response.text
     assert 'data-testid="refusal"' in text
-    assert "2 of 10 rules not met by run" in text
+    assert "2 of 11 rules not met by run" in text
     assert "Rule 4: repeats K</strong> — run" in text and "has <span class=\"mono\">1</span>" in text
     assert "needs <span class=\"mono\">≥ 2</span>" in text
     assert "Rule 5: agreement (floor)</strong>" in text and "75.0 %" in text and "≥ 80.0 %" in text

@@ -10,6 +10,7 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from judges.calibration.selectors import run_figures
 from judges.models import Run
+from labeling.models import Case
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 DESIGN_KEYS = {
@@ -108,3 +109,21 @@ def test_the_command_prints_a_readable_summary(run):
 def test_the_command_refuses_an_unknown_run(db):
     with pytest.raises(CommandError, match="No run 424242"):
         call_command("calibration_report", "424242")
+
+
+def test_the_json_has_the_figures_by_kind_from_the_database(client, run, lead, lead_client):
+    # a1 good (pass, pass on a human pass), a2 bad (pass, fail on a human pass), a3 none (pass, fail on a fail)
+    Case.objects.filter(external_id="a1").update(kind="good")
+    Case.objects.filter(external_id="a2").update(kind="bad")
+
+    body = client.get(api_url(run.pk), headers={"Authorization": f"Bearer {token(lead, Scope.RUNS_READ)}"}).json()
+
+    by_kind = body["by_kind"]
+    assert list(by_kind) == ["bad", "good", "unset"]
+    assert (by_kind["good"]["n"], by_kind["good"]["agreement"]) == (1, 1.0)
+    assert (by_kind["bad"]["agreement"], by_kind["bad"]["false_fail"], by_kind["bad"]["flip_rate"]) == (0.5, 1, 1.0)
+    assert (by_kind["unset"]["agreement"], by_kind["unset"]["false_pass"]) == (0.5, 1)
+    assert body["missing_kinds"] == ["incomplete", "injection", "paraphrase"]
+    page = lead_client.get(reverse("judges:run_report", args=[run.pk])).text
+    assert 'data-testid="missing-kinds"' in page and "incomplete, injection, paraphrase" in page
+    assert 'data-group="unset"' in page

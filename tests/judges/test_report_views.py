@@ -58,7 +58,7 @@ def test_it_shows_the_figures_with_one_decimal(lead_client, report):
 
 def test_it_says_why_the_judge_may_not_be_promoted(lead_client, report):
     html = lead_client.get(url(report["run"])).content.decode()
-    assert "Not promotable: 5 of 10 rules not met" in html
+    assert "Not promotable: 5 of 11 rules not met" in html
     assert '<tr class="rule-unmet" data-rule="min_cases">' in html
     assert '<tr class="rule-unmet" data-rule="agreement_floor">' in html
     assert "≥ 80.0 %" in html

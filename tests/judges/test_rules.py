@@ -10,7 +10,7 @@ from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, pro
 
 RULE_KEYS = [
     "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
-    "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage",
+    "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage", "pinned_models",
 ]
 
 # Meets every default rule (DESIGN's gate-config example figures).
@@ -19,11 +19,11 @@ GOOD = {"n": 60, "agreement": 0.87, "true_pass_rate": 0.95, "true_fail_rate": 0.
 
 
 def check(figures=None, *, repeats=3, thresholds=None, is_newest_config=True, stale_reasons=(),
-          is_external=False, deterministic=False) -> dict[str, RuleResult]:
+          is_external=False, deterministic=False, models=()) -> dict[str, RuleResult]:
     results = evaluate_rules(
         figures=GOOD | (figures or {}), repeats=repeats, thresholds=thresholds or Thresholds(),
         is_newest_config=is_newest_config, stale_reasons=list(stale_reasons), is_external=is_external,
-        deterministic=deterministic,
+        deterministic=deterministic, models=models,
     )
     # every rule always reported, in DESIGN's order (the probe rule last, when it has a threshold)
     assert [r.key for r in results][: len(RULE_KEYS)] == RULE_KEYS
@@ -268,6 +268,7 @@ RULE_TABLE = {
     "min_true_fail_rate": (True, True, False),
     "max_flip_rate":      (True, False, False),
     "min_coverage":       (True, True, True),
+    "pinned_models":      (True, True, True),
 }
 COLUMN = {"behavioral": 0, "deterministic": 1, "deterministic without human evidence": 2}
 
@@ -366,3 +367,25 @@ def test_it_names_the_thresholds_looser_than_the_defaults():
         ("min_cases", 10, 30), ("min_repeats", 1, 2), ("agreement_floor", 0.7, 0.8), ("max_flip_rate", 0.1, 0.05),
         ("min_coverage", 0.9, 0.95), ("require_human_evidence", False, True),
     ]
+
+
+PINNED = ("gpt-4o-mini-2024-07-18", "claude-haiku-4-5-20251001")
+
+
+@pytest.mark.parametrize(("alias", "role"), [
+    ("gpt-4o-mini", "primary"), ("claude-haiku-4-5", "secondary"), ("text-embedding-3-small", "embeddings"),
+    ("gpt-4o-latest", "primary"),
+])
+def test_every_model_of_the_evidence_config_must_be_a_pinned_snapshot(alias, role):
+    assert failing(check(models=PINNED)) == set()
+    models = {"primary": (alias, PINNED[1]), "secondary": (PINNED[0], alias), "embeddings": (*PINNED, alias)}[role]
+    results = check(models=models)
+    assert failing(results) == {"pinned_models"} and results["pinned_models"].value == [alias]
+
+
+def test_a_lead_may_turn_the_pinned_rule_off_and_it_shows_as_relaxed():
+    off = Thresholds(require_pinned_models=False)
+    results = evaluate_rules(figures=GOOD, repeats=3, thresholds=off, is_newest_config=True, stale_reasons=[],
+                             models=["llama3:8b"])
+    assert "pinned_models" not in {r.key for r in results} and all(r.met for r in results)
+    assert ("require_pinned_models", False, True) in relaxed_thresholds(off)

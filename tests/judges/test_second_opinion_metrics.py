@@ -65,7 +65,7 @@ def test_a_frame_without_the_column_or_with_nulls_has_nothing_contested():
 def test_contested_figures_change_no_other_figure():
     plain = calibration_figures(frame(RUN).assign(contested=False))
     contested = calibration_figures(frame(RUN))
-    keys = set(plain) - {"contested", "contested_rate", "contested_cases", "by_category", "by_split"}
+    keys = set(plain) - {"contested", "contested_rate", "contested_cases", "by_category", "by_split", "by_kind"}
     assert {k: plain[k] for k in keys} == {k: contested[k] for k in keys}
 
 

@@ -7,7 +7,8 @@ from django.core.management import call_command
 
 from evalhub.models import User
 from labeling.agreement import reviewer_agreement
-from labeling.demo import DEMO_PASSWORD, NEEDLESS_TOOL, NO_TOOL_CALL, WRONG_ARGUMENT
+from labeling.demo import DEMO_PASSWORD, NEEDLESS_TOOL, NO_TOOL_CALL, WRONG_ARGUMENT, load_demo
+from labeling.importing.reading import CASE_KINDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric, case_split, labeled_content_hash
 from labeling.selectors import cases_with_human_verdict
 
@@ -84,3 +85,18 @@ def test_running_it_twice_changes_nothing(db):
     before = snapshot()
     call_command("load_demo", verbosity=0)
     assert snapshot() == before
+
+
+def test_it_marks_every_demo_case_with_a_kind_and_covers_all_five(db):
+    load_demo()
+    kinds = dict(Case.objects.values_list("external_id", "kind"))
+    assert "" not in kinds.values() and set(kinds.values()) == set(CASE_KINDS)
+    assert (kinds["paraphrase-window-a"], kinds["adversarial-injection-followed"]) == ("paraphrase", "injection")
+    assert (kinds["edge-day-29-vague"], kinds["policy-return-window-90"], kinds["policy-gift-card"]) == (
+        "incomplete", "bad", "good")
+    # A demo loaded before kinds existed gets them; a kind a lead chose stays.
+    Case.objects.filter(external_id="policy-gift-card").update(kind="")
+    Case.objects.filter(external_id="policy-final-sale").update(kind="paraphrase")
+    load_demo()
+    assert Case.objects.get(external_id="policy-gift-card").kind == "good"
+    assert Case.objects.get(external_id="policy-final-sale").kind == "paraphrase"

@@ -53,6 +53,8 @@ class Command(BaseCommand):
         ]
         for warning in figures["warnings"]:
             lines.append(f"  warning: {warning}")
+        if figures["missing_kinds"]:
+            lines.append(f"  warning: no case with a human verdict of kind {', '.join(figures['missing_kinds'])}")
         for reason in figures["stale_reasons"]:
             lines.append(f"  stale: {reason}")
         if promotable(rules):
