@@ -288,6 +288,11 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
         if not Run.objects.filter(parent=strict).exists():
             for probe in probes_start(run=strict, kinds=PROBE_KINDS, by=lena):
                 _judge_here(probe)
+        if return_policy.stage == Rubric.Stage.DRAFT and return_policy.require_pinned_models:
+            promotion_services.rubric_thresholds_change(
+                rubric=return_policy, by=lena, require_pinned_models=False,
+                reason="demo: the scripted stand-in's models have no dated snapshots (like a local model under a tag)",
+            )
         _promote_to(rubric=return_policy, stage=Rubric.Stage.WARN, run=strict, by=lena,
                     reason="demo: the strict stand-in judge agrees with the reviewers; warn before gating")
         contract = demo_run(rubric=tool_use, dataset=dataset)

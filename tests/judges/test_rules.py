@@ -161,7 +161,7 @@ def test_a_kinds_threshold_of_zero_is_always_met():
 
 
 LABELS = ["newest config", "not stale", "cases with a human verdict", "repeats K", "agreement", "agreement",
-          "true pass rate", "true fail rate", "flip rate", "coverage"]
+          "true pass rate", "true fail rate", "flip rate", "coverage", "models pinned"]
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"deterministic": True}, {"is_external": True},
@@ -170,7 +170,7 @@ def test_each_rule_is_shown_with_its_label_and_the_runs_figure(kwargs):
     results = check(**kwargs)
     assert [r.label for r in results.values()] == LABELS
     # A rule that does not apply still shows the run's figure beside its note.
-    assert [r.value for r in results.values()][2:] == [60, 3, 0.87, 0.87, 0.95, 0.86, 0.03, 1.0]
+    assert [r.value for r in results.values()][2:] == [60, 3, 0.87, 0.87, 0.95, 0.86, 0.03, 1.0, []]
 
 
 def test_without_human_evidence_the_rules_say_so_and_keep_their_figures():
@@ -349,7 +349,9 @@ def test_the_optional_rules_are_shown_with_their_labels_and_thresholds():
 
 def test_the_rules_say_what_each_threshold_means():
     results = check({"n": 12}, stale_reasons=["case c1 changed"])
-    assert results["not_stale"].threshold_text == "no case changed and no newer config since the run finished"
+    assert results["not_stale"].threshold_text == (
+        "no case changed, no newer config and no newer policy version since the run finished"
+    )
     assert results["not_stale"].value == ["case c1 changed"]
     assert results["min_cases"].value == 12
     assert results["min_true_fail_rate"].threshold_text == "≥ 0.70"
