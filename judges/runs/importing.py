@@ -27,7 +27,7 @@ from labeling.importing.reading import (
     chunks,
     has_nul,
     json_error,
-    normalize_fields,
+    keyed_row,
     read_records,
     text_field,
     type_name,
@@ -74,19 +74,9 @@ class JudgmentImportResult:
 
 def validate_judgment(obj: Any) -> tuple[JudgmentData | None, list[tuple[str | None, str]]]:
     """Check one judgment row; returns the normalised row or the problems found."""
-    if not isinstance(obj, dict):
-        return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
-    try:
-        obj = normalize_fields(obj, ID_ALIASES)
-    except ValueError as exc:
-        return None, [(None, str(exc))]
-    problems: list[tuple[str | None, str]] = []
-    for key in obj:
-        if key not in JUDGMENT_FIELDS:
-            problems.append((str(key), f"is not a judgment field (known fields: {', '.join(JUDGMENT_FIELDS)})"))
-    external_id = text_field(obj, "external_id", problems, required=True, max_chars=200) or ""
-    if isinstance(obj.get("external_id"), str) and not external_id.strip():
-        problems.append(("external_id", "must not be empty"))
+    obj, problems, external_id = keyed_row(obj, JUDGMENT_FIELDS, "judgment")
+    if obj is None:
+        return None, problems
     repeat = obj.get("repeat")
     if "repeat" not in obj or repeat is None:
         problems.append(("repeat", "is required: a whole number from 1"))

@@ -19,10 +19,9 @@ from labeling.importing.reading import (
     ImportRejected,
     RowError,
     chunks,
-    normalize_fields,
+    keyed_row,
     read_records,
     text_field,
-    type_name,
     validated_rows,
 )
 from labeling.models import Case, Dataset, Label, Rubric, Verdict
@@ -60,19 +59,9 @@ _username_validator = get_user_model().username_validator
 
 
 def validate_label(obj: Any) -> tuple[LabelData | None, list[tuple[str | None, str]]]:
-    if not isinstance(obj, dict):
-        return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
-    try:
-        obj = normalize_fields(obj, ID_ALIASES)
-    except ValueError as exc:
-        return None, [(None, str(exc))]
-    problems: list[tuple[str | None, str]] = []
-    for key in obj:
-        if key not in LABEL_FIELDS:
-            problems.append((str(key), f"is not a label field (known fields: {', '.join(LABEL_FIELDS)})"))
-    external_id = text_field(obj, "external_id", problems, required=True, max_chars=200) or ""
-    if isinstance(obj.get("external_id"), str) and not external_id.strip():
-        problems.append(("external_id", "must not be empty"))
+    obj, problems, external_id = keyed_row(obj, LABEL_FIELDS, "label")
+    if obj is None:
+        return None, problems
     reviewer = (text_field(obj, "reviewer", problems, required=True, max_chars=150) or "").strip()
     if "reviewer" in obj and isinstance(obj["reviewer"], str):
         try:

@@ -193,6 +193,25 @@ def type_name(value: Any) -> str:
     )
 
 
+def keyed_row(obj: Any, fields: tuple[str, ...], what: str) -> tuple[dict | None, list, str]:
+    """The start a label or judgment row shares: an object, its names normalised, only `fields`, and the
+    case's external_id. Returns (the row or None, the problems so far, the external_id or "")."""
+    if not isinstance(obj, dict):
+        return None, [(None, f"must be a JSON object, not {type_name(obj)}")], ""
+    try:
+        obj = normalize_fields(obj, ID_ALIASES)
+    except ValueError as exc:
+        return None, [(None, str(exc))], ""
+    problems: list[tuple[str | None, str]] = []
+    for key in obj:
+        if key not in fields:
+            problems.append((str(key), f"is not a {what} field (known fields: {', '.join(fields)})"))
+    external_id = text_field(obj, "external_id", problems, required=True, max_chars=200) or ""
+    if isinstance(obj.get("external_id"), str) and not external_id.strip():
+        problems.append(("external_id", "must not be empty"))
+    return obj, problems, external_id
+
+
 def text_field(obj: dict, name: str, problems: list, *, required=False, max_chars: int | None = None,
                nullable=False) -> str | None:
     """obj[name] checked as text: its value, "" (None if nullable) when absent, None when it is not text."""
