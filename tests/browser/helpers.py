@@ -1,11 +1,16 @@
 """What the browser tests share: launching headless Chromium, screenshots, logging in."""
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import redis
+from django.conf import settings
 from django.db import connections
 
 from tests.conftest import PASSWORD
@@ -61,3 +66,39 @@ def log_in(page, live_server, username: str, password: str = PASSWORD, *, lands_
     page.click("button[type=submit]")
     if lands_on is not None:
         page.wait_for_url(f"{live_server.url}{lands_on}")
+
+
+@contextmanager
+def celery_worker(tmp_path: Path, name: str, **env: str) -> Iterator[subprocess.Popen]:
+    """A real Celery worker (with beat) on the test database and this test's Redis db, stopped afterwards.
+
+    `env` adds the variables a test's judges name. Chunks of 5 cases, so progress moves visibly."""
+    if not settings.CELERY_BROKER_URL.startswith("redis"):
+        pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no message of an earlier test
+    db = settings.DATABASES["default"]
+    environ = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "EVALHUB_DATA_DIR": str(tmp_path / "worker"),  # its own beat schedule file
+        "EVALHUB_CHUNK_CASES": "5",
+        **env,
+    }
+    environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    root = Path(__file__).resolve().parents[2]
+    with open(tmp_path / "worker.log", "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "evalhub", "worker", "--beat", "--pool=solo", "-Q", "celery",
+             f"--hostname={name}@%h", "--loglevel=INFO"],
+            cwd=root, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        try:
+            yield proc
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()

@@ -5,28 +5,20 @@ CI results, and a new behavioral run started from the demo and watched to the en
 Screenshots at 1440 px go to /tmp/shots/ (newcomer_*.png).
 """
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from io import StringIO
-from pathlib import Path
 
 import pytest
-import redis
-from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
 from judges.models import Run
 from judges.runs.demo import DEMO_KEY_ENV, DEMO_URL_ENV, STRICT_NOTE
 from labeling.demo import DEMO_PASSWORD
-from tests.browser.helpers import browser_page, log_in, shot
+from tests.browser.helpers import browser_page, celery_worker, log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
-ROOT = Path(__file__).resolve().parents[2]
 WIDE = {"width": 1440, "height": 1000}
 
 
@@ -50,32 +42,8 @@ def demo(db, fake_provider_server, monkeypatch):
 @pytest.fixture
 def worker(live_server, tmp_path, demo):
     """A real Celery worker on the test database with the demo's variables, as start.sh starts it."""
-    if not settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
-    db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "EVALHUB_DATA_DIR": str(tmp_path / "worker"),
-        "EVALHUB_CHUNK_CASES": "5",
-    }
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - the worker writes it until it is stopped
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "evalhub", "worker", "--beat", "--pool=solo", "-Q", "celery",
-         "--hostname=newcomer@%h", "--loglevel=INFO"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    yield proc
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    log.close()
+    with celery_worker(tmp_path, "newcomer") as proc:  # the demo variables are in os.environ
+        yield proc
 
 
 def test_a_newcomer_follows_the_demo_story_and_runs_a_behavioral_judge(live_server, worker, page):

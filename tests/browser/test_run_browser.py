@@ -5,63 +5,30 @@ broker) reading the same test database, exactly as in production. Screenshots of
 the start form with its estimate and the run page go to /tmp/shots/.
 """
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
-import redis
-from django.conf import settings
 from django.db import connection
 from playwright.sync_api import expect
 
 from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run
-from tests.browser.helpers import log_in, shot
+from tests.browser.helpers import celery_worker, log_in, shot
 from tests.conftest import PASSWORD
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
-ROOT = Path(__file__).resolve().parents[2]
 CASES, REPEATS = 30, 2
 
 
 @pytest.fixture
 def worker(live_server, tmp_path, fake_provider):
     """A real Celery worker (with beat) on the test database and this test's Redis db; killed afterwards."""
-    if not settings.CELERY_BROKER_URL.startswith("redis"):
-        pytest.fail("This test needs CELERY_BROKER_URL=redis://… (scripts/test.sh sets it).")
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no message of an earlier test
-    db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-        "EVALHUB_DATA_DIR": str(tmp_path / "worker"),  # its own beat schedule file
-        "EVALHUB_CHUNK_CASES": "5",
-        "EVALHUB_JUDGE_OPENAI_URL": fake_provider.openai_base_url,
-        "EVALHUB_JUDGE_API_KEY": "sk-test-not-a-real-key",
-    }
-    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 - the worker writes it until it is stopped
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "evalhub", "worker", "--beat", "--pool=solo", "-Q", "celery",
-         "--hostname=browser@%h", "--loglevel=INFO"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    yield proc
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    log.close()
+    with celery_worker(tmp_path, "browser", EVALHUB_JUDGE_OPENAI_URL=fake_provider.openai_base_url,
+                       EVALHUB_JUDGE_API_KEY="sk-test-not-a-real-key") as proc:
+        yield proc
 
 
 def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page, dataset, rubric, lead,
