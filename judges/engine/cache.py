@@ -89,6 +89,13 @@ class MemoryCache:
             return len(self._data)
 
 
+def _listed(value: Any) -> Any:
+    # An embedding is put as a numpy array; a file keeps it as a list of numbers.
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} cannot be written as JSON")
+
+
 _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 
 
@@ -120,7 +127,7 @@ class FolderCache:
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{key[:16]}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(judgment, fh, sort_keys=True)
+                json.dump(judgment, fh, sort_keys=True, default=_listed)
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -8,7 +8,7 @@ failure's detail. A refused key (401/403) is its own category, KEY_REFUSED: a co
 to fix, never retried, never taken for an outage.
 """
 
-import base64
+import binascii
 import email.utils
 import json
 import threading
@@ -295,7 +295,7 @@ def call_embeddings(
             )
             body = raw.http_response.json()
         data = sorted(body["data"], key=lambda item: item["index"])
-        vectors = [_vector(item["embedding"]) for item in data]
+        vectors = _vectors([item["embedding"] for item in data])
         tokens = (body.get("usage") or {}).get("prompt_tokens")
     except (sdk.OpenAIError, ValueError) as exc:
         raise _failure(exc, endpoint) from exc
@@ -306,10 +306,15 @@ def call_embeddings(
     return Embedded(vectors=vectors, input_tokens=tokens if isinstance(tokens, int) else None)
 
 
-def _vector(embedding: Any) -> Any:
-    if isinstance(embedding, str):
-        return np.frombuffer(base64.b64decode(embedding), dtype="<f4")
-    return np.asarray(embedding, dtype=np.float64)
+def _vectors(embeddings: list[Any]) -> Any:
+    """One vector an embedding: base64 strings of equal length (the usual reply) decoded into the rows of
+    one array at once, anything else vector by vector (the caller refuses what is not a vector)."""
+    if embeddings and all(isinstance(e, str) for e in embeddings):
+        raw = [binascii.a2b_base64(e) for e in embeddings]
+        if len({len(r) for r in raw}) == 1:
+            return np.frombuffer(b"".join(raw), dtype="<f4").reshape(len(raw), -1)
+        return [np.frombuffer(r, dtype="<f4") for r in raw]
+    return [np.asarray(e, dtype=np.float64) for e in embeddings]
 
 
 def _openai_reply(completion: Any) -> Reply:

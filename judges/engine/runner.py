@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,16 @@ from .providers import (
     call_model,
     resolve_endpoint,
 )
-from .semantic import EMBED_BATCH, cosine, decide, embedding_key, references, texts_to_embed
+from .semantic import (
+    EMBED_BATCH,
+    cosine_of_units,
+    decide,
+    embedding_key,
+    references,
+    texts_to_embed,
+    unit,
+    unit_rows,
+)
 from .validation import InvalidOutput, Verdict, load_json_object, validate_answer
 
 Prices = Mapping[str, Mapping[str, float]]
@@ -157,6 +166,7 @@ class _Embedding:
     """
 
     vector: Any  # numpy array, or None when the call failed
+    unit: Any = None  # the vector scaled to length 1, for the cosine
     failure: ProviderFailure | None = None
     attempts: int = 0
     calls: int = 0
@@ -429,36 +439,35 @@ class Engine:
         if not answer.strip():
             return _Similarity(0.0, closest=refs[0][0])  # no answer shares no meaning; nothing to embed
         texts = [answer, *(text for _, text in refs)]
-        for batch in self._unknown_texts(texts):
-            self._embed_batch(batch)
-        got = [self._take(self._text_key(text), tally) for text in texts]
+        keys = [self._text_key(text) for text in texts]
+        unknown = [(key, text) for key, text in zip(keys, texts, strict=True) if not self._known(key)]
+        for i in range(0, len(unknown), EMBED_BATCH):
+            self._embed_batch(unknown[i : i + EMBED_BATCH])
+        got = self._take(keys, tally)
         failed = next((e for e in got if e.failure is not None), None)
         if failed is not None:
             tries = f" (after {failed.attempts} attempts)" if failed.attempts > 1 else ""
             why = f"embeddings unavailable: {failed.failure.category}: {failed.failure.detail}{tries}"
             return _Similarity(None, why=why, error=failed.failure.category)
-        best, closest = max(
-            ((cosine(got[0].vector, e.vector), where) for e, (where, _) in zip(got[1:], refs, strict=True)),
-            key=lambda pair: pair[0],
-        )
+        best, closest = -1.0, refs[0][0]
+        for entry, (where, _) in zip(got[1:], refs, strict=True):
+            similarity = cosine_of_units(got[0].unit, entry.unit)
+            if similarity > best:  # the first of equals counts
+                best, closest = similarity, where
         # Rounded before deciding, so the stored similarity replays to the same verdict.
         return _Similarity(round(best, 4), closest=closest)
 
-    def _unknown_texts(self, texts: Iterable[str]) -> list[list[tuple[str, str]]]:
-        """Batches of (key, text) neither in memory nor in the embedding cache; cache hits are kept in memory."""
-        unknown: dict[str, str] = {}
-        for text in texts:
-            key = self._text_key(text)
-            if key in unknown or key in self._embeddings:
-                continue
-            hit = self.embedding_cache.get(key) if self.embedding_cache is not None else None
-            if hit is not None and isinstance(hit.get("vector"), list) and hit["vector"]:
-                with self._embeddings_lock:
-                    self._embeddings.setdefault(key, _Embedding(np.asarray(hit["vector"], dtype=np.float64)))
-            else:
-                unknown[key] = text
-        pairs = list(unknown.items())
-        return [pairs[i : i + EMBED_BATCH] for i in range(0, len(pairs), EMBED_BATCH)]
+    def _known(self, key: str) -> bool:
+        """Whether the text's embedding is in memory, or in the embedding cache (then kept in memory)."""
+        if key in self._embeddings:
+            return True
+        hit = self.embedding_cache.get(key) if self.embedding_cache is not None else None
+        vector = None if hit is None else np.asarray(hit.get("vector"), dtype=np.float64)
+        if vector is None or vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
+            return False  # a damaged entry is a miss: the text is embedded again
+        with self._embeddings_lock:
+            self._embeddings.setdefault(key, _Embedding(vector, unit(vector)))
+        return True
 
     def _embed_batch(self, batch: list[tuple[str, str]]) -> None:
         """Embed these texts in one request (its failure chain), keeping each vector or the failure."""
@@ -479,13 +488,16 @@ class Engine:
             client = self.clients.get(endpoint)
             chars = sum(len(text) for text in inputs)
 
-            def accept(reply: Embedded) -> list[Any]:
+            def accept(reply: Embedded) -> np.ndarray:
                 if len(reply.vectors) != len(inputs):
                     raise InvalidOutput(f"{len(reply.vectors)} vectors came back for {len(inputs)} texts")
-                vectors = [np.asarray(v, dtype=np.float64) for v in reply.vectors]
-                if any(v.ndim != 1 or not v.size or not np.isfinite(v).all() for v in vectors):
-                    raise InvalidOutput("a vector came back empty, nested or not finite")
-                return vectors
+                try:  # one array of the batch: checked and scaled at once, not vector by vector
+                    rows = np.array(reply.vectors, dtype=np.float64)
+                except ValueError:  # vectors of different lengths, or not numbers
+                    rows = None
+                if rows is None or rows.ndim != 2 or not rows.shape[1] or not np.isfinite(rows).all():
+                    raise InvalidOutput("a vector came back empty, nested, of another length or not finite")
+                return rows
 
             done = self._attempts(
                 endpoint,
@@ -499,11 +511,13 @@ class Engine:
         # The call's tokens and cost are shared by the texts in proportion to their length.
         total_chars = sum(len(text) for text in inputs) or 1
         shares = _split(tally.input_tokens, [len(text) / total_chars for text in inputs])
+        units = None if done.value is None else unit_rows(done.value)
         entries = {}
         for i, (key, text) in enumerate(batch):
             share = len(text) / total_chars
             entries[key] = _Embedding(
                 None if done.value is None else done.value[i],
+                None if units is None else units[i],
                 failure=done.failure,
                 attempts=done.attempts,
                 calls=tally.calls if i == 0 else 0,
@@ -514,43 +528,66 @@ class Engine:
             self._embeddings.update(entries)
         if done.value is not None and self.embedding_cache is not None:
             for (key, _), vector in zip(batch, done.value, strict=True):
-                self.embedding_cache.put(key, {"vector": vector.tolist()})
+                self.embedding_cache.put(key, {"vector": vector})  # an array: a store that writes text lists it
 
-    def _take(self, key: str, tally: _Tally) -> _Embedding:
-        """The text's embedding; its cost goes on this judgment's tally if no judgment has taken it yet."""
+    def _take(self, keys: list[str], tally: _Tally) -> list[_Embedding]:
+        """The texts' embeddings; what each cost goes on this judgment's tally if no judgment has taken it yet."""
         with self._embeddings_lock:
-            entry = self._embeddings[key]
-            tally.calls += entry.calls
-            tally.add(entry.input_tokens, 0, entry.cost)
-            entry.calls, entry.input_tokens, entry.cost = 0, 0, 0.0
-        return entry
+            entries = [self._embeddings[key] for key in keys]
+            for entry in entries:
+                tally.calls += entry.calls
+                tally.add(entry.input_tokens, 0, entry.cost)
+                entry.calls, entry.input_tokens, entry.cost = 0, 0, 0.0
+        return entries
 
-    def _plan_embeddings(self, items: list[tuple[dict[str, Any], int]]) -> tuple[list[list[str]], list[list]]:
-        """The keys each item's semantic layer will need, and batches of the texts not known yet.
+    def _send_embeddings(
+        self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor
+    ) -> tuple[list[int], dict[Future, list[int]]]:
+        """Embed the texts these items' semantic layer needs and nobody knows yet, many to a call, each
+        batch sent as soon as it is full (so the calls wait while the rest is planned).
 
-        Nothing is needed for an item the judgment cache answers or a case a contract check fails (no
-        model is called for them); a config without the layer needs nothing at all.
+        Returns how many batches each item waits for, and the items each batch's future holds up. Nothing
+        is needed for an item the judgment cache answers or a case a contract check fails (no model is
+        called for them); a config without the layer needs nothing at all.
         """
         cfg = self.cfg
+        missing = [0] * len(items)
         if cfg.semantic is None or self.env_refusals:
-            return [[] for _ in items], []
-        needs, texts = [], []
-        for case, repeat in items:
+            return missing, {}
+        batch_of: dict[str, int] = {}  # key -> the number of the batch that embeds it
+        batch: list[tuple[str, str]] = []
+        held: list[list[int]] = [[]]  # the items held up by batch n
+        sent: list[Future] = []
+        for i, (case, repeat) in enumerate(items):
             if (self.cache is not None and self._cached(cache_key(case, self.config_hash, repeat)) is not None) or (
                 "contract" in cfg.layers and not all(c["passed"] for c in run_contract_checks(case, cfg))
             ):
-                needs.append([])
                 continue
-            mine = texts_to_embed(case)
-            needs.append([self._text_key(text) for text in mine])
-            texts += mine
-        return needs, self._unknown_texts(texts)
+            waits = set()
+            for text in texts_to_embed(case):
+                key = self._text_key(text)
+                n = batch_of.get(key)
+                if n is None and not self._known(key):
+                    n = batch_of[key] = len(sent)
+                    batch.append((key, text))
+                if n is not None:
+                    waits.add(n)
+            for n in waits:
+                held[n].append(i)
+            missing[i] = len(waits)
+            if len(batch) >= EMBED_BATCH:
+                sent.append(executor.submit(self._embed_batch, batch))
+                batch = []
+                held.append([])
+        if batch:
+            sent.append(executor.submit(self._embed_batch, batch))
+        return missing, dict(zip(sent, held, strict=False))  # held has one list more when the last batch was full
 
     def embed_ahead(self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor) -> None:
         """Embed every text the semantic layer will need for these items, many texts to a call; the
         judgments then find their vectors in memory."""
-        _, batches = self._plan_embeddings(items)
-        for future in [executor.submit(self._embed_batch, batch) for batch in batches]:
+        _, held = self._send_embeddings(items, executor)
+        for future in held:
             future.result()
 
     def judge_as_embedded(
@@ -559,20 +596,13 @@ class Engine:
         """(index, judgment) of each item, judged in the calling thread as soon as its texts are embedded,
         while the executor's threads wait on the other embedding calls. For a config that calls no judge:
         once its embeddings are in, a judgment is the engine's own arithmetic."""
-        needs, batches = self._plan_embeddings(items)
-        batch_of = {key: n for n, batch in enumerate(batches) for key, _ in batch}
-        missing = [len({batch_of[key] for key in keys if key in batch_of}) for keys in needs]
-        waiting: dict[int, list[int]] = {}
-        for i, keys in enumerate(needs):
-            for n in {batch_of[key] for key in keys if key in batch_of}:
-                waiting.setdefault(n, []).append(i)
+        missing, held = self._send_embeddings(items, executor)
         for i, left in enumerate(missing):
             if not left:
                 yield i, self.judge(*items[i])
-        futures = {executor.submit(self._embed_batch, batch): n for n, batch in enumerate(batches)}
-        for future in as_completed(futures):
+        for future in as_completed(held):
             future.result()
-            for i in waiting.get(futures[future], []):
+            for i in held[future]:
                 missing[i] -= 1
                 if not missing[i]:
                     yield i, self.judge(*items[i])

@@ -8,6 +8,7 @@ skips the layer. Embeddings are cached on (provider, model, dimensions, text has
 embedded once, whatever the case, repeat or config that needs it.
 """
 
+import functools
 import hashlib
 import json
 import math
@@ -96,16 +97,30 @@ def texts_to_embed(case: dict[str, Any]) -> list[str]:
     return [answer, *(text for _, text in refs)] if refs and answer.strip() else []
 
 
-def cosine(a: Any, b: Any) -> float:
-    """Cosine similarity of two vectors; 0.0 when either is all zeros (it points nowhere)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+def unit(vector: Any) -> np.ndarray:
+    """The vector scaled to length 1; all zeros stays all zeros (it points nowhere)."""
+    v = np.asarray(vector, dtype=np.float64)
+    norm = float(np.linalg.norm(v))
+    return v / norm if norm else v
+
+
+def unit_rows(rows: np.ndarray) -> np.ndarray:
+    """Each row of a 2-D array scaled to length 1, all at once (a batch's vectors); zero rows stay zero."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+
+
+def cosine_of_units(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors already scaled by unit(): their dot product."""
     if a.shape != b.shape:
         raise ValueError(f"vectors of different lengths: {a.shape[0]} and {b.shape[0]}")
-    norms = float(np.linalg.norm(a) * np.linalg.norm(b))
-    if norms == 0.0:
-        return 0.0
     # Rounding can carry a parallel pair a hair past 1.
-    return max(-1.0, min(1.0, float(np.dot(a, b)) / norms))
+    return max(-1.0, min(1.0, float(a @ b)))
+
+
+def cosine(a: Any, b: Any) -> float:
+    """Cosine similarity of two vectors; 0.0 when either is all zeros."""
+    return cosine_of_units(unit(a), unit(b))
 
 
 def decide(similarity: float, layer: SemanticLayer, *, behavioral: bool) -> str | None:
@@ -118,11 +133,15 @@ def decide(similarity: float, layer: SemanticLayer, *, behavioral: bool) -> str 
 
 
 def embedding_key(*, provider: str, model: str, dimensions: int | None, text: str) -> str:
-    """The cache key of one text's embedding: (provider, model, dimensions, sha256 of the text)."""
-    payload = {
-        "provider": provider,
-        "model": model,
-        "dimensions": dimensions,
-        "text": hashlib.sha256(text.encode()).hexdigest(),
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """The cache key of one text's embedding: sha256 of the canonical JSON of (provider, model,
+    dimensions, sha256 of the text)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(f"{_key_prefix(provider, model, dimensions)}{digest}\"}}".encode()).hexdigest()
+
+
+@functools.cache
+def _key_prefix(provider: str, model: str, dimensions: int | None) -> str:
+    # The canonical JSON up to the text's digest ("text" sorts last; a hex digest needs no escaping):
+    # built once per layer, not once per text.
+    payload = {"provider": provider, "model": model, "dimensions": dimensions, "text": ""}
+    return json.dumps(payload, sort_keys=True, separators=(",", ":")).removesuffix('""}') + '"'

@@ -5,6 +5,7 @@ and the new ones written as the window records its results, like the judgment ca
 """
 
 import threading
+from typing import Any
 
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import MemoryCache, embedding_key
@@ -17,7 +18,7 @@ class StoredEmbeddings(MemoryCache):
 
     def __init__(self) -> None:
         super().__init__(copies=False)
-        self._new: dict[str, list[float]] = {}
+        self._new: dict[str, Any] = {}
         self._new_lock = threading.Lock()
 
     def preload(self, stored: dict[str, list[float]]) -> None:
@@ -32,7 +33,8 @@ class StoredEmbeddings(MemoryCache):
     def take_new(self) -> dict[str, list[float]]:
         with self._new_lock:
             new, self._new = self._new, {}
-        return new
+        # The engine puts arrays; the JSON column keeps lists (made here, off the engine's threads).
+        return {key: vector.tolist() if hasattr(vector, "tolist") else vector for key, vector in new.items()}
 
 
 def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list[float]]:

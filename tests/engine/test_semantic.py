@@ -337,6 +337,17 @@ def test_embeddings_that_never_come_leave_a_semantic_only_case_not_evaluated(fak
     assert j.provider_calls == 3
 
 
+def test_vectors_of_different_lengths_are_refused_and_asked_for_again(fake, env, quick_retry):
+    fake.control(model=EMBEDDING_MODEL, fault="ragged_vectors", fault_count=1)
+    j = judge_case(tool_case(output=PARAPHRASE), semantic_config(), 1, env=env, retry=quick_retry)
+    assert (j.outcome, j.layer, j.provider_calls) == ("pass", "semantic", 2)
+    fake.control(model=EMBEDDING_MODEL, fault="ragged_vectors", fault_count=None)
+    j = judge_case(tool_case(output="A different answer, with other words."), semantic_config(), 1, env=env,
+                   retry=quick_retry)
+    assert (j.outcome, j.similarity) == ("not_evaluated", None)
+    assert "of another length" in j.reason
+
+
 def test_embeddings_that_never_come_leave_the_judge_to_decide(fake, env, quick_retry):
     fake.control(model=EMBEDDING_MODEL, fault="500")
     j = judge_case(tool_case(output=PARAPHRASE), BOTH, 1, env=env, retry=quick_retry)
@@ -433,9 +444,13 @@ def test_vectors_are_read_as_base64_or_as_floats():
 
     import numpy as np
 
-    from judges.engine.providers import _vector
+    from judges.engine.providers import _vectors
 
-    floats = [0.25, -0.5, 1.0]
-    packed = base64.b64encode(np.asarray(floats, dtype="<f4").tobytes()).decode()
-    assert _vector(packed).tolist() == floats  # what OpenAI sends for encoding_format=base64
-    assert _vector(floats).tolist() == floats  # a server that sends floats whatever was asked
+    floats, other = [0.25, -0.5, 1.0], [2.0, 0.0, -4.0]
+    packed = [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode() for v in (floats, other)]
+    assert _vectors(packed).tolist() == [floats, other]  # what OpenAI sends for encoding_format=base64
+    assert [v.tolist() for v in _vectors([floats, other])] == [floats, other]  # a server sending floats anyway
+    # Rows of different lengths stay apart, for the engine to refuse (not one array that hides it).
+    ragged = _vectors([packed[0], base64.b64encode(np.zeros(2, dtype="<f4").tobytes()).decode()])
+    assert [len(v) for v in ragged] == [3, 2]
+    assert _vectors([]) == []
