@@ -8,6 +8,7 @@ asked; when neither can, the judgment is `not_evaluated` with the reason and wha
 showed. Nothing here ever guesses a verdict. A batch embeds its texts first, many to a call.
 """
 
+import functools
 import hashlib
 import os
 import random
@@ -39,6 +40,7 @@ from .providers import (
 )
 from .semantic import (
     EMBED_BATCH,
+    SemanticLayer,
     cosine_of_units,
     decide,
     embedding_key,
@@ -127,6 +129,8 @@ class _Judge:
 
 class _Tally:
     """What one judgment's calls used, over every attempt and every judge asked."""
+
+    __slots__ = ("calls", "input_tokens", "output_tokens", "cost")
 
     def __init__(self) -> None:
         self.calls = 0
@@ -718,14 +722,17 @@ class Engine:
 
 
 def _semantic_reason(outcome: str, similarity: float, closest: str, cfg: JudgeConfig) -> str:
-    s = cfg.semantic
+    return f"similarity {similarity:.4f} to the {closest} {_semantic_rule(cfg.semantic, outcome)}"
+
+
+@functools.cache
+def _semantic_rule(s: SemanticLayer, outcome: str) -> str:
+    # Formatted once per layer and outcome, not once per case.
     if outcome == "pass":
-        rule = f">= pass_at {s.pass_at:g}"
-    elif s.fail_below is not None:
-        rule = f"< fail_below {s.fail_below:g}"
-    else:
-        rule = f"< pass_at {s.pass_at:g}, and no behavioral judge to decide"
-    return f"similarity {similarity:.4f} to the {closest} {rule}"
+        return f">= pass_at {s.pass_at:g}"
+    if s.fail_below is not None:
+        return f"< fail_below {s.fail_below:g}"
+    return f"< pass_at {s.pass_at:g}, and no behavioral judge to decide"
 
 
 def _unavailable(why: str, shown: list[str]) -> str:
