@@ -444,7 +444,7 @@ class Engine:
             return _Similarity(0.0, closest=refs[0][0])  # no answer shares no meaning; nothing to embed
         texts = [answer, *(text for _, text in refs)]
         keys = [self._text_key(text) for text in texts]
-        unknown = [(key, text) for key, text in zip(keys, texts, strict=True) if not self._known(key)]
+        unknown = list({key: text for key, text in zip(keys, texts, strict=True) if not self._known(key)}.items())
         for i in range(0, len(unknown), EMBED_BATCH):
             self._embed_batch(unknown[i : i + EMBED_BATCH])
         got = self._take(keys, tally)
@@ -466,7 +466,10 @@ class Engine:
         if key in self._embeddings:
             return True
         hit = self.embedding_cache.get(key) if self.embedding_cache is not None else None
-        vector = None if hit is None else np.asarray(hit.get("vector"), dtype=np.float64)
+        try:
+            vector = None if hit is None else np.asarray(hit.get("vector"), dtype=np.float64)
+        except (TypeError, ValueError):  # not numbers
+            vector = None
         if vector is None or vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
             return False  # a damaged entry is a miss: the text is embedded again
         with self._embeddings_lock:

@@ -391,6 +391,18 @@ def test_an_embedded_text_is_never_embedded_again(fake, env, tmp_path, make_cach
     assert embedding_calls(fake) == 2
 
 
+@pytest.mark.parametrize("damaged", [{"vector": "not numbers"}, {"vector": []}, {"vector": [1.0, math.nan]},
+                                     {"vector": [[1.0], [2.0]]}, {"other": 1}])
+def test_a_damaged_cached_embedding_is_a_miss_and_embedded_again(fake, env, damaged):
+    cache = MemoryCache()
+    first = judge_case(tool_case(output=PARAPHRASE), semantic_config(), 1, env=env, embedding_cache=cache)
+    for key in list(cache._data):
+        cache.put(key, damaged)
+    again = judge_case(tool_case(output=PARAPHRASE), semantic_config(), 2, env=env, embedding_cache=cache)
+    assert embedding_calls(fake) == 2
+    assert (again.outcome, again.similarity) == (first.outcome, first.similarity)
+
+
 def test_a_failed_embedding_is_not_cached(fake, env, quick_retry):
     cache = MemoryCache()
     fake.control(model=EMBEDDING_MODEL, fault="500")
