@@ -52,6 +52,7 @@ class HtmxHttpRequest(HttpRequest):
 
 
 ROWS_PER_PAGE = 50
+REPORT_ROWS_PER_PAGE = 20  # the report's disagreements: each row holds every repeat's reason
 LIST_LIMIT = 100  # flipped and not-evaluated lists show this many; the rest are counted
 REPORT_CACHE_SECONDS = 3600
 ONLY_CHOICES = {"false_pass": "false passes", "false_fail": "false fails", "flips": "flips"}
@@ -215,6 +216,26 @@ def _explorer(request: HttpRequest, run: Run, frame: pd.DataFrame | None) -> dic
     }
 
 
+GROUPINGS = (
+    # (figures key, fold title, noun, plural): the report's per-group tables.
+    ("by_category", "By category", "category", "categories"),
+    ("by_split", "By split", "split", "splits"),
+    ("by_kind", "By calibration kind", "kind", "kinds"),
+)
+
+
+def group_folds(figures: dict) -> list[dict[str, Any]]:
+    """The per-group tables, each with the key figure its folded summary shows: its weakest group."""
+    folds = []
+    for key, title, noun, nouns in GROUPINGS:
+        groups = figures[key]
+        rated = [(g["agreement"], name) for name, g in groups.items() if g["agreement"] is not None]
+        lowest = min(rated, default=None)
+        folds.append({"key": key, "title": title, "noun": noun, "nouns": nouns, "groups": groups,
+                      "lowest": {"agreement": lowest[0], "name": lowest[1]} if lowest else None})
+    return folds
+
+
 def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     data = report_data(run)
     figures = data["figures"]
@@ -222,7 +243,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     rubric = run.config.rubric
     filters = _filters(request, figures)
     rows = filter_disagreements(data["rows"], figures, filters)
-    page = Paginator(rows, ROWS_PER_PAGE).get_page(request.GET.get("page"))
+    page = Paginator(rows, REPORT_ROWS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
     reviewers = figures["reviewer_agreement"] or {}
@@ -245,10 +266,16 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "run": run, "rubric": rubric, "config": run.config, "figures": figures,
         "rules": shown_rules(run, rules), "relaxed": shown_relaxed(rubric),
         "promotable": promotable(rules), "failing": [r for r in rules if not r.met],
+        "rules_met": sum(r.met for r in rules), "group_folds": group_folds(figures),
         "band": agreement_band(agreement=agreement, ci95=figures["agreement_ci95"],
                                floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),
         "suspect": suspect, "filters": filters, "filter_query": query.urlencode(),
-        "only_choices": ONLY_CHOICES, "page": page,
+        "only_choices": ONLY_CHOICES, "page": page, "rows_per_page": REPORT_ROWS_PER_PAGE,
+        # A filtered or paged table, or a replayed setting, comes back with its panel open (links work
+        # without JavaScript); every panel is folded otherwise.
+        "disagreement_cases": len(data["rows"]),
+        "disagreements_open": any(name in request.GET for name in ("only", "category", "split", "page")),
+        "explorer_open": any(name in request.GET for name in ("pass_at", "fail_below")),
         "rows": _page_rows(run, list(page.object_list), set(figures["flipped_cases"])),
         "flipped": data["flipped"], "not_evaluated": data["not_evaluated"],
         "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
@@ -409,8 +436,10 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
                      "and the changed cases show run A's.")
     if a["run"].dataset_id != b["run"].dataset_id:
         notes.append("The runs judged different datasets: only cases judged by both can change verdict.")
+    stand_in = [name for name, side in (("run A", a), ("run B", b)) if side["run"].config.uses_stand_in]
     context |= {
         "a": a, "b": b, "rows": _compared_rows(a, b), "page": page, "filter_query": query.urlencode(),
+        "stand_in_verdicts": "The verdicts of " + " and ".join(stand_in) if stand_in else "",
         "changes": len(changes), "fixed": sum(c["effect"] == "fixed" for c in changes),
         "broken": sum(c["effect"] == "broken" for c in changes), "notes": notes,
     }

@@ -259,3 +259,13 @@ def ci_results(*, rubric: Rubric, days: int) -> list[CiResult]:
         CiResult.objects.filter(rubric=rubric, received_at__gte=since).order_by("-received_at", "-id")[:CI_MAX_SHOWN]
     )
     return newest[::-1]
+
+
+def stand_in_hashes(*, rubric: Rubric, results: list[CiResult]) -> set[str]:
+    """The config_hashes among `results` of this rubric's configs judged by the scripted stand-in: those CI
+    verdicts are the stand-in's, not a model's. One query, none without results."""
+    hashes = {result.config_hash for result in results}
+    if not hashes:
+        return set()
+    configs = JudgeConfig.objects.filter(rubric=rubric, config_hash__in=hashes).only("config_hash", "spec")
+    return {config.config_hash for config in configs if config.uses_stand_in}

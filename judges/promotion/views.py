@@ -34,6 +34,7 @@ from judges.promotion.selectors import (
     promotion_overview,
     promotion_rows,
     rubric_events,
+    stand_in_hashes,
 )
 from labeling.models import Rubric
 
@@ -101,6 +102,7 @@ def ci_chart(results: list[CiResult]) -> dict:
 
 
 def _ci_context(request: HttpRequest, rubric: Rubric) -> dict:
+    """The CI results of the period chosen (?days=), their totals and chart, and which came from the stand-in."""
     period = request.GET.get("days", DEFAULT_PERIOD)
     period = period if period in CI_PERIODS else DEFAULT_PERIOD
     results = ci_results(rubric=rubric, days=CI_PERIODS[period])
@@ -118,7 +120,8 @@ def _ci_context(request: HttpRequest, rubric: Rubric) -> dict:
         "cache_hits": sum(r.cache_hits or 0 for r in reported),
     }
     return {"ci_results": results, "ci_chart": ci_chart(results), "ci_period": period, "ci_periods": CI_PERIODS,
-            "ci_totals": totals, "ci_newest_first": results[::-1]}
+            "ci_totals": totals, "ci_newest_first": results[::-1],
+            "ci_stand_in": stand_in_hashes(rubric=rubric, results=results)}
 
 
 def _drift_context(rubric: Rubric, row) -> dict:

@@ -56,6 +56,7 @@ def test_a_lead_explores_thresholds_and_saves_a_new_version(live_server, page, d
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 
     page.goto(f"{live_server.url}/runs/{run.pk}/report/")
+    page.click("[data-testid=fold-explorer] > summary")  # the report's panels are folded
     explorer = page.locator("[data-testid=threshold-explorer]")
     explorer.scroll_into_view_if_needed()
     chart = page.locator("[data-testid=explorer-chart]")

@@ -44,6 +44,8 @@ def test_a_lead_probes_a_run_and_opens_a_moved_case(live_server, page, settings,
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 
     page.goto(f"{live_server.url}/runs/{run.pk}/report/")
+    assert "self-preference" in page.inner_text("[data-testid=fold-probes] > summary")  # seen while folded
+    page.click("[data-testid=fold-probes] > summary")
     probes = page.locator("#probes")
     assert "openai model family" in probes.locator("[data-testid=self-preference]").inner_text()
     probes.locator("input[value=sycophancy]").uncheck()

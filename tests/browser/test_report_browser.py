@@ -60,12 +60,14 @@ def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_ser
     assert page.inner_text("[data-testid=false-pass]") == "9"
     assert page.inner_text("[data-testid=reviewer-agreement]").startswith("87.5 %")
     assert "floor 80 %" in page.inner_html("[data-testid=agreement-band]")
+    page.click("[data-testid=fold-rules] > summary")  # the panels behind the figures are folded
     unmet = page.locator("tr.rule-unmet").all_inner_texts()
     assert len(unmet) == 1 and unmet[0].startswith("flip rate\t7.7 %")
     shot(page, "report.png")
     shot(page, "report_top.png", full_page=False)
 
     # Filter to false passes: htmx swaps the table (and pushes the URL), no page reload.
+    page.click("[data-testid=fold-disagreements] > summary")
     page.select_option("#filter-only", "false_pass")
     page.wait_for_url("**only=false_pass**")
     page.wait_for_function(

@@ -53,8 +53,9 @@ def test_the_probe_pages_are_for_leads_only(reviewer_client, run):
 
 
 def test_a_finished_runs_report_offers_every_probe(lead_client, run):
-    html = panel(report(lead_client, run))
-    assert "<h2>Bias probes</h2>" in html
+    page = report(lead_client, run)
+    assert '<summary><h2>Bias probes</h2> <span class="fold-key">none finished</span>' in page  # the panel's fold
+    html = panel(page)
     for kind in ("verbosity", "sycophancy", "injection"):
         assert f'name="kinds" value="{kind}"' in html
     assert f'action="{start_url(run)}"' in html and f'hx-post="{start_url(run)}"' in html
