@@ -344,17 +344,26 @@ class JudgeConfigForm(forms.Form):
 
 
 class PreviewForm(forms.Form):
-    """Which case the prompt preview is filled in from: a dataset and one of its external_ids."""
+    """The prompt preview's case picker: a dataset and a search over its cases. The chosen case comes as
+    `preview_case` (a Case pk, from the picker's list) and is read raw: judges.configs.selectors.preview_case
+    says what is wrong with a bad one, in the preview."""
 
     preview_dataset = forms.ModelChoiceField(
         queryset=Dataset.objects.order_by("slug"), required=False, label="Dataset", to_field_name="slug",
     )
-    preview_case = forms.CharField(
-        max_length=200, required=False, label="Case external_id",
-        help_text="Blank: the dataset's first case.",
+    preview_q = forms.CharField(
+        max_length=200, required=False, label="Find a case",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "id or words of the question",
+                                      "autocomplete": "off"}),
     )
 
-
+    def picked(self) -> tuple[Dataset | None, str, str]:
+        """(dataset, search, chosen case id) as posted, else as the initial values say."""
+        if not self.is_bound:
+            return self.initial.get("preview_dataset"), "", ""
+        self.is_valid()  # an unknown dataset leaves none (the preview asks for one); a too-long search, none
+        return (self.cleaned_data.get("preview_dataset"), self.cleaned_data.get("preview_q", ""),
+                self.data.get("preview_case", ""))
 
 
 class ModelPriceForm(forms.ModelForm):

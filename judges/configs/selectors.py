@@ -2,7 +2,8 @@
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
@@ -11,7 +12,7 @@ from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run
 from judges.runs.services import engine_case
-from labeling.models import Case, Dataset, Rubric
+from labeling.models import Case, Dataset, Label, Rubric
 from labeling.selectors import policy_newest_versions
 
 
@@ -125,6 +126,52 @@ def models_without_price() -> list[str]:
     return sorted(named - priced)
 
 
+def preview_default_dataset(*, rubric: Rubric) -> Dataset | None:
+    """The dataset the preview starts on: the one the rubric's newest run judged, else one its reviewers
+    labeled, else the first by slug. (A rubric is tied to no dataset; these are the ones it has met.)"""
+    run = Run.objects.filter(config__rubric=rubric, parent__isnull=True).select_related("dataset").first()
+    if run is not None:
+        return run.dataset
+    labeled = Label.objects.filter(rubric=rubric, dataset__isnull=False).order_by("-updated_at").values("dataset")[:1]
+    return Dataset.objects.filter(pk__in=labeled).first() or Dataset.objects.order_by("slug").first()
+
+
+# Cases the picker lists at once: enough to choose among, few enough to stay beside the preview.
+PICKER_CASES = 8
+
+
+@dataclass
+class CasePicker:
+    """The preview's case picker: the chosen case first, then the dataset's cases matching the search."""
+
+    search: str = ""
+    cases: list[Case] = field(default_factory=list)
+    chosen_id: int | None = None
+    matched: bool = False  # some case matches the search (the chosen one is listed either way)
+    more: int = 0  # matching cases not listed
+
+
+def case_picker(*, dataset: Dataset | None, search: str, chosen: Case | None) -> CasePicker:
+    """Up to PICKER_CASES cases of `dataset` whose external_id or input contains `search`, in dataset order;
+    the chosen case is always listed (first when the search leaves it out), so it stays chosen."""
+    search = search.strip()
+    picker = CasePicker(search=search, chosen_id=chosen.pk if chosen else None)
+    if dataset is None:
+        return picker
+    matching = Case.objects.filter(dataset=dataset).only("id", "external_id", "input", "category")
+    if search:
+        matching = matching.filter(Q(external_id__icontains=search) | Q(input__icontains=search))
+    listed = list(matching.order_by("id")[: PICKER_CASES + 1])
+    picker.matched = bool(listed)
+    if len(listed) > PICKER_CASES:
+        picker.more = matching.count() - PICKER_CASES
+        listed = listed[:PICKER_CASES]
+    if chosen is not None and all(case.pk != chosen.pk for case in listed):
+        listed = [chosen, *listed[: PICKER_CASES - 1]]
+    picker.cases = listed
+    return picker
+
+
 @dataclass
 class PromptPreview:
     case: Case | None = None
@@ -138,31 +185,58 @@ class PromptPreview:
     behavioral: bool = True
 
 
+def preview_case(*, dataset: Dataset, case_id: str) -> Case:
+    """The case the preview is filled in from: `case_id` (a Case pk) when it is one of `dataset`'s cases;
+    blank takes the dataset's first case. ValueError says what is wrong: a case of another dataset gets the
+    same words as no case at all, so the preview shows nothing of it."""
+    case_id = case_id.strip()
+    cases = Case.objects.filter(dataset=dataset)
+    if not case_id:
+        case = cases.order_by("id").first()
+        if case is None:
+            raise ValueError(f"The dataset {dataset.slug} has no cases yet.")
+        return case
+    if not case_id.isdigit() or len(case_id) > 18:  # 18 digits: any bigint, never an overflow
+        raise ValueError(f"{case_id[:40]!r} is not a case id: choose a case from the list.")
+    case = cases.filter(pk=int(case_id)).first()
+    if case is None:
+        raise ValueError(f"The dataset {dataset.slug} has no case with id {case_id}: choose one of its cases "
+                         "from the list.")
+    return case
+
+
+def preview_panel(
+    *, dataset: Dataset | None, case_id: str, search: str, **prompt: Any
+) -> tuple[CasePicker, PromptPreview]:
+    """The preview's case picker and the preview of the chosen case; `prompt` goes to prompt_preview."""
+    case, error = None, ""
+    if dataset is None:
+        error = "Choose a dataset to preview the prompt with one of its cases."
+    else:
+        try:
+            case = preview_case(dataset=dataset, case_id=case_id)
+        except ValueError as exc:
+            error = str(exc)
+    return case_picker(dataset=dataset, search=search, chosen=case), prompt_preview(case=case, error=error, **prompt)
+
+
 def prompt_preview(
-    *, dataset: Dataset | None, external_id: str, template: str, criteria: str, policy: str, output_kind: str,
+    *, case: Case | None, error: str = "", template: str, criteria: str, policy: str, output_kind: str,
     semantic: dict | None = None, behavioral: bool = True,
 ) -> PromptPreview:
-    """The (system, user) messages the engine would send for one case, built by the engine's own function,
+    """The (system, user) messages the engine would send for `case`, built by the engine's own function,
     and, with a `semantic` block, the references the semantic layer compares the answer with.
 
-    Blank `external_id` takes the dataset's first case. Problems (no case, a broken template) come back
-    as `error` rather than an exception: the preview is where a lead finds them. The template is checked
-    first, exactly as a save checks it: a template the save refuses is never filled in.
+    Problems (no case: `error` says why; a broken template) come back as `error` rather than an exception:
+    the preview is where a lead finds them. The template is checked first, exactly as a save checks it: a
+    template the save refuses is never filled in.
     """
     try:
         check_prompt_template(template or DEFAULT_PROMPT_TEMPLATE, behavioral=behavioral)
     except ValueError as exc:
         return PromptPreview(error=f"A save would refuse this template: {exc}")
-    if dataset is None:
-        return PromptPreview(error="Choose a dataset to preview the prompt with one of its cases.")
-    cases = Case.objects.filter(dataset=dataset)
-    case = (
-        cases.filter(external_id=external_id.strip()).first() if external_id.strip() else cases.order_by("id").first()
-    )
     if case is None:
-        if external_id.strip():
-            return PromptPreview(error=f"The dataset {dataset.slug} has no case {external_id.strip()!r}.")
-        return PromptPreview(error=f"The dataset {dataset.slug} has no cases yet.")
+        return PromptPreview(error=error)
     found = PromptPreview(case=case, semantic=semantic, behavioral=behavioral)
     if semantic is not None:
         try:

@@ -19,7 +19,7 @@ from judges.configs import selectors, services
 from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
 from judges.models import JudgeConfig, ModelPrice
 from judges.probes.selectors import self_preference, version_probe_rows
-from labeling.models import Dataset, PolicyDocument, Rubric
+from labeling.models import PolicyDocument, Rubric
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -72,23 +72,21 @@ def _int(value: str | None) -> int | None:
 def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """The editor: prefilled from the newest version (or ?from=<id>); saving makes the next version.
 
-    The "Preview prompt" button posts the same form with action=preview: nothing is saved, and the
-    prompt the engine would send for the chosen case is shown (as a partial when htmx asks).
+    Beside it, the prompt the engine would send for a case the lead picks, from the fields as they stand:
+    the picker and the "Preview prompt" button post the same form with action=preview, nothing is saved,
+    and htmx gets the picker and the preview back as a partial.
     """
     rubric = get_object_or_404(Rubric, slug=slug)
     base = None
     if from_id := _int(request.GET.get("from")):
         base = get_object_or_404(JudgeConfig, pk=from_id, rubric=rubric, external=False)
     base = base or selectors.newest_config(rubric=rubric)
-    first_dataset = Dataset.objects.order_by("slug").first()
-    preview_form = PreviewForm(request.POST or None, initial={"preview_dataset": first_dataset})
-    preview = None
     if request.method == "POST":
         form = JudgeConfigForm(request.POST)
+        preview_form = PreviewForm(request.POST)
         if request.POST.get("action") == "preview":
-            preview = _preview_from_post(request, rubric)
             if request.htmx:
-                return render(request, "judges/configs/config_form.html#prompt-preview", {"preview": preview})
+                return _preview_response(request, _editor_preview(rubric, form, preview_form))
         elif form.is_valid():
             config = _save_config(request, rubric, form)
             if config is not None:
@@ -96,9 +94,22 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     else:
         initial = JudgeConfigForm.initial_from_spec(base.spec) if base else {}
         form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request)})
+        preview_form = _preview_start(rubric)
     return render(request, "judges/configs/config_form.html", {
-        "rubric": rubric, "form": form, "base": base, "preview_form": preview_form, "preview": preview,
+        "rubric": rubric, "form": form, "base": base, "preview_form": preview_form,
+        "preview_url": request.path, "preview_method": "post", **_editor_preview(rubric, form, preview_form),
     })
+
+
+def _preview_start(rubric: Rubric) -> PreviewForm:
+    """The picker before the lead chooses: the rubric's dataset (see preview_default_dataset), its first case."""
+    return PreviewForm(initial={"preview_dataset": selectors.preview_default_dataset(rubric=rubric)})
+
+
+def _preview_response(request: HttpRequest, panel: dict) -> HttpResponse:
+    """The picker and the preview, for htmx; its controls ask the same URL the same way again."""
+    context = {**panel, "preview_url": request.path, "preview_method": request.method.lower()}
+    return render(request, "judges/configs/_preview_card.html#preview-panel", context)
 
 
 def _explored_thresholds(request: HttpRequest) -> dict:
@@ -133,30 +144,33 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
     return config
 
 
-def _preview_from_post(request: HttpRequest, rubric: Rubric) -> selectors.PromptPreview:
-    # The raw fields, not cleaned ones: a preview helps most while the rest of the form is unfinished.
-    data = request.POST
-    dataset = Dataset.objects.filter(slug=data.get("preview_dataset", "")).first()
-    layers = data.getlist("layers")
+def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: PreviewForm) -> dict:
+    """The picker and the preview of the editor's fields as they stand (posted, else prefilled): raw values,
+    not cleaned ones, since a preview helps most while the rest of the form is unfinished."""
+    def text(name: str) -> str:
+        return str(form[name].value() or "").replace("\r\n", "\n")
+
+    layers = form["layers"].value() or []
     semantic = None
     if "semantic" in layers:
-        semantic = {"pass_at": data.get("semantic_pass_at", ""), "fail_below": data.get("semantic_fail_below", "")}
-    return selectors.prompt_preview(
-        dataset=dataset, external_id=data.get("preview_case", ""),
-        template=data.get("prompt_template", "").replace("\r\n", "\n"),
-        criteria=rubric.criteria, policy=_preview_policy(data),
-        output_kind=data.get("output_kind", "verdict"), semantic=semantic, behavioral="behavioral" in layers,
+        semantic = {"pass_at": form["semantic_pass_at"].value(), "fail_below": form["semantic_fail_below"].value()}
+    dataset, search, case_id = preview_form.picked()
+    picker, preview = selectors.preview_panel(
+        dataset=dataset, case_id=case_id, search=search, template=text("prompt_template"),
+        criteria=rubric.criteria, policy=_preview_policy(text("policy_ref"), text("policy")),
+        output_kind=text("output_kind") or "verdict", semantic=semantic, behavioral="behavioral" in layers,
     )
+    return {"picker": picker, "preview": preview}
 
 
-def _preview_policy(data) -> str:
+def _preview_policy(policy_ref: str, policy: str) -> str:
     """The policy text a save would use: the referenced document version's, else the text field's."""
-    slug, _, version = data.get("policy_ref", "").rpartition("@")
+    slug, _, version = policy_ref.rpartition("@")
     if slug and version.isdigit():
         document = PolicyDocument.objects.filter(slug=slug, version=int(version)).first()
         if document is not None:
             return document.text
-    return data.get("policy", "").replace("\r\n", "\n")
+    return policy
 
 
 @lead_required
@@ -166,22 +180,19 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
     config = selectors.mark_policy_behind([_get_config(config_id)])[0]
     spec = config.spec
     behavioral = "behavioral" in spec.get("layers", [])
-    preview_form = PreviewForm(request.GET or None)
-    preview = None
+    panel = {}
     if behavioral or spec.get("semantic"):
-        dataset = None
-        if preview_form.is_valid():
-            dataset = preview_form.cleaned_data["preview_dataset"]
-        dataset = dataset or Dataset.objects.order_by("slug").first()
-        preview = selectors.prompt_preview(
-            dataset=dataset, external_id=request.GET.get("preview_case", ""), template=spec["prompt_template"],
+        preview_form = PreviewForm(request.GET) if request.GET else _preview_start(config.rubric)
+        dataset, search, case_id = preview_form.picked()
+        picker, preview = selectors.preview_panel(
+            dataset=dataset, case_id=case_id, search=search, template=spec["prompt_template"],
             criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
             semantic=spec.get("semantic"), behavioral=behavioral,
         )
+        panel = {"picker": picker, "preview": preview}
         if request.htmx:
-            return render(request, "judges/configs/config_detail.html#prompt-preview", {"preview": preview})
-        if not request.GET:
-            preview_form = PreviewForm(initial={"preview_dataset": dataset})
+            return _preview_response(request, panel)
+        panel |= {"preview_form": preview_form, "preview_url": request.path, "preview_method": "get"}
     named = (spec.get("model"), (spec.get("secondary") or {}).get("model"), (spec.get("semantic") or {}).get("model"))
     models = [m for m in named if m]
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
@@ -189,8 +200,7 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
         "json_schema_text": _pretty(spec["json_schema"]) if spec.get("json_schema") else "",
         "warnings": [] if config.external else selectors.config_warnings(spec) + _self_preference(config),
-        "behavioral": behavioral, "previewed": preview is not None, "preview_form": preview_form,
-        "preview": preview,
+        "behavioral": behavioral, "previewed": bool(panel), **panel,
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
         "newest": selectors.newest_config(rubric=config.rubric),

@@ -45,10 +45,9 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
 
     # The editor, with the prompt preview filled in from a case.
     page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/new/")
-    page.fill("#id_preview_case", "c004")
-    page.click("text=Preview prompt")
-    page.wait_for_selector("[data-testid=prompt-user]")
-    assert "Order ORD-4 shipped yesterday." in page.inner_text("[data-testid=prompt-user]")
+    page.fill("#id_preview_q", "c004")
+    page.locator("[data-testid=case-choice]", has_text="c004").click()
+    expect(page.get_by_test_id("prompt-user")).to_contain_text("Order ORD-4 shipped yesterday.")
     shot(page, "config_editor.png")
 
     # The config page, then the start form with its estimate.

@@ -199,7 +199,7 @@ def test_it_previews_the_exact_prompt_the_engine_sends_for_a_chosen_case(lead_cl
                                   criteria=rubric.criteria, policy="No refunds <b>ever</b>.", output_kind="verdict")
 
     response = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
-                               {"preview_dataset": dataset.slug, "preview_case": "c001"},
+                               {"preview_dataset": dataset.slug, "preview_case": cases[1].pk},
                                headers={"HX-Request": "true"})
 
     page = response.content.decode()
@@ -208,9 +208,9 @@ def test_it_previews_the_exact_prompt_the_engine_sends_for_a_chosen_case(lead_cl
 
 
 def test_it_previews_unsaved_editor_fields_without_saving(lead_client, rubric, dataset):
-    make_cases(dataset, 3)
+    cases = make_cases(dataset, 3)
     data = form_data(policy="Draft policy text", prompt_template="Judge {answer} by {policy}.",
-                     preview_dataset=dataset.slug, preview_case="c002", action="preview")
+                     preview_dataset=dataset.slug, preview_case=cases[2].pk, action="preview")
 
     response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data,
                                 headers={"HX-Request": "true"})
@@ -218,14 +218,6 @@ def test_it_previews_unsaved_editor_fields_without_saving(lead_client, rubric, d
     page = response.content.decode()
     assert "Judge Order ORD-2 shipped yesterday. by Draft policy text." in page
     assert JudgeConfig.objects.count() == 0
-
-
-def test_it_says_which_case_is_missing_in_a_preview(lead_client, rubric, dataset, lead):
-    make_cases(dataset, 1)
-    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
-    page = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
-                           {"preview_dataset": dataset.slug, "preview_case": "nope"}).content.decode()
-    assert "has no case &#x27;nope&#x27;" in page
 
 
 def test_it_shows_the_spec_as_readable_fields_with_the_json_folded(lead_client, rubric, lead):

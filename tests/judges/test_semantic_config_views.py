@@ -62,7 +62,7 @@ def test_the_preview_of_a_semantic_config_lists_the_references(lead_client, rubr
     cases[1].save(update_fields=["metadata"])
     config = config_services.judge_config_save(rubric=rubric, spec=semantic_spec(pass_at=0.7), by=lead)
     html = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
-                           {"preview_dataset": dataset.slug, "preview_case": "c001"}).content.decode()
+                           {"preview_dataset": dataset.slug, "preview_case": cases[1].pk}).content.decode()
     assert 'data-testid="semantic-preview"' in html
     assert "ORD-1 shipped yesterday and arrives soon." in html and "ORD-1 left the warehouse." in html
     assert "Pass at 0.7" in html and "no judge" in html
