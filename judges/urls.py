@@ -23,6 +23,7 @@ urlpatterns = [
     # Runs (issue 5)
     path("runs/", run_views.run_list, name="run_list"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run_detail"),
+    path("runs/banner/", run_views.run_banner, name="run_banner"),
     path("runs/<int:run_id>/progress/", run_views.run_progress, name="run_progress"),
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", run_views.run_retry, name="run_retry"),

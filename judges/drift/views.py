@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 from evalhub.access import lead_required
 from judges.drift.services import drift_start
 from judges.promotion.selectors import evidence_for
+from judges.runs.banners import live_message
 from labeling.models import Rubric
 
 
@@ -22,8 +23,9 @@ def drift_now(request: HttpRequest, slug: str) -> HttpResponse:
         raise Http404("No such rubric.")
     if evidence_for(rubric=rubric) is None:
         messages.error(request, f"{rubric.slug} is not promoted: there is no evidence to check for drift.")
-    elif drift_start(rubric_ids=[rubric.pk], by=request.user):
-        messages.success(request, f"Drift check of {rubric.slug} started: its figures appear here when it finishes.")
+    elif checks := drift_start(rubric_ids=[rubric.pk], by=request.user):
+        live_message(request, f"Drift check of {rubric.slug} started: its figures appear here when it finishes.",
+                     [check.run for check in checks])
     else:
         messages.info(request, f"A drift check of {rubric.slug} is already at work (or its dataset has no cases).")
     return redirect("judges:promotion_rubric", slug=rubric.slug)

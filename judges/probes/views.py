@@ -22,6 +22,7 @@ from judges.models import Run
 from judges.probes.selectors import probe_panel
 from judges.probes.services import probes_start
 from judges.runs import selectors
+from judges.runs.banners import live_message
 from judges.runs.services import RunError
 
 
@@ -64,7 +65,7 @@ def probes_create(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     if request.htmx:
         return _panel(request, run, started=started)
     names = ", ".join(f"{probe.probe} (run {probe.pk})" for probe in started)
-    messages.success(request, f"Probes queued: {names}.")
+    live_message(request, f"Probes queued: {names}.", started)
     return redirect(_report_url(run))
 
 

@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpRespons
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HTMX_STOP_POLLING, trigger_client_event
 from django_htmx.middleware import HtmxDetails
@@ -23,6 +23,7 @@ from evalhub.tables import table_query
 from judges.configs import selectors as config_selectors
 from judges.models import JudgeConfig, Outcome, Run
 from judges.runs import selectors, services
+from judges.runs.banners import banner_runs, live_message, parse_run_ids
 from judges.runs.exporting import judgments_export
 from judges.runs.forms import RunStartForm
 from labeling.importing import Format
@@ -125,7 +126,7 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
                 form.add_error(None, str(exc))
             else:
                 # The same words whether this request started the run or an earlier post of the same form did.
-                messages.success(request, f"Run {run.pk} started from this form: {run.total} judgments.")
+                live_message(request, f"Run {run.pk} started from this form: {run.total} judgments.", [run])
                 return redirect("judges:run_detail", run_id=run.pk)
         estimate = selectors.run_estimate(
             config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"]
@@ -223,6 +224,20 @@ def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 
 
 @lead_required
+@require_GET
+def run_banner(request: HttpRequest) -> HttpResponse:
+    """The live state of the runs a "queued" banner follows (?runs=12,13; judges.runs.banners). Polled while
+    one is queued or running; then 286 stops the polling, and the banner says how the work ended."""
+    runs = banner_runs(parse_run_ids(request.GET.get("runs", "")))
+    working = any(run.status in services.UNFINISHED for run in runs)
+    context = {"runs": runs, "working": working, "run_ids": ",".join(str(run.pk) for run in runs)}
+    response = render(request, "judges/runs/_live_banner.html", context)
+    if not working:
+        response.status_code = HTMX_STOP_POLLING
+    return response
+
+
+@lead_required
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run(run_id)
@@ -240,7 +255,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     except services.RunError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Run {run.pk} queued again for its {count} not-evaluated judgment(s).")
+        live_message(request, f"Run {run.pk} queued again for its {count} not-evaluated judgment(s).", [run])
     return redirect("judges:run_detail", run_id=run.pk)
 
 

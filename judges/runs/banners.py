@@ -1,0 +1,45 @@
+"""Banners about background work that follow it: "run queued" turns into the run's live state.
+
+A view that queues runs says so with `live_message(request, text, runs)`. base.html shows such a message
+as a banner that asks judges:run_banner for the runs' state now, every two seconds, and stops once none
+is queued or running (that answer is 286): no banner keeps saying "queued" for a run that has finished.
+The run ids travel in the message's extra tags, so they survive the redirect like any message.
+"""
+
+from collections.abc import Iterable
+
+from django.contrib import messages
+from django.http import HttpRequest
+
+from judges.models import Run
+
+TAG_PREFIX = "live-runs-"
+MAX_RUNS = 10  # more than any one action queues (three probes); a longer list in a URL is not ours
+
+
+def live_message(request: HttpRequest, text: str, runs: Iterable[Run]) -> None:
+    """A success message that the page turns into the live state of `runs`."""
+    ids = "-".join(str(run.pk) for run in runs)
+    messages.success(request, text, extra_tags=f"{TAG_PREFIX}{ids}" if ids else "")
+
+
+def live_run_ids(extra_tags: str) -> list[int]:
+    """The run ids a message's extra tags carry; none for an ordinary message."""
+    for tag in (extra_tags or "").split():
+        if tag.startswith(TAG_PREFIX):
+            return parse_run_ids(tag.removeprefix(TAG_PREFIX).replace("-", ","))
+    return []
+
+
+def parse_run_ids(text: str) -> list[int]:
+    """"12,13" → [12, 13]; anything that is not a short list of ids gives none (no banner, never an error)."""
+    parts = text.split(",")
+    if len(parts) > MAX_RUNS or not all(part.isdigit() and len(part) <= 18 for part in parts):
+        return []
+    return list(dict.fromkeys(int(part) for part in parts))
+
+
+def banner_runs(run_ids: list[int]) -> list[Run]:
+    """The runs a banner follows, with what it names: the rubric, the version, the dataset, a drift check."""
+    runs = Run.objects.filter(pk__in=run_ids).select_related("config__rubric", "dataset", "drift_check")
+    return list(runs.order_by("pk"))
