@@ -255,7 +255,7 @@ def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
         "case": case,
         "dataset": case.dataset,
         **_trace_for_page(case),
-        "metadata": dict(metadata),
+        "metadata": [_readable(key, value) for key, value in metadata],
         "metadata_more": metadata_more,
         "label_groups": case_labels_by_rubric(case=case) if request.user.is_lead else None,
     }
@@ -280,6 +280,19 @@ MAX_LISTED = 50
 def _first(items: list, limit: int = MAX_LISTED) -> tuple[list, int]:
     """The first `limit` items, and how many more there are (the page says "… N more")."""
     return items[:limit], max(len(items) - limit, 0)
+
+
+def _readable(key: str, value) -> dict:
+    """One free field (metadata) as a person reads it: a string as text, a list of strings (references)
+    as a list, a number or a boolean as itself, anything else as indented JSON."""
+    if isinstance(value, str):
+        return {"key": key, "kind": "text", "value": value}
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        items, more = _first(value)
+        return {"key": key, "kind": "list", "value": items, "more": more}
+    if not isinstance(value, dict | list):
+        return {"key": key, "kind": "scalar", "value": value}
+    return {"key": key, "kind": "json", "value": value}
 
 
 @lead_required

@@ -50,6 +50,48 @@ def test_it_shows_the_case_readably(lead_client, case):
     assert "<pre>null</pre>" in body
 
 
+def test_it_shows_the_trace_as_the_labeling_page_does(lead_client, reviewer_client, case, rubric):
+    from tests.labeling.queue_helpers import queue_url
+
+    for response in (lead_client.get(url(case)), reviewer_client.get(queue_url(case.dataset, rubric))):
+        assert "labeling/_trace.html" in [template.name for template in response.templates]
+        assert '<ol class="tool-calls">' in response.content.decode()
+    body = lead_client.get(url(case)).content.decode()
+    assert '<p class="empty">No argument.</p>' in body  # the notify call has a result, no argument
+
+
+HOSTILE = {
+    "external_id": "hostile", "input": "<script>alert('input')</script>", "output": "fine",
+    "golden_answer": "<script>alert('golden')</script>\nsecond line",
+    "expected_behaviour": "<img src=x onerror=alert('behaviour')>",
+    "expected_tool": "<b>tool</b>", "expected_tool_argument": {"<k>": "</pre><script>alert('arg')</script>"},
+    "expected_source": "<i>source</i>",
+    "metadata": {"references": ["<b>ref one</b>", "ref two"], "note": "<u>note</u>", "score": 3,
+                 "<key>": {"nested": "<svg onload=alert('meta')>"}},
+}
+
+
+def test_it_shows_expectations_and_metadata_as_readable_fields_escaped(lead_client, dataset):
+    cases_import_objects(dataset=dataset, objects=[HOSTILE])
+
+    body = lead_client.get(url(Case.objects.get(external_id="hostile"))).content.decode()
+
+    for raw in ("<script>alert", "<img src=x", "<b>tool</b>", "<i>source</i>", "<b>ref one</b>", "<u>note</u>",
+                "<svg onload", "<key>", "</pre><script>"):
+        assert raw not in body, raw
+    expectations = body[body.index('data-testid="expectations"'):body.index('data-testid="metadata"')]
+    assert '<div class="text-block">&lt;script&gt;alert(&#x27;golden&#x27;)&lt;/script&gt;\nsecond line</div>' in (
+        expectations)  # prose as prose, wrapped, not a JSON blob
+    assert "&lt;img src=x onerror=alert(&#x27;behaviour&#x27;)&gt;" in expectations
+    assert "&lt;b&gt;tool&lt;/b&gt;" in expectations and "&lt;i&gt;source&lt;/i&gt;" in expectations
+    assert "&quot;&lt;k&gt;&quot;: &quot;&lt;/pre&gt;&lt;script&gt;" in expectations
+    metadata = body[body.index('data-testid="metadata"'):]
+    assert '<li class="text-block">&lt;b&gt;ref one&lt;/b&gt;</li><li class="text-block">ref two</li>' in metadata
+    assert '<div class="text-block">&lt;u&gt;note&lt;/u&gt;</div>' in metadata
+    assert '<span class="mono">3</span>' in metadata
+    assert '<dt class="mono">&lt;key&gt;</dt>' in metadata and "&lt;svg onload=alert(&#x27;meta&#x27;)&gt;" in metadata
+
+
 def test_it_says_what_is_not_expected(lead_client, dataset):
     cases_import_objects(dataset=dataset, objects=[{"external_id": "bare", "input": "hi", "output": ""}])
     body = lead_client.get(url(Case.objects.get(external_id="bare"))).content.decode()
@@ -88,7 +130,7 @@ def test_reviewers_see_the_case_but_no_label_or_verdict(client, case, rubric, re
     assert response.status_code == 200 and response.context["label_groups"] is None
     body = response.content.decode()
     assert CASE["output"] in body
-    for hidden in ("rob", "secret note", "verdict-", "Adjudicated", "<h2>Labels</h2>"):
+    for hidden in ("rob", "secret note", "verdict-", "Adjudicated", ">Labels</h2>"):
         assert hidden not in body, hidden
 
 
