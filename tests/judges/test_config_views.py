@@ -248,6 +248,20 @@ def test_it_warns_when_a_behavioral_config_names_no_key_variable(lead_client, ru
         reverse("judges:config_detail", args=[contract.pk])).content.decode()  # no model, no key
 
 
+def test_each_warning_shows_once_on_the_config_page_and_the_start_form(lead_client, rubric, lead):
+    spec = behavioral_spec(model="gpt-4o-mini", api_key_env=None)  # an alias, and no key variable
+    saved = lead_client.post(reverse("judges:config_create", args=[rubric.slug]),
+                             form_data(model="gpt-4o-mini", api_key_env=""), follow=True).content.decode()
+    config = JudgeConfig.objects.get()
+    assert config.spec["model"] == spec["model"] and not config.spec.get("api_key_env")
+
+    pages = [saved, lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode(),
+             lead_client.get(reverse("judges:run_create", args=[config.pk])).content.decode()]
+    for page in pages:
+        assert page.count("is an alias, not a pinned snapshot") == 1
+        assert page.count("names no key variable") == 1
+
+
 def test_the_editor_folds_the_sections_a_config_does_not_use(lead_client, rubric, lead):
     url = reverse("judges:config_create", args=[rubric.slug])
     config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
