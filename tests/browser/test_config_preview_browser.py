@@ -77,3 +77,12 @@ def test_a_lead_picks_the_case_the_preview_renders(live_server, page, dataset, o
     page.select_option("#id_preview_dataset", "other")
     expect(chosen).to_contain_text("o000")
     expect(page.locator(".preview-card .errors")).to_have_count(0)
+
+    # The saved version's page has the same picker, below the spec, as wide as the page.
+    page.goto(f"{live_server.url}/judges/{config.pk}/")
+    page.get_by_test_id("case-choice").filter(has_text="c003").click()
+    expect(chosen).to_contain_text("c003")
+    expect(prompt).to_contain_text("Where is my order ORD-3?")
+    assert prompt.bounding_box()["width"] >= 700
+    page.select_option("#id_preview_dataset", "other")
+    expect(chosen).to_contain_text("o000")
