@@ -103,7 +103,8 @@ def test_it_names_a_probe_and_a_drift_check_and_where_their_figures_are(lead_cli
 
     Run.objects.filter(pk=drift.pk).update(status="finished", done=4)
     finished = lead_client.get(banner_url(probe, drift), headers=HTMX).content.decode()
-    assert f'href="{reverse("judges:promotion_rubric", args=[rubric.slug])}#drift">see its figures</a>' in finished
+    figures = f'href="{reverse("judges:promotion_rubric", args=[rubric.slug])}?drift_run={drift.pk}#drift"'
+    assert f"{figures}>see its figures</a>." in finished
 
 
 @pytest.mark.parametrize("runs", ["", "abc", "1,x", "-1", "9" * 30, ",".join(["1"] * 11), "424242"])
@@ -139,3 +140,5 @@ def test_queued_probes_and_drift_checks_leave_a_banner_that_follows_them(lead_cl
     drift = lead_client.post(reverse("judges:promotion_drift", args=[rubric.slug]), follow=True).content.decode()
     check = DriftCheck.objects.get()
     assert f"Drift check of {rubric.slug} started" in drift and f'hx-get="{banner_url(check.run)}"' in drift
+    figures = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug]), {"drift_run": check.run.pk})
+    assert figures.status_code == 200  # the finished banner's link: the page, loaded afresh
