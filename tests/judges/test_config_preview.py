@@ -131,3 +131,13 @@ def test_it_previews_in_constant_queries(lead_client, rubric, dataset, django_as
     # matches and how many more there are: never one per case
     with django_assert_num_queries(9):
         editor_preview(lead_client, rubric, preview_dataset=dataset.slug, preview_case=cases[1].pk, preview_q="c0")
+
+
+def test_the_picker_escapes_what_the_cases_say(lead_client, rubric, dataset):
+    hostile = Case.objects.create(dataset=dataset, external_id="<b>id</b>", input="<script>alert(1)</script>",
+                                  output="<img src=x onerror=alert(2)>", split="dev")
+
+    html = editor_preview(lead_client, rubric, preview_dataset=dataset.slug, preview_case=hostile.pk).content.decode()
+
+    assert "&lt;b&gt;id&lt;/b&gt;" in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<b>id</b>" not in html and "<script>" not in html and "<img src=x" not in html
