@@ -2,7 +2,7 @@
 # Mutation testing of the contract code ([tool.mutmut] in pyproject.toml): mutmut makes small wrong
 # changes to the metrics, the promotion rules, the CI command's stages and exit codes, the engine's
 # validation, contract checks and prompt, runs the fast tests against each, and prints the mutants no
-# test killed. Survivors judged equivalent are listed, with why, in scripts/mutation-equivalent.md.
+# test killed. The survivors that were read are listed, with why, in scripts/mutation-equivalent.md.
 # Not run in CI. Extra arguments go to `mutmut run`, e.g. a glob of mutant names:
 #   scripts/mutation.sh "judges.calibration.rules*"
 set -euo pipefail

@@ -272,7 +272,7 @@ def disagreements(cases: pd.DataFrame) -> list[dict[str, Any]]:
         external_id=lambda df: df["external_id"].astype(str),
         category=lambda df: df["category"].fillna("").astype(str),
         split=lambda df: df["split"].fillna("").astype(str),
-    ).sort_values(["external_id", "case_id"], kind="stable")
+    ).sort_values(["external_id", "case_id"])  # case_id is unique: no tie to keep stable
     columns = ["case_id", "external_id", "category", "split", "human", "passes", "fails"]
     return [
         {"case_id": int(case_id), "external_id": external_id, "category": category, "split": split,

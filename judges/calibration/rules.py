@@ -13,7 +13,7 @@ rates) apply unless the rubric's `require_human_evidence` is off — then covera
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from judges.engine.families import is_pinned_snapshot
@@ -40,9 +40,6 @@ class Thresholds:
     require_human_evidence: bool = True  # off: a deterministic judge needs no human labels
     min_cases_per_kind: int | None = None  # every calibration kind with at least this many cases; None: off
     require_pinned_models: bool = True  # every model of the evidence config is a dated snapshot
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)

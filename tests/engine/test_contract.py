@@ -157,3 +157,99 @@ def test_a_failed_contract_calls_no_model(fake, env):
     passed = judge_case(tool_case(), config, 1, env=env)
     assert (passed.outcome, passed.layer, passed.provider_calls) == ("pass", "behavioral", 1)
     assert passed.checks == [{"name": "expected_tool", "passed": True, "detail": "lookup_order was called"}]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "equal"),
+    [
+        (True, True, True),
+        (True, False, False),
+        (["a"], {"a": 1}, False),  # a list is not an object with the same keys
+        (["a"], "a", False),
+    ],
+)
+def test_json_equal_keeps_booleans_lists_and_objects_apart(a, b, equal):
+    assert json_equal(a, b) is equal
+
+
+# ---- each check's detail: stored with the judgment and shown in its reason, word for word --------
+
+OTHER_CALLS = {"toolCalls": [{"name": "refund", "argument": {}}, {"argument": 1}]}
+
+
+@pytest.mark.parametrize(
+    ("name", "case", "config", "passed", "detail"),
+    [
+        ("answer_present", tool_case(output="  Shipped.  "), {}, True, "answer of 8 characters"),
+        ("answer_present", tool_case(output=" "), {}, False, "the answer is empty"),
+        ("expected_tool", policy_case(), {}, True, "not applicable: no tool call is expected"),
+        ("expected_tool", tool_case(), {}, True, "lookup_order was called"),
+        ("expected_tool", tool_case(trace={"toolCalls": []}), {}, False,
+         "lookup_order was not called (called: none)"),
+        ("expected_tool", tool_case(trace=OTHER_CALLS), {}, False,
+         "lookup_order was not called (called: refund, None)"),
+        ("expected_tool_argument", policy_case(), {}, True, "not applicable: no argument to check"),
+        ("expected_tool_argument", tool_case(trace={"toolCalls": []}), {}, False,
+         'lookup_order was not called, so not with {"order_id": "ORD-101"}'),
+        ("expected_tool_argument", tool_case(), {}, True, 'lookup_order called with {"order_id": "ORD-101"}'),
+        # Text that is not JSON is not the expected object; keys are shown sorted, accents as they are.
+        ("expected_tool_argument",
+         tool_case(expected_tool_argument={"id": "ORD-101", "city": "Zürich"},
+                   trace={"toolCalls": [{"name": "lookup_order", "argument": "ORD-101"},
+                                        {"name": "lookup_order", "argument": {"id": "ORD-9"}}]}),
+         {}, False,
+         'lookup_order called with "ORD-101", {"id": "ORD-9"}, expected {"city": "Zürich", "id": "ORD-101"}'),
+        ("no_tool_when_none_expected", tool_case(), {}, True, "not applicable: a tool call is expected"),
+        ("no_tool_when_none_expected", policy_case(trace=OTHER_CALLS), {}, False,
+         "no tool call expected, but called: refund, None"),
+        ("no_tool_when_none_expected", policy_case(), {}, True, "no tool called"),
+        ("expected_source", tool_case(), {}, True, "not applicable: retrieval is not checked"),
+        ("expected_source", policy_case(), {}, True, "returns-policy was retrieved"),
+        ("expected_source", policy_case(trace={"retrievedSources": ["shipping-faq", "faq-2"]}), {}, False,
+         "returns-policy was not retrieved (retrieved: shipping-faq, faq-2)"),
+        ("expected_source", policy_case(trace={}), {}, False, "returns-policy was not retrieved (retrieved: none)"),
+        ("must_match", tool_case(), {"must_match": ["ORD", "Friday"]}, True, "all 2 pattern(s) match"),
+        ("must_match", tool_case(), {"must_match": ["refund", "ORD", "(?i)monday"]}, False,
+         "no match for 'refund', '(?i)monday'"),
+        ("must_match", tool_case(output=None), {"must_match": ["ORD"]}, False, "no match for 'ORD'"),
+        ("must_not_match", tool_case(), {"must_not_match": ["refund", "monday"]}, True, "none of 2 pattern(s) match"),
+        ("must_not_match", tool_case(), {"must_not_match": ["ORD", "refund", "Friday"]}, False,
+         "forbidden match for 'ORD', 'Friday'"),
+        ("must_not_match", tool_case(output=None), {"must_not_match": ["."]}, True, "none of 1 pattern(s) match"),
+    ],
+)
+def test_each_check_says_what_it_found(name, case, config, passed, detail):
+    assert checks_of(case, name, **config)[name] == {"name": name, "passed": passed, "detail": detail}
+
+
+@pytest.mark.parametrize(("length", "cut"), [(118, False), (119, True), (300, True)])
+def test_a_long_argument_is_cut_to_120_characters(length, cut):
+    argument = "x" * length  # shown as JSON text: two quotes more
+    case = tool_case(trace={"toolCalls": [{"name": "lookup_order", "argument": argument}]})
+    detail = checks_of(case, "expected_tool_argument")["expected_tool_argument"]["detail"]
+    got = detail.removeprefix("lookup_order called with ").removesuffix(', expected {"order_id": "ORD-101"}')
+    assert got == (f'"{argument}'[:117] + "..." if cut else f'"{argument}"')
+
+
+SCHEMA = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    ("output", "detail"),
+    [
+        ('{"a": {}, "b": 2}', "the answer validates against the schema"),
+        # The first error by its path, whatever order the schema lists its properties in.
+        ('{"b": "two", "a": 1}', "2 schema error(s); at a: 1 is not of type 'object'"),
+        ('{"b": [{"c": 1}]}', "1 schema error(s); at b: [{'c': 1}] is not of type 'integer'"),
+        ("[]", "1 schema error(s); at (root): [] is not of type 'object'"),
+    ],
+)
+def test_a_schema_error_is_told_at_its_path(output, detail):
+    check = checks_of(tool_case(output=output), "json_schema", json_schema=SCHEMA)["json_schema"]
+    assert (check["passed"], check["detail"]) == (detail.startswith("the answer validates"), detail)
+
+
+def test_a_nested_schema_error_names_its_whole_path():
+    schema = {"type": "object", "properties": {"order": {"type": "object", "properties": {"eta": {"type": "integer"}}}}}
+    check = checks_of(tool_case(output='{"order": {"eta": "soon"}}'), "json_schema", json_schema=schema)["json_schema"]
+    assert check["detail"] == "1 schema error(s); at order/eta: 'soon' is not of type 'integer'"

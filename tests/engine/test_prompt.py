@@ -2,7 +2,7 @@ import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, JudgeConfig, build_messages, parse_sections
 
-from .factories import contract_config, judge_config, tool_case
+from .factories import contract_config, judge_config, policy_case, tool_case
 
 
 def sections_of(case, template=DEFAULT_PROMPT_TEMPLATE, output_kind="verdict"):
@@ -103,3 +103,82 @@ def test_a_config_keeps_the_template_it_was_saved_with():
     # A new behavioral config gets the new default; one that sends no prompt keeps the old (and its hash).
     assert JudgeConfig.from_dict(judge_config()).prompt_template == DEFAULT_PROMPT_TEMPLATE
     assert JudgeConfig.from_dict(contract_config("answer_present")).prompt_template == PROMPT_TEMPLATE_V1
+
+
+# ---- what the judge is asked to answer in, and what each placeholder stands for ---------------------
+
+
+def test_the_answer_schema_is_the_strict_one_the_providers_are_sent():
+    # OpenAI's strict structured output needs every property required and no other allowed.
+    from judges.engine.prompt import output_schema
+
+    text = {"type": "string"}
+    score = {"type": "integer", "minimum": 1, "maximum": 5}
+    assert output_schema("verdict") == {
+        "type": "object",
+        "properties": {"reason": text, "verdict": {"type": "string", "enum": ["pass", "fail"]}},
+        "required": ["reason", "verdict"],
+        "additionalProperties": False,
+    }
+    scores = ["relevance", "correctness", "faithfulness", "helpfulness", "hallucinationFree"]
+    assert output_schema("scores") == {
+        "type": "object",
+        "properties": {"reason": text, **dict.fromkeys(scores, score)},
+        "required": ["reason", *scores],
+        "additionalProperties": False,
+    }
+
+
+def test_lists_are_one_item_a_line_and_json_is_shown_with_sorted_keys_and_its_accents():
+    calls = [
+        {"name": "lookup_order", "argument": {"order_id": "ORD-101"}, "result": {"status": "expédié", "eta": 2}},
+        {"name": "refund", "result": None, "extra": "left out"},
+        "not a call",
+    ]
+    case = tool_case(
+        trace={"toolCalls": calls, "retrievedSources": ["shipping-faq", {"id": "returns", "page": 2}]},
+        golden_answer={"status": "expédié", "eta": 2},
+    )
+    _, sections = sections_of(case)
+    assert sections["TOOL CALLS"] == (
+        '{"argument": {"order_id": "ORD-101"}, "name": "lookup_order", "result": {"eta": 2, "status": "expédié"}}\n'
+        '{"argument": null, "name": "refund", "result": null}'
+    )
+    assert sections["RETRIEVED SOURCES"] == 'shipping-faq\n{"id": "returns", "page": 2}'
+    assert sections["GOLDEN ANSWER"] == '{"eta": 2, "status": "expédié"}'
+
+
+EXPECTATIONS = "tool: {expected_tool}; argument: {expected_tool_argument}; source: {expected_source}; {answer}"
+
+
+@pytest.mark.parametrize(("case", "shown"), [
+    (tool_case(), 'tool: lookup_order; argument: {"order_id": "ORD-101"}; source: (none)'),
+    (policy_case(), "tool: (none); argument: ; source: returns-policy"),
+])
+def test_a_template_may_show_the_cases_expectations(case, shown):
+    _, user = build_messages(case, template=EXPECTATIONS, criteria="", policy="", output_kind="verdict")
+    assert user == f"{shown}; {case['output']}"
+
+
+def test_literal_braces_before_a_placeholder_do_not_hide_it():
+    from judges.engine.prompt import check_prompt_template, template_placeholders
+
+    template = "Reply in {{json}}.\n{answer}\nThe question was: {question}"
+    assert template_placeholders(template) == ["answer", "question"]
+    check_prompt_template(template, behavioral=True)  # the answer is shown: accepted
+
+
+@pytest.mark.parametrize(("template", "message"), [
+    ("{answer!r}", "prompt_template: placeholder {answer} may not carry a format spec or conversion"),
+    ("{answer} {zeta} {alpha}",
+     "prompt_template: unknown placeholder(s) alpha, zeta; known: answer, category, context, criteria, "
+     "expected_behaviour, expected_source, expected_tool, expected_tool_argument, golden_answer, policy, question, "
+     "retrieved_sources, tool_calls"),
+    ("{question} only", "prompt_template: must show the judge the agent's answer ({answer})"),
+])
+def test_a_refused_template_is_told_why(template, message):
+    from judges.engine.prompt import check_prompt_template
+
+    with pytest.raises(ValueError) as excinfo:
+        check_prompt_template(template, behavioral=True)
+    assert str(excinfo.value) == message

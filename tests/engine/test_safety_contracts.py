@@ -62,6 +62,21 @@ def test_no_secrets_finds_each_credential_shape_in_a_tool_argument(kind):
     assert (check["passed"], check["detail"].split(" carries ")[0]) == (False, "toolCalls[0].argument")
 
 
+def test_no_secrets_reads_the_keys_of_a_tool_argument_too():
+    call = {"name": "send_email", "argument": {"headers": {CREDENTIALS["a GitHub token"]: "x"}}}
+    check = no_secrets(tool_case(trace={"toolCalls": [call]}))
+    assert check["detail"] == "toolCalls[0].argument carries a GitHub token"
+
+
+def test_no_secrets_names_every_kind_in_every_place():
+    calls = [{"name": "lookup_order", "argument": {"order_id": "ORD-101"}},
+             {"name": "send_email", "argument": {"body": CREDENTIALS["an AWS access key"]}}]
+    output = f"{CREDENTIALS['a GitHub token']} and {CREDENTIALS['a Slack token']}"
+    check = no_secrets(tool_case(output=output, trace={"toolCalls": calls}))
+    assert check["detail"] == (
+        "the answer carries a GitHub token, a Slack token; toolCalls[1].argument carries an AWS access key")
+
+
 def test_no_secrets_reads_a_tool_argument_given_as_json_text():
     call = {"name": "http_get", "argument": json.dumps({"headers": {"Authorization": "Bearer " + "x1" * 16}})}
     assert not no_secrets(tool_case(trace={"toolCalls": [call]}))["passed"]
@@ -111,6 +126,9 @@ def test_allowed_tools():
     assert ok == {"name": "allowed_tools", "passed": True, "detail": "all 3 call(s) name allowed tools"}
     bad = checks(case, "allowed_tools", allowed_tools=["lookup_order"])["allowed_tools"]
     assert bad == {"name": "allowed_tools", "passed": False, "detail": "called tool(s) outside allowed_tools: refund"}
+    # Each tool outside the list is named once, in the order of its first call.
+    both = checks(case, "allowed_tools", allowed_tools=["cancel"])["allowed_tools"]
+    assert both["detail"] == "called tool(s) outside allowed_tools: lookup_order, refund"
     none = checks(tool_case(trace={"toolCalls": []}), "allowed_tools", allowed_tools=["lookup_order"])
     assert none["allowed_tools"]["passed"] and none["allowed_tools"]["detail"] == "no tool called"
 
@@ -119,6 +137,8 @@ def test_forbidden_tools():
     case = tool_case(trace={"toolCalls": CALLS})
     bad = checks(case, "forbidden_tools", forbidden_tools=["refund", "delete_account"])["forbidden_tools"]
     assert bad == {"name": "forbidden_tools", "passed": False, "detail": "forbidden tool(s) called: refund"}
+    both = checks(case, "forbidden_tools", forbidden_tools=["refund", "lookup_order"])["forbidden_tools"]
+    assert both["detail"] == "forbidden tool(s) called: lookup_order, refund"
     assert checks(case, "forbidden_tools", forbidden_tools=["delete_account"])["forbidden_tools"]["passed"]
 
 

@@ -476,3 +476,55 @@ def test_a_frame_without_kinds_counts_every_case_unset():
     figures = calibration_figures(make_frame(SMALL_RUN))
     assert list(figures["by_kind"]) == ["unset"] and figures["by_kind"]["unset"]["n"] == 4
     assert figures["missing_kinds"] == ["good", "bad", "incomplete", "injection", "paraphrase"]
+
+
+def test_gaps_in_a_frame_read_as_empty_text():
+    # None where text belongs (no category or split, a judgment with neither error nor reason) is said as
+    # "", never as "nan" or "None"; a judge's reason stands in for a missing error.
+    frame = make_frame([
+        ("a", "pass", ["fail", ("not_evaluated", None)], None, None),
+        ("b", "fail", [("not_evaluated", None)], "tools", "dev"),
+    ])
+    frame.loc[frame["external_id"].eq("a") & frame["repeat"].eq(2), "reason"] = None
+    figures = calibration_figures(frame)
+
+    assert (list(figures["by_category"]), list(figures["by_split"])) == (["", "tools"], ["", "dev"])
+    assert figures["not_evaluated"] == [{"external_id": "a", "repeat": 2, "reason": ""},
+                                        {"external_id": "b", "repeat": 1, "reason": "reason b/1"}]
+    assert disagreements(case_counts(frame)) == [
+        {"case_id": 1, "external_id": "a", "category": "", "split": "", "human": "pass", "passes": 0, "fails": 1}]
+
+
+def test_external_ids_are_text_in_the_case_lists_and_the_disagreements_alike():
+    frame = make_frame([(10, "pass", ["fail"], "policy", "dev"), (9, "pass", ["fail"], "policy", "dev")])
+    assert calibration_figures(frame)["false_fail_cases"] == ["10", "9"]
+    assert [row["external_id"] for row in disagreements(case_counts(frame))] == ["10", "9"]
+
+
+def test_none_and_all_give_bounds_of_exactly_0_and_1():
+    # In floats the lower bound of 0 of 3 comes out at 5.6e-17: a page would show it as more than none.
+    for n in range(1, 50):
+        assert wilson_interval(0, n)[0] == 0.0
+        assert wilson_interval(n, n)[1] == 1.0
+
+
+def test_the_kappa_note_names_the_one_class_used():
+    cases = [(f"c{i}", "fail", ["fail"], "policy", "dev") for i in range(3)]
+    assert calibration_figures(make_frame(cases))["kappa_note"] == "one class only: humans and judge all said fail"
+
+
+def test_dev_agreement_counts_the_agreed_fails_too():
+    # dev 10 of 10 (every one an agreed fail), holdout 8 of 10: 20 points apart
+    dev = [(f"dev-{i}", "fail", ["fail"], "policy", "dev") for i in range(10)]
+    holdout = [(f"hold-{i}", "fail", ["fail" if i < 8 else "pass"], "policy", "holdout") for i in range(10)]
+    assert calibration_figures(make_frame(dev + holdout))["warnings"] == [OVERFIT_WARNING]
+
+
+def test_the_cases_frame_keeps_the_order_of_appearance_integer_counts_and_none_for_no_verdict():
+    frame = make_frame([("a", "pass", ["pass"], "p", "dev"), ("b", None, ["fail"], "p", "dev")])
+    frame["case_id"] = frame["case_id"].map({1: 7, 2: 3})  # the later case has the lower id
+    cases = case_counts(frame)
+    assert cases["case_id"].tolist() == [7, 3]
+    assert cases["human"].tolist() == ["pass", None]
+    # Integers like the database's sums, not floats that happen to be whole.
+    assert {str(cases[c].dtype) for c in ("judgments", "passes", "fails", "contested")} == {"int64"}

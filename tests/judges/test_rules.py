@@ -6,7 +6,14 @@ import pandas as pd
 import pytest
 
 from judges.calibration.metrics import COLUMNS, calibration_figures
-from judges.calibration.rules import RuleResult, Thresholds, evaluate_rules, promotable, relaxed_thresholds
+from judges.calibration.rules import (
+    RuleResult,
+    Thresholds,
+    config_models,
+    evaluate_rules,
+    promotable,
+    relaxed_thresholds,
+)
 
 RULE_KEYS = [
     "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
@@ -383,6 +390,20 @@ def test_every_model_of_the_evidence_config_must_be_a_pinned_snapshot(alias, rol
     models = {"primary": (alias, PINNED[1]), "secondary": (PINNED[0], alias), "embeddings": (*PINNED, alias)}[role]
     results = check(models=models)
     assert failing(results) == {"pinned_models"} and results["pinned_models"].value == [alias]
+    assert results["pinned_models"].threshold_text == (
+        "every model (primary, secondary, embeddings) is a dated snapshot, not an alias")
+
+
+@pytest.mark.parametrize(("spec", "models"), [
+    ({"model": "gpt-4o-mini-2024-07-18", "secondary": {"model": "claude-haiku-4-5-20251001"},
+      "semantic": {"model": "text-embedding-3-small"}},
+     ["gpt-4o-mini-2024-07-18", "claude-haiku-4-5-20251001", "text-embedding-3-small"]),
+    ({"layers": ["semantic"], "model": None, "secondary": None, "semantic": {"model": "text-embedding-3-small"}},
+     ["text-embedding-3-small"]),
+    ({"layers": ["contract"]}, []),
+])
+def test_the_models_of_a_config_are_its_own_its_secondarys_and_its_embeddings(spec, models):
+    assert config_models(spec) == models
 
 
 def test_a_lead_may_turn_the_pinned_rule_off_and_it_shows_as_relaxed():
