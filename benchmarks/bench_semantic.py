@@ -7,8 +7,9 @@ A semantic-only config judges every case: the batch embeds each distinct text on
 to a call, `concurrency` calls at a time, with the stand-in's latency log-normal (real providers' is
 heavy-tailed; median 50 ms, sigma 0.8) and then fixed at 50 ms. The ideal wall time is the latency the
 stand-in served, summed, over the concurrency: the provider's time alone; the target is within 1.15× of
-it. `engine_cpu_s` is this process's CPU time in the run (the engine and the SDK; the stand-in runs apart). A second run, of another config version
-(pass_at moved, so the judgment cache cannot answer) sharing the embedding cache, must make 0 calls.
+it. `engine_cpu_s` is this process's CPU time in the run (the engine and the SDK; the stand-in runs
+apart). A second run, of another config version (pass_at moved, so the judgment cache cannot answer)
+sharing the embedding cache, must make 0 calls.
 The stand-in's vectors are a hashed bag of words, not a model's. Figures are printed and written to
 benchmarks/results/bench_semantic.json.
 """
