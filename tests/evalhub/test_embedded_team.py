@@ -104,11 +104,6 @@ def test_five_reviewers_and_a_run_share_the_embedded_default_without_a_lock_erro
         wait_for(lambda: "ready" in (tmp_path / "worker.log").read_text(), 60, "the worker")
         wait_for(lambda: answers(base), 60, "the server")
         clients = [signed_in(base, name) for name in embedded_site.REVIEWERS]
-        run_id = int(site(env, "run", str(REPEATS)))
-
-        def run_status() -> str:
-            return database.execute("SELECT status FROM judges_run WHERE id = ?", [run_id]).fetchone()[0]
-
         run_over = threading.Event()
         statuses: list[int] = []
         labeled: list[str] = []
@@ -130,8 +125,18 @@ def test_five_reviewers_and_a_run_share_the_embedded_default_without_a_lock_erro
         reviewers = [threading.Thread(target=label, args=(client,)) for client in clients]
         for thread in reviewers:
             thread.start()
+        # The reviewers are labeling before the run is queued, so the whole run (queued, taken, recorded)
+        # happens while they label, however loaded the machine (queued first, a busy machine once let a
+        # contract-only run finish before the reviewers' first label).
+        wait_for(lambda: len(labeled) >= 5, 60, "the reviewers to label")
+        labeled_before = len(labeled)
+        run_id = int(site(env, "run", str(REPEATS)))
+
+        def run_status() -> str:
+            return database.execute("SELECT status FROM judges_run WHERE id = ?", [run_id]).fetchone()[0]
+
         wait_for(lambda: run_status() == "finished", 120, "the run to finish")
-        labeling_during_run = len(labeled)
+        labeling_during_run = len(labeled) - labeled_before
         run_over.set()
         for thread in reviewers:
             thread.join(60)
