@@ -196,7 +196,7 @@ def preview_case(*, dataset: Dataset, case_id: str) -> Case:
         if case is None:
             raise ValueError(f"The dataset {dataset.slug} has no cases yet.")
         return case
-    if not case_id.isdigit() or len(case_id) > 18:  # 18 digits: any bigint, never an overflow
+    if not (case_id.isascii() and case_id.isdigit()) or len(case_id) > 18:  # 18 digits: any bigint, no overflow
         raise ValueError(f"{case_id[:40]!r} is not a case id: choose a case from the list.")
     case = cases.filter(pk=int(case_id)).first()
     if case is None:

@@ -34,7 +34,7 @@ def live_run_ids(extra_tags: str) -> list[int]:
 def parse_run_ids(text: str) -> list[int]:
     """"12,13" → [12, 13]; anything that is not a short list of ids gives none (no banner, never an error)."""
     parts = text.split(",")
-    if len(parts) > MAX_RUNS or not all(part.isdigit() and len(part) <= 18 for part in parts):
+    if len(parts) > MAX_RUNS or not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in parts):
         return []
     return list(dict.fromkeys(int(part) for part in parts))
 

@@ -90,6 +90,7 @@ def test_it_never_previews_a_case_of_another_dataset(lead_client, rubric, datase
     ("abc", "&#x27;abc&#x27; is not a case id"),
     ("-1", "&#x27;-1&#x27; is not a case id"),
     ("1e3", "&#x27;1e3&#x27; is not a case id"),
+    ("²", "&#x27;²&#x27; is not a case id"),  # a digit to str.isdigit, not to int()
     ("9" * 40, "is not a case id"),  # past any bigint: refused before the query
     ("<script>x</script>", "&#x27;&lt;script&gt;x&lt;/script&gt;&#x27; is not a case id"),
     ("999999", "The dataset store-support has no case with id 999999"),

@@ -107,7 +107,7 @@ def test_it_names_a_probe_and_a_drift_check_and_where_their_figures_are(lead_cli
     assert f"{figures}>see its figures</a>." in finished
 
 
-@pytest.mark.parametrize("runs", ["", "abc", "1,x", "-1", "9" * 30, ",".join(["1"] * 11), "424242"])
+@pytest.mark.parametrize("runs", ["", "abc", "1,x", "-1", "²", "9" * 30, ",".join(["1"] * 11), "424242"])
 def test_a_bad_list_of_runs_gets_no_banner_and_no_error(lead_client, runs):
     response = lead_client.get(reverse("judges:run_banner"), {"runs": runs}, headers=HTMX)
     assert response.status_code == 286  # nothing to follow: the banner goes, polling stops
