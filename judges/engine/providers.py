@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import numpy as np
 
 from .credentials import redact_key
@@ -282,18 +283,23 @@ def call_embeddings(
 ) -> Embedded:
     """One HTTP call embedding several texts (the OpenAI embeddings API); ProviderFailure on no answer.
 
-    The vectors come base64-encoded (the SDK's default) and are read straight into arrays from the raw
-    response: the SDK's parsed response makes a Python object of every number, which costs more CPU
-    than the call's wait (a second per 20,000 texts). A server that sends floats anyway is read too.
+    The request is the one `client.embeddings.create` sends, made through the same client's `post` (its
+    auth, base URL, timeout and errors): the typed method first walks every input through the SDK's
+    type-driven transform, 2.4 ms of CPU for 128 texts, which leaves nothing to change in a list of
+    strings and costs more than the call's share of the wait. Only the bearer key is sent, as that
+    method sends it. The vectors come base64-encoded (the SDK's default) and are read straight into
+    arrays: a float a Python object costs more CPU again. A server that sends floats anyway is read too.
     """
     sdk = _sdk(endpoint.provider)
+    request = {"model": model, "input": inputs, "encoding_format": "base64"}
+    if dimensions is not None:
+        request["dimensions"] = dimensions
     try:
         with deadline(endpoint.timeout_s):
-            raw = client.embeddings.with_raw_response.create(
-                model=model, input=inputs, encoding_format="base64",
-                **({"dimensions": dimensions} if dimensions is not None else {}),
+            response = client.post(
+                "/embeddings", body=request, cast_to=httpx2.Response, options={"security": {"bearer_auth": True}}
             )
-            body = raw.http_response.json()
+            body = response.json()
         data = sorted(body["data"], key=lambda item: item["index"])
         vectors = _vectors([item["embedding"] for item in data])
         tokens = (body.get("usage") or {}).get("prompt_tokens")

@@ -8,7 +8,6 @@ asked; when neither can, the judgment is `not_evaluated` with the reason and wha
 showed. Nothing here ever guesses a verdict. A batch embeds its texts first, many to a call.
 """
 
-import functools
 import hashlib
 import os
 import random
@@ -41,7 +40,7 @@ from .providers import (
 from .semantic import (
     EMBED_BATCH,
     SemanticLayer,
-    cosine_of_units,
+    cosines_of_units,
     decide,
     embedding_key,
     references,
@@ -161,7 +160,7 @@ class _Attempts:
     attempts: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Embedding:
     """One text's embedding in a batch's memory, or why there is none.
 
@@ -178,7 +177,7 @@ class _Embedding:
     cost: float | None = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class _Similarity:
     """What the semantic layer found: the highest similarity and its reference, or why there is none."""
 
@@ -186,6 +185,17 @@ class _Similarity:
     closest: str = ""
     why: str = ""
     error: str = ""
+
+
+@dataclass(slots=True)
+class _Planned:
+    """What the semantic layer needs of one item, worked out once while its texts are sent."""
+
+    checks: list[dict[str, Any]]
+    refs: list[tuple[str, str]]
+    texts: list[str]  # the answer, then each reference
+    keys: list[str]  # their embedding keys
+    cache_key: str | None  # the judgment's, when there is a judgment cache
 
 
 @dataclass
@@ -240,6 +250,9 @@ class Engine:
         self._embeddings: dict[str, _Embedding] = {}
         self._embeddings_lock = threading.Lock()
         self._keys: dict[str, str] = {}
+        # Formatted once, not in each judgment's reason.
+        s = self.cfg.semantic
+        self._semantic_rules = {o: _semantic_rule(s, o) for o in ("pass", "fail")} if s is not None else {}
 
     def close(self) -> None:
         self.clients.close()
@@ -262,7 +275,9 @@ class Engine:
                 j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
                 j.latency_ms = int((time.monotonic() - started) * 1000)
                 return j
-        j = self._judge(case, repeat)
+        return self._finish(self._judge(case, repeat), started, key)
+
+    def _finish(self, j: Judgment, started: float, key: str | None) -> Judgment:
         j.latency_ms = int((time.monotonic() - started) * 1000)
         # A second opinion that could not answer is unfinished work, like a not-evaluated primary:
         # cached, it would never be asked again and the case could never become contested.
@@ -297,37 +312,16 @@ class Engine:
 
         tally = _Tally()
         # What the earlier layers showed, told when the judge cannot answer.
-        shown = [f"contract passed ({len(checks)} checks)"] if checks else []
+        shown = _contract_shown(checks)
         similarity = None
         if cfg.semantic is not None:
             found = self._similarity(case, tally)
+            settled = self._semantic_judgment(external_id, repeat, found, checks, tally)
+            if settled is not None:
+                return settled
             similarity = found.similarity
             if similarity is not None:
-                outcome = decide(similarity, cfg.semantic, behavioral=behavioral)
-                if outcome is not None:
-                    j = Judgment(
-                        external_id,
-                        repeat,
-                        outcome,
-                        reason=_semantic_reason(outcome, similarity, found.closest, cfg),
-                        layer="semantic",
-                        checks=checks,
-                        model=cfg.semantic.model,
-                        similarity=similarity,
-                    )
-                    return tally.fill(j)
                 shown.append(f"similarity {similarity:.2f}")
-            elif not behavioral:
-                j = Judgment(
-                    external_id,
-                    repeat,
-                    "not_evaluated",
-                    reason="; ".join([found.why, *shown]),
-                    error=found.error,
-                    layer="semantic",
-                    checks=checks,
-                )
-                return tally.fill(j)
             else:
                 shown.append(f"semantic layer skipped: {found.why}")
 
@@ -400,6 +394,41 @@ class Engine:
                 j.contested = second.verdict.outcome != verdict.outcome
         return tally.fill(j)
 
+    def _semantic_judgment(
+        self, external_id: str, repeat: int, found: _Similarity, checks: list[dict[str, Any]], tally: _Tally
+    ) -> Judgment | None:
+        """The judgment when the semantic layer settles the case: a similarity beyond a threshold, or no
+        similarity and no behavioral judge to ask; None when the behavioral judge decides."""
+        cfg = self.cfg
+        behavioral = "behavioral" in cfg.layers
+        if found.similarity is not None:
+            outcome = decide(found.similarity, cfg.semantic, behavioral=behavioral)
+            if outcome is None:
+                return None
+            j = Judgment(
+                external_id,
+                repeat,
+                outcome,
+                reason=f"similarity {found.similarity:.4f} to the {found.closest} {self._semantic_rules[outcome]}",
+                layer="semantic",
+                checks=checks,
+                model=cfg.semantic.model,
+                similarity=found.similarity,
+            )
+            return tally.fill(j)
+        if behavioral:
+            return None
+        j = Judgment(
+            external_id,
+            repeat,
+            "not_evaluated",
+            reason="; ".join([found.why, *_contract_shown(checks)]),
+            error=found.error,
+            layer="semantic",
+            checks=checks,
+        )
+        return tally.fill(j)
+
     def _secondary_judge(self) -> _Judge:
         s = self.cfg.secondary
         # Without params of its own, the secondary judges as coolly and briefly as the primary; the
@@ -447,19 +476,47 @@ class Engine:
         unknown = list({key: text for key, text in zip(keys, texts, strict=True) if not self._known(key)}.items())
         for i in range(0, len(unknown), EMBED_BATCH):
             self._embed_batch(unknown[i : i + EMBED_BATCH])
-        got = self._take(keys, tally)
-        failed = next((e for e in got if e.failure is not None), None)
-        if failed is not None:
-            tries = f" (after {failed.attempts} attempts)" if failed.attempts > 1 else ""
-            why = f"embeddings unavailable: {failed.failure.category}: {failed.failure.detail}{tries}"
-            return _Similarity(None, why=why, error=failed.failure.category)
-        best, closest = -1.0, refs[0][0]
-        for entry, (where, _) in zip(got[1:], refs, strict=True):
-            similarity = cosine_of_units(got[0].unit, entry.unit)
-            if similarity > best:  # the first of equals counts
-                best, closest = similarity, where
-        # Rounded before deciding, so the stored similarity replays to the same verdict.
-        return _Similarity(round(best, 4), closest=closest)
+        return self._closest([(refs, keys, tally)])[0]
+
+    def _closest(self, cases: list[tuple[list[tuple[str, str]], list[str], _Tally]]) -> list[_Similarity]:
+        """For each case's (references, keys, tally): the answer's (the first key's text) highest similarity
+        to a reference (the other keys'), once every text is embedded or has failed. Many cases at once:
+        their embeddings taken under one lock, every pair's cosine in one array operation."""
+        found: list[_Similarity | None] = [None] * len(cases)
+        pairs: dict[int, tuple[list, list]] = {}  # vector length -> the pairs' answers, their references
+        spans: dict[int, tuple[int, int]] = {}  # case -> its vectors' length, where its pairs start
+        for n, entries in enumerate(self._take(cases)):
+            failed = None
+            for entry in entries:
+                if entry.failure is not None:
+                    failed = entry
+                    break
+            if failed is not None:
+                tries = f" (after {failed.attempts} attempts)" if failed.attempts > 1 else ""
+                why = f"embeddings unavailable: {failed.failure.category}: {failed.failure.detail}{tries}"
+                found[n] = _Similarity(None, why=why, error=failed.failure.category)
+                continue
+            lengths = {len(e.unit) for e in entries}
+            if len(lengths) > 1:  # a cached vector of another model, say: no cosine to take
+                why = f"embeddings unavailable: vectors of different lengths ({', '.join(map(str, sorted(lengths)))})"
+                found[n] = _Similarity(None, why=why, error="invalid output")
+                continue
+            length = lengths.pop()
+            answers, references = pairs.setdefault(length, ([], []))
+            spans[n] = (length, len(answers))
+            for entry in entries[1:]:
+                answers.append(entries[0].unit)
+                references.append(entry.unit)
+        cosines = {length: cosines_of_units(answers, references) for length, (answers, references) in pairs.items()}
+        for n, (length, start) in spans.items():
+            refs = cases[n][0]
+            best, closest = -1.0, refs[0][0]
+            for (where, _), cosine in zip(refs, cosines[length][start : start + len(refs)], strict=True):
+                if cosine > best:  # the first of equals counts
+                    best, closest = cosine, where
+            # Rounded before deciding, so the stored similarity replays to the same verdict.
+            found[n] = _Similarity(round(best, 4), closest=closest)
+        return found
 
     def _known(self, key: str) -> bool:
         """Whether the text's embedding is in memory, or in the embedding cache (then kept in memory)."""
@@ -537,42 +594,59 @@ class Engine:
             for (key, _), vector in zip(batch, done.value, strict=True):
                 self.embedding_cache.put(key, {"vector": vector})  # an array: a store that writes text lists it
 
-    def _take(self, keys: list[str], tally: _Tally) -> list[_Embedding]:
-        """The texts' embeddings; what each cost goes on this judgment's tally if no judgment has taken it yet."""
+    def _take(self, cases: list[tuple[Any, list[str], _Tally]]) -> list[list[_Embedding]]:
+        """Each case's embeddings (by its keys); what an embedding cost goes on the tally of the first
+        judgment that takes it, so a run's totals add up however many cases share a text."""
+        taken = []
         with self._embeddings_lock:
-            entries = [self._embeddings[key] for key in keys]
-            for entry in entries:
-                tally.calls += entry.calls
-                tally.add(entry.input_tokens, 0, entry.cost)
-                entry.calls, entry.input_tokens, entry.cost = 0, 0, 0.0
-        return entries
+            for _, keys, tally in cases:
+                entries = [self._embeddings[key] for key in keys]
+                for entry in entries:
+                    if entry.calls or entry.input_tokens or entry.cost != 0.0:
+                        tally.calls += entry.calls
+                        tally.add(entry.input_tokens, 0, entry.cost)
+                        entry.calls, entry.input_tokens, entry.cost = 0, 0, 0.0
+                taken.append(entries)
+        return taken
+
+    def _plan(self, case: dict[str, Any], repeat: int) -> _Planned | None:
+        """What the semantic layer needs of this item, or None when it needs no embedding: the judgment
+        cache answers, a contract check fails, the case has no reference or no answer (judge() tells)."""
+        cfg = self.cfg
+        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
+        if key is not None and self._cached(key) is not None:
+            return None
+        checks = run_contract_checks(case, cfg) if "contract" in cfg.layers else []
+        if not all(c["passed"] for c in checks):
+            return None
+        texts = texts_to_embed(case)
+        if not texts:
+            return None
+        return _Planned(checks, references(case), texts, [self._text_key(text) for text in texts], key)
 
     def _send_embeddings(
         self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor
-    ) -> tuple[list[int], dict[Future, list[int]]]:
+    ) -> tuple[list[_Planned | None], list[int], dict[Future, list[int]]]:
         """Embed the texts these items' semantic layer needs and nobody knows yet, many to a call, each
         batch sent as soon as it is full (so the calls wait while the rest is planned).
 
-        Returns how many batches each item waits for, and the items each batch's future holds up. Nothing
-        is needed for an item the judgment cache answers or a case a contract check fails (no model is
-        called for them); a config without the layer needs nothing at all.
+        Returns each item's plan, how many batches each item waits for, and the items each batch's
+        future holds up. A config without the layer needs nothing at all.
         """
-        cfg = self.cfg
+        plans: list[_Planned | None] = [None] * len(items)
         missing = [0] * len(items)
-        if cfg.semantic is None or self.env_refusals:
-            return missing, {}
+        if self.cfg.semantic is None or self.env_refusals:
+            return plans, missing, {}
         batch_of: dict[str, int] = {}  # key -> the number of the batch that embeds it
         batch: list[tuple[str, str]] = []
         held: list[list[int]] = [[]]  # the items held up by batch n
         sent: list[Future] = []
         for i, (case, repeat) in enumerate(items):
-            if (self.cache is not None and self._cached(cache_key(case, self.config_hash, repeat)) is not None) or (
-                "contract" in cfg.layers and not all(c["passed"] for c in run_contract_checks(case, cfg))
-            ):
+            plan = plans[i] = self._plan(case, repeat)
+            if plan is None:
                 continue
             waits = set()
-            for text in texts_to_embed(case):
-                key = self._text_key(text)
+            for key, text in zip(plan.keys, plan.texts, strict=True):
                 n = batch_of.get(key)
                 if n is None and not self._known(key):
                     n = batch_of[key] = len(sent)
@@ -588,12 +662,12 @@ class Engine:
                 held.append([])
         if batch:
             sent.append(executor.submit(self._embed_batch, batch))
-        return missing, dict(zip(sent, held, strict=False))  # held has one list more when the last batch was full
+        return plans, missing, dict(zip(sent, held, strict=False))  # held has one more when the last was full
 
     def embed_ahead(self, items: list[tuple[dict[str, Any], int]], executor: ThreadPoolExecutor) -> None:
         """Embed every text the semantic layer will need for these items, many texts to a call; the
         judgments then find their vectors in memory."""
-        _, held = self._send_embeddings(items, executor)
+        _, _, held = self._send_embeddings(items, executor)
         for future in held:
             future.result()
 
@@ -602,17 +676,33 @@ class Engine:
     ) -> Iterator[tuple[int, Judgment]]:
         """(index, judgment) of each item, judged in the calling thread as soon as its texts are embedded,
         while the executor's threads wait on the other embedding calls. For a config that calls no judge:
-        once its embeddings are in, a judgment is the engine's own arithmetic."""
-        missing, held = self._send_embeddings(items, executor)
-        for i, left in enumerate(missing):
-            if not left:
-                yield i, self.judge(*items[i])
+        once its embeddings are in, a judgment is the engine's own arithmetic, on what was planned."""
+        assert "behavioral" not in self.cfg.layers
+        plans, missing, held = self._send_embeddings(items, executor)
+
+        def judged(ready: list[int]) -> Iterator[tuple[int, Judgment]]:
+            started, planned = time.monotonic(), []
+            for i in ready:
+                if plans[i] is None:
+                    yield i, self.judge(*items[i])
+                else:
+                    planned.append(i)
+            tallies = [_Tally() for _ in planned]
+            found = self._closest([(plans[i].refs, plans[i].keys, t) for i, t in zip(planned, tallies, strict=True)])
+            for i, tally, similarity in zip(planned, tallies, found, strict=True):
+                (case, repeat), plan = items[i], plans[i]
+                j = self._semantic_judgment(str(case.get("external_id", "")), repeat, similarity, plan.checks, tally)
+                yield i, self._finish(j, started, plan.cache_key)
+
+        yield from judged([i for i, left in enumerate(missing) if not left])
         for future in as_completed(held):
             future.result()
+            ready = []
             for i in held[future]:
                 missing[i] -= 1
                 if not missing[i]:
-                    yield i, self.judge(*items[i])
+                    ready.append(i)
+            yield from judged(ready)
 
     # ---- the failure chain of one request --------------------------------------------------------
 
@@ -724,18 +814,18 @@ class Engine:
         return _Asked(done.value, done.reply.text if done.reply is not None else "", done.failure, done.attempts)
 
 
-def _semantic_reason(outcome: str, similarity: float, closest: str, cfg: JudgeConfig) -> str:
-    return f"similarity {similarity:.4f} to the {closest} {_semantic_rule(cfg.semantic, outcome)}"
-
-
-@functools.cache
 def _semantic_rule(s: SemanticLayer, outcome: str) -> str:
-    # Formatted once per layer and outcome, not once per case.
+    """The threshold a semantic verdict met, told in its reason."""
     if outcome == "pass":
         return f">= pass_at {s.pass_at:g}"
     if s.fail_below is not None:
         return f"< fail_below {s.fail_below:g}"
     return f"< pass_at {s.pass_at:g}, and no behavioral judge to decide"
+
+
+def _contract_shown(checks: list[dict[str, Any]]) -> list[str]:
+    # What the contract layer showed, told when a later layer cannot decide.
+    return [f"contract passed ({len(checks)} checks)"] if checks else []
 
 
 def _unavailable(why: str, shown: list[str]) -> str:

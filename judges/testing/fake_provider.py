@@ -636,6 +636,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         encoding = body.get("encoding_format") or "float"
         record = {"endpoint": "embeddings", "model": model, "inputs": len(inputs), "dimensions": dimensions,
+                  "encoding_format": body.get("encoding_format"), "fields": sorted(body),
                   "authorized": bool(self.headers.get("Authorization"))}
         digest = hashlib.sha256(json.dumps([model, inputs, dimensions]).encode()).hexdigest()
         state = self.state

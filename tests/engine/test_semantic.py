@@ -6,8 +6,11 @@ vectors are a hashed bag of words (not a model): texts sharing words are close, 
 
 import math
 
+import numpy as np
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from judges.engine import (
     FolderCache,
@@ -23,7 +26,8 @@ from judges.engine import (
     judge_case,
     references,
 )
-from judges.engine.semantic import EMBED_BATCH, SemanticLayer
+from judges.engine.providers import ClientPool, call_embeddings, resolve_endpoint
+from judges.engine.semantic import EMBED_BATCH, SemanticLayer, cosines_of_units, unit_rows
 from judges.testing.fake_provider import stand_in_vector
 
 from .conftest import FAKE_KEY
@@ -69,6 +73,17 @@ def test_cosine():
     assert cosine([0, 0], [1, 0]) == 0.0  # a zero vector points nowhere
     with pytest.raises(ValueError, match="different lengths"):
         cosine([1, 0], [1, 0, 0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=1, max_value=300), st.integers(min_value=1, max_value=64), st.integers(0, 2**32 - 1))
+def test_many_cosines_at_once_are_each_pairs_own_bit_for_bit(pairs, length, seed):
+    # A case's similarity must not depend on which cases share its batch, nor differ from a @ b.
+    rng = np.random.default_rng(seed)
+    a, b = (list(unit_rows(rng.normal(size=(pairs, length)))) for _ in range(2))
+    together = cosines_of_units(a, b)
+    assert together == [max(-1.0, min(1.0, float(x @ y))) for x, y in zip(a, b, strict=True)]
+    assert together[-1] == cosines_of_units(a[-1:], b[-1:])[0]
 
 
 def test_references_are_the_golden_answer_then_metadata_references():
@@ -410,6 +425,23 @@ def test_a_failed_embedding_is_not_cached(fake, env, quick_retry):
     assert len(cache) == 0
 
 
+def test_a_cached_vector_of_another_length_leaves_the_case_unjudged_by_similarity(fake, env):
+    # A cache filled by a server that ignored `dimensions`, say: no cosine between vectors of two lengths.
+    cache = MemoryCache()
+    case = tool_case(output=PARAPHRASE)
+    s = semantic_block()
+    key = embedding_key(provider=s["provider"], model=s["model"], dimensions=None, text=case["golden_answer"])
+    cache.put(key, {"vector": [0.5, 0.5, 0.5]})
+    for judged in (judge_case(case, semantic_config(), 1, env=env, embedding_cache=cache),
+                   judge_batch([(case, 1)], semantic_config(), concurrency=2, env=env, embedding_cache=cache)[0]):
+        assert (judged.outcome, judged.error, judged.similarity) == ("not_evaluated", "invalid output", None)
+        assert "vectors of different lengths (3, 256)" in judged.reason
+    with_judge = judge_config(layers=["semantic", "behavioral"], semantic=semantic_block())
+    judged = judge_case(case, with_judge, 1, env=env, embedding_cache=cache)
+    assert (judged.outcome, judged.layer) == ("pass", "behavioral")
+    assert "semantic layer skipped" not in judged.reason  # the judge answered; the skip is told only when it cannot
+
+
 def test_the_judgment_cache_keeps_the_similarity(fake, env):
     cache = MemoryCache()
     first = judge_case(tool_case(output=PARAPHRASE), semantic_config(), 1, env=env, cache=cache)
@@ -437,6 +469,56 @@ def test_a_batch_embeds_many_texts_to_a_call_and_bills_each_call_once(fake, env)
     for first, second in zip(results[::2], results[1::2], strict=True):
         assert first.similarity == second.similarity is not None
         assert (first.input_tokens > 0) != (second.input_tokens > 0)
+
+
+def test_a_batch_judges_every_kind_of_case_as_one_at_a_time_does(fake, env):
+    # judge_batch decides a semantic-only config's cases many at a time; judge_case one by one. Same verdicts.
+    cfg = semantic_config(layers=["contract", "semantic"], contract_checks=["expected_tool"])
+    cases = [
+        tool_case(external_id="paraphrase", output=PARAPHRASE),
+        tool_case(external_id="between", output=IN_BETWEEN),
+        tool_case(external_id="unrelated", output=UNRELATED),
+        tool_case(external_id="second-ref", output=UNRELATED, metadata={"references": ["Nothing.", UNRELATED + "!"]}),
+        tool_case(external_id="equal-refs", output=PARAPHRASE, metadata={"references": [tool_case()["golden_answer"]]}),
+        tool_case(external_id="no-reference", output=PARAPHRASE, golden_answer=""),
+        tool_case(external_id="bad-references", output=PARAPHRASE, metadata={"references": "not a list"}),
+        tool_case(external_id="blank", output="  "),
+        tool_case(external_id="contract", output=PARAPHRASE, trace={"toolCalls": []}),
+    ]
+    items = [(case, repeat) for case in cases for repeat in (1, 2)]
+    batch = judge_batch(items, cfg, concurrency=3, env=env, prices=PRICES)
+    alone = [judge_case(case, cfg, repeat, env=env, prices=PRICES) for case, repeat in items]
+
+    def seen(j):
+        return (j.external_id, j.repeat, j.outcome, j.layer, j.error, j.similarity, j.reason, j.checks, j.model)
+
+    assert [seen(j) for j in batch] == [seen(j) for j in alone]
+    assert {j.outcome for j in batch} == {"pass", "fail", "not_evaluated"}
+    assert "to the golden answer" in batch[8].reason  # equal similarities: the first reference counts
+    # Each text billed once in the batch, by whichever judgment took it first.
+    assert sum(j.input_tokens for j in batch) == sum(max(1, len(t) // 4) for t in {
+        text for case in cases[:5] for text in [case["output"], case["golden_answer"],
+                                                 *case.get("metadata", {}).get("references", [])]})
+
+
+def test_the_embeddings_request_is_the_one_the_sdks_typed_method_sends(fake, env):
+    client = openai.OpenAI(base_url=fake.openai_base_url, api_key=FAKE_KEY, max_retries=0)
+    client.embeddings.create(model=EMBEDDING_MODEL, input=["one order", "two orders"], dimensions=64)
+    client.close()
+    s = semantic_block()
+    endpoint = resolve_endpoint(provider=s["provider"], base_url_env=s["base_url_env"], api_key_env=s["api_key_env"],
+                                env=env, timeout_s=5)
+    clients = ClientPool()
+    got = call_embeddings(clients.get(endpoint), endpoint, model=EMBEDDING_MODEL, inputs=["one order", "two orders"],
+                          dimensions=64)
+    clients.close()
+    typed, ours = ({k: v for k, v in r.items() if k not in ("started", "ended")}
+                   for r in fake.requests() if r["endpoint"] == "embeddings")
+    assert ours == typed
+    assert ours["fields"] == ["dimensions", "encoding_format", "input", "model"]
+    assert (ours["encoding_format"], ours["dimensions"], ours["inputs"], ours["authorized"]) == ("base64", 64, 2, True)
+    assert got.vectors.tolist() == [pytest.approx(stand_in_vector("one order", 64), abs=1e-6),
+                                    pytest.approx(stand_in_vector("two orders", 64), abs=1e-6)]
 
 
 def test_a_batch_embeds_nothing_for_failed_contracts_or_cached_judgments(fake, env):
