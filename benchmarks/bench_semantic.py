@@ -7,9 +7,12 @@ A semantic-only config judges every case: the batch embeds each distinct text on
 to a call, `concurrency` calls at a time, with the stand-in's latency log-normal (real providers' is
 heavy-tailed; median 50 ms, sigma 0.8) and then fixed at 50 ms. The ideal wall time is the latency the
 stand-in served, summed, over the concurrency: the provider's time alone; the target is within 1.15× of
-it. `engine_cpu_s` is this process's CPU time in the run (the engine and the SDK; the stand-in runs
-apart). A second run, of another config version (pass_at moved, so the judgment cache cannot answer)
-sharing the embedding cache, must make 0 calls.
+it. Each latency model also runs the same batches of texts through the provider call alone
+(`call_embeddings` on the same SDK client and concurrency, no engine): `vs_transport` is the engine's
+wall time over that peer's, what the engine adds to the HTTP calls. `engine_cpu_s` is this process's
+CPU time in the run (the engine and the SDK); `stand_in_cpu_s` is the stand-in's (another process, on
+the same machine: on a two-core machine the two compete). A second run, of another config version
+(pass_at moved, so the judgment cache cannot answer) sharing the embedding cache, must make 0 calls.
 The stand-in's vectors are a hashed bag of words, not a model's. Figures are printed and written to
 benchmarks/results/bench_semantic.json.
 """
@@ -20,13 +23,15 @@ import os
 import resource
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from judges.engine import MemoryCache, judge_batch  # noqa: E402
-from judges.engine.semantic import EMBED_BATCH  # noqa: E402
+from judges.engine.providers import ClientPool, call_embeddings, resolve_endpoint  # noqa: E402
+from judges.engine.semantic import EMBED_BATCH, texts_to_embed  # noqa: E402
 from judges.testing.fake_provider import FakeProvider  # noqa: E402
 
 MODEL = "text-embedding-3-small"
@@ -57,11 +62,48 @@ def config(pass_at: float, dimensions: int) -> dict:
         "criteria": "The answer states the 30-day return window correctly.",
         "layers": ["semantic"],
         "semantic": {
-            "provider": "openai-compatible", "model": MODEL, "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
-            "api_key_env": "EVALHUB_JUDGE_BENCH_KEY", "dimensions": dimensions, "pass_at": pass_at,
+            "provider": "openai-compatible",
+            "model": MODEL,
+            "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
+            "api_key_env": "EVALHUB_JUDGE_BENCH_KEY",
+            "dimensions": dimensions,
+            "pass_at": pass_at,
         },
         "timeout_s": 30,
     }
+
+
+def transport_alone(cases: list[dict], env: dict, concurrency: int, dimensions: int) -> float:
+    """Wall time of the engine's embeddings calls made with no engine: every distinct text, in the order
+    the engine sends them, EMBED_BATCH to a call, `concurrency` calls at a time."""
+    texts = list(dict.fromkeys(text for case in cases for text in texts_to_embed(case)))
+    batches = [texts[i : i + EMBED_BATCH] for i in range(0, len(texts), EMBED_BATCH)]
+    s = config(0.6, dimensions)["semantic"]
+    endpoint = resolve_endpoint(
+        provider=s["provider"], base_url_env=s["base_url_env"], api_key_env=s["api_key_env"], env=env, timeout_s=30
+    )
+    clients = ClientPool()
+    client = clients.get(endpoint)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(
+            pool.map(
+                lambda batch: call_embeddings(client, endpoint, model=MODEL, inputs=batch, dimensions=dimensions),
+                batches,
+            )
+        )
+    wall = time.monotonic() - started
+    clients.close()
+    return wall
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """A process's CPU time (user and system) from /proc; None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 LATENCIES = {
@@ -89,12 +131,24 @@ def main() -> None:
             fake.reset()
             fake.control(latency_ms=args.latency_ms, **latency)
             embeddings = MemoryCache(copies=False)
+            stand_in_cpu = cpu_seconds(fake.proc.pid)
             started, cpu = time.monotonic(), time.process_time()
-            first = judge_batch(items, config(0.6, args.dimensions), concurrency=args.concurrency, prices=PRICES,
-                                env=env, embedding_cache=embeddings)
+            first = judge_batch(
+                items,
+                config(0.6, args.dimensions),
+                concurrency=args.concurrency,
+                prices=PRICES,
+                env=env,
+                embedding_cache=embeddings,
+            )
             wall, cpu = time.monotonic() - started, time.process_time() - cpu
+            if stand_in_cpu is not None:
+                stand_in_cpu = cpu_seconds(fake.proc.pid) - stand_in_cpu
             stats = fake.stats()
             ideal = stats["latency_ms_served"] / 1000 / args.concurrency
+            fake.reset()  # the same latencies again (seeded), for the peer
+            fake.control(latency_ms=args.latency_ms, **latency)
+            transport = transport_alone(cases, env, args.concurrency, args.dimensions)
             outcomes: dict[str, int] = {}
             for j in first:
                 outcomes[j.outcome] = outcomes.get(j.outcome, 0) + 1
@@ -104,7 +158,11 @@ def main() -> None:
                 "ideal_s": round(ideal, 2),
                 "ratio": round(wall / ideal, 3),
                 "within_target": wall / ideal <= 1.15,
+                "transport_alone_wall_s": round(transport, 2),
+                "transport_alone_ratio": round(transport / ideal, 3),
+                "vs_transport": round(wall / transport, 3),
                 "engine_cpu_s": round(cpu, 2),
+                "stand_in_cpu_s": None if stand_in_cpu is None else round(stand_in_cpu, 2),
                 "server_max_in_flight": stats["max_in_flight"],
                 "outcomes": outcomes,
             }
@@ -113,13 +171,22 @@ def main() -> None:
         # run's embedding cache: every text is known, no call is made.
         before = fake.stats()["total"]
         started = time.monotonic()
-        second = judge_batch(items, config(0.7, args.dimensions), concurrency=args.concurrency, prices=PRICES,
-                             env=env, embedding_cache=embeddings)
+        second = judge_batch(
+            items,
+            config(0.7, args.dimensions),
+            concurrency=args.concurrency,
+            prices=PRICES,
+            env=env,
+            embedding_cache=embeddings,
+        )
         wall_cached = time.monotonic() - started
         calls_cached = fake.stats()["total"] - before
 
-    texts = len({c["output"] for c in cases} | {c["golden_answer"] for c in cases}
-                | {r for c in cases for r in c["metadata"].get("references", [])})
+    texts = len(
+        {c["output"] for c in cases}
+        | {c["golden_answer"] for c in cases}
+        | {r for c in cases for r in c["metadata"].get("references", [])}
+    )
     result = {
         "n": args.n,
         "concurrency": args.concurrency,
