@@ -40,7 +40,7 @@ from .providers import (
 from .semantic import (
     EMBED_BATCH,
     SemanticLayer,
-    cosines_of_units,
+    cosine_of_units,
     decide,
     embedding_key,
     references,
@@ -480,42 +480,27 @@ class Engine:
 
     def _closest(self, cases: list[tuple[list[tuple[str, str]], list[str], _Tally]]) -> list[_Similarity]:
         """For each case's (references, keys, tally): the answer's (the first key's text) highest similarity
-        to a reference (the other keys'), once every text is embedded or has failed. Many cases at once:
-        their embeddings taken under one lock, every pair's cosine in one array operation."""
-        found: list[_Similarity | None] = [None] * len(cases)
-        pairs: dict[int, tuple[list, list]] = {}  # vector length -> the pairs' answers, their references
-        spans: dict[int, tuple[int, int]] = {}  # case -> its vectors' length, where its pairs start
-        for n, entries in enumerate(self._take(cases)):
-            failed = None
-            for entry in entries:
-                if entry.failure is not None:
-                    failed = entry
-                    break
+        to a reference (the other keys'), once every text is embedded or has failed. Many cases at once,
+        their embeddings taken under one lock."""
+        found = []
+        for (refs, _, _), entries in zip(cases, self._take(cases), strict=True):
+            failed = next((e for e in entries if e.failure is not None), None)
             if failed is not None:
                 tries = f" (after {failed.attempts} attempts)" if failed.attempts > 1 else ""
                 why = f"embeddings unavailable: {failed.failure.category}: {failed.failure.detail}{tries}"
-                found[n] = _Similarity(None, why=why, error=failed.failure.category)
+                found.append(_Similarity(None, why=why, error=failed.failure.category))
                 continue
-            lengths = {len(e.unit) for e in entries}
-            if len(lengths) > 1:  # a cached vector of another model, say: no cosine to take
-                why = f"embeddings unavailable: vectors of different lengths ({', '.join(map(str, sorted(lengths)))})"
-                found[n] = _Similarity(None, why=why, error="invalid output")
+            answer, best, closest = entries[0].unit, -1.0, refs[0][0]
+            try:
+                for (where, _), entry in zip(refs, entries[1:], strict=True):
+                    similarity = cosine_of_units(answer, entry.unit)
+                    if similarity > best:  # the first of equals counts
+                        best, closest = similarity, where
+            except ValueError as exc:  # a cached vector of another model, say: no cosine to take
+                found.append(_Similarity(None, why=f"embeddings unavailable: {exc}", error="invalid output"))
                 continue
-            length = lengths.pop()
-            answers, references = pairs.setdefault(length, ([], []))
-            spans[n] = (length, len(answers))
-            for entry in entries[1:]:
-                answers.append(entries[0].unit)
-                references.append(entry.unit)
-        cosines = {length: cosines_of_units(answers, references) for length, (answers, references) in pairs.items()}
-        for n, (length, start) in spans.items():
-            refs = cases[n][0]
-            best, closest = -1.0, refs[0][0]
-            for (where, _), cosine in zip(refs, cosines[length][start : start + len(refs)], strict=True):
-                if cosine > best:  # the first of equals counts
-                    best, closest = cosine, where
             # Rounded before deciding, so the stored similarity replays to the same verdict.
-            found[n] = _Similarity(round(best, 4), closest=closest)
+            found.append(_Similarity(round(best, 4), closest=closest))
         return found
 
     def _known(self, key: str) -> bool:

@@ -110,21 +110,12 @@ def unit_rows(rows: np.ndarray) -> np.ndarray:
     return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
 
 
-def cosines_of_units(a: list[np.ndarray], b: list[np.ndarray]) -> list[float]:
-    """The cosine similarity of each pair (a[i], b[i]) of vectors already scaled by unit(): their dot
-    products, every pair at once (each the same, bit for bit, as `a[i] @ b[i]`)."""
-    if not a:
-        return []
-    rows_a, rows_b = np.array(a, dtype=np.float64), np.array(b, dtype=np.float64)  # ValueError when ragged
-    if rows_a.shape != rows_b.shape:
-        raise ValueError(f"vectors of different lengths: {rows_a.shape[-1]} and {rows_b.shape[-1]}")
-    # Rounding can carry a parallel pair a hair past 1.
-    return np.clip(np.vecdot(rows_a, rows_b), -1.0, 1.0).tolist()
-
-
 def cosine_of_units(a: np.ndarray, b: np.ndarray) -> float:
-    """Cosine similarity of two vectors already scaled by unit()."""
-    return cosines_of_units([a], [b])[0]
+    """Cosine similarity of two vectors already scaled by unit(): their dot product."""
+    if a.shape != b.shape:
+        raise ValueError(f"vectors of different lengths: {a.shape[0]} and {b.shape[0]}")
+    # Rounding can carry a parallel pair a hair past 1.
+    return max(-1.0, min(1.0, float(a.dot(b))))
 
 
 def cosine(a: Any, b: Any) -> float:
