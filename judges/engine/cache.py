@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from .canonical import canonical_json
+
 # What the judge sees of a case; external_id and metadata (but its references) change no verdict.
 CASE_CONTENT_FIELDS: tuple[str, ...] = (
     "input",
@@ -27,10 +29,6 @@ CASE_CONTENT_FIELDS: tuple[str, ...] = (
     "expected_source",
     "category",
 )
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def case_content(case: dict[str, Any]) -> dict[str, Any]:
@@ -48,13 +46,13 @@ def case_content(case: dict[str, Any]) -> dict[str, Any]:
 
 def case_content_key(case: dict[str, Any]) -> str:
     """sha256 hex over the canonical JSON of the case's judged content (`case_content`)."""
-    return hashlib.sha256(_canonical_json(case_content(case)).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(case_content(case)).encode()).hexdigest()
 
 
 def cache_key(case: dict[str, Any], config_hash: str, repeat: int) -> str:
     """The key of one judgment's work: the case's content, the config's hash and the repeat."""
     payload = {"case": case_content_key(case), "config_hash": config_hash, "repeat": repeat}
-    return hashlib.sha256(_canonical_json(payload).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
 class Cache(Protocol):

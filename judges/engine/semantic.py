@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from . import fields
+
 SEMANTIC_PROVIDERS: tuple[str, ...] = ("openai", "openai-compatible")
 SEMANTIC_FIELDS: tuple[str, ...] = (
     "provider",
@@ -57,6 +59,41 @@ class SemanticLayer:
             "pass_at": self.pass_at,
             "fail_below": self.fail_below,
         }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "SemanticLayer":
+        """Validate a config's `semantic` block; a ValueError names the field at fault."""
+        w = "semantic."
+        if not isinstance(d, dict):
+            raise ValueError("semantic: expected an object")
+        fields.reject_unknown(d, SEMANTIC_FIELDS, where=w)
+        provider = fields.choice(d, "provider", SEMANTIC_PROVIDERS, where=w)
+        base_url_env = fields.env_name(d, "base_url_env", where=w)
+        if provider == "openai-compatible" and base_url_env is None:
+            raise ValueError(
+                "semantic.base_url_env: an openai-compatible provider needs the variable naming its endpoint"
+            )
+        dimensions = d.get("dimensions")
+        if dimensions is not None and (
+            isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1
+        ):
+            raise ValueError("semantic.dimensions: must be a positive integer, or empty for the model's own")
+        if "pass_at" not in d:
+            raise ValueError("semantic.pass_at: required (the similarity from which a case passes)")
+        pass_at = threshold(d["pass_at"], "pass_at")
+        fail_below = None if d.get("fail_below") is None else threshold(d["fail_below"], "fail_below")
+        if fail_below is not None and fail_below > pass_at:
+            raise ValueError("semantic.fail_below: must not be above pass_at")
+        return cls(
+            provider=provider,
+            model=fields.nonempty_string(d, "model", where=w),
+            pass_at=pass_at,
+            fail_below=fail_below,
+            model_family=fields.string(d, "model_family", where=w, required=False),
+            base_url_env=base_url_env,
+            api_key_env=fields.env_name(d, "api_key_env", where=w),
+            dimensions=dimensions,
+        )
 
 
 def threshold(value: Any, name: str) -> float:

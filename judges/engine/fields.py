@@ -1,0 +1,103 @@
+"""The small validators of a judge config's fields: each names the field it rejects in its ValueError."""
+
+import json
+import re
+from typing import Any
+
+# The engine sets these request fields itself; a config may not override them through params.
+RESERVED_PARAMS: frozenset[str] = frozenset(
+    {"model", "messages", "system", "response_format", "tools", "tool_choice", "stream", "n"}
+)
+SLUG_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def string(d: dict, name: str, *, where: str = "", required: bool = True, default: str | None = None) -> Any:
+    value = d.get(name, default)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{where}{name}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def nonempty_string(d: dict, name: str, *, where: str = "") -> str:
+    value = string(d, name, where=where)
+    if not value.strip():
+        raise ValueError(f"{where}{name}: must not be empty")
+    return value
+
+
+def integer(d: dict, name: str, default: int, lo: int, hi: int) -> int:
+    value = d.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name}: expected an integer, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def string_list(d: dict, name: str, *, where: str = "") -> tuple[str, ...]:
+    value = d.get(name) or []
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{where}{name}: expected a list of strings")
+    return tuple(value)
+
+
+def env_name(d: dict, name: str, *, where: str = "") -> str | None:
+    value = d.get(name)
+    if value is None:
+        return None
+    # Never echo the value: a key pasted here by mistake must not reach an error message or a log.
+    if not isinstance(value, str) or not _ENV_NAME_RE.match(value):
+        raise ValueError(
+            f"{where}{name}: must be the NAME of an environment variable (like EVALHUB_JUDGE_API_KEY), "
+            "not a URL or a key"
+        )
+    return value
+
+
+def choice(d: dict, name: str, choices: tuple[str, ...], *, where: str = "", default: Any = None) -> Any:
+    value = d.get(name, default)
+    if value not in choices:
+        raise ValueError(f"{where}{name}: must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def params(d: dict, *, where: str = "") -> dict[str, Any]:
+    value = d.get("params") or {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}params: expected an object")
+    try:
+        value = json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}params: must be JSON ({exc})") from None
+    reserved = sorted(RESERVED_PARAMS & set(value))
+    if reserved:
+        raise ValueError(f"{where}params: {', '.join(reserved)} are set by the engine and may not be given")
+    if "temperature" in value:
+        t = value["temperature"]
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 2:
+            raise ValueError(f"{where}params.temperature: must be a number from 0 to 2")
+    if "max_tokens" in value:
+        m = value["max_tokens"]
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise ValueError(f"{where}params.max_tokens: must be a positive integer")
+    return value
+
+
+def reject_unknown(d: dict, known: tuple[str, ...], *, where: str = "") -> None:
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ValueError(f"{where}{', '.join(unknown)}: unknown field(s)")
+
+
+def regexes(d: dict, name: str) -> tuple[str, ...]:
+    """A list of regular expressions, each compiled once here so a bad one is named before any case."""
+    patterns = string_list(d, name)
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise ValueError(f"{name}: invalid regular expression {p!r}: {exc}") from None
+    return patterns
