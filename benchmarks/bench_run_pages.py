@@ -53,7 +53,7 @@ def main() -> None:
         from evalhub.models import Role, User
         from judges.configs import services as config_services
         from judges.models import Judgment, ModelPrice, Run
-        from judges.runs import services
+        from judges.runs import worker
         from judges.runs.demo import _create_run
         from judges.runs.selectors import run_estimate
         from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
@@ -85,7 +85,7 @@ def main() -> None:
         run = _create_run(config=config, dataset=dataset, by=lead)
         Run.objects.filter(pk=run.pk).update(repeats=args.repeats, total=total)
 
-        _, seconds = timed("contract-only run, judged and recorded", lambda: services.run_work_here(run_id=run.pk))
+        _, seconds = timed("contract-only run, judged and recorded", lambda: worker.run_work_here(run_id=run.pk))
         run.refresh_from_db()
         assert run.status == Run.Status.FINISHED and Judgment.objects.filter(run=run).count() == total
         print(f"  {'':<52} {total / seconds:9,.0f} judgments/s")

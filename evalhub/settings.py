@@ -281,7 +281,7 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # EVALHUB_JUDGE_* (judges.engine.envnames; the app's own, DJANGO_* and the like, stay refused).
 EVALHUB_JUDGE_ENV_ALLOW = env_names("EVALHUB_JUDGE_ENV_ALLOW")
 
-# Run work (judges.runs.services): a task holds the run's lease, extending it every second while alive, and
+# Run work (judges.runs.worker): a task holds the run's lease, extending it every second while alive, and
 # works the run's cases, read ahead a chunk at a time, for a window of time before it queues the run again.
 EVALHUB_CHUNK_CASES = env_int("EVALHUB_CHUNK_CASES", 20)
 EVALHUB_RUN_LEASE_SECONDS = env_int("EVALHUB_RUN_LEASE_SECONDS", 120)

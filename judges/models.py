@@ -113,7 +113,7 @@ class Run(models.Model):
         help_text="The run this probe measures; empty for an ordinary run.",
     )
     probe = models.CharField(max_length=12, choices=Probe.choices, blank=True, default="")
-    # The lease of the one task at work on the run (judges.runs.services): one holder at a time keeps the
+    # The lease of the one task at work on the run (judges.runs.worker): one holder at a time keeps the
     # run's concurrency cap across workers; a killed worker's lease runs out and another takes the run.
     lease_token = models.CharField(max_length=32, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)

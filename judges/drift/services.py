@@ -2,7 +2,7 @@
 
 A drift run is a Run of the evidence run's config over the dataset's current cases, with the evidence run
 as `parent` and no `probe`, and a DriftCheck row naming it. Its work goes through the ordinary run
-machinery (judges.runs.services), so the cache makes unchanged cases free: only new or changed cases cost
+machinery (judges.runs.worker), so the cache makes unchanged cases free: only new or changed cases cost
 calls. When it finishes, `drift_check_record` stores its figures over every case with a human verdict
 and over the new ones (judges.drift.selectors.drift_frames).
 """

@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker
+from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker, judge_many
 from judges.engine.providers import ClientPool
 from judges.gate.config import GateRubric
 
@@ -154,7 +153,7 @@ def judge_all(
     max_cost_usd: float | None = None,
     allowed_env: Sequence[str] = (),
 ) -> list[RubricResult]:
-    """Judge every (rubric, case, repeat) side by side on one pool of `concurrency` threads.
+    """Judge every (rubric, case, repeat) side by side on one pool of `concurrency` threads (judge_many).
 
     One spend cap covers the whole check. Work is queued gate-stage rubrics first (then warn, then
     observe), case by case across the rubrics of a stage, so that when the cap runs out the gates
@@ -170,29 +169,20 @@ def judge_all(
                embedding_cache=embeddings)
         for r in rubrics
     ]
-    items = [
-        (index, case, repeat)
+    # The batch starts its work in the order given: the spend order above holds.
+    work = (
+        ((index, case["external_id"], repeat), engines[index], case, repeat)
         for stage in SPEND_ORDER
         for case in cases
         for repeat in range(1, repeats + 1)
         for index, rubric in enumerate(rubrics)
         if rubric.stage == stage
-    ]
+    )
     judgments: dict[tuple[int, str, int], Judgment] = {}
-    executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="judge")
     try:
-        for index, engine in enumerate(engines):
-            if engine.cfg.semantic is not None:  # many texts to an embeddings call, before the judgments need them
-                engine.embed_ahead([(case, repeat) for i, case, repeat in items if i == index], executor)
-        # A thread pool starts its work in the order it was submitted: the spend order above holds.
-        futures = {
-            executor.submit(engines[index].judge, case, repeat): (index, case["external_id"], repeat)
-            for index, case, repeat in items
-        }
-        for future in as_completed(futures):
-            judgments[futures[future]] = future.result()
+        for done in judge_many(work, concurrency=concurrency):
+            judgments.update(done)
     finally:
-        executor.shutdown(wait=True, cancel_futures=True)
         clients.close()
     results = []
     for index, rubric in enumerate(rubrics):

@@ -1,7 +1,7 @@
 """Writes of bias probes (issue 9): starting them. Their work goes through the ordinary run machinery.
 
 A probe is a Run of its parent run's config (`parent`, `probe`), over the parent's cases that have a
-human verdict of the rubric; `judges.runs.services.run_window` judges each case's variant
+human verdict of the rubric; `judges.runs.worker.run_window` judges each case's variant
 (`judges.probes.variants.make_variant`) and stores it with the judgment. Nothing of the dataset changes, so a
 probe never makes a run stale.
 """

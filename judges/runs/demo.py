@@ -28,7 +28,7 @@ from judges.probes.variants import PROBE_KINDS
 from judges.promotion import services as promotion_services
 from judges.promotion.ci_results import ci_results_store
 from judges.promotion.gates import gate_config
-from judges.runs import services
+from judges.runs import services, worker
 from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
 
@@ -80,7 +80,7 @@ def create_demo_run(*, rubric: Rubric, dataset: Dataset, by) -> Run:
 
 def _judge_here(run: Run) -> Run:
     # What a worker does, in this process, window after window until the run is finished.
-    services.run_work_here(run_id=run.pk)
+    worker.run_work_here(run_id=run.pk)
     run.refresh_from_db()
     return run
 

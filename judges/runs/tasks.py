@@ -6,7 +6,7 @@ from celery import shared_task
 from celery.signals import worker_init, worker_ready
 
 from judges.drift.services import drift_check_record
-from judges.runs import services
+from judges.runs import services, worker
 
 log = logging.getLogger(__name__)
 
@@ -15,9 +15,9 @@ log = logging.getLogger(__name__)
 @shared_task(name=services.RUN_WORK_TASK, acks_late=True, soft_time_limit=15 * 60, time_limit=16 * 60)
 def run_work(run_id: int) -> None:
     """Work one window of the run under its lease, then queue the next window if work is left."""
-    token = services.run_claim(run_id=run_id)
+    token = worker.run_claim(run_id=run_id)
     if token is not None:
-        more = services.run_window(run_id=run_id, token=token)
+        more = worker.run_window(run_id=run_id, token=token)
         log.info("run %s: window done, %s", run_id, "more to do" if more else "nothing more here")
         if more:
             run_work.delay(run_id)
@@ -29,7 +29,7 @@ def run_work(run_id: int) -> None:
 @shared_task(name="judges.sweep_runs", ignore_result=True)
 def sweep_runs() -> list[int]:
     """Requeue runs whose lease ran out (a worker died) or whose message was lost."""
-    run_ids = services.runs_needing_work()
+    run_ids = worker.runs_needing_work()
     for run_id in run_ids:
         run_work.delay(run_id)
     if run_ids:

@@ -1,7 +1,7 @@
 """Banners about queued work that follow it (judges.runs.banners): the message a start leaves turns into the
 run's live state, and no banner says "queued" once the run has finished.
 
-No worker here: a run stays queued until the test does its work in-process (judges.runs.services.
+No worker here: a run stays queued until the test does its work in-process (judges.runs.worker.
 run_work_here, a contract-only config: no provider). tests/browser/test_run_banner_browser.py watches a
 banner change with a real worker.
 """
@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from judges.configs import services as config_services
 from judges.models import DriftCheck, Run
-from judges.runs import services
+from judges.runs import services, worker
 from judges.runs.banners import live_run_ids, parse_run_ids
 from tests.judges.helpers import CONTRACT_SPEC, make_cases
 
@@ -50,7 +50,7 @@ def test_the_started_message_follows_the_run_until_it_has_finished(lead_client, 
     assert "is queued: it starts when a worker picks it up." in queued.content.decode()
     assert 'hx-trigger="every 2s"' in queued.content.decode()
 
-    services.run_work_here(run_id=run.pk)
+    worker.run_work_here(run_id=run.pk)
 
     done = lead_client.get(banner_url(run), headers=HTMX)
     html = done.content.decode()
@@ -63,7 +63,7 @@ def test_the_started_message_follows_the_run_until_it_has_finished(lead_client, 
 def test_a_rerun_of_the_not_evaluated_follows_the_run_too(lead_client, dataset, config):
     make_cases(dataset, 3)
     run, _ = start(lead_client, config)
-    services.run_work_here(run_id=run.pk)
+    worker.run_work_here(run_id=run.pk)
     Run.objects.filter(pk=run.pk).update(not_evaluated=1)
     run.judgments.filter(pk=run.judgments.first().pk).update(outcome="not_evaluated")
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run
-from judges.runs import services
+from judges.runs import services, worker
 from labeling.models import Case, case_split, labeled_content_hash
 
 CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present", "expected_tool"]}
@@ -117,8 +117,8 @@ def test_it_records_a_judgment_only_once(eager, dataset, rubric, lead, django_ca
     run = Run.objects.create(config=config, dataset=dataset, repeats=1, created_by=lead, total=1)
     result = EngineJudgment(external_id=case.external_id, repeat=1, outcome="pass", input_tokens=7)
 
-    assert services.judgments_record(run=run, results=[(case, result), (case, result)]) == 1
-    assert services.judgments_record(run=run, results=[(case, result)]) == 0
+    assert worker.judgments_record(run=run, results=[(case, result), (case, result)]) == 1
+    assert worker.judgments_record(run=run, results=[(case, result)]) == 0
     run.refresh_from_db()
     assert (run.done, run.input_tokens, run.judgments.count()) == (1, 7, 1)
 
@@ -128,18 +128,18 @@ def test_it_leases_a_run_to_one_task_at_a_time_and_takes_back_an_expired_lease(d
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None, by=lead)
 
-    token = services.run_claim(run_id=run.pk)
+    token = worker.run_claim(run_id=run.pk)
     run.refresh_from_db()
     assert token and run.lease_token == token and run.status == Run.Status.RUNNING
-    assert services.run_claim(run_id=run.pk) is None  # a live lease: the run's cap holds across workers
-    assert services.runs_needing_work() == []
+    assert worker.run_claim(run_id=run.pk) is None  # a live lease: the run's cap holds across workers
+    assert worker.runs_needing_work() == []
 
     Run.objects.filter(pk=run.pk).update(lease_until=timezone.now() - timedelta(seconds=1))  # its worker died
-    assert services.runs_needing_work() == [run.pk]
-    again = services.run_claim(run_id=run.pk)
+    assert worker.runs_needing_work() == [run.pk]
+    again = worker.run_claim(run_id=run.pk)
     assert again and again != token
     # The task that lost its lease does not release the new holder's, nor queue the run again.
-    assert services._window_end(run_id=run.pk, token=token) is False
+    assert worker._window_end(run_id=run.pk, token=token) is False
     run.refresh_from_db()
     assert run.lease_token == again
 
@@ -151,14 +151,14 @@ def test_it_works_a_bounded_window_then_leaves_the_rest_to_the_next_task(dataset
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = services.run_start(config=config, dataset=dataset, repeats=1, concurrency=1, spend_cap_usd=None, by=lead)
 
-    token = services.run_claim(run_id=run.pk)
-    assert services.run_window(run_id=run.pk, token=token) is True  # work is left: the task queues the run
+    token = worker.run_claim(run_id=run.pk)
+    assert worker.run_window(run_id=run.pk, token=token) is True  # work is left: the task queues the run
     run.refresh_from_db()
     assert 0 < run.done < 12 and run.status == Run.Status.RUNNING
     assert (run.lease_token, run.lease_until) == ("", None)  # released: the next task takes it at once
     assert run.chunks.filter(done_at__isnull=False).count() == run.done // 2
 
-    services.run_work_here(run_id=run.pk)
+    worker.run_work_here(run_id=run.pk)
     run.refresh_from_db()
     assert (run.status, run.done, run.judgments.count()) == (Run.Status.FINISHED, 12, 12)
     assert run.lease_until is None
@@ -171,8 +171,8 @@ def test_it_claims_nothing_once_cancelled(dataset, rubric, lead):
     services.run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED and run.finished_at is not None
-    assert services.run_claim(run_id=run.pk) is None
-    assert services.runs_needing_work() == []
+    assert worker.run_claim(run_id=run.pk) is None
+    assert worker.runs_needing_work() == []
 
 
 def test_it_stops_calling_at_the_spend_cap(

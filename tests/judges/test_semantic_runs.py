@@ -46,9 +46,9 @@ def test_a_semantic_run_keeps_each_similarity_and_its_embeddings(
         ("c000", "fail"), ("c001", "pass"), ("c002", "pass"), ("c003", "fail"), ("c004", "pass"), ("c005", "pass")]
     assert {layer for _, _, layer, _ in rows} == {"semantic"}
     assert rows[0][3] == 0.0 and all(0.5 <= s < 1 for _, outcome, _, s in rows if outcome == "pass")
-    # Four answers and four golden answers embedded, two chunks of four cases: one call each.
+    # Four answers and four golden answers embedded; the batch reads both chunks ahead: one call for all eight.
     assert CachedEmbedding.objects.count() == 8
-    assert run.provider_calls == embedding_calls(fake_provider) == 2
+    assert run.provider_calls == embedding_calls(fake_provider) == 1
     assert run.input_tokens > 0 and run.cache_hits == 0
 
 

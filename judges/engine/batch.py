@@ -1,0 +1,342 @@
+"""Many judgments at once: the one way a batch is judged, by the worker's runs, the CI command and
+every caller of the engine.
+
+`judge_many` takes (key, engine, case, repeat) items, as many at a time as it has room for, and yields
+lists of (key, judgment) as they complete. The texts the semantic layer needs are embedded ahead, many
+to a call, each call sent as soon as it is full; an item is judged as soon as its texts are in: in the
+calling thread when its config is semantic only (the engine's own arithmetic), else on the pool. All
+provider calls of the batch, embeddings and judges alike, share one pool of `concurrency` threads, so
+the cap holds over every engine in it. Each engine keeps its own caches and spend tracker (callers may
+share one tracker between engines, for one cap over all).
+
+The calling thread is the only one that pulls items and receives results, so it may use its own
+database connection for both. `poll_s` makes the generator yield an empty list when nothing finished
+in that time (the caller's heartbeat). Once `stop` is set, nothing new starts: items not yet started are
+dropped (never yielded), calls in flight finish and are yielded. A judgment that raises stops the batch
+the same way, and its exception is raised once the calls in flight are in.
+"""
+
+import os
+import queue
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .cache import Cache
+from .chain import RetryPolicy
+from .config import JudgeConfig
+from .embeddings import EMBED_BATCH, Plan
+from .judgment import Judgment
+from .runner import Engine
+from .spend import Prices, SpendTracker
+
+K = TypeVar("K")
+
+
+@dataclass(slots=True)
+class _Item[K]:
+    key: K
+    engine: Engine
+    case: dict[str, Any]
+    repeat: int
+    plan: Plan | None = None
+    missing: int = 0  # embedding calls this item still waits for
+
+
+@dataclass
+class _Open:
+    """One engine's embedding call being filled, and the texts already on their way."""
+
+    number: int = 0  # of the call being filled
+    texts: list[tuple[str, str]] = field(default_factory=list)  # (key, text)
+    on_the_way: dict[str, int] = field(default_factory=dict)  # key -> the call that embeds it
+    sent: dict[int, list[str]] = field(default_factory=dict)  # call -> its keys, until it is back
+
+
+def _lookahead(engine: Engine, concurrency: int) -> int:
+    """How many items the batch holds at once for this engine's config: two per thread keeps every
+    thread busy; a semantic layer holds enough for its embedding calls to go out full."""
+    if engine.embeddings is None:
+        return 2 * concurrency
+    if not engine.calls_judge:
+        return concurrency * EMBED_BATCH
+    return max(2 * concurrency, EMBED_BATCH)
+
+
+def judge_many[K](
+    items: Iterable[tuple[K, Engine, dict[str, Any], int]],
+    *,
+    concurrency: int,
+    stop: threading.Event | None = None,
+    poll_s: float | None = None,
+) -> Iterator[list[tuple[K, Judgment]]]:
+    """Judge (key, engine, case, repeat) items on at most `concurrency` threads; yields lists of (key,
+    judgment) as they complete (the module's docstring says how)."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError("concurrency: must be a positive integer")
+    return _Batch(items, concurrency=concurrency, stop=stop, poll_s=poll_s).run()
+
+
+class _Batch[K]:
+    def __init__(
+        self,
+        items: Iterable[tuple[K, Engine, dict[str, Any], int]],
+        *,
+        concurrency: int,
+        stop: threading.Event | None,
+        poll_s: float | None,
+    ) -> None:
+        self.items = iter(items)
+        self.concurrency = concurrency
+        self.stop = stop
+        self.poll_s = poll_s
+        self.halt = threading.Event()  # set: no task that has not started will start
+        self.messages: queue.SimpleQueue = queue.SimpleQueue()
+        self.exhausted = False
+        self.lookahead = 1
+        self.held = 0  # items taken and neither yielded nor dropped
+        self.in_flight = 0  # tasks on the pool whose message has not come back
+        self.judging = 0  # of which judgments
+        self.open: dict[Engine, _Open] = {}
+        self.waiting: dict[tuple[Engine, int], list[_Item[K]]] = defaultdict(list)
+        self.ready_here: list[_Item[K]] = []  # judged in this thread: their config is semantic only
+        self.ready_pool: deque[_Item[K]] = deque()
+        self.out: list[tuple[K, Judgment]] = []
+        self.failure: BaseException | None = None
+
+    def run(self) -> Iterator[list[tuple[K, Judgment]]]:
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="judge")
+        self.submit: Callable[..., Any] = pool.submit
+        try:
+            while True:
+                if self.stop is not None and self.stop.is_set():
+                    self._halt()
+                self._take()
+                self._start_ready()
+                if self.out:
+                    out, self.out = self.out, []
+                    yield out
+                    continue
+                if self.in_flight == 0 and self._finished():
+                    break
+                try:
+                    message = self.messages.get(timeout=self.poll_s)
+                except queue.Empty:
+                    yield []
+                    continue
+                self._receive(message)
+                while True:  # and whatever else has come back meanwhile, before yielding
+                    try:
+                        self._receive(self.messages.get_nowait())
+                    except queue.Empty:
+                        break
+        finally:
+            self.halt.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        if self.failure is not None:
+            raise self.failure
+
+    def _finished(self) -> bool:
+        if self.ready_here or self.ready_pool:
+            return False
+        return self.halt.is_set() or (self.exhausted and not self.waiting)
+
+    def _halt(self) -> None:
+        """Nothing new starts: what is held and not started is dropped."""
+        self.halt.set()
+        dropped = len(self.ready_here) + len(self.ready_pool) + len({id(i) for w in self.waiting.values() for i in w})
+        self.held -= dropped
+        self.ready_here, self.ready_pool, self.waiting = [], deque(), defaultdict(list)
+        for open_ in self.open.values():
+            open_.texts = []
+
+    # ---- taking items ----------------------------------------------------------------------------
+
+    def _take(self) -> None:
+        while not self.halt.is_set() and not self.exhausted and self.held < self.lookahead:
+            try:
+                key, engine, case, repeat = next(self.items)
+            except StopIteration:
+                self.exhausted = True
+                break
+            self.held += 1
+            self.lookahead = max(self.lookahead, _lookahead(engine, self.concurrency))
+            self._admit(_Item(key, engine, case, repeat))
+        if not self.halt.is_set() and (self.exhausted or self.held >= self.lookahead):
+            # No more items come for now: a call still being filled goes as it is, or its items would wait.
+            for engine, open_ in self.open.items():
+                if open_.texts:
+                    self._send(engine, open_)
+
+    def _admit(self, item: _Item[K]) -> None:
+        engine = item.engine
+        plan = item.plan = engine.plan(item.case, item.repeat)
+        if plan is None:
+            self._ready(item)
+            return
+        assert engine.embeddings is not None
+        open_ = self.open.setdefault(engine, _Open())
+        waits = set()
+        for key, text in zip(plan.keys, plan.texts, strict=True):
+            n = open_.on_the_way.get(key)
+            if n is None and not engine.embeddings.known(key):
+                n = open_.on_the_way[key] = open_.number
+                open_.texts.append((key, text))
+            if n is not None:
+                waits.add(n)
+        item.missing = len(waits)
+        for n in waits:
+            self.waiting[(engine, n)].append(item)
+        if not waits:
+            self._ready(item)
+        if len(open_.texts) >= EMBED_BATCH:
+            self._send(engine, open_)
+
+    def _send(self, engine: Engine, open_: _Open) -> None:
+        texts, n = open_.texts, open_.number
+        open_.sent[n] = [key for key, _ in texts]
+        open_.texts, open_.number = [], n + 1
+        self.in_flight += 1
+        self.submit(self._embed_task, engine, n, texts)
+
+    def _ready(self, item: _Item[K]) -> None:
+        # A semantic-only judgment, once its texts are in, is arithmetic: no thread needed. Every other
+        # one may call a provider or run contract checks on untrusted text: on the pool, under the cap.
+        engine = item.engine
+        here = engine.embeddings is not None and not engine.calls_judge
+        (self.ready_here if here else self.ready_pool).append(item)
+
+    # ---- judging ---------------------------------------------------------------------------------
+
+    def _start_ready(self) -> None:
+        if self.halt.is_set():
+            return
+        if self.ready_here:
+            ready, self.ready_here = self.ready_here, []
+            self._judge_here(ready)
+        # Two per thread in hand, so a thread whose call ends takes the next at once (the pool starts
+        # its work in the order it was given: the items' order holds).
+        while self.ready_pool and self.judging < 2 * self.concurrency:
+            item = self.ready_pool.popleft()
+            self.in_flight += 1
+            self.judging += 1
+            self.submit(self._judge_task, item)
+
+    def _judge_here(self, ready: list[_Item[K]]) -> None:
+        planned: dict[Engine, list[_Item[K]]] = defaultdict(list)
+        for item in ready:
+            if item.plan is None:
+                self.out.append((item.key, item.engine.judge(item.case, item.repeat)))
+            else:
+                planned[item.engine].append(item)
+        for engine, items in planned.items():
+            judged = engine.judge_planned([(i.case, i.repeat, i.plan) for i in items if i.plan is not None])
+            self.out += [(item.key, j) for item, j in zip(items, judged, strict=True)]
+        self.held -= len(ready)
+
+    # ---- what the threads do, and what comes back ------------------------------------------------
+
+    def _halted(self) -> bool:
+        return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
+
+    def _judge_task(self, item: _Item[K]) -> None:
+        if self._halted():
+            self.messages.put(("dropped", item, None))
+            return
+        try:
+            judgment = item.engine.judge(item.case, item.repeat)
+        except BaseException as exc:  # raised in the calling thread once the calls in flight are in
+            self.messages.put(("failed", item, exc))
+        else:
+            self.messages.put(("judged", item, judgment))
+
+    def _embed_task(self, engine: Engine, n: int, texts: list[tuple[str, str]]) -> None:
+        try:
+            if not self._halted():
+                assert engine.embeddings is not None
+                engine.embeddings.embed(texts)
+        except BaseException as exc:
+            self.messages.put(("failed", None, exc))
+        self.messages.put(("embedded", engine, n))
+
+    def _receive(self, message: tuple[str, Any, Any]) -> None:
+        kind, subject, value = message
+        if kind == "embedded":
+            self.in_flight -= 1
+            self._embedded(subject, value)
+            return
+        if kind == "failed" and subject is None:  # an embedding call's; its own message follows
+            self._fail(value)
+            return
+        self.in_flight -= 1
+        self.judging -= 1
+        self.held -= 1
+        if kind == "judged":
+            self.out.append((subject.key, value))
+        elif kind == "failed":
+            self._fail(value)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self._halt()
+
+    def _embedded(self, engine: Engine, n: int) -> None:
+        open_ = self.open[engine]
+        for key in open_.sent.pop(n):
+            if open_.on_the_way.get(key) == n:
+                del open_.on_the_way[key]
+        for item in self.waiting.pop((engine, n), []):
+            item.missing -= 1
+            if not item.missing:
+                self._ready(item)
+
+
+def judge_batch(
+    items: Iterable[tuple[dict[str, Any], int]],
+    config: JudgeConfig | dict[str, Any],
+    *,
+    concurrency: int,
+    cache: Cache | None = None,
+    prices: Prices | None = None,
+    spend_cap_usd: float | None = None,
+    env: Mapping[str, str] = os.environ,
+    on_result: Callable[[Judgment], None] | None = None,
+    retry: RetryPolicy | None = None,
+    allowed_env: Iterable[str] = (),
+    embedding_cache: Cache | None = None,
+) -> list[Judgment]:
+    """Judge (case, repeat) pairs under one config on at most `concurrency` threads; results in the
+    items' order.
+
+    `on_result` is called in the caller's thread as each judgment finishes (so it may use the
+    caller's database connection). Once the spend cap is reached, the items still to call a
+    provider come back `not_evaluated` with the error "spend cap".
+    """
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError("concurrency: must be a positive integer")
+    pairs = list(items)
+    engine = Engine(
+        config,
+        cache=cache,
+        prices=prices,
+        spend=SpendTracker(spend_cap_usd),
+        env=env,
+        retry=retry,
+        allowed_env=allowed_env,
+        embedding_cache=embedding_cache,
+    )
+    results: list[Judgment | None] = [None] * len(pairs)
+    try:
+        work = ((i, engine, case, repeat) for i, (case, repeat) in enumerate(pairs))
+        for done in judge_many(work, concurrency=concurrency):
+            for i, judgment in done:
+                results[i] = judgment
+                if on_result is not None:
+                    on_result(judgment)
+    finally:
+        engine.close()
+    return results  # type: ignore[return-value]

@@ -1,0 +1,332 @@
+"""The worker's side of a run: the lease, the heartbeat, the window of work and recording what comes back.
+
+One task at a time works a run, holding the run's lease (`Run.lease_token`, `lease_until`) and extending it
+every second: one holder keeps the run's concurrency cap across workers, and a worker killed mid-run lets
+the lease run out, so the next task takes the run over and judges only what has no judgment yet. The
+holder hands the run's (case, repeat) pairs to the engine's batch (judges.engine.judge_many), which keeps
+`concurrency` calls in flight from the first call to the last, and records results in batches as they
+come, for a bounded window of time; then it releases the lease and the task queues the run again.
+Judgments are unique on (run, case, repeat), so work redone after a kill never doubles.
+"""
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from datetime import timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from judges.configs.services import engine_prices
+from judges.engine import Engine, MemoryCache, SpendTracker, cache_key, judge_many
+from judges.engine import JudgeConfig as EngineConfig
+from judges.engine import Judgment as EngineJudgment
+from judges.models import CachedJudgment, Judgment, Run, RunChunk
+from judges.probes.variants import make_variant
+from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
+from judges.runs.services import UNFINISHED, engine_case
+from labeling.models import Case
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.EVALHUB_RUN_LEASE_SECONDS)
+
+
+def run_claim(*, run_id: int) -> str | None:
+    """Take the run's lease for one window of work: its token, or None when there is nothing to do now.
+
+    None while another task holds a live lease (one holder at a time keeps the run's concurrency cap
+    across workers), and for a finished or cancelled run. A run with every chunk done is marked finished.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status not in UNFINISHED:
+            return None
+        if run.lease_until is not None and run.lease_until > now:
+            return None
+        if not run.chunks.filter(done_at__isnull=True).exists():
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.FINISHED, finished_at=now, lease_token="", lease_until=None
+            )
+            return None
+        token = uuid.uuid4().hex
+        Run.objects.filter(pk=run.pk).update(
+            lease_token=token, lease_until=now + _lease(), status=Run.Status.RUNNING,
+            started_at=run.started_at or now,
+        )
+    return token
+
+
+def run_window(*, run_id: int, token: str) -> bool:
+    """Work the run under the lease `token` for one window; True when work is left for the next.
+
+    The run's `concurrency` calls stay in flight from the window's first call to its last: the cases are
+    read ahead a chunk at a time and each thread takes the next (case, repeat) as soon as its call ends, so
+    no chunk boundary waits. Results are recorded in batches as they arrive (live progress) and the lease
+    is extended every heartbeat. Once EVALHUB_RUN_WINDOW_SECONDS are up, no more cases are taken; on a
+    cancel, or a lease lost, no new call starts. Either way the calls in flight finish and are recorded,
+    the lease is released and the caller re-queues the run if work is left: a task never holds a whole
+    dataset's work.
+    """
+    window = _Window(run_id=run_id, token=token)
+    try:
+        window.work()
+    finally:
+        window.close()
+    if window.failure is not None:
+        # The lease stays until it runs out: the sweep queues the run again later rather than at once.
+        raise window.failure
+    return _window_end(run_id=run_id, token=token)
+
+
+def run_work_here(*, run_id: int) -> None:
+    """Do a run's whole work in this process, window after window, as workers would (the demo, benchmarks)."""
+    while (token := run_claim(run_id=run_id)) is not None:
+        run_window(run_id=run_id, token=token)
+
+
+class _RecordingCache(MemoryCache):
+    """A window's engine cache: entries read from the database ahead of their cases, and what is new."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._new: dict[str, dict] = {}
+        self._new_lock = threading.Lock()
+
+    def preload(self, entries: Iterable[tuple[str, dict]]) -> None:
+        for key, value in entries:
+            super().put(key, value)
+
+    def put(self, key: str, judgment: dict) -> None:
+        super().put(key, judgment)
+        with self._new_lock:
+            self._new[key] = judgment
+
+    def take_new(self) -> dict[str, dict]:
+        with self._new_lock:
+            new, self._new = self._new, {}
+        return new
+
+
+# How often the window extends its lease and looks for a cancel, and records what has arrived.
+HEARTBEAT_SECONDS = 1.0
+RECORD_EVERY_SECONDS = 0.5
+RECORD_BATCH = 500
+
+
+class _Window:
+    """One task's window of a run's work (run_window). Only this thread touches the database: it reads the
+    chunks as the engine's batch asks for more (judge_many pulls in the calling thread) and records what
+    comes back."""
+
+    def __init__(self, *, run_id: int, token: str) -> None:
+        self.run = Run.objects.select_related("config").get(pk=run_id)
+        self.token = token
+        config = EngineConfig.from_dict(self.run.config.spec)
+        self.config_hash = config.config_hash
+        self.config = config
+        self.cache = _RecordingCache()
+        self.embeddings = StoredEmbeddings() if config.semantic is not None else None
+        self.engine = Engine(
+            config, cache=self.cache, prices=engine_prices(), spend=SpendTracker(self._spend_left()),
+            # The names were checked when the config was saved; checked again before any call, against
+            # today's allow-list: a refused name is not evaluated ("config error").
+            allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW, embedding_cache=self.embeddings,
+        )
+        self.stop = threading.Event()  # set: no call starts any more
+        self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
+        self.last_index = -1
+        self.failure: BaseException | None = None
+
+    def _spend_left(self) -> float | None:
+        run = self.run
+        if run.spend_cap_usd is None:
+            return None
+        if run.judgments.filter(error="spend cap").exists():
+            return 0.0  # reached in an earlier window: it stays reached (engine.SpendTracker)
+        return max(float(run.spend_cap_usd - run.cost_usd), 0.0)
+
+    def work(self) -> None:
+        ends_at = time.monotonic() + settings.EVALHUB_RUN_WINDOW_SECONDS
+        heartbeat = min(HEARTBEAT_SECONDS, settings.EVALHUB_RUN_LEASE_SECONDS / 3)
+        last_beat = last_record = time.monotonic()
+        arrived: list[tuple] = []
+        batches = judge_many(
+            self._pairs(ends_at), concurrency=self.run.concurrency, stop=self.stop,
+            poll_s=min(heartbeat, RECORD_EVERY_SECONDS),
+        )
+        while True:
+            try:
+                done = next(batches)
+            except StopIteration:
+                break
+            except BaseException as exc:  # raised by run_window once what came back is recorded
+                self.failure = exc
+                break
+            arrived += done
+            now = time.monotonic()
+            if arrived and (len(arrived) >= RECORD_BATCH or now - last_record >= RECORD_EVERY_SECONDS):
+                self._record(arrived)
+                arrived, last_record = [], now
+            if now >= last_beat + heartbeat:
+                if not self._extend_lease():
+                    self.stop.set()  # cancelled, or the lease was lost to another task
+                last_beat = now
+        self._record(arrived)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.engine.close()
+
+    def _pairs(self, ends_at: float) -> Iterator[tuple[tuple, Engine, dict, int]]:
+        """The run's (case, repeat) pairs still to judge, a chunk at a time, as the batch has room for
+        them; once the window's time is up no chunk is taken (but the first, however short the window:
+        every window moves the run on)."""
+        while self.last_index < 0 or time.monotonic() < ends_at:
+            pairs = self._take_next_chunk()
+            if pairs is None:
+                return
+            for chunk_pk, case, judged, repeat in pairs:
+                yield (chunk_pk, case, judged), self.engine, judged, repeat
+
+    def _take_next_chunk(self) -> list[tuple[int, Case, dict, int]] | None:
+        """The next chunk's pairs with no judgment yet (its cached judgments and stored embeddings read
+        ahead); None when no chunk is left."""
+        run = self.run
+        chunk = run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index").first()
+        if chunk is None:
+            return None
+        self.last_index = chunk.index
+        RunChunk.objects.filter(pk=chunk.pk).update(attempts=F("attempts") + 1)
+        done = set(run.judgments.filter(case_id__in=chunk.case_ids).values_list("case_id", "repeat"))
+        pairs = []
+        for case in Case.objects.filter(pk__in=chunk.case_ids).order_by("pk"):
+            judged = _judged_case(run, chunk, case)
+            if judged is None:
+                continue
+            pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case.pk, r) not in done]
+        if not pairs:
+            RunChunk.objects.filter(pk=chunk.pk).update(done_at=timezone.now())
+            return []
+        keys = [cache_key(judged, self.config_hash, repeat) for _, _, judged, repeat in pairs]
+        self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
+        if self.embeddings is not None:
+            self.embeddings.preload(stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in pairs]))
+        self.unrecorded[chunk.pk] = len(pairs)
+        return pairs
+
+    def _record(self, arrived: list[tuple]) -> None:
+        if not arrived:
+            return
+        judged = [(chunk_pk, case, variant, result) for (chunk_pk, case, variant), result in arrived]
+        judgments_record(
+            run=self.run, results=[(case, result) for _, case, _, result in judged],
+            variants={case.pk: variant for _, case, variant, _ in judged} if self.run.probe else None,
+        )
+        new = self.cache.take_new()
+        if new:
+            CachedJudgment.objects.bulk_create(
+                [CachedJudgment(key=k, judgment=v) for k, v in new.items()], ignore_conflicts=True
+            )
+        embeddings_save(embeddings=self.embeddings)
+        finished = []
+        for chunk_pk, *_ in judged:
+            self.unrecorded[chunk_pk] -= 1
+            if self.unrecorded[chunk_pk] == 0:
+                finished.append(chunk_pk)
+        if finished:
+            RunChunk.objects.filter(pk__in=finished, done_at__isnull=True).update(done_at=timezone.now())
+
+    def _extend_lease(self) -> bool:
+        return bool(
+            Run.objects.filter(pk=self.run.pk, lease_token=self.token, status=Run.Status.RUNNING).update(
+                lease_until=timezone.now() + _lease()
+            )
+        )
+
+
+def _window_end(*, run_id: int, token: str) -> bool:
+    """Release the lease; finish the run when nothing is left. True when the run still needs work."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.lease_token != token:
+            return False  # our lease ran out and another task took the run: it carries on
+        left = run.chunks.filter(done_at__isnull=True).exists()
+        fields: dict = {"lease_token": "", "lease_until": None}
+        if run.status == Run.Status.RUNNING and not left:
+            fields |= {"status": Run.Status.FINISHED, "finished_at": timezone.now()}
+        Run.objects.filter(pk=run_id).update(**fields)
+    return run.status in UNFINISHED and left
+
+
+def _judged_case(run: Run, chunk: RunChunk, case: Case) -> dict | None:
+    """What the engine judges: the case, or for a bias probe its variant (judges.probes.variants), made from the
+    human verdict the chunk stored when the probe started. None (judged not at all) cannot happen for
+    the cases a probe chose, since the same verdicts chose them."""
+    if not run.probe:
+        return engine_case(case)
+    return make_variant(run.probe, engine_case(case), (chunk.human_verdicts or {}).get(str(case.pk)))
+
+
+def judgments_record(
+    *, run: Run, results: list[tuple[Case, EngineJudgment]], variants: dict[int, dict] | None = None
+) -> int:
+    """Store engine judgments and count them on the run, together; returns how many were new.
+
+    `variants` ({case_id: the case as judged}) is a probe's: each judgment keeps the variant it judged.
+
+    The run's row is locked first, so two workers holding the same chunk (a lease that ran out under
+    a slow but living worker) cannot both count a (case, repeat): what exists already is skipped.
+    """
+    if not results:
+        return 0
+    with transaction.atomic():
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        existing = set(
+            Judgment.objects.filter(run=run, case__in=[case for case, _ in results]).values_list("case_id", "repeat")
+        )
+        fresh: dict[tuple[int, int], EngineJudgment] = {}
+        for case, result in results:
+            if (case.pk, result.repeat) not in existing:
+                fresh[(case.pk, result.repeat)] = result
+        variants = variants or {}
+        rows = [_judgment_row(run, case_id, result, variants.get(case_id)) for (case_id, _), result in fresh.items()]
+        Judgment.objects.bulk_create(rows)
+        counted = fresh.values()
+        Run.objects.filter(pk=run.pk).update(
+            done=F("done") + len(rows),
+            not_evaluated=F("not_evaluated") + sum(not r.evaluated for r in counted),
+            provider_calls=F("provider_calls") + sum(r.provider_calls for r in counted),
+            cache_hits=F("cache_hits") + sum(r.cached for r in counted),
+            input_tokens=F("input_tokens") + sum(r.input_tokens for r in counted),
+            output_tokens=F("output_tokens") + sum(r.output_tokens for r in counted),
+            cost_usd=F("cost_usd") + sum((row.cost_usd or Decimal(0) for row in rows), Decimal(0)),
+        )
+    return len(rows)
+
+
+def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict | None = None) -> Judgment:
+    return Judgment(
+        run=run, case_id=case_id, repeat=result.repeat, outcome=result.outcome, scores=result.scores,
+        reason=result.reason, raw_output=result.raw_output, error=result.error, layer=result.layer,
+        judge=result.judge, checks=result.checks, input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
+        latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
+        secondary_outcome=result.secondary_outcome or "", variant=variant, similarity=result.similarity,
+    )
+
+
+def runs_needing_work() -> list[int]:
+    """Queued or running runs under no live lease: their worker is gone, or their message was lost."""
+    return list(
+        Run.objects.filter(status__in=UNFINISHED)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lte=timezone.now()))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
