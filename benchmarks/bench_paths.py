@@ -1,0 +1,142 @@
+"""One batch path: the same semantic-only cases judged by the engine, by a run's worker and by the CI command.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub .venv/bin/python benchmarks/bench_paths.py \\
+        [--n 4000] [--concurrency 8] [--latency-ms 50]
+
+All three go through `judges.engine.judge_many`: the engine's `judge_batch` in this process (no database, an
+embedding cache in memory), a run worked as the worker's task works it (`judges.runs.worker.run_work_here`:
+the lease, the window, chunks read from PostgreSQL, judgments and embeddings recorded), and the CI command's
+`judge_all` (a cache folder on disk, as `evalhub-gate check` keeps it). Each starts with nothing cached,
+against the scripted stand-in's /v1/embeddings with the same seeded log-normal latency (median
+`--latency-ms`, sigma 0.8). Printed for each: embeddings calls (the same batching gives the same count), wall
+time, the ideal (latency served / concurrency) and each path over the engine's. It uses a database of its own
+(`evalhub_bench_paths`, dropped at the end). Results go to benchmarks/results/bench_paths.json.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402
+from benchmarks.bench_semantic import config, make_cases  # noqa: E402
+
+LATENCY = {"latency_sigma": 0.8, "latency_seed": 11}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=4000)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--latency-ms", type=int, default=50)
+    parser.add_argument("--dimensions", type=int, default=256)
+    parser.add_argument("--database", default="evalhub_bench_paths")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_paths.json"))
+    args = parser.parse_args()
+
+    from judges.testing.fake_provider import FakeProvider
+
+    with FakeProvider() as fake, bench_database(args.database):
+        env = {"EVALHUB_JUDGE_BENCH_URL": fake.openai_base_url, "EVALHUB_JUDGE_BENCH_KEY": "bench-key"}
+        os.environ.update(env)
+        results = measure(args, fake, env)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(f"\nwritten to {args.out}")
+
+
+def measure(args, fake, env: dict) -> dict:
+    from evalhub.models import Role, User
+    from judges.configs import services as config_services
+    from judges.engine import FolderCache, JudgeConfig, MemoryCache, judge_batch
+    from judges.gate.config import GateRubric
+    from judges.gate.judging import judge_all
+    from judges.models import CachedEmbedding, CachedJudgment, Run
+    from judges.runs import services, worker
+    from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
+
+    spec = config(0.6, args.dimensions)
+    cases = make_cases(args.n)
+    lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
+    rubric = Rubric.objects.create(slug=spec["rubric"], name="Returns", criteria=spec["criteria"])
+    saved = config_services.judge_config_save(
+        rubric=rubric, by=lead, spec={k: v for k, v in spec.items() if k != "rubric"}
+    )
+    dataset = Dataset.objects.create(slug="paths", name="paths")
+    Case.objects.bulk_create(
+        [
+            Case(dataset=dataset, external_id=c["external_id"], input=c["input"], output=c["output"],
+                 golden_answer=c["golden_answer"], category=c["category"], metadata=c["metadata"],
+                 split=case_split(c["external_id"]),
+                 content_hash=labeled_content_hash(input=c["input"], output=c["output"], trace={}))
+            for c in cases
+        ],
+        batch_size=2000,
+    )
+    settle_after_bulk_load()
+
+    def stand_in() -> None:
+        fake.reset()
+        fake.control(latency_ms=args.latency_ms, **LATENCY)
+
+    def timed(label: str, work) -> dict:
+        stand_in()
+        started = time.monotonic()
+        outcomes = work()
+        wall = time.monotonic() - started
+        stats = fake.stats()
+        ideal = stats["latency_ms_served"] / 1000 / args.concurrency
+        row = {"calls": stats["by_endpoint"].get("embeddings", 0), "wall_s": round(wall, 2),
+               "ideal_s": round(ideal, 2), "vs_ideal": round(wall / ideal, 3), "outcomes": outcomes}
+        print(f"  {label:<28} {row['calls']:>4} calls  {wall:6.2f} s  ({row['vs_ideal']:.2f}× ideal {ideal:.2f} s)")
+        return row
+
+    def tally(outcomes) -> dict:
+        counts: dict[str, int] = {}
+        for outcome in outcomes:
+            counts[outcome] = counts.get(outcome, 0) + 1
+        return counts
+
+    def engine() -> dict:
+        judgments = judge_batch([(c, 1) for c in cases], spec, concurrency=args.concurrency, env=env,
+                                embedding_cache=MemoryCache(copies=False))
+        return tally(j.outcome for j in judgments)
+
+    def run_worker() -> dict:
+        CachedJudgment.objects.all().delete()
+        CachedEmbedding.objects.all().delete()
+        run = services.run_start(config=saved, dataset=dataset, repeats=1, concurrency=args.concurrency,
+                                 spend_cap_usd=None, by=lead)
+        worker.run_work_here(run_id=run.pk)
+        run = Run.objects.get(pk=run.pk)
+        assert run.status == Run.Status.FINISHED and run.done == len(cases), (run.status, run.done)
+        return tally(run.judgments.values_list("outcome", flat=True))
+
+    def gate() -> dict:
+        rubrics = [GateRubric(spec["rubric"], "gate", False, JudgeConfig.from_dict(saved.spec), {}, None)]
+        with tempfile.TemporaryDirectory() as folder:
+            results = judge_all(rubrics, cases, repeats=1, concurrency=args.concurrency,
+                                cache=FolderCache(Path(folder)), env=env)
+        return tally(c.verdict for c in results[0].cases)
+
+    print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, "
+          f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)")
+    judge_batch([({**cases[0], "output": "warm up"}, 1)], spec, concurrency=1, env=env)  # the SDK's import
+    rows = {"engine (judge_batch)": timed("engine (judge_batch)", engine),
+            "worker (run_work_here)": timed("worker (run_work_here)", run_worker),
+            "CI command (judge_all)": timed("CI command (judge_all)", gate)}
+    base = rows["engine (judge_batch)"]["wall_s"]
+    for label, row in rows.items():
+        row["vs_engine"] = round(row["wall_s"] / base, 3)
+        print(f"  {label:<28} {row['vs_engine']:.2f}× the engine")
+    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "paths": rows}
+
+
+if __name__ == "__main__":
+    main()
