@@ -10,10 +10,10 @@ from decimal import Decimal
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Length
 
+from judges.configs.cases import engine_case
 from judges.engine import build_messages, cache_key
 from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
-from judges.runs.services import engine_case
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.

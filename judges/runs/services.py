@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from judges.configs.cases import engine_case
 from judges.configs.services import engine_prices
 from judges.engine import Engine, MemoryCache, SpendTracker, cache_key
 from judges.engine import JudgeConfig as EngineConfig
@@ -39,22 +40,6 @@ RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
 class RunError(Exception):
     """A run cannot be started or changed as asked; the message says why."""
 
-
-def engine_case(case: Case) -> dict:
-    """A case as the engine reads it (DESIGN's case fields)."""
-    return {
-        "external_id": case.external_id,
-        "input": case.input,
-        "output": case.output,
-        "trace": case.trace,
-        "golden_answer": case.golden_answer,
-        "expected_behaviour": case.expected_behaviour,
-        "expected_tool": case.expected_tool,
-        "expected_tool_argument": case.expected_tool_argument,
-        "expected_source": case.expected_source,
-        "category": case.category,
-        "metadata": case.metadata,
-    }
 
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 
