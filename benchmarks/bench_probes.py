@@ -41,7 +41,7 @@ def write_probes(run) -> dict[str, int]:
 
     from judges.configs.cases import engine_case
     from judges.models import Judgment, Run
-    from judges.probes.variants import applies, make_variant
+    from judges.runs.variants import applies, make_variant
     from labeling.models import Case
     from labeling.selectors import cases_with_human_verdict
 

@@ -22,13 +22,13 @@ from judges.models import Judgment, Run
 from judges.probes.variants import (
     CHANGED_FIELD,
     PROBE_HELP,
-    PROBE_KINDS,
     PROBE_LABELS,
     name_moved_cases,
     probe_moved,
     probes_figures,
     self_preference_from_counts,
 )
+from judges.runs.variants import PROBE_KINDS
 from labeling.models import Case
 
 PROBE_COLUMNS = ["parent_id", "run_id", "probe", "case_id", "passes", "fails"]

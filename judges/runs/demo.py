@@ -25,11 +25,11 @@ from judges.configs import services as config_services
 from judges.configs.cases import engine_case
 from judges.models import CiResult, JudgeConfig, Run, RunChunk
 from judges.probes.services import probes_start
-from judges.probes.variants import PROBE_KINDS
 from judges.promotion import services as promotion_services
 from judges.promotion.ci_results import ci_results_store
 from judges.promotion.gate_config import gate_config
 from judges.runs import services
+from judges.runs.variants import PROBE_KINDS
 from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
 

@@ -30,8 +30,8 @@ from judges.engine import Engine, MemoryCache, SpendTracker, cache_key
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, JudgeConfig, Judgment, Run, RunChunk
-from judges.probes.variants import make_variant
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
+from judges.runs.variants import make_variant
 from labeling.models import Case, Dataset
 
 RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
@@ -371,7 +371,7 @@ def _window_end(*, run_id: int, token: str) -> bool:
 
 
 def _judged_case(run: Run, chunk: RunChunk, case: Case) -> dict | None:
-    """What the engine judges: the case, or for a bias probe its variant (judges.probes.variants), made from the
+    """What the engine judges: the case, or for a bias probe its variant (judges.runs.variants), made from the
     human verdict the chunk stored when the probe started. None (judged not at all) cannot happen for
     the cases a probe chose, since the same verdicts chose them."""
     if not run.probe:
