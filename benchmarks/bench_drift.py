@@ -77,10 +77,10 @@ def build(args, fake):
 
     from evalhub.models import Role, User
     from judges.configs import services as config_services
+    from judges.configs.cases import engine_case
     from judges.engine import Judgment as EngineJudgment
     from judges.engine import cache_key
     from judges.models import CachedJudgment, Judgment, RubricEvent, Run
-    from judges.runs.services import engine_case
     from labeling.models import Dataset, Rubric
 
     lead = User.objects.create_user("lead", password="x", role=Role.LEAD)

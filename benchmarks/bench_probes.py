@@ -39,9 +39,9 @@ def write_probes(run) -> dict[str, int]:
     fails), moving a share of verdicts, each judgment with its variant. Returns judgments per kind."""
     from django.utils import timezone
 
+    from judges.configs.cases import engine_case
     from judges.models import Judgment, Run
-    from judges.probes.variants import applies, make_variant
-    from judges.runs.services import engine_case
+    from judges.runs.variants import applies, make_variant
     from labeling.models import Case
     from labeling.selectors import cases_with_human_verdict
 

@@ -50,11 +50,11 @@ def main() -> None:
         from django.test import Client
         from django.urls import reverse
 
+        from evalhub.demo.judges import _create_run
         from evalhub.models import Role, User
         from judges.configs import services as config_services
         from judges.models import Judgment, ModelPrice, Run
         from judges.runs import worker
-        from judges.runs.demo import _create_run
         from judges.runs.selectors import run_estimate
         from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 

@@ -115,6 +115,7 @@ def run_benchmark(args, fake, broker: str) -> dict:
 
     from evalhub.models import Role, User
     from judges.configs import services as config_services
+    from judges.configs.cases import engine_case
     from judges.engine import judge_batch
     from judges.models import CachedJudgment, Judgment, Run
     from judges.runs import services
@@ -201,7 +202,7 @@ def run_benchmark(args, fake, broker: str) -> dict:
                 "cpu_ms_per_judgment": (cpu_seconds(process_tree(worker.pid)) - cpu) * 1000 / run.total}
 
     def engine_alone(config, dataset, latency: dict, seed: int) -> dict:
-        items = [(services.engine_case(case), r) for case in dataset.cases.order_by("pk")
+        items = [(engine_case(case), r) for case in dataset.cases.order_by("pk")
                  for r in range(1, REPEATS + 1)]
         stand_in(latency, seed)
         started, cpu = time.perf_counter(), time.process_time()

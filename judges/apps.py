@@ -7,4 +7,15 @@ class JudgesConfig(AppConfig):
 
     def ready(self) -> None:
         # Register the run tasks in every process, so that services can queue them by name (eagerly in tests).
-        from judges.runs import tasks  # noqa: F401
+        from judges.calibration import selectors as calibration_selectors
+        from judges.drift.services import drift_check_record
+        from judges.probes.selectors import run_probe_figures
+        from judges.runs import tasks
+
+        # A drift run that has just finished stores its figures: drift sits above runs, so it is wired
+        # in here rather than imported by the run task.
+        if drift_check_record not in tasks.AFTER_RUN_WORK:
+            tasks.AFTER_RUN_WORK.append(drift_check_record)
+        # A run's figures carry its bias probes': probes sit above calibration, so they are wired in here.
+        if run_probe_figures not in calibration_selectors.RUN_FIGURE_EXTRAS:
+            calibration_selectors.RUN_FIGURE_EXTRAS.append(run_probe_figures)

@@ -173,7 +173,7 @@ class Judgment(models.Model):
     secondary_outcome = models.CharField(max_length=16, blank=True)
     # The semantic layer's highest cosine similarity of the answer to a reference; null where it did not run.
     similarity = models.FloatField(null=True, blank=True)
-    # A probe's judgment: the exact case variant judged (judges.probes.variants.make_variant), stored here and
+    # A probe's judgment: the exact case variant judged (judges.runs.variants.make_variant), stored here and
     # never in the dataset, so a probe changes no case and makes no run stale.
     variant = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -1,6 +1,7 @@
-"""The layout's promises (DESIGN "Architecture"), checked on the source so a new import cannot break them:
-the engine, the CI command and the case reader run without Django; labeling never imports judges; the
-project's modules import one another without a cycle."""
+"""The layout's promises (docs/architecture.md), checked on the source so a new import cannot break them:
+the engine, the CI command, the case reader and the pure calibration modules run without Django; labeling
+never imports judges; the project's modules import one another without a cycle; the domain packages form a
+one-way stack; every package has its __init__.py."""
 
 import ast
 import json
@@ -13,7 +14,26 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = ("evalhub", "labeling", "judges")
 # Plain Python: the CI command imports these on a machine with no Django settings.
 DJANGO_FREE_PACKAGES = ("judges/engine", "judges/gate")
-DJANGO_FREE_MODULES = ("labeling.importing.reading",)
+DJANGO_FREE_MODULES = (
+    "labeling.importing.reading",
+    # The calibration figures, rules and explorer: pure functions on frames, tested without a database.
+    "judges.calibration.metrics",
+    "judges.calibration.rules",
+    "judges.calibration.explorer",
+)
+# The domain packages, bottom first. A package's services, selectors, tasks and other modules that are not
+# pages import only packages of its own level or below (a package above wires itself in through
+# judges/apps.py), and no two packages import each other both ways, within a level too.
+STACK = (
+    ("judges.engine", "judges.gate"),
+    ("judges.calibration", "judges.configs", "judges.runs"),
+    ("judges.probes", "judges.drift"),
+    ("judges.promotion",),
+    ("evalhub.demo",),
+)
+# Pages show what every package knows, so they may read from anywhere: a module of one of these names, or
+# any module inside a package of one of these names.
+PAGE_NAMES = {"views", "forms", "api", "urls", "templatetags"}
 
 
 def _module_name(path: Path) -> str:
@@ -45,9 +65,10 @@ def _imports_in_subprocess(modules: list[str]) -> dict[str, bool]:
     return json.loads(done.stdout)
 
 
-def test_the_engine_the_ci_command_and_the_case_reader_import_without_django():
+def test_the_engine_the_ci_command_the_case_reader_and_the_pure_calibration_import_without_django():
     modules = [_module_name(path) for path in _source_files(*DJANGO_FREE_PACKAGES)] + list(DJANGO_FREE_MODULES)
     assert "judges.engine.runner" in modules and "labeling.importing.reading" in modules
+    assert "judges.calibration.metrics" in modules
 
     seen = _imports_in_subprocess(modules)
 
@@ -176,3 +197,85 @@ def test_the_cycle_finder_sees_a_cycle_and_the_graph_sees_every_import(tmp_path)
     graph = _import_graph()
     assert "labeling.models" in graph["labeling.importing.cases"]
     assert "judges.engine.cache" in graph["judges.engine"]  # a relative import, resolved
+
+
+# --- the stack of domain packages ------------------------------------------------------------------
+
+
+def _package(module: str) -> str | None:
+    """The domain package `module` belongs to (the longest in STACK), or None outside them."""
+    found = [p for level in STACK for p in level if module == p or module.startswith(p + ".")]
+    return max(found, key=len) if found else None
+
+
+def _level(package: str) -> int:
+    return next(i for i, level in enumerate(STACK) if package in level)
+
+
+def _is_page(module: str) -> bool:
+    return bool(PAGE_NAMES & set(module.split(".")))
+
+
+def _package_imports(graph: dict[str, set[str]]) -> set[tuple[str, str, str]]:
+    """(package, imported package, the module importing it) for every import of one domain package by
+    another from a module that is not a page."""
+    found = set()
+    for module, targets in graph.items():
+        mine = _package(module)
+        if mine is None or _is_page(module):
+            continue
+        for target in targets:
+            theirs = _package(target)
+            if theirs is not None and theirs != mine:
+                found.add((mine, theirs, module))
+    return found
+
+
+def _upward(imports: set[tuple[str, str, str]]) -> list[str]:
+    return sorted(f"{module} imports {theirs}, above {mine}" for mine, theirs, module in imports
+                  if _level(theirs) > _level(mine))
+
+
+def _both_ways(imports: set[tuple[str, str, str]]) -> list[str]:
+    pairs = {(mine, theirs) for mine, theirs, _ in imports}
+    return sorted(f"{a} and {b} import each other" for a, b in pairs if (b, a) in pairs and a < b)
+
+
+def test_no_domain_package_imports_one_above_it_outside_its_pages():
+    assert not _upward(_package_imports(_import_graph()))
+
+
+def test_no_two_domain_packages_import_each_other_both_ways():
+    assert not _both_ways(_package_imports(_import_graph()))
+
+
+def test_the_stack_checks_see_an_upward_and_a_two_way_import():
+    # Guards the two checks above against passing because they see nothing.
+    graph = {
+        "judges.runs.services": {"judges.probes.variants", "judges.configs.services", "judges.models"},
+        "judges.configs.services": {"judges.runs.selectors"},
+        "judges.runs.views": {"judges.promotion.selectors"},  # a page: allowed
+        "judges.calibration.templatetags.tags": {"judges.drift.selectors"},  # inside a page package: allowed
+    }
+    imports = _package_imports(graph)
+    assert _upward(imports) == ["judges.runs.services imports judges.probes, above judges.runs"]
+    assert _both_ways(imports) == ["judges.configs and judges.runs import each other"]
+    real = _package_imports(_import_graph())
+    assert ("judges.probes", "judges.runs", "judges.probes.services") in real
+    assert {package for level in STACK for package in level} <= {_package(m) for m in _import_graph()}
+
+
+def _folders_without_init(root: Path) -> list[str]:
+    return sorted(
+        str(folder.relative_to(root)) for app in APPS for folder in [root / app, *(root / app).rglob("*")]
+        if folder.is_dir() and "__pycache__" not in folder.parts and any(folder.glob("*.py"))
+        and not (folder / "__init__.py").exists()
+    )
+
+
+def test_every_package_has_its_init(tmp_path):
+    assert not _folders_without_init(ROOT)
+    # And the check sees a folder of modules without one (templates and static folders hold no .py).
+    (tmp_path / "judges" / "runs").mkdir(parents=True)
+    (tmp_path / "judges" / "runs" / "tasks.py").write_text("")
+    assert _folders_without_init(tmp_path) == ["judges/runs"]

@@ -10,6 +10,7 @@ report page, the JSON command, the API, the versions chart and promotion all rea
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,6 @@ from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
-from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.agreement import reviewer_agreement
 from labeling.models import Adjudication, Case, Label, Rubric
 from labeling.selectors import cases_with_human_verdict, policy_newest_versions
@@ -219,6 +219,22 @@ def newest_version(*, rubric_id: int) -> int | None:
     return JudgeConfig.objects.filter(rubric_id=rubric_id, external=False).aggregate(v=Max("version"))["v"]
 
 
+# Figures a package above calibration adds to runs' figures: bias probes (judges.probes) add "probes" and the
+# rule's "probe_moved" once a run has a finished probe. Calibration may not import the packages above it,
+# so judges/apps.py registers them here. Each takes {run id: the run's cases frame} and returns {run id:
+# the figures to add}, leaving out a run it has nothing for, in a fixed number of queries for all the runs.
+RUN_FIGURE_EXTRAS: list[Callable[[dict[int, pd.DataFrame]], dict[int, dict[str, Any]]]] = []
+
+
+def _extra_figures(frames: dict[int, pd.DataFrame]) -> dict[int, dict[str, Any]]:
+    """{run id: what RUN_FIGURE_EXTRAS add to its figures} for the runs of `frames` ({run id: cases frame})."""
+    added: dict[int, dict[str, Any]] = {}
+    for extra in RUN_FIGURE_EXTRAS:
+        for run_id, figures in extra(frames).items():
+            added.setdefault(run_id, {}).update(figures)
+    return added
+
+
 def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict[str, Any]:
     """DESIGN's figures of one run against its rubric's current human verdicts, JSON-serialisable.
 
@@ -231,9 +247,7 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
     cases, judgments = run_frames(run=run) if frames is None else frames
     agreement = reviewer_agreement(rubric=rubric, dataset_id=run.dataset_id)
     figures = calibration_figures(judgments, cases=cases, reviewer_agreement=agreement)
-    # Bias probes (issue 9): "probes" and the rule's "probe_moved" once the run has a finished probe (one
-    # query without a finished probe, two with).
-    figures = with_probe_figures(figures, cases, probe_judgments(parent_ids=[run.pk]))
+    figures = {**figures, **_extra_figures({run.pk: cases}).get(run.pk, {})}
     return {
         **figures,
         **evidence_figures(cases),
@@ -299,7 +313,7 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
 
     Six queries however many versions (seven with a finished probe): the configs with their newest
     finished run's id, those runs, their cases' counts and human verdicts (`case_frame`), their
-    not-evaluated judgments, and their probes' (`probe_judgments`).
+    not-evaluated judgments, and their probes' (RUN_FIGURE_EXTRAS).
     """
     newest_run = (
         Run.objects.filter(config=OuterRef("pk"), status=Run.Status.FINISHED, parent__isnull=True)
@@ -317,12 +331,12 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
     if runs:
         cases = case_frame(runs=list(runs.values()))
         missing = dict(iter(not_evaluated_judgments(cases=cases).groupby("run_id", sort=False)))
-        probe_frame = probe_judgments(parent_ids=list(runs))
-        for run_id, rows in cases.groupby("run_id", sort=False):
+        frames = {int(run_id): rows for run_id, rows in cases.groupby("run_id", sort=False)}
+        added = _extra_figures(frames)
+        for run_id, rows in frames.items():
             judgments = missing.get(run_id, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
-            figures[int(run_id)] = calibration_figures(judgments, cases=rows[list(CASE_COLUMNS)])
-            mine = probe_frame[probe_frame["parent_id"] == run_id]
-            probes[int(run_id)] = with_probe_figures({}, rows, mine).get("probes", {}) if len(mine) else {}
+            figures[run_id] = calibration_figures(judgments, cases=rows[list(CASE_COLUMNS)])
+            probes[run_id] = added.get(run_id, {}).get("probes", {})
     return [
         {
             "version": config.version, "external": config.external, "config": config.pk,

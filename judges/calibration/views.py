@@ -16,14 +16,14 @@ import pandas as pd
 from django.contrib import messages
 from django.core.cache import cache
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
 from judges.calibration.charts import agreement_band, threshold_chart
 from judges.calibration.explorer import Setting, replay, sweep
 from judges.calibration.metrics import disagreements
@@ -46,23 +46,11 @@ from judges.runs import selectors
 from labeling.models import LabelRequest
 from labeling.services import LabelingRefused, request_more_labels
 
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
 ROWS_PER_PAGE = 50
 REPORT_ROWS_PER_PAGE = 20  # the report's disagreements: each row holds every repeat's reason
 LIST_LIMIT = 100  # flipped and not-evaluated lists show this many; the rest are counted
 REPORT_CACHE_SECONDS = 3600
 ONLY_CHOICES = {"false_pass": "false passes", "false_fail": "false fails", "flips": "flips"}
-
-
-def _get_run(run_id: int | None) -> Run:
-    try:
-        return selectors.run_for_page(run_id)
-    except (Run.DoesNotExist, ValueError, TypeError):
-        raise Http404("No such run.") from None
 
 
 def _filters(request: HttpRequest, figures: dict) -> dict[str, str]:
@@ -297,7 +285,7 @@ def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     Filters (?only=false_pass|false_fail|flips, ?category=, ?split=) narrow the disagreements table;
     with htmx only that table is swapped.
     """
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     context = _report_context(request, run)
     if request.htmx and request.htmx.target == "disagreements":
         return render(request, "judges/calibration/report.html#disagreements", context)
@@ -310,7 +298,7 @@ def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 def run_agreement(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run's agreement with the humans, for its row in the run list (loaded when the row shows): the
     report's own figure, from the report's cache when it is there."""
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     agreement = report_data(run)["figures"]["agreement"] if run.status == Run.Status.FINISHED else None
     return render(request, "judges/runs/_agreement.html", {"run": run, "agreement": agreement})
 
@@ -322,7 +310,7 @@ def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
     label (DESIGN: a human decides where the judges disagree). The reviewers see the case only, never
     either judge's verdict. A repeat changes nothing: cases asked for already are left alone.
     """
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     rubric = run.config.rubric
     case_ids = report_data(run)["contested_ids"]  # the cases the report lists, by the same figures
     if not case_ids:
@@ -417,7 +405,8 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
     context: dict[str, Any] = {"choices": choices, "a_id": request.GET.get("a", ""), "b_id": request.GET.get("b", "")}
     if not (request.GET.get("a") and request.GET.get("b")):
         return render(request, "judges/calibration/compare.html", context)
-    a, b = _side(_get_run(request.GET["a"])), _side(_get_run(request.GET["b"]))
+    a = _side(selectors.run_for_page_or_404(request.GET["a"]))
+    b = _side(selectors.run_for_page_or_404(request.GET["b"]))
     changes = verdict_changes(a["cases"], b["cases"])
     page = Paginator(changes, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     # Each run's outcomes, repeat by repeat, for this page's cases only: one query per run.

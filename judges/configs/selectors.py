@@ -7,11 +7,11 @@ from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
+from judges.configs.cases import engine_case
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run
-from judges.runs.services import engine_case
 from labeling.models import Case, Dataset, Label, Rubric
 from labeling.selectors import policy_newest_versions
 

@@ -11,19 +11,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
 from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
 from judges.models import JudgeConfig, ModelPrice
 from judges.probes.selectors import self_preference, version_probe_rows
 from labeling.models import PolicyDocument, Rubric
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 @lead_required

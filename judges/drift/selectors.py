@@ -11,16 +11,44 @@ from __future__ import annotations
 from datetime import datetime
 
 import pandas as pd
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS
 from judges.calibration.selectors import case_frame, not_evaluated_judgments, pct
-from judges.models import DriftCheck, Run
+from judges.models import DriftCheck, RubricEvent, Run
 from labeling.models import Adjudication, Label, Rubric
 
 # DESIGN: on at least 20 new cases, the Wilson upper bound of their agreement below the floor.
 DRIFT_MIN_NEW_CASES = 20
 DRIFT_SHOWN = 60  # checks drawn on the promotion page's chart, newest last
+
+
+# A rubric's evidence is promotion's word (judges.promotion), read here because drift re-judges it and
+# sits below promotion in the stack.
+EVIDENCE_KINDS = (RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW)
+
+
+def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
+    """The promotion or renewal event holding each promoted rubric's evidence, with its run, config and
+    author.
+
+    One query: a promotion or renewal is the evidence while no later one and no later demotion to draft
+    exists for its rubric (ids grow with time, so "later" is a greater id).
+    """
+    later = RubricEvent.objects.filter(rubric=OuterRef("rubric"), pk__gt=OuterRef("pk"))
+    events = (
+        RubricEvent.objects.filter(kind__in=EVIDENCE_KINDS)
+        .exclude(rubric__stage=Rubric.Stage.DRAFT)
+        .annotate(
+            superseded=Exists(later.filter(kind__in=EVIDENCE_KINDS)),
+            reset=Exists(later.filter(kind=RubricEvent.Kind.DEMOTE, to_stage=Rubric.Stage.DRAFT)),
+        )
+        .filter(superseded=False, reset=False)
+        .select_related("rubric", "run__config", "run__dataset", "by")
+    )
+    if rubric_ids is not None:
+        events = events.filter(rubric_id__in=rubric_ids)
+    return events.order_by("rubric__slug")
 
 
 def old_case_ids(*, rubric: Rubric, dataset_id: int, since: datetime) -> set[int]:

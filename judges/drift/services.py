@@ -14,9 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from judges.calibration.metrics import calibration_figures
-from judges.drift.selectors import drift_frames
+from judges.drift.selectors import drift_frames, evidence_events
 from judges.models import DriftCheck, Run, RunChunk
-from judges.promotion.selectors import evidence_events
 from judges.runs.services import RunError, queue_run_work
 
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)

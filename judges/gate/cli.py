@@ -44,7 +44,7 @@ from judges.gate.config import (
     load_gate_config,
     parse_gate_config,
 )
-from judges.gate.judging import EXIT_CONFIG, EXIT_FAIL, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
+from judges.gate.judging import EXIT_CONFIG, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
 from judges.gate.messages import ConfigError, one_line, print_error
 from judges.gate.outputs import read_cases, read_cases_and_outputs, read_outputs
 from judges.gate.report import (
@@ -209,10 +209,10 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)
     refused = refused_keys(results)
     if refused:
-        # A broken key must not pass for an outage (exit 3), which a pipeline may tolerate: nothing is
-        # reported or posted, as for any config error. The reason names the variable, never the key.
-        raise ConfigError("; ".join(f"the key for rubric {one_line(slug)} was refused: {one_line(why)}"
-                                    for slug, why in refused))
+        # Nothing is reported or posted, as for any config error. The reason names the variable, never the key.
+        print_error(ConfigError("; ".join(f"the key for rubric {one_line(slug)} was refused: {one_line(why)}"
+                                          for slug, why in refused)))
+        return code
     write_summary(results, code, sys.stdout)
     if github:
         write_github_annotations(results, sys.stdout)
@@ -221,10 +221,9 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         _report(args, token, results, code, n_cases=len(cases), env=env)
     except ConfigError as exc:
-        # A report asked for (a file, a post) that could not be made is a config error the pipeline must
-        # see; but a failed gate stays exit 1, so that no report problem ever hides a failure.
+        # A report asked for (a file, a post) that could not be made is a config error the pipeline must see.
         print_error(exc)
-        return code if code == EXIT_FAIL else EXIT_CONFIG
+        return exit_code(results, report_failed=True)
     return code
 
 

@@ -205,10 +205,24 @@ def refused_keys(results: Sequence[RubricResult]) -> list[tuple[str, str]]:
     return refused
 
 
-def exit_code(results: Sequence[RubricResult]) -> int:
+def exit_code(results: Sequence[RubricResult], *, report_failed: bool = False) -> int:
+    """The check's exit code, decided here only (judges.gate.cli lists the codes), in this order:
+
+    2 when a provider refused a judge's key, whatever the stages say: a broken key must not pass for an
+      outage (exit 3), which a pipeline may tolerate;
+    1 when a gate-stage case failed (or was not evaluated under fail_closed), even when a report could not
+      be made (`report_failed`: a file or a post asked for): no report problem ever hides a failure;
+    2 when a report could not be made;
+    3 when nothing failed but some gate-stage judgment could not be made; 0 otherwise.
+    Warn- and observe-stage rubrics never change it.
+    """
+    if refused_keys(results):
+        return EXIT_CONFIG
     gates = [r for r in results if r.rubric.stage == "gate"]
     if any(r.outcome == "fail" for r in gates):
         return EXIT_FAIL
+    if report_failed:
+        return EXIT_CONFIG
     if any(r.outcome == "not_evaluated" for r in gates):
         return EXIT_NOT_EVALUATED
     return EXIT_PASS

@@ -1,8 +1,8 @@
 """Reads of bias probes (issue 9): their judgments as frames, and the report page's "Bias probes" panel.
 
 Every read is a fixed number of queries whatever the number of cases or probes; the figures come from the pure
-functions in judges.probes.variants. judges.calibration.selectors reads `probe_judgments` for `run_figures` (the rule's
-`probe_moved`) and `version_figures`, so this module must not import calibration.
+functions in judges.probes.variants. `run_probe_figures` adds the probes' figures to calibration's `run_figures` (the
+rule's `probe_moved`) and `version_figures`, registered there by judges/apps.py: calibration sits below probes.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from judges.models import Judgment, Run
 from judges.probes.variants import (
     CHANGED_FIELD,
     PROBE_HELP,
-    PROBE_KINDS,
     PROBE_LABELS,
     name_moved_cases,
     probe_moved,
     probes_figures,
     self_preference_from_counts,
 )
+from judges.runs.variants import PROBE_KINDS
 from labeling.models import Case
 
 PROBE_COLUMNS = ["parent_id", "run_id", "probe", "case_id", "passes", "fails"]
@@ -80,6 +80,19 @@ def with_probe_figures(figures: dict[str, Any], parent: pd.DataFrame, probes: pd
     if not results:
         return figures
     return {**figures, "probes": results, "probe_moved": probe_moved(results)}
+
+
+def run_probe_figures(frames: dict[int, pd.DataFrame]) -> dict[int, dict[str, Any]]:
+    """{run id: "probes" and "probe_moved"} for each run of `frames` ({run id: its cases frame}) with a finished
+    probe, as calibration's figures carry them (judges.calibration.selectors.RUN_FIGURE_EXTRAS). One query
+    without a finished probe, two with, however many runs."""
+    probes = probe_judgments(parent_ids=list(frames))
+    added = {}
+    for run_id, cases in frames.items():
+        mine = probes[probes["parent_id"] == run_id]
+        if len(mine):
+            added[run_id] = with_probe_figures({}, cases, mine)
+    return added
 
 
 _PROBES_KEY_SQL = """

@@ -2,7 +2,7 @@
 
 A probe is a Run of its parent run's config (`parent`, `probe`), over the parent's cases that have a
 human verdict of the rubric; `judges.runs.worker.run_window` judges each case's variant
-(`judges.probes.variants.make_variant`) and stores it with the judgment. Nothing of the dataset changes, so a
+(`judges.runs.variants.make_variant`) and stores it with the judgment. Nothing of the dataset changes, so a
 probe never makes a run stale.
 """
 
@@ -14,8 +14,9 @@ from django.conf import settings
 from django.db import transaction
 
 from judges.models import Judgment, Run, RunChunk
-from judges.probes.variants import PROBE_KINDS, PROBE_LABELS, applies
+from judges.probes.variants import PROBE_LABELS
 from judges.runs.services import RunError, queue_run_work
+from judges.runs.variants import PROBE_KINDS, applies
 from labeling.models import Case
 from labeling.selectors import cases_with_human_verdict
 

@@ -9,32 +9,21 @@ while a probe is at work (286 stops the polling once none is).
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HTMX_STOP_POLLING
-from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
 from judges.models import Run
 from judges.probes.selectors import probe_panel
 from judges.probes.services import probes_start
 from judges.runs import selectors
 from judges.runs.banners import live_message
 from judges.runs.services import RunError
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _get_run(run_id: int) -> Run:
-    try:
-        return selectors.run_for_page(run_id)
-    except Run.DoesNotExist:
-        raise Http404("No such run.") from None
 
 
 def _report_url(run: Run) -> str:
@@ -54,7 +43,7 @@ def _panel(request: HttpRequest, run: Run, *, error: str = "", started: list[Run
 @require_POST
 def probes_create(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """Start the chosen probes (`kinds`) of a finished run; the panel (htmx) or the report follows them."""
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     try:
         started = probes_start(run=run, kinds=request.POST.getlist("kinds"), by=request.user)
     except RunError as exc:
@@ -74,7 +63,7 @@ def probes_create(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def probes_panel(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """The panel, polled while a probe is at work; without htmx, the report where the panel lives."""
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     if not request.htmx:
         return redirect(_report_url(run))
     return _panel(request, run)

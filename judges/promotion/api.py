@@ -5,7 +5,7 @@ from django.http import HttpRequest, JsonResponse
 from evalhub.access import method_not_allowed, token_required
 from evalhub.models import Scope
 from judges.promotion.ci_results import CI_RESULTS_MAX_BYTES, CiResultsRejected, ci_results_store
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from labeling.importing.reading import json_error, parse_json
 
 

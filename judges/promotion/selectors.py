@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pandas as pd
-from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Count, IntegerField, Max, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -31,7 +31,7 @@ from judges.calibration.selectors import (
     shown_relaxed,
     shown_rules,
 )
-from judges.drift.selectors import drift_reason, newest_checks
+from judges.drift.selectors import drift_reason, evidence_events, newest_checks
 from judges.models import CiResult, JudgeConfig, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.models import Case, Rubric
@@ -39,32 +39,6 @@ from labeling.selectors import policy_newest_versions
 
 # Rules that say the same as a stale reason: shown once, as the stale reason.
 _SAID_BY_STALENESS = {"newest_config", "not_stale"}
-
-
-EVIDENCE_KINDS = (RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW)
-
-
-def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
-    """The promotion or renewal event holding each promoted rubric's evidence, with its run, config and
-    author.
-
-    One query: a promotion or renewal is the evidence while no later one and no later demotion to draft
-    exists for its rubric (ids grow with time, so "later" is a greater id).
-    """
-    later = RubricEvent.objects.filter(rubric=OuterRef("rubric"), pk__gt=OuterRef("pk"))
-    events = (
-        RubricEvent.objects.filter(kind__in=EVIDENCE_KINDS)
-        .exclude(rubric__stage=Rubric.Stage.DRAFT)
-        .annotate(
-            superseded=Exists(later.filter(kind__in=EVIDENCE_KINDS)),
-            reset=Exists(later.filter(kind=RubricEvent.Kind.DEMOTE, to_stage=Rubric.Stage.DRAFT)),
-        )
-        .filter(superseded=False, reset=False)
-        .select_related("rubric", "run__config", "run__dataset", "by")
-    )
-    if rubric_ids is not None:
-        events = events.filter(rubric_id__in=rubric_ids)
-    return events.order_by("rubric__slug")
 
 
 def evidence_for(*, rubric: Rubric) -> RubricEvent | None:

@@ -17,9 +17,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
 from evalhub.tables import table_query
 from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
@@ -37,11 +37,6 @@ from judges.promotion.selectors import (
     stand_in_hashes,
 )
 from labeling.models import Rubric
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
 
 EVENTS_PER_PAGE = 50
 RECENT_EVENTS = 10

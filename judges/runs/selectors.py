@@ -9,11 +9,12 @@ from decimal import Decimal
 
 from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Length
+from django.http import Http404
 
+from judges.configs.cases import engine_case
 from judges.engine import build_messages, cache_key
 from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
-from judges.runs.services import engine_case
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
@@ -69,6 +70,15 @@ def runs_for_list(*, search: str = "", ordering: tuple[str, ...] = ("-created_at
 
 def run_for_page(run_id: int) -> Run:
     return Run.objects.select_related("config__rubric", "dataset", "created_by").get(pk=run_id)
+
+
+def run_for_page_or_404(run_id: int | str | None) -> Run:
+    """`run_for_page` for the judges' views: 404 for a run that does not exist, or an id that is none or not
+    a number (a query string's missing or malformed run)."""
+    try:
+        return run_for_page(run_id)  # type: ignore[arg-type]
+    except (Run.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such run.") from None
 
 
 # The run table's sort keys (evalhub.tables): a case's id, its failing and not-evaluated repeats, whether its

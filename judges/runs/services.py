@@ -11,7 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from judges.models import JudgeConfig, Run, RunChunk
-from labeling.models import Case, Dataset
+from labeling.models import Dataset
 
 RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
 
@@ -19,22 +19,6 @@ RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
 class RunError(Exception):
     """A run cannot be started or changed as asked; the message says why."""
 
-
-def engine_case(case: Case) -> dict:
-    """A case as the engine reads it (DESIGN's case fields)."""
-    return {
-        "external_id": case.external_id,
-        "input": case.input,
-        "output": case.output,
-        "trace": case.trace,
-        "golden_answer": case.golden_answer,
-        "expected_behaviour": case.expected_behaviour,
-        "expected_tool": case.expected_tool,
-        "expected_tool_argument": case.expected_tool_argument,
-        "expected_source": case.expected_source,
-        "category": case.category,
-        "metadata": case.metadata,
-    }
 
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 

@@ -1,14 +1,19 @@
-"""Thin, idempotent tasks: ids in, claims through services, results keyed by unique constraints."""
+"""Thin, idempotent tasks: ids in, claims through judges.runs.worker, results keyed by unique constraints."""
 
 import logging
+from collections.abc import Callable
 
 from celery import shared_task
 from celery.signals import worker_init, worker_ready
 
-from judges.drift.services import drift_check_record
 from judges.runs import services, worker
 
 log = logging.getLogger(__name__)
+
+# Called with the run's id each time a run's work ends (its last window, or a task that found nothing to
+# claim), for the packages above runs in the stack, which runs may not import: judges/apps.py adds drift's
+# recording of a finished drift run here. Each must be a no-op for a run that is not its own.
+AFTER_RUN_WORK: list[Callable[..., object]] = []
 
 
 # A window lasts EVALHUB_RUN_WINDOW_SECONDS plus the last calls' time; the limits leave room for slow calls.
@@ -22,8 +27,8 @@ def run_work(run_id: int) -> None:
         if more:
             run_work.delay(run_id)
             return
-    # A drift run that has just finished stores its figures (a no-op for any other run).
-    drift_check_record(run_id=run_id)
+    for hook in AFTER_RUN_WORK:
+        hook(run_id=run_id)
 
 
 @shared_task(name="judges.sweep_runs", ignore_result=True)

@@ -16,9 +16,9 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HTMX_STOP_POLLING, trigger_client_event
-from django_htmx.middleware import HtmxDetails
 
 from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
 from evalhub.tables import table_query
 from judges.configs import selectors as config_selectors
 from judges.models import JudgeConfig, Outcome, Run
@@ -28,11 +28,6 @@ from judges.runs.exporting import judgments_export
 from judges.runs.forms import RunStartForm
 from labeling.importing import Format
 from labeling.models import Dataset
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
 
 # 50 one-line rows: the run page of a 2,000-case run stays under 2,500 px tall.
 CASES_PER_PAGE = 50
@@ -51,13 +46,6 @@ def _get_config(config_id: int) -> JudgeConfig:
         return config_selectors.config_for_page(config_id)
     except JudgeConfig.DoesNotExist:
         raise Http404("No such judge config.") from None
-
-
-def _get_run(run_id: int) -> Run:
-    try:
-        return selectors.run_for_page(run_id)
-    except Run.DoesNotExist:
-        raise Http404("No such run.") from None
 
 
 
@@ -173,7 +161,7 @@ def _progress_context(run: Run, since: float | None) -> dict:
 def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """A run: its progress (a partial polled by run_progress) and its judgments, one row per case with its
     repeats side by side, 50 cases a page, filterable and sortable; listed as they come in."""
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     table = table_query(request, sorts=selectors.CASE_SORTS, default="case")
     filters = {
         "outcome": request.GET.get("outcome", "") if request.GET.get("outcome") in Outcome.values else "",
@@ -209,7 +197,7 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 @lead_required
 def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """The polled progress partial; a finished or cancelled run answers 286, which stops htmx's polling."""
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     try:
         since = float(request.GET["since"]) if "since" in request.GET else None
     except ValueError:
@@ -240,7 +228,7 @@ def run_banner(request: HttpRequest) -> HttpResponse:
 @lead_required
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     services.run_cancel(run=run)
     messages.success(request, f"Run {run.pk} cancelled: the calls in flight finish, no new call starts.")
     return redirect("judges:run_detail", run_id=run.pk)
@@ -249,7 +237,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @lead_required
 @require_POST
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     try:
         count = services.run_retry_not_evaluated(run=run)
     except services.RunError as exc:
@@ -262,7 +250,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
 @lead_required
 def run_export(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpResponse:
     """The run's judgments in the import format, streamed; `neutralise_formulas=1`: a CSV for spreadsheets."""
-    run = _get_run(run_id)
+    run = selectors.run_for_page_or_404(run_id)
     try:
         fmt = Format(fmt)
     except ValueError:

@@ -21,14 +21,15 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from judges.configs.cases import engine_case
 from judges.configs.services import engine_prices
 from judges.engine import Engine, MemoryCache, SpendTracker, cache_key, judge_many
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
-from judges.probes.variants import make_variant
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
-from judges.runs.services import UNFINISHED, engine_case
+from judges.runs.services import UNFINISHED
+from judges.runs.variants import make_variant
 from labeling.models import Case
 
 
@@ -265,7 +266,7 @@ def _window_end(*, run_id: int, token: str) -> bool:
 
 
 def _judged_case(run: Run, chunk: RunChunk, case: Case) -> dict | None:
-    """What the engine judges: the case, or for a bias probe its variant (judges.probes.variants), made from the
+    """What the engine judges: the case, or for a bias probe its variant (judges.runs.variants), made from the
     human verdict the chunk stored when the probe started. None (judged not at all) cannot happen for
     the cases a probe chose, since the same verdicts chose them."""
     if not run.probe:

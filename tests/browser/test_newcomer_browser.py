@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from evalhub.demo.judges import DEMO_KEY_ENV, DEMO_URL_ENV, STRICT_NOTE
+from evalhub.demo.labeling import DEMO_PASSWORD
 from judges.models import Run
-from judges.runs.demo import DEMO_KEY_ENV, DEMO_URL_ENV, STRICT_NOTE
-from labeling.demo import DEMO_PASSWORD
 from tests.browser.helpers import browser_page, celery_worker, log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]

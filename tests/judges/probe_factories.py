@@ -8,9 +8,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from judges.configs.cases import engine_case
 from judges.models import Judgment, Run
-from judges.probes.variants import make_variant
-from judges.runs.services import engine_case
+from judges.runs.variants import make_variant
 
 
 def flip(outcome: str) -> str:

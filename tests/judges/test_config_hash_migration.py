@@ -5,10 +5,10 @@ import importlib
 import pytest
 from django.apps import apps
 
+from judges.configs.cases import engine_case
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import cache_key
 from judges.models import CachedJudgment, CiResult, JudgeConfig, Judgment, Run
-from judges.runs.services import engine_case
 from tests.judges.helpers import CONTRACT_SPEC, behavioral_spec, make_cases
 
 migration = importlib.import_module("judges.migrations.0004_config_hash_covers_env_names")

@@ -5,8 +5,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from evalhub.demo.judges import DEMO_CHECKS, DEMO_NOTE, DEMO_REPEATS, SEMANTIC_DEMO_NOTE, create_demo_run
 from judges.models import JudgeConfig, Judgment, Run
-from judges.runs.demo import DEMO_CHECKS, DEMO_NOTE, DEMO_REPEATS, SEMANTIC_DEMO_NOTE, create_demo_run
 from labeling.models import Case, Rubric
 from tests.judges.helpers import make_cases
 

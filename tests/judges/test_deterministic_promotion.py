@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from judges.calibration.selectors import run_rules, shown_rules
 from judges.models import RubricEvent, Run
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionRefused, rubric_promote, rubric_thresholds_change
 from labeling.models import Case
 from tests.judges.promotion_factories import REASON, evidence_run

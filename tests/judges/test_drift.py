@@ -17,7 +17,7 @@ from django.urls import reverse
 from judges.configs import services as config_services
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_reason
 from judges.models import DriftCheck, Run
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from judges.promotion.selectors import promotion_overview, promotion_rows
 from judges.promotion.services import rubric_promote, rubric_renew
 from judges.runs import services as run_services

@@ -13,7 +13,7 @@ from judges.configs import services as config_services
 from judges.engine import JudgeConfig
 from judges.gate.config import parse_gate_config
 from judges.models import ModelPrice
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_demote, rubric_promote, rubric_thresholds_change
 from labeling.models import Dataset, Rubric
 from tests.judges.promotion_factories import REASON, evidence_run

@@ -12,7 +12,7 @@ from judges.calibration.selectors import stale_reasons
 from judges.configs import services as config_services
 from judges.engine import JudgeConfig, config_hash
 from judges.gate.config import parse_gate_config
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_promote
 from labeling.services import policy_write
 from tests.judges.promotion_factories import REASON, evidence_run

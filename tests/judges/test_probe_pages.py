@@ -9,7 +9,7 @@ from django.urls import reverse
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import services as config_services
 from judges.models import Run
-from judges.probes.variants import INJECTED_INSTRUCTION, PADDING_BEFORE
+from judges.runs.variants import INJECTED_INSTRUCTION, PADDING_BEFORE
 from labeling.models import Case
 from tests.judges.helpers import behavioral_spec
 from tests.judges.probe_factories import make_probe

@@ -8,12 +8,13 @@ import pytest
 
 from judges.calibration.selectors import run_figures, stale_reasons
 from judges.configs import services as config_services
+from judges.configs.cases import engine_case
 from judges.models import Judgment, Run
 from judges.probes.selectors import probe_figures
 from judges.probes.services import probes_start
-from judges.probes.variants import make_variant
 from judges.runs import services
-from judges.runs.services import RunError, engine_case
+from judges.runs.services import RunError
+from judges.runs.variants import make_variant
 from labeling.models import Case, Label, case_split, labeled_content_hash
 from tests.judges.helpers import behavioral_spec
 

@@ -6,17 +6,19 @@ import pytest
 
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, parse_sections
 from judges.probes.variants import (
+    case_majorities,
+    probe_moved,
+    probe_result,
+    probes_figures,
+    self_preference_warning,
+)
+from judges.runs.variants import (
     FLATTERY,
     INJECTED_INSTRUCTION,
     PADDING_AFTER,
     PADDING_BEFORE,
     PROBE_KINDS,
-    case_majorities,
     make_variant,
-    probe_moved,
-    probe_result,
-    probes_figures,
-    self_preference_warning,
 )
 from judges.testing.fake_provider import evaluate_rule, validate_rule
 

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from judges.models import RubricEvent
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from judges.promotion.selectors import evidence_for, promotion_rows
 from judges.promotion.services import PromotionError, PromotionRefused, rubric_promote, rubric_renew
 from tests.judges.promotion_factories import REASON, evidence_run

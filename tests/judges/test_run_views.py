@@ -16,10 +16,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from judges.configs import services as config_services
+from judges.configs.cases import engine_case
 from judges.engine import build_messages
 from judges.models import Judgment, ModelPrice, Run
 from judges.runs import services
-from judges.runs.services import engine_case
 from labeling.models import Dataset, Label
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 

@@ -1,9 +1,9 @@
-"""load_demo: both apps' demo data, so it lives in the project (labeling never imports judges)."""
+"""load_demo: both apps' demo data (evalhub/demo/), so it lives in the project (labeling never imports judges)."""
 
 from django.core.management.base import BaseCommand
 
-from judges.runs.demo import load_behavioral_demo, load_demo_run, load_semantic_demo_run
-from labeling.demo import DATASET_SLUG, DEMO_PASSWORD, load_demo
+from evalhub.demo.judges import load_behavioral_demo, load_demo_run, load_semantic_demo_run
+from evalhub.demo.labeling import DATASET_SLUG, DEMO_PASSWORD, load_demo
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 
 
 class Command(BaseCommand):

@@ -14,10 +14,11 @@ from typing import Any
 
 from django.utils import timezone
 
+from judges.drift.selectors import evidence_events
 from judges.engine import JudgeConfig as EngineConfig
 from judges.gate.config import GATES_SCHEMA
 from judges.models import ModelPrice
-from judges.promotion.selectors import evidence_checks, evidence_events
+from judges.promotion.selectors import evidence_checks
 
 # DESIGN's `calibration` keys, in its order, taken from the promotion's snapshot.
 CALIBRATION_KEYS: tuple[str, ...] = (

@@ -22,13 +22,14 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from judges.configs import services as config_services
+from judges.configs.cases import engine_case
 from judges.models import CiResult, JudgeConfig, Run, RunChunk
 from judges.probes.services import probes_start
-from judges.probes.variants import PROBE_KINDS
 from judges.promotion import services as promotion_services
 from judges.promotion.ci_results import ci_results_store
-from judges.promotion.gates import gate_config
+from judges.promotion.gate_config import gate_config
 from judges.runs import services, worker
+from judges.runs.variants import PROBE_KINDS
 from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
 
@@ -247,7 +248,7 @@ def _post_ci_results(*, dataset: Dataset) -> int:
     would post, as the CI results API does: the promotion pages then show a real check's results."""
     if CiResult.objects.exists():
         return 0
-    cases = [services.engine_case(case) for case in dataset.cases.order_by("external_id")[:CI_DEMO_CASES]]
+    cases = [engine_case(case) for case in dataset.cases.order_by("external_id")[:CI_DEMO_CASES]]
     fields = ("external_id", "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
               "expected_tool_argument", "expected_source", "category")
     with tempfile.TemporaryDirectory() as folder:

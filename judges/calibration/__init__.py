@@ -1,0 +1,1 @@
+"""Calibration: a run's figures against the human verdicts, the promotion rules, the report and its charts."""

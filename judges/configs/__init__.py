@@ -1,0 +1,1 @@
+"""Judge configs: their versions, forms and the prompt preview."""

@@ -1,0 +1,1 @@
+"""Bias probes: a run judged again on changed cases, and what moved."""

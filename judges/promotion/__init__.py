@@ -1,0 +1,1 @@
+"""Promotion: the rubric's stages, its evidence, CI results and the gate config."""

@@ -1,0 +1,1 @@
+"""Runs: starting, working and importing runs of a config over a dataset."""
