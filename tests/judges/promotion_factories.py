@@ -3,7 +3,7 @@
 `evidence_run` builds n cases with alternating human verdicts (even index pass, odd fail, one label
 each) and a finished run whose judgments agree with them except where told otherwise, so each
 promotion rule can be broken alone. Its config is a judge with a model unless one is given (a
-deterministic config is promoted by other rules: tests/judges/test_deterministic_promotion.py).
+deterministic config is promoted by other rules: tests/judges/promotion/test_deterministic.py).
 """
 
 from judges.models import Run

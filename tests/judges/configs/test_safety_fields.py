@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from judges.models import JudgeConfig
-from tests.judges.test_config_views import form_data
+from tests.judges.configs.test_views import form_data
 
 SAFETY = {
     "layers": ["contract"], "provider": "", "model": "", "base_url_env": "", "api_key_env": "",

@@ -7,7 +7,7 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from judges.models import Judgment, Run
-from tests.judges.probe_factories import make_probe
+from tests.judges.probes.factories import make_probe
 from tests.judges.promotion_factories import evidence_run
 
 HTMX = {"HX-Request": "true"}

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from judges.gate import cli as gate_cli
-from tests.judges.test_gate_cli import BAD, GOOD, MODEL, PASS_RULE, gate_rubric, run
+from tests.judges.gate.test_cli import BAD, GOOD, MODEL, PASS_RULE, gate_rubric, run
 
 SECOND = "claude-haiku-4-5-20251001"
 SECOND_OPINION = {

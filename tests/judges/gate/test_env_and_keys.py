@@ -4,7 +4,7 @@ before any call), and a refused key is a config error (exit 2), never an outage 
 import pytest
 
 from judges.gate import cli as gate_cli
-from tests.judges.test_gate_cli import GOOD, gate_rubric, run, write_config, write_outputs
+from tests.judges.gate.test_cli import GOOD, gate_rubric, run, write_config, write_outputs
 
 PIPELINE_SECRETS = ["GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "DJANGO_SECRET_KEY", "DATABASE_URL", "CI_JOB_TOKEN"]
 

@@ -13,7 +13,7 @@ from judges.engine import FolderCache, JudgeConfig, Judgment, cache_key
 from judges.engine.semantic import embedding_key
 from judges.gate.config import GateRubric
 from judges.gate.judging import judge_all
-from tests.judges.test_gate_exit_codes import closed_port_url
+from tests.judges.gate.test_exit_codes import closed_port_url
 
 MODEL = "gpt-4o-mini-2024-07-18"
 EMBEDDING_MODEL = "text-embedding-3-small"

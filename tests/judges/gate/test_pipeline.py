@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from judges.gate import cli as gate_cli
-from tests.judges.test_gate_cli import BAD, GOOD, MODEL, PASS_RULE, case, gate_rubric, run, write_config, write_outputs
+from tests.judges.gate.test_cli import BAD, GOOD, MODEL, PASS_RULE, case, gate_rubric, run, write_config, write_outputs
 
 # Only output tokens cost, at $1,000 a million: a call reserves 200 max_tokens ($0.20) and then costs
 # what the stand-in's answer used (~$0.03), so a $0.25 cap lets exactly two calls through one by one.

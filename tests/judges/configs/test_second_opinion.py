@@ -8,8 +8,8 @@ from judges.configs import services as config_services
 from judges.configs.forms import JudgeConfigForm
 from judges.engine import JudgeConfig as EngineConfig
 from judges.models import JudgeConfig
+from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import MODEL, behavioral_spec
-from tests.judges.test_config_views import form_data
 
 SECOND = "claude-haiku-4-5-20251001"
 

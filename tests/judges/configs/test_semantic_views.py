@@ -6,8 +6,8 @@ from django.urls import reverse
 
 from judges.configs import services as config_services
 from judges.models import JudgeConfig
+from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import give_golden_answers, make_cases, semantic_spec
-from tests.judges.test_config_views import form_data
 
 SEMANTIC_FIELDS = {
     "semantic_provider": "openai-compatible", "semantic_model": "text-embedding-3-small",

@@ -15,7 +15,7 @@ from judges.promotion.services import (
     rubric_thresholds_change,
     threshold_errors,
 )
-from tests.judges.probe_factories import make_probe
+from tests.judges.probes.factories import make_probe
 from tests.judges.promotion_factories import REASON, evidence_run
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ from judges.gate import cli as gate_cli
 from judges.models import ModelPrice
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_promote, rubric_thresholds_change
+from tests.judges.gate.test_cli import GOOD, case, gate_rubric, run, workdir, write_config, write_outputs
 from tests.judges.promotion_factories import REASON, evidence_run
-from tests.judges.test_gate_cli import GOOD, case, gate_rubric, run, workdir, write_config, write_outputs
 
 __all__ = ["workdir"]  # the fixture, shared with the CI command's own tests
 

@@ -10,8 +10,8 @@ from judges.configs import services as config_services
 from judges.engine import JudgeConfig as EngineConfig
 from judges.models import JudgeConfig, Run
 from judges.runs import services as run_services
+from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import behavioral_spec, make_cases
-from tests.judges.test_config_views import form_data
 
 FORBIDDEN = ["DJANGO_SECRET_KEY", "DATABASE_URL", "GITHUB_TOKEN"]
 

@@ -7,8 +7,8 @@ from django.urls import reverse
 from judges.configs import services as config_services
 from judges.models import JudgeConfig, Run
 from labeling.models import Case, Dataset
+from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import behavioral_spec, make_cases
-from tests.judges.test_config_views import form_data
 
 HTMX = {"HX-Request": "true"}
 

@@ -12,7 +12,7 @@ from judges.models import Run
 from judges.runs.variants import INJECTED_INSTRUCTION, PADDING_BEFORE
 from labeling.models import Case
 from tests.judges.helpers import behavioral_spec
-from tests.judges.probe_factories import make_probe
+from tests.judges.probes.factories import make_probe
 from tests.judges.promotion_factories import evidence_run
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 

@@ -186,7 +186,7 @@ def test_it_lists_versions_in_constant_queries(lead_client, rubric, lead, django
     for i in range(versions):
         config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=f"p{i}"), by=lead)
     # session, user, rubric, the versions with their run counts and authors, and the versions chart's
-    # configs with their newest finished run (no run here: no judgments to read; see test_charts.py)
+    # configs with their newest finished run (no run here: no judgments to read; see calibration/test_charts.py)
     with django_assert_num_queries(5):
         lead_client.get(reverse("judges:config_list", args=[rubric.slug]))
 

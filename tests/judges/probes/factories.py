@@ -1,6 +1,6 @@
 """Probe runs with chosen outcomes, written straight to the tables (no engine, no worker).
 
-The rule and page tests need exact moved shares; test_probe_runs.py runs probes through the machinery.
+The rule and page tests need exact moved shares; test_runs.py runs probes through the machinery.
 """
 
 from collections import defaultdict

@@ -143,8 +143,8 @@ def test_it_needs_20_new_cases_and_an_upper_bound_below_the_floor(rubric):
 
 @pytest.mark.django_db
 def test_the_overview_lists_rubrics_needing_recalibration_first(rubric, dataset, lead, reviewer):
+    from tests.judges.promotion.test_renewal import go_stale
     from tests.judges.promotion_factories import evidence_run
-    from tests.judges.test_renewal import go_stale
 
     fine = Rubric.objects.create(slug="aaa-fine", name="Fine?", criteria="c")
     run = evidence_run(rubric, dataset, lead, reviewer)
@@ -208,7 +208,7 @@ def test_the_promotion_page_queries_do_not_grow_with_drift_checks(client, rubric
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
     record_checks(rubric, run, lead, [(20 + i, 0.5, 0.64) for i in range(n)])
     client.force_login(lead)
-    # As tests/judges/test_promotion_pages.py's count for the rubric page (19): drift checks add no query.
+    # As tests/judges/promotion/test_pages.py's count for the rubric page (19): drift checks add no query.
     with django_assert_num_queries(19):
         assert client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).status_code == 200
 
