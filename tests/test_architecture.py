@@ -1,4 +1,4 @@
-"""The layout's promises (DESIGN "Architecture"), checked on the source so a new import cannot break them:
+"""The layout's promises (docs/architecture.md), checked on the source so a new import cannot break them:
 the engine, the CI command and the case reader run without Django; labeling never imports judges; the
 project's modules import one another without a cycle."""
 

@@ -847,7 +847,7 @@ def judge_case(
 ) -> Judgment:
     """Judge one (case, repeat) under a config. Provider trouble ends in `not_evaluated`, never raises.
 
-    `allowed_env`: environment variable names the operator allows beyond DESIGN's (envnames).
+    `allowed_env`: environment variable names the operator allows beyond the usual ones (envnames).
     `embedding_cache`: where the semantic layer keeps embeddings (FolderCache, or the app's table).
     """
     engine = Engine(

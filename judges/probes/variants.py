@@ -1,4 +1,4 @@
-"""Bias probes (issue 9): change what should not matter in a case, judge it again, count what moved.
+"""Bias probes: change what should not matter in a case, judge it again, count what moved.
 
 Pure code, no ORM. `make_variant` makes the case a probe judges (deterministic text, so a re-run hits
 the cache and two runs of a probe judge the same thing); `probe_result` compares a probe's judgments
