@@ -288,7 +288,7 @@ EVALHUB_RUN_LEASE_SECONDS = env_int("EVALHUB_RUN_LEASE_SECONDS", 120)
 EVALHUB_RUN_WINDOW_SECONDS = env_int("EVALHUB_RUN_WINDOW_SECONDS", 60)
 EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)
 # The sweep requeues runs whose lease ran out; a worker started with -B (scripts/start.sh) runs it.
-# The drift check (DESIGN "Stale evidence and drift") judges each promoted rubric's current cases; daily by default.
+# The drift check (docs/promotion.md) judges each promoted rubric's current cases; daily by default.
 EVALHUB_DRIFT_INTERVAL_SECONDS = env_int("EVALHUB_DRIFT_INTERVAL_SECONDS", 24 * 60 * 60)
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},

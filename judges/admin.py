@@ -31,7 +31,7 @@ class RunAdmin(ReadOnlyAdmin):
         "pk", "config", "dataset", "status", "probe", "parent", "done", "total", "not_evaluated", "cost_usd",
         "created_at",
     ]
-    list_filter = ["status", "probe"]  # a bias probe (issue 9) names the run it measures
+    list_filter = ["status", "probe"]  # a bias probe names the run it measures
     list_select_related = ["config__rubric", "dataset"]
 
 
@@ -56,7 +56,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 @admin.register(RubricEvent)
 class RubricEventAdmin(ReadOnlyAdmin):
-    """The audit log: nobody edits or deletes an entry, not even a superuser (issue 7)."""
+    """The audit log: nobody edits or deletes an entry, not even a superuser."""
 
     list_display = ["at", "rubric", "kind", "from_stage", "to_stage", "run", "by"]
     list_filter = ["kind", "rubric"]

@@ -58,7 +58,7 @@ class JudgeConfig(models.Model):
 
     @property
     def deterministic(self) -> bool:
-        """Contract checks only (DESIGN "Words"): no model, so it cannot flip and may rightly agree 100 %."""
+        """Contract checks only (docs/words.md): no model, so it cannot flip and may rightly agree 100 %."""
         return list(self.spec.get("layers") or []) == ["contract"]
 
     @property
@@ -106,7 +106,7 @@ class Run(models.Model):
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    # A bias probe (issue 9) is a run of the same config over variants of the parent run's labeled
+    # A bias probe is a run of the same config over variants of the parent run's labeled
     # cases; it is never evidence and stays out of run lists, the versions chart and "newest run".
     parent = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="probes",
@@ -220,7 +220,7 @@ class RubricEventQuerySet(models.QuerySet):
 class RubricEvent(models.Model):
     """One audited change of a rubric: a promotion, a renewal, a demotion, a thresholds or fail_closed change.
 
-    Append-only (DESIGN "Promotion": every change is kept): the promotion services only create rows,
+    Append-only (docs/promotion.md, "The audit log": every change is kept): the promotion services only create rows,
     the admin shows them read-only, and the foreign keys protect what they point at. The rubric's
     evidence lives here too, rather than as a field on the rubric (labeling must not depend on
     judges): it is the run of the rubric's newest promotion or renewal, unless a demotion to draft
@@ -271,7 +271,7 @@ class RubricEvent(models.Model):
 class CiResult(models.Model):
     """What one CI run of `evalhub-gate` found for one rubric, as it posted back (results:write).
 
-    Stored apart from datasets and runs (DESIGN "Architecture"): CI results never change a dataset
+    Stored apart from datasets and runs: CI results never change a dataset
     or make a run stale.
     """
 
@@ -298,7 +298,7 @@ class CiResult(models.Model):
     commit = models.CharField(max_length=100, blank=True)
     ref = models.CharField(max_length=255, blank=True)
     run_url = models.URLField(max_length=500, blank=True)
-    # Where the budget went (DESIGN "Gate config"); null when an older command did not send it, and
+    # Where the budget went (docs/gate.md); null when an older command did not send it, and
     # cost_usd also when a model it used had no price.
     calls = models.PositiveIntegerField(null=True, blank=True)
     cache_hits = models.PositiveIntegerField(null=True, blank=True)
@@ -320,7 +320,7 @@ class CiResult(models.Model):
 
 
 class DriftCheck(models.Model):
-    """One scheduled re-check of a promoted rubric's evidence (DESIGN "Stale evidence and drift").
+    """One scheduled re-check of a promoted rubric's evidence (docs/promotion.md, "Drift on new cases").
 
     `run` is the drift run: the evidence run's config over the dataset's current cases, a Run with the
     evidence run as `parent` and no `probe` (kept out of run lists, compare menus and evidence like a

@@ -12,7 +12,7 @@ from judges.runs import views as run_views
 app_name = "judges"
 
 urlpatterns = [
-    # Judge configs (issue 5)
+    # Judge configs
     path("judges/", config_views.judge_index, name="judge_index"),
     path("rubrics/<slug:slug>/judges/", config_views.config_list, name="config_list"),
     path("rubrics/<slug:slug>/judges/new/", config_views.config_create, name="config_create"),
@@ -20,7 +20,7 @@ urlpatterns = [
     path("judges/<int:config_id>/run/", run_views.run_create, name="run_create"),
     path("prices/", config_views.price_list, name="price_list"),
     path("prices/<int:price_id>/edit/", config_views.price_edit, name="price_edit"),
-    # Runs (issue 5)
+    # Runs
     path("runs/", run_views.run_list, name="run_list"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run_detail"),
     path("runs/banner/", run_views.run_banner, name="run_banner"),
@@ -28,17 +28,17 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", run_views.run_retry, name="run_retry"),
     path("runs/<int:run_id>/judgments.<str:fmt>", run_views.run_export, name="run_export"),
-    # Calibration report (issue 6)
+    # Calibration report
     path("runs/<int:run_id>/report/", calibration_views.run_report, name="run_report"),
     path("runs/<int:run_id>/agreement/", calibration_views.run_agreement, name="run_agreement"),
-    # Second opinions (issue 8): contested cases back to the reviewers
+    # Second opinions: contested cases back to the reviewers
     path("runs/<int:run_id>/report/send-contested/", calibration_views.run_send_contested, name="run_send_contested"),
-    # Bias probes (issue 9): started from a run's report, followed in its panel
+    # Bias probes: started from a run's report, followed in its panel
     path("runs/<int:run_id>/probes/", probe_views.probes_panel, name="probes_panel"),
     path("runs/<int:run_id>/probes/start/", probe_views.probes_create, name="probes_start"),
     path("runs/compare/", calibration_views.run_compare, name="run_compare"),
     path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
-    # Promotion, the gate config and CI results (issue 7)
+    # Promotion, the gate config and CI results
     path("promotion/", promotion_views.overview, name="promotion_overview"),
     path("promotion/audit/", promotion_views.audit_log, name="audit_log"),
     path("rubrics/<slug:slug>/promotion/", promotion_views.rubric_page, name="promotion_rubric"),

@@ -1,4 +1,4 @@
-"""How well reviewers agree with each other (DESIGN, "Calibration figures": reviewer_agreement).
+"""How well reviewers agree with each other (docs/calibration.md, "Reviewers' agreement").
 
 One function, `reviewer_agreement`, used by the labeling pages and by the calibration report: a judge
 that agrees with the humans more than they agree with each other is suspect. The figures come from

@@ -37,7 +37,7 @@ def dataset_cases(request: HttpRequest, slug: str) -> HttpResponse:
 def cases_read(request: HttpRequest, slug: str) -> HttpResponse:
     """GET /api/datasets/<slug>/cases?category=&split=&kind=&sample=N&seed=S: the cases file as JSONL.
 
-    One case per line in the case format without its answer (DESIGN "Gate config"); the labels never.
+    One case per line in the case format without its answer (docs/gate.md); the labels never.
     The filters first, then the stable sample. 400 with every bad parameter as {"field", "message"}.
     """
     dataset = Dataset.objects.filter(slug=slug).first()

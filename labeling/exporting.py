@@ -53,7 +53,7 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-# What a pipeline gets to run its agent on (DESIGN "Gate config"): every case field but the answer.
+# What a pipeline gets to run its agent on (docs/gate.md): every case field but the answer.
 CASE_LINE_FIELDS = tuple(name for name in CASE_FIELDS if name != "output")
 
 

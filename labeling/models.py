@@ -25,7 +25,7 @@ class Dataset(models.Model):
         SHARE = "share", "a share of cases first, newest first"
 
     reviewers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="assigned_datasets")
-    # DESIGN "queue order": a living dataset fed by production traffic sends its newest cases to the
+    # The queue order: a living dataset fed by production traffic sends its newest cases to the
     # reviewers first, so new traffic gets human verdicts (and the drift check has new cases to read).
     queue_order = models.CharField(
         max_length=8, choices=QueueOrder.choices, default=QueueOrder.FEWEST_LABELS,
@@ -64,7 +64,7 @@ class Case(models.Model):
     expected_tool_argument = models.JSONField(null=True, blank=True)
     expected_source = models.CharField(max_length=500, null=True, blank=True)
     category = models.CharField(max_length=100, blank=True, db_index=True)
-    # The calibration kind (DESIGN "Words"): never shown to reviewers, not judged content.
+    # The calibration kind (docs/cases.md): never shown to reviewers, not judged content.
     # db_default: rows written by raw SQL (benchmarks) need no kind.
     kind = models.CharField(max_length=16, blank=True, default="", db_default="",
                             choices=[(kind, kind) for kind in CASE_KINDS])
@@ -117,10 +117,10 @@ class Rubric(models.Model):
     min_true_fail_rate = models.FloatField(default=0.70)
     max_flip_rate = models.FloatField(default=0.05)
     min_coverage = models.FloatField(default=0.95)
-    # Optional rule (issue 9): the share of verdicts bias probes may move; null means no such rule.
+    # Optional rule: the share of verdicts bias probes may move; null means no such rule.
     max_probe_moved = models.FloatField(null=True, blank=True)
     # A deterministic judge (contract checks only) may be promoted without human labels when a lead
-    # turns this off (DESIGN "Promotion"); a judge with a model always needs them.
+    # turns this off (docs/promotion.md); a judge with a model always needs them.
     require_human_evidence = models.BooleanField(default=True)
     # Optional rule: every calibration kind (Case.kind) with at least this many cases; null means off.
     min_cases_per_kind = models.PositiveIntegerField(null=True, blank=True)

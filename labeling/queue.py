@@ -107,7 +107,7 @@ def next_case(
 ) -> Case | None:
     """The case to label next, with `.queue_reason` (changed, needed, skipped) and `.own_label`, or None.
 
-    Order (issue 3): first their labels that stopped counting ("changed since you labeled"), then cases
+    Order: first their labels that stopped counting ("changed since you labeled"), then cases
     that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
     labels first (or, where the dataset says so, the newest ingested first), never one they labeled; skipped
     cases only after the rest. Ties go by case id. A case

@@ -30,7 +30,7 @@ def counting_labels(*, rubric: Rubric) -> QuerySet[Label]:
 def cases_with_human_verdict(*, rubric: Rubric, cases: QuerySet[Case] | None = None) -> QuerySet[Case]:
     """Cases annotated with `passes`, `fails` (counting labels), `adjudicated` and `human_verdict`.
 
-    DESIGN: the human verdict is the lead's adjudication if there is one, else the majority of the
+    The human verdict (docs/words.md) is the lead's adjudication if there is one, else the majority of the
     counting labels; a tie (or no label) has none. One query however many cases.
     """
     cases = Case.objects.all() if cases is None else cases

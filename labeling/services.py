@@ -263,7 +263,7 @@ def policy_write(*, slug: str, text: str, by: User) -> PolicyDocument:
 def cases_set_kind(*, dataset: Dataset, cases, kind: str) -> int:
     """Set the calibration kind of `cases` (a queryset) of `dataset`; returns how many changed.
 
-    The kind is not judged content (DESIGN "Words"): content_changed_at and content_hash stay, so no run
+    The kind is not judged content (docs/cases.md): content_changed_at and content_hash stay, so no run
     becomes stale and no label stops counting. Cases of other datasets are left alone.
     """
     if kind and kind not in CASE_KINDS:

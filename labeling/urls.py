@@ -7,7 +7,7 @@ app_name = "labeling"
 urlpatterns = [
     path("datasets/", views.dataset_list, name="dataset_list"),
     path("rubrics/", views.rubric_list, name="rubric_list"),
-    # Datasets, cases, rubrics, import and export (issue 2)
+    # Datasets, cases, rubrics, import and export
     path("datasets/new/", views.dataset_create, name="dataset_create"),
     path("datasets/<slug:slug>/", views.dataset_detail, name="dataset_detail"),
     path("datasets/<slug:slug>/import/", views.dataset_import, name="dataset_import"),
@@ -17,7 +17,7 @@ urlpatterns = [
     path("rubrics/new/", views.rubric_create, name="rubric_create"),
     path("rubrics/<slug:slug>/edit/", views.rubric_edit, name="rubric_edit"),
     path("api/datasets/<slug:slug>/cases", api.dataset_cases, name="api_cases_ingest"),
-    # Labeling: the reviewer's queue and history; leads' overview and disputes (issue 3)
+    # Labeling: the reviewer's queue and history; leads' overview and disputes
     path("label/", views.queue_start, name="queue_start"),
     path("label/history/", views.history, name="history"),
     path("label/<slug:slug>/<slug:rubric_slug>/", views.queue, name="queue"),
@@ -32,7 +32,7 @@ urlpatterns = [
     path("datasets/<slug:slug>/rubrics/<slug:rubric_slug>/cases/<int:case_id>/request-label/", views.request_label,
          name="request_label"),
     path("disputes/", views.disputes_index, name="disputes_index"),
-    # Policy documents (issue 17): everyone signed in reads, leads write the next version.
+    # Policy documents: everyone signed in reads, leads write the next version.
     path("policies/", policies.policy_list, name="policy_list"),
     path("policies/new/", policies.policy_create, name="policy_create"),
     path("policies/<slug:slug>/", policies.policy_detail, name="policy_detail"),

@@ -77,7 +77,7 @@ def rubric_list(request: HttpRequest) -> HttpResponse:
     return render(request, "labeling/rubric_list.html", {"rubrics": rubrics})
 
 
-# --- Datasets, cases, rubrics, import and export (issue 2) ------------------------------------------
+# --- Datasets, cases, rubrics, import and export --------------------------------------------------
 
 
 def _get_dataset_for_user(request: HttpRequest, slug: str, *, lead_only: bool = False) -> Dataset:
@@ -321,7 +321,7 @@ def rubric_edit(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "labeling/rubric_edit.html", {"form": form, "rubric": rubric})
 
 
-# --- Labeling: the reviewer's queue and history; leads' overview and disputes (issue 3) -------------
+# --- Labeling: the reviewer's queue and history; leads' overview and disputes -------------------
 
 
 class LabelForm(forms.Form):

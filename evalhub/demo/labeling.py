@@ -80,7 +80,7 @@ INCOMPLETE = {"edge-day-29-vague", "tools-right-answer-no-call", "tools-status-g
 
 
 def demo_kind(demo: "DemoCase") -> str:
-    """The calibration kind of a demo case (DESIGN "Words"): paraphrases and injections by their category
+    """The calibration kind of a demo case (docs/cases.md): paraphrases and injections by their category
     and id, the incomplete ones by name, the rest clearly good or clearly bad by the careful verdicts."""
     if demo.category == "paraphrase":
         return "paraphrase"

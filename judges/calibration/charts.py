@@ -127,7 +127,7 @@ def versions_chart(*, versions: list[dict[str, Any]], floor: float, ceiling: flo
             "label": f"v{version['version']}" + (" ext" if version.get("external") else ""),
             "run": version.get("run"), "has_run": figures is not None and figures.get("agreement") is not None,
             "note": "" if figures is not None else "no run", "figures": figures or {},
-            "probes": version.get("probes") or {},  # the run's bias probes (issue 9), shown below the chart
+            "probes": version.get("probes") or {},  # the run's bias probes, shown below the chart
         })
 
     series = []

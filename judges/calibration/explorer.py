@@ -1,7 +1,7 @@
 """The threshold explorer: a run's similarities replayed under other `pass_at` / `fail_below` settings.
 
 Pure numpy and pandas on one frame (no database): a row per judgment of the run, with the case's human
-verdict. DESIGN "Layers of one judgment": a judgment a setting decides by similarity is compared with
+verdict. docs/calibration.md, "The threshold explorer": a judgment a setting decides by similarity is compared with
 its human verdict; one it would send to the judge counts with the run's judge verdict where the run has
 one, and as "judge needed" (apart from agreement) where it has none. Judgments without a similarity
 (no reference, a failed contract, embeddings that never came) keep the run's verdict, so at the run's

@@ -1,4 +1,4 @@
-"""Calibration figures of one run against one rubric's human verdicts (DESIGN "Calibration figures").
+"""Calibration figures of one run against one rubric's human verdicts (docs/calibration.md).
 
 Pure pandas, no ORM. Two frames describe a run:
 
@@ -38,7 +38,7 @@ CASE_COLUMNS = (
     "case_id", "external_id", "category", "split", "human", "judgments", "passes", "fails", "contested",
 )
 VERDICTS = ("pass", "fail")
-# The calibration kinds (DESIGN "Words"; labeling's CASE_KINDS); a case without one counts under UNSET.
+# The calibration kinds (docs/cases.md; labeling's CASE_KINDS); a case without one counts under UNSET.
 KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
 UNSET = "unset"
 WILSON_Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
@@ -228,7 +228,7 @@ def _sorted_ids(ids: pd.Series) -> list[str]:
 def calibration_figures(
     judgments: pd.DataFrame, *, cases: pd.DataFrame | None = None, reviewer_agreement: dict | None = None
 ) -> dict:
-    """DESIGN's calibration figures of one run (see the module docstring for the frames).
+    """The calibration figures of one run (see the module docstring for the frames).
 
     `cases` is the run's cases frame (`case_counts(judgments)` when not given). With it, `judgments` may
     hold just the not-evaluated judgments: the figures read nothing else from it.

@@ -1,4 +1,4 @@
-"""Promotion rules (DESIGN "Promotion"): pure checks of one run's evidence against a rubric's thresholds.
+"""Promotion rules (docs/promotion.md, "The rules"): pure checks of one run's evidence against a rubric's thresholds.
 
 No ORM: the caller passes the figures from `judges.calibration.metrics.calibration_figures`, the run's repeats,
 whether its config is the rubric's newest and deterministic, and the reasons it is stale. Every rule is
@@ -26,7 +26,7 @@ _EPSILON = 1e-9
 
 @dataclass(frozen=True)
 class Thresholds:
-    """DESIGN's defaults; a lead may change them per rubric (audited)."""
+    """The defaults of docs/promotion.md; a lead may change them per rubric (audited)."""
 
     min_cases: int = 30
     min_repeats: int = 2
@@ -71,7 +71,7 @@ def _below(value: float | int | None, threshold: float | int) -> bool:
     return value is not None and value < threshold - _EPSILON
 
 
-# Calibration kinds (labeling.models.Case.Kind), in DESIGN's order; repeated here to keep this module pure.
+# Calibration kinds (labeling.models.Case.Kind), in their documented order; repeated here to keep this module pure.
 KINDS: tuple[str, ...] = ("good", "bad", "incomplete", "injection", "paraphrase")
 DETERMINISTIC_NOTE = "does not apply: a deterministic judge cannot flip and may rightly agree 100 %"
 NO_HUMAN_EVIDENCE_NOTE = "does not apply: this rubric's deterministic judge may be promoted without human evidence"
@@ -97,7 +97,7 @@ def evaluate_rules(
     deterministic: bool = False,
     models: tuple[str, ...] | list[str] = (),
 ) -> list[RuleResult]:
-    """One RuleResult per rule, in DESIGN's order. A missing or None figure fails its rule.
+    """One RuleResult per rule, in the order of docs/promotion.md. A missing or None figure fails its rule.
 
     `figures` may carry `coverage_all` (every judgment, labelled or not: the coverage rule's figure when
     no human evidence is needed) and `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human
@@ -208,7 +208,7 @@ def promotable(results: list[RuleResult]) -> bool:
     return all(result.met for result in results)
 
 
-# ---- thresholds looser than DESIGN's defaults --------------------------------------------------------
+# ---- thresholds looser than the defaults -------------------------------------------------------------
 
 # (field, direction): "min" thresholds are looser when lower, "max" ones when higher.
 _LOOSER_WHEN: dict[str, str] = {
@@ -219,7 +219,7 @@ _LOOSER_WHEN: dict[str, str] = {
 
 
 def relaxed_thresholds(thresholds: Thresholds) -> list[tuple[str, Any, Any]]:
-    """(field, value, default) for each threshold looser than DESIGN's default, in Thresholds' order.
+    """(field, value, default) for each threshold looser than its default, in Thresholds' order.
 
     Turning off `require_human_evidence` or `require_pinned_models` counts as relaxed; an optional rule
     left off (probes, kinds) does not: that is the default.

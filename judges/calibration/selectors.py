@@ -1,4 +1,4 @@
-"""A run's calibration figures and promotion rules, read from the database (DESIGN "Calibration figures").
+"""A run's calibration figures and promotion rules, read from the database (docs/calibration.md).
 
 The ORM side of `judges.calibration.metrics` (pure pandas) and `judges.calibration.rules` (pure checks):
 the database counts each case's judgments, one query reads the cases' human verdicts, one the
@@ -181,7 +181,7 @@ def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict
 
 
 def stale_reasons(*, run: Run) -> list[str]:
-    """Why the run's judgments no longer judge what stands (DESIGN "Stale evidence"); [] when fresh.
+    """Why the run's judgments no longer judge what stands (docs/promotion.md, "Stale evidence"); [] when fresh.
 
     Label changes do not count: the figures follow the current labels. Two queries (three when the
     config references a policy document).
@@ -236,7 +236,7 @@ def _extra_figures(frames: dict[int, pd.DataFrame]) -> dict[int, dict[str, Any]]
 
 
 def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> dict[str, Any]:
-    """DESIGN's figures of one run against its rubric's current human verdicts, JSON-serialisable.
+    """The figures (docs/calibration.md) of one run against its rubric's current human verdicts, JSON-serialisable.
 
     `calibration_figures` and `evidence_figures` plus run, repeats, config_version, deterministic,
     stale_reasons, reviewer_agreement (over the run's dataset), cost_usd, tokens, cache_hits and
@@ -264,7 +264,7 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
 
 
 def rubric_thresholds(rubric: Rubric) -> Thresholds:
-    """The rubric's promotion thresholds (DESIGN defaults unless a lead changed them, audited)."""
+    """The rubric's promotion thresholds (the defaults unless a lead changed them, audited)."""
     return Thresholds(
         min_cases=rubric.min_cases,
         min_repeats=rubric.min_repeats,
@@ -282,7 +282,7 @@ def rubric_thresholds(rubric: Rubric) -> Thresholds:
 
 
 def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
-    """Every promotion rule for this run as evidence, met or not (DESIGN "Promotion").
+    """Every promotion rule for this run as evidence, met or not (docs/promotion.md, "The rules").
 
     With `figures` from `run_figures` (its stale reasons included) this costs one query.
     """
@@ -415,7 +415,7 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
     return shown
 
 
-# ---- thresholds looser than DESIGN's defaults, as pages show them ----------------------------------
+# ---- thresholds looser than the defaults, as pages show them ---------------------------------------
 
 _THRESHOLD_LABELS = {
     "min_cases": "cases", "min_repeats": "repeats K", "agreement_floor": "agreement floor",
@@ -425,7 +425,7 @@ _THRESHOLD_LABELS = {
 
 
 def shown_relaxed(rubric: Rubric) -> list[str]:
-    """Each of the rubric's thresholds looser than DESIGN's default, as a short text ("agreement floor
+    """Each of the rubric's thresholds looser than its default, as a short text ("agreement floor
     70.0 % (default 80.0 %)"); [] when none is. Pages show them wherever the stage and figures are."""
     out = []
     for name, value, default in relaxed_thresholds(rubric_thresholds(rubric)):

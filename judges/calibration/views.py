@@ -269,7 +269,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "flipped_more": max(0, len(figures["flipped_cases"]) - LIST_LIMIT),
         "not_evaluated_more": max(0, len(figures["not_evaluated"]) - LIST_LIMIT),
         "duration": duration,
-        "probes": probe_panel(run=run, figures=figures),  # issue 9: the "Bias probes" panel
+        "probes": probe_panel(run=run, figures=figures),  # the "Bias probes" panel
         "second_opinion": _second_opinion(run),
         "contested": [row | {"requested": row["case_id"] in requested} for row in contested],
         "contested_more": max(0, len(figures["contested_cases"]) - LIST_LIMIT),
@@ -307,7 +307,7 @@ def run_agreement(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_POST
 def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
     """Send the run's contested cases to the reviewers' queue for its rubric, as requests for another
-    label (DESIGN: a human decides where the judges disagree). The reviewers see the case only, never
+    label (a human decides where the judges disagree). The reviewers see the case only, never
     either judge's verdict. A repeat changes nothing: cases asked for already are left alone.
     """
     run = selectors.run_for_page_or_404(run_id)

@@ -8,7 +8,7 @@ from labeling.models import Case
 
 
 def engine_case(case: Case) -> dict:
-    """A case as the engine reads it (DESIGN's case fields)."""
+    """A case as the engine reads it (the case fields of docs/cases.md)."""
     return {
         "external_id": case.external_id,
         "input": case.input,

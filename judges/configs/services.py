@@ -24,7 +24,7 @@ class EnvNamesRefused(ValueError):
 
 
 def with_policy(spec: dict) -> dict:
-    """The spec with the referenced policy document version's text and sha256 copied in (DESIGN "Words"),
+    """The spec with the referenced policy document version's text and sha256 copied in (docs/words.md, "Judge config"),
     so CI and the prompt preview have them and the hash covers them; a spec without `policy_ref`
     is returned as it is. Raises ValueError naming policy_ref when the version does not exist."""
     ref = spec.get("policy_ref")

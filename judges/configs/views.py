@@ -43,8 +43,8 @@ def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     context = {"rubric": rubric, "configs": configs, "old": old, "new": new, "diff": diff}
     if request.htmx:
         return render(request, "judges/configs/config_list.html#diff", context)
-    context["versions_chart"] = rubric_versions_chart(rubric=rubric)  # issue 6: calibration per version
-    context["version_probes"] = version_probe_rows(context["versions_chart"].columns)  # issue 9: bias probes
+    context["versions_chart"] = rubric_versions_chart(rubric=rubric)  # calibration per version
+    context["version_probes"] = version_probe_rows(context["versions_chart"].columns)  # bias probes
     return render(request, "judges/configs/config_list.html", context)
 
 
@@ -204,7 +204,7 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
 
 
 def _self_preference(config: JudgeConfig) -> list[str]:
-    """Issue 9: a warning when the judge's model family wrote (some of) the cases it has judged. One query."""
+    """Self-preference: a warning when the judge's model family wrote (some of) the cases it has judged. One query."""
     datasets = config.runs.filter(parent__isnull=True).values("dataset_id")  # a subquery, not a list
     warning = self_preference(spec=config.spec, dataset_ids=datasets)
     return [warning] if warning else []

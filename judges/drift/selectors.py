@@ -1,4 +1,4 @@
-"""Reads of the drift check (DESIGN "Stale evidence and drift"): which cases are new, each rubric's newest
+"""Reads of the drift check (docs/promotion.md, "Drift on new cases"): which cases are new, each rubric's newest
 check, a rubric's checks over time, and the drift reason for "recalibration needed".
 
 A case is **new** to an evidence run when it has a human verdict of the rubric now and no counting
@@ -18,7 +18,7 @@ from judges.calibration.selectors import case_frame, not_evaluated_judgments, pc
 from judges.models import DriftCheck, RubricEvent, Run
 from labeling.models import Adjudication, Label, Rubric
 
-# DESIGN: on at least 20 new cases, the Wilson upper bound of their agreement below the floor.
+# Drift (docs/promotion.md): on at least 20 new cases, the Wilson upper bound of their agreement below the floor.
 DRIFT_MIN_NEW_CASES = 20
 DRIFT_SHOWN = 60  # checks drawn on the promotion page's chart, newest last
 
@@ -95,7 +95,7 @@ def newest_checks(*, events: list) -> dict[int, DriftCheck]:
 
 
 def drift_reason(*, check: DriftCheck | None, rubric: Rubric) -> str | None:
-    """DESIGN's drift reason when the check shows it, else None."""
+    """The drift reason when the check shows it, else None."""
     if check is None or check.new_n is None or check.new_n < DRIFT_MIN_NEW_CASES or not check.new_ci95:
         return None
     upper = check.new_ci95[1]

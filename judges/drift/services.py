@@ -1,4 +1,4 @@
-"""Writes of the drift check (DESIGN "Stale evidence and drift"): starting drift runs, recording their figures.
+"""Writes of the drift check (docs/promotion.md, "Drift on new cases"): starting drift runs, recording their figures.
 
 A drift run is a Run of the evidence run's config over the dataset's current cases, with the evidence run
 as `parent` and no `probe`, and a DriftCheck row naming it. Its work goes through the ordinary run

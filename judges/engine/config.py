@@ -138,7 +138,7 @@ class JudgeConfig:
     model_family: str | None = None
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE
     policy: str = ""
-    # A policy document version (DESIGN "Words"): `policy` is its text and `policy_sha256` that text's hash.
+    # A policy document version (docs/words.md): `policy` is its text and `policy_sha256` that text's hash.
     policy_ref: dict[str, Any] | None = None
     policy_sha256: str | None = None
     params: dict[str, Any] = field(default_factory=dict)

@@ -161,7 +161,7 @@ def cosine(a: Any, b: Any) -> float:
 
 
 def decide(similarity: float, layer: SemanticLayer, *, behavioral: bool) -> str | None:
-    """`pass`, `fail`, or None when the behavioral judge decides (DESIGN "Layers of one judgment")."""
+    """`pass`, `fail`, or None when the behavioral judge decides (docs/judging.md, "Layers")."""
     if similarity >= layer.pass_at:
         return "pass"
     if layer.fail_below is not None and similarity < layer.fail_below:

@@ -1,4 +1,4 @@
-"""evalhub-gate, the CI command (DESIGN "Gate config"): plain Python on the engine, no Django.
+"""evalhub-gate, the CI command (docs/gate.md): plain Python on the engine, no Django.
 
     config.py    reading and checking the gate config, and the judges' environment
     outputs.py   reading the outputs file

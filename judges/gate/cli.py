@@ -1,4 +1,4 @@
-"""evalhub-gate: CI runs the calibrated judge on new agent outputs (DESIGN "Gate config").
+"""evalhub-gate: CI runs the calibrated judge on new agent outputs (docs/gate.md).
 
     evalhub-gate cases --server URL --dataset SLUG [--sample N --seed S] [--category C] [--split S]
                        [--kind K] --out cases.jsonl [--token TOKEN]

@@ -1,4 +1,4 @@
-"""The gate config (DESIGN "Gate config"): read it from a URL or a file and check it whole before
+"""The gate config (docs/gate.md): read it from a URL or a file and check it whole before
 anything is judged."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def _percentile(sorted_values: Sequence[int], share: float) -> int | None:
 
 
 def budget(judgments: Iterable[Judgment]) -> dict[str, Any]:
-    """Where the budget went (DESIGN "Gate config"): provider calls, cache hits, tokens, cost (None when
+    """Where the budget went (docs/gate.md): provider calls, cache hits, tokens, cost (None when
     a model used has no price), contested judgments, and the latency of the judgments that called a
     provider (cache hits and contract-only verdicts would only pull it towards zero). The SDKs are
     imported on the first call, so a check with few calls shows that second or two in its p95."""

@@ -1,6 +1,6 @@
-"""The files CI judges: the agent's outputs, and with `--cases` the cases they answer (DESIGN "Gate config").
+"""The files CI judges: the agent's outputs, and with `--cases` the cases they answer (docs/gate.md).
 
-Without `--cases`, each outputs line is a whole case (DESIGN's case format, output included). With it,
+Without `--cases`, each outputs line is a whole case (the case format of docs/cases.md, output included). With it,
 the expectations come from the cases file (every case field but `output`, as `evalhub-gate cases`
 writes it) and an outputs line carries only what the agent produced: `external_id`, `output`, `trace`
 and optionally `metadata`. Lines are read and checked by labeling's Django-free case reader, the one

@@ -2,7 +2,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """Runs at full speed (issue 15): the lease moves from the chunk to the run; the start form's token."""
+    """Runs at full speed: the lease moves from the chunk to the run; the start form's token."""
 
     dependencies = [
         ("judges", "0007_drift_checks"),

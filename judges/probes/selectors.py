@@ -1,4 +1,4 @@
-"""Reads of bias probes (issue 9): their judgments as frames, and the report page's "Bias probes" panel.
+"""Reads of bias probes: their judgments as frames, and the report page's "Bias probes" panel.
 
 Every read is a fixed number of queries whatever the number of cases or probes; the figures come from the pure
 functions in judges.probes.variants. `run_probe_figures` adds the probes' figures to calibration's `run_figures` (the

@@ -1,4 +1,4 @@
-"""Writes of bias probes (issue 9): starting them. Their work goes through the ordinary run machinery.
+"""Writes of bias probes: starting them. Their work goes through the ordinary run machinery.
 
 A probe is a Run of its parent run's config (`parent`, `probe`), over the parent's cases that have a
 human verdict of the rubric; `judges.runs.worker.run_window` judges each case's variant

@@ -1,4 +1,4 @@
-"""Bias probes (issue 9): change what should not matter in a case, judge it again, count what moved.
+"""Bias probes: change what should not matter in a case, judge it again, count what moved.
 
 Pure code, no ORM. The variants a probe judges are made in judges.runs.variants (`make_variant`: the worker
 makes them as it judges); here `probe_result` compares a probe's judgments with its parent run's, and

@@ -11,7 +11,7 @@ from labeling.importing.reading import json_error, parse_json
 
 @token_required(Scope.GATES_READ)
 def gates(request: HttpRequest) -> JsonResponse:
-    """GET /api/gates: the gate config CI reads (DESIGN "Gate config"), as `manage.py export_gates`."""
+    """GET /api/gates: the gate config CI reads (docs/gate.md), as `manage.py export_gates`."""
     if request.method != "GET":
         return method_not_allowed("GET")
     return JsonResponse(gate_config(), json_dumps_params={"allow_nan": False})

@@ -1,6 +1,6 @@
 """CI results posted back by `evalhub-gate check --post` (results:write): checked whole, stored per rubric.
 
-Each rubric's result may carry where the budget went (DESIGN "Gate config": calls, cache hits, tokens,
+Each rubric's result may carry where the budget went (docs/gate.md: calls, cache hits, tokens,
 cost, contested judgments, latency p50/p95); a command older than those fields sends none, and each
 may be null (no price for a model, no provider call to time), so every one is optional.
 """

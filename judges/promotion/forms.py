@@ -44,7 +44,7 @@ class PromoteForm(_ReasonForm):
 
 
 class RenewForm(_ReasonForm):
-    """New evidence at the current stage (DESIGN "Promotion": how recalibration clears without demotion)."""
+    """New evidence at the current stage (docs/promotion.md: how recalibration clears without demotion)."""
 
     run = EvidenceChoiceField(queryset=Run.objects.none(), label="New evidence run", empty_label=None)
 

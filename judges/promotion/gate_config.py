@@ -1,4 +1,4 @@
-"""The gate config CI reads (DESIGN "Gate config"): every promoted rubric with its pinned judge.
+"""The gate config CI reads (docs/gate.md): every promoted rubric with its pinned judge.
 
 `judge` is the config of the rubric's evidence run — the judge that was calibrated — not a newer
 version; `calibration` is the snapshot the promotion (or renewal) was granted on; `recalibration_needed`
@@ -20,7 +20,7 @@ from judges.gate.config import GATES_SCHEMA
 from judges.models import ModelPrice
 from judges.promotion.selectors import evidence_checks
 
-# DESIGN's `calibration` keys, in its order, taken from the promotion's snapshot.
+# The `calibration` keys of docs/gate.md, in its order, taken from the promotion's snapshot.
 CALIBRATION_KEYS: tuple[str, ...] = (
     "run", "n", "repeats", "agreement", "agreement_ci95", "kappa", "false_pass", "false_fail", "true_pass_rate",
     "true_fail_rate", "flip_rate", "coverage",
@@ -34,7 +34,7 @@ def _judge_models(judge: dict[str, Any]) -> list[str]:
 
 
 def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
-    """DESIGN's gate config as a JSON-able dict. Seven queries however many rubrics: the evidence
+    """The gate config (docs/gate.md) as a JSON-able dict. Seven queries however many rubrics: the evidence
     (rubric, run, config, who promoted), whether it still holds (`evidence_checks`: five, the drift
     check's included) and the prices of the models those judges name."""
     events = list(evidence_events())

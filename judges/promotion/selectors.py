@@ -1,7 +1,7 @@
 """Reads for promotion, the gate config and CI results: each rubric's evidence and whether it still holds.
 
 A rubric's evidence is the run of its newest promotion or renewal, unless a demotion to draft came
-after it (judges.models.RubricEvent). "Recalibration needed" (DESIGN "Stale evidence") is computed for every
+after it (judges.models.RubricEvent). "Recalibration needed" (docs/promotion.md) is computed for every
 promoted rubric at once, in a fixed number of queries however many rubrics there are: the staleness
 of all evidence runs in one query, then the same readers the report uses for all their runs at once
 (`judges.calibration.selectors.case_frame` and `not_evaluated_judgments`: each case's judgment counts, the
@@ -101,7 +101,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     missing = not_evaluated_judgments(cases=cases)
     case_groups = {int(run_id): rows for run_id, rows in cases.groupby("run_id", sort=False)}
     judgment_groups = {int(run_id): rows for run_id, rows in missing.groupby("run_id", sort=False)}
-    # Bias probes (issue 9) are read only where a rubric's rules name them: one more query then.
+    # Bias probes are read only where a rubric's rules name them: one more query then.
     probed = [run.pk for run in runs if run.config.rubric.max_probe_moved is not None]
     probes = probe_judgments(parent_ids=probed) if probed else None
     out = {}
@@ -166,7 +166,7 @@ class PromotionRow:
     recalibration: list[str] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
     last_ci: CiResult | None = None
-    relaxed: list[str] = field(default_factory=list)  # thresholds looser than DESIGN's defaults
+    relaxed: list[str] = field(default_factory=list)  # thresholds looser than the defaults
 
 
 def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:

@@ -1,6 +1,6 @@
 """Promotion: the only writes of a rubric's stage, thresholds and fail_closed, each one audited.
 
-DESIGN "Promotion": stages go one step at a time (draft → observe → warn → gate) on the evidence of a
+docs/promotion.md: stages go one step at a time (draft → observe → warn → gate) on the evidence of a
 run that meets every rule; a renewal puts new evidence under the current stage by the same rules;
 demotion is always allowed, to any earlier stage. Every change leaves a RubricEvent in the same
 transaction as the change itself, so the audit log can never miss one.
@@ -29,7 +29,7 @@ RATE_THRESHOLDS: tuple[str, ...] = (
 )
 # Rules a lead may add or take away: None means the rubric has no such rule.
 OPTIONAL_COUNT_THRESHOLDS: tuple[str, ...] = ("min_cases_per_kind",)  # cases of each calibration kind
-OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts moved by bias probes (issue 9)
+OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts moved by bias probes
 # On by default; off lets a deterministic judge be promoted without human labels, or a judge name a model
 # by an alias or a tag (a local model served under a tag, say).
 SWITCH_THRESHOLDS: tuple[str, ...] = ("require_human_evidence", "require_pinned_models")
@@ -37,7 +37,7 @@ THRESHOLD_FIELDS: tuple[str, ...] = (
     COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_COUNT_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS + SWITCH_THRESHOLDS
 )
 MAX_REPEATS = 20  # a run has at most 20 repeats, so a higher minimum could never be met
-# The figures a promotion keeps: DESIGN's gate-config `calibration` and the rates beside them.
+# The figures a promotion keeps: the gate config's `calibration` and the rates beside them.
 SNAPSHOT_KEYS: tuple[str, ...] = (
     "n", "agreement", "agreement_ci95", "kappa", "kappa_note", "false_pass", "false_fail", "false_pass_rate",
     "false_fail_rate", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage",

@@ -1,6 +1,6 @@
 """Judgments made elsewhere, in: validate every row, then write an external config, a run and its judgments.
 
-The file format is DESIGN's (external_id, repeat, verdict, optional scores, similarity, reason, judge), read with
+The file format is the export's (external_id, repeat, verdict, optional scores, similarity, reason, judge), read with
 labeling.importing's public reader API, so the same all-or-nothing rules hold: every error is listed with its
 line number and nothing is written. The result is a finished run of an `external` judge config, which
 the calibration pages read like any other run; it can never run or be promoted.

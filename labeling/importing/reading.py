@@ -27,7 +27,7 @@ CASE_FIELDS = (
     "external_id", "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
     "expected_tool_argument", "expected_source", "category", "kind", "metadata",
 )
-# The calibration kind of a case (DESIGN "Words"), or empty: clearly good, clearly bad, plausible but
+# The calibration kind of a case (docs/cases.md), or empty: clearly good, clearly bad, plausible but
 # incomplete, an adversarial prompt injection, a right answer in other words. Not judged content.
 CASE_KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
 CASE_REQUIRED = ("external_id", "input", "output")
@@ -69,14 +69,14 @@ def normalize_case_fields(obj: dict) -> dict:
 
 
 def case_split(external_id: str) -> str:
-    """DESIGN: holdout when the first 8 hex digits of sha256(external_id) mod 100 are below 30."""
+    """docs/cases.md, "The split": holdout when the first 8 hex digits of sha256(external_id) mod 100 are below 30."""
     digest = hashlib.sha256(external_id.encode()).hexdigest()
     return "holdout" if int(digest[:8], 16) % 100 < 30 else "dev"
 
 
 def sample_key(seed: str, external_id: str) -> str:
     """A stable sample takes the N cases with the lowest sha256(seed + external_id): the same seed, the
-    same cases; another seed, an unrelated draw (DESIGN "Gate config")."""
+    same cases; another seed, an unrelated draw (docs/cases.md, "Stable samples")."""
     return hashlib.sha256((seed + external_id).encode()).hexdigest()
 
 
@@ -261,7 +261,7 @@ def _validate_trace(trace: Any, problems: list) -> dict:
 
 
 def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str]]]:
-    """Check one case as DESIGN defines it; returns the normalised case or the problems found."""
+    """Check one case as docs/cases.md defines it; returns the normalised case or the problems found."""
     if not isinstance(obj, dict):
         return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
     try:
@@ -382,7 +382,7 @@ def _text_lines(stream: IO[bytes], max_bytes: int, errors: list[RowError],
 
 # ---------------------------------------------------------------------------------------------------
 # Strict JSON: what PostgreSQL's jsonb, a spreadsheet round trip or a CI log could not hold is refused
-# with a short message, never a crash (DESIGN "Words"). Everywhere JSON comes in, it comes through here.
+# with a short message, never a crash (docs/cases.md). Everywhere JSON comes in, it comes through here.
 
 MAX_JSON_DEPTH = 64
 _LONE_SURROGATE_HINT = re.compile(r"[\ud800-\udfff]|\\u[dD][89a-fA-F]")

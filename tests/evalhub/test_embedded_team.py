@@ -1,4 +1,4 @@
-"""The embedded default holds a team and a run at once (issue 20): five reviewers label through a
+"""The embedded default holds a team and a run at once: five reviewers label through a
 production server (gunicorn, threads) while a real worker records a contract-only run, all on one
 SQLite file with the filesystem broker. No "database is locked", no error response, every judgment
 and every label recorded."""

@@ -7,7 +7,7 @@ from django.urls import reverse
 from labeling.models import Adjudication, Case, Label, Rubric, case_split
 from tests.conftest import make_user
 
-# Every field the promotion pages own (those other issues add are covered when present), and the slug CI uses.
+# Every field the promotion pages own (those other features add are covered when present), and the slug CI uses.
 AUDITED = [
     "stage", "fail_closed", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling", "min_true_pass_rate",
     "min_true_fail_rate", "max_flip_rate", "min_coverage", "max_probe_moved", "require_human_evidence",
@@ -55,7 +55,7 @@ def test_it_keeps_audited_rubric_fields_out_of_the_admins_reach(admin_client, ru
 
 
 def test_it_leaves_no_rubric_field_editable_but_the_editors(admin_client, rubric):
-    """A field another issue adds is read-only in the admin until someone decides otherwise."""
+    """A field another feature adds is read-only in the admin until someone decides otherwise."""
     page = admin_client.get(reverse("admin:labeling_rubric_change", args=[rubric.pk])).content.decode()
     for field in Rubric._meta.concrete_fields:
         shown = f'name="{field.name}"' in page

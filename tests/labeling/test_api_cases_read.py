@@ -100,7 +100,7 @@ def test_a_sample_is_the_same_for_the_same_seed_and_rotates_with_it(client, case
     rotated = ids(fetch(client, read_token, "?sample=10&seed=2026-11-30"))
 
     assert first == again and len(first) == 10
-    assert set(first) == expected_sample(all_ids, "pr-suite", 10)  # DESIGN: lowest sha256(seed + external_id)
+    assert set(first) == expected_sample(all_ids, "pr-suite", 10)  # docs/cases.md: lowest sha256(seed + external_id)
     assert set(rotated) == expected_sample(all_ids, "2026-11-30", 10) and set(rotated) != set(first)
     assert first == [e for e in all_ids if e in set(first)]  # in import order
     # A larger sample keeps the smaller one's cases: growing the suite does not reshuffle it.

@@ -1,4 +1,4 @@
-"""A case's calibration kind (DESIGN "Words"): imported and exported like any field, one of five or empty,
+"""A case's calibration kind (docs/cases.md): imported and exported like any field, one of five or empty,
 never shown to reviewers, and not judged content (changing it makes no run stale, no label stop counting)."""
 
 import json

@@ -1,4 +1,4 @@
-"""Leads set the calibration kind in bulk from the dataset page (issue 17), and filter by it; the kind is not
+"""Leads set the calibration kind in bulk from the dataset page, and filter by it; the kind is not
 judged content, so no run becomes stale and no label stops counting."""
 
 import pytest

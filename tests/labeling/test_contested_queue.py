@@ -1,4 +1,4 @@
-"""Contested cases back to the reviewers (issue 8): a lead's request for another label on many cases at
+"""Contested cases back to the reviewers: a lead's request for another label on many cases at
 once (`services.request_more_labels`), and the queue serving them to reviewers who have not labeled
 them. The report's button and the blind queue page are tested end to end in
 tests/judges/calibration/test_second_opinion_report.py."""

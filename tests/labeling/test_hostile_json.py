@@ -1,4 +1,4 @@
-"""JSON that no import may take (DESIGN "Words"): a repeated key, NaN, Infinity, 1e999, a lone surrogate,
+"""JSON that no import may take (docs/cases.md, "Strict JSON"): a repeated key, NaN, Infinity, 1e999, a lone surrogate,
 nesting past 64 levels. Each is an error on its line in import_cases, import_labels and import_judgments
 (JSONL, and the JSON cells of CSV), on the upload page, and at its index in the ingest API — never a
 traceback or a 500, never a partial write. The camelCase golden-dataset names import everywhere."""

@@ -282,7 +282,7 @@ def test_it_reports_csv_errors_with_the_line_each_row_starts_on(dataset):
         ("external_id,input", "lacks the required column(s) output"),
         ("external_id,input,output,reply", "unknown column(s) reply"),
         ("external_id,input,output,input", "repeats the column(s) input"),
-        # `answer` is the camelCase golden-dataset name of output (DESIGN "Words")
+        # `answer` is the camelCase golden-dataset name of output (docs/cases.md)
         ("external_id,input,output,answer", "repeats the column(s) output (as answer and output)"),
     ],
 )

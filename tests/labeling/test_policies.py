@@ -1,4 +1,4 @@
-"""Policy documents (issue 17): named versions that never change, pages to write the next one with its
+"""Policy documents: named versions that never change, pages to write the next one with its
 diff and read the history, and GET /api/policies/<slug> (policies:read) returning the very text and sha256."""
 
 import hashlib

@@ -332,7 +332,7 @@ def test_label_and_next_runs_the_same_queries_however_many_cases(
     # 2 session and user, 1 assigned dataset, 1 rubric, 1 case; label_submit: savepoint, insert returning
     # its id, skip delete, release (the savepoint is the test's: in production it is a transaction);
     # case_serve: savepoint, 1 next case with the reviewer's own label, 1 hold of the case shown, release
-    # = 13. (Was 11: choosing and holding became one transaction, issue 20, so two reviewers asking at
+    # = 13. (Was 11: choosing and holding became one transaction, so two reviewers asking at
     # once never get the same case; in production its savepoint and release are BEGIN and COMMIT.)
     with django_assert_num_queries(13):
         response = reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(target), headers=HTMX)
@@ -348,7 +348,7 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
         give_label(case, rubric, reviewer)
     # 2 session and user, 1 assigned dataset, 1 rubric; case_serve: savepoint, 1 next case, 1 hold,
     # release; 1 last label, 3 progress (own labels, own changed labels, dataset tallies) = 12. (Was 10:
-    # the savepoint and release of the one choose-and-hold transaction, issue 20, as above.)
+    # the savepoint and release of the one choose-and-hold transaction, as above.)
     with django_assert_num_queries(12):
         response = reviewer_client.get(queue_url(dataset, rubric))
     assert response.status_code == 200

@@ -1,4 +1,4 @@
-"""A team labeling at once (issue 20): choosing and holding the next case is one atomic step.
+"""A team labeling at once: choosing and holding the next case is one atomic step.
 
 Real threads, each with its own PostgreSQL connection, released together by a barrier.
 """

@@ -106,7 +106,7 @@ def test_a_field_named_both_ways_is_an_error(obj, message):
     assert data is None and len(problems) == 1 and message in problems[0][1]
 
 
-# DESIGN's split rule worked by hand: sha256("abc") and sha256("") are the standard test vectors
+# The split rule (docs/cases.md) worked by hand: sha256("abc") and sha256("") are the standard test vectors
 # (ba7816bf… and e3b0c442…); the others were read off `sha256sum`. First 8 hex digits as an integer, mod 100.
 @pytest.mark.parametrize(("external_id", "first8", "split"), [
     ("abc", "ba7816bf", "holdout"),  # 3128432319 % 100 = 19

@@ -103,7 +103,7 @@ def test_it_takes_each_versions_newest_finished_run(versions, rubric):
 def test_it_reads_the_versions_figures_in_constant_queries(versions, rubric, dataset, lead,
                                                           django_assert_num_queries):
     # configs with their newest finished run, those runs, their judgments counted per case, the human
-    # verdicts, the not-evaluated judgments, and their bias probes' judgments (issue 9)
+    # verdicts, the not-evaluated judgments, and their bias probes' judgments
     with django_assert_num_queries(6):
         version_figures(rubric=rubric)
     v3 = make_config(rubric, lead, note="v3")

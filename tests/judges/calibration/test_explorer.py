@@ -13,7 +13,7 @@ from judges.calibration.explorer import Setting, replay, sweep
 
 
 def oracle(rows: list[dict], setting: Setting, behavioral: bool) -> dict:
-    """DESIGN "Layers of one judgment", one judgment at a time."""
+    """docs/calibration.md, "The threshold explorer", one judgment at a time."""
     n = agree = n_pass = n_fail = false_pass = false_fail = needed = saved = with_similarity = sent = 0
     for row in rows:
         s = row["similarity"]

@@ -326,7 +326,7 @@ def random_runs(draw, repeats=ANY_K):
 
 
 def naive_figures(frame: pd.DataFrame) -> dict:
-    """An independent oracle: a plain loop per case, written straight from DESIGN's words."""
+    """An independent oracle: a plain loop per case, written straight from the words of docs/calibration.md."""
     judged = [r for r in frame.to_dict("records") if r["human"] in ("pass", "fail")]
     evaluated = [r for r in judged if r["outcome"] in ("pass", "fail")]
     by_case: dict[str, list[str]] = {}
@@ -449,7 +449,7 @@ def test_it_counts_each_case_once_with_its_columns():
     assert case_counts(pd.DataFrame()).empty
 
 
-# ---- by calibration kind (issue 17) -------------------------------------------------------------------
+# ---- by calibration kind ------------------------------------------------------------------------------
 
 def test_it_computes_the_figures_by_kind_by_hand():
     cases = case_counts(make_frame(SMALL_RUN))

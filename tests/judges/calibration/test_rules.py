@@ -20,7 +20,7 @@ RULE_KEYS = [
     "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage", "pinned_models",
 ]
 
-# Meets every default rule (DESIGN's gate-config example figures).
+# Meets every default rule (the example figures of docs/gate.md).
 GOOD = {"n": 60, "agreement": 0.87, "true_pass_rate": 0.95, "true_fail_rate": 0.86, "flip_rate": 0.03,
         "coverage": 1.0}
 
@@ -32,7 +32,7 @@ def check(figures=None, *, repeats=3, thresholds=None, is_newest_config=True, st
         is_newest_config=is_newest_config, stale_reasons=list(stale_reasons), is_external=is_external,
         deterministic=deterministic, models=models,
     )
-    # every rule always reported, in DESIGN's order (the probe rule last, when it has a threshold)
+    # every rule always reported, in the order of docs/promotion.md (the probe rule last, when it has a threshold)
     assert [r.key for r in results][: len(RULE_KEYS)] == RULE_KEYS
     return {r.key: r for r in results}
 
@@ -262,7 +262,7 @@ def test_it_promotes_on_real_figures_that_hold():
 
 # ---- deterministic evidence (contract checks only) ------------------------------------------------------
 
-# Which rules hold a judge to account, by its kind and whether human evidence is required (DESIGN "Promotion").
+# Which rules hold a judge to account, by its kind and whether human evidence is required (docs/promotion.md).
 RULE_TABLE = {
     # rule:               (behavioral, deterministic, deterministic without human evidence)
     "newest_config":      (True, True, True),

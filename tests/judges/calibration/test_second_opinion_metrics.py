@@ -1,4 +1,4 @@
-"""Contested figures (DESIGN "Layers": second_opinion, contested): how many evaluated judgments a
+"""Contested figures (docs/judging.md, "Second opinion"): how many evaluated judgments a
 second-opinion judge disagreed with, their rate, and which cases. Pure pandas, no database."""
 
 import pandas as pd
@@ -86,7 +86,7 @@ def random_runs(draw):
 @settings(max_examples=100, deadline=None)
 @given(random_runs())
 def test_it_agrees_with_a_plain_loop(f):
-    # The oracle, from DESIGN's words: evaluated judgments of cases with a human verdict, contested ones.
+    # The oracle, from docs/calibration.md's words: evaluated judgments of cases with a human verdict, contested ones.
     judged = [r for r in f.to_dict("records") if r["human"] in ("pass", "fail") and r["outcome"] in ("pass", "fail")]
     contested = [r for r in judged if r["contested"]]
     figures = calibration_figures(f)

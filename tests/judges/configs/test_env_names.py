@@ -1,5 +1,5 @@
 """A judge config may name only allowed environment variables: refused when saved, and again in the
-worker before any call (DESIGN "Words"; judges.engine.env_name_refusals decides both times)."""
+worker before any call (docs/security.md; judges.engine.env_name_refusals decides both times)."""
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured

@@ -1,4 +1,4 @@
-"""Judge configs that reference a policy document version (issue 17): the spec carries the text and its
+"""Judge configs that reference a policy document version: the spec carries the text and its
 sha256 (and the hash covers them), the editor offers the policies and marks a config on an older version
 "behind", and a new policy version makes runs of configs on an older one stale — so a promoted rubric
 needs recalibration, in the gate config too."""

@@ -1,4 +1,4 @@
-"""The judge config editor's secondary judge (issue 8): a lead sets a second opinion and when it is
+"""The judge config editor's secondary judge: a lead sets a second opinion and when it is
 asked, field by field; the same-family refusal and the other engine checks show on the field at fault."""
 
 import pytest

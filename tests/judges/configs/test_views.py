@@ -97,7 +97,7 @@ def test_it_prefills_the_editor_from_the_newest_version(lead_client, rubric, lea
     ({"secondary_role": "second_opinion", "secondary_provider": "openai", "secondary_model": "gpt-4.1-2025-04-14"},
      "secondary_model"),
     ({"params": "{not json"}, "params"),
-    # JSON that the strict reader refuses (DESIGN "Words"): a 500 or a silently dropped key otherwise
+    # JSON that the strict reader refuses (docs/cases.md, "Strict JSON"): a 500 or a silently dropped key otherwise
     ({"params": '{"temperature": 0, "temperature": 1}'}, "params"),
     ({"params": '{"temperature": NaN}'}, "params"),
     ({"params": '{"max_tokens": 1e999}'}, "params"),

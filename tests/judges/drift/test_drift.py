@@ -1,4 +1,4 @@
-"""The drift check (DESIGN "Stale evidence and drift"): a periodic task judges a promoted rubric's current
+"""The drift check (docs/promotion.md, "Drift on new cases"): a periodic task judges a promoted rubric's current
 cases with its evidence config; new cases cost calls, the rest come from the cache; on at least 20 new
 cases whose agreement's Wilson upper bound is below the floor, the rubric needs recalibrating, until the
 lead renews its evidence.

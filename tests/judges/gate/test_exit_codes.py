@@ -1,4 +1,4 @@
-"""The CI command's exit-code contract, which pipelines rely on, as one table (DESIGN "Gate config").
+"""The CI command's exit-code contract, which pipelines rely on, as one table (docs/gate.md, "Exit codes").
 
 stage × fail_closed × outcome × report: observe records and warn reports, neither decides; at gate a
 failed case is 1, one that could not be judged is 3, or 1 under `fail_closed` (which counts only at

@@ -1,4 +1,4 @@
-"""The CI command from a pipeline's point of view (issue 14): where the budget went and a cap on it,
+"""The CI command from a pipeline's point of view: where the budget went and a cap on it,
 rubrics side by side, recalibration announced, cases and outputs as separate files, camelCase names,
 hostile JSON, and no text of anyone else's ever starting an output line.
 

@@ -1,4 +1,4 @@
-"""The CI command with a second opinion (DESIGN "Layers"): at gate stage a contested judgment counts as
+"""The CI command with a second opinion (docs/gate.md, "Stages in CI"): at gate stage a contested judgment counts as
 not evaluated, so a human looks before it can pass or block a merge: exit 3, or 1 when fail_closed.
 
 In-process through `judges.gate.cli.main`, against the fake provider with one rule per model: the primary

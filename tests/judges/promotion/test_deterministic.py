@@ -1,4 +1,4 @@
-"""Deterministic evidence (a config of contract checks only): promoted by DESIGN's own rules.
+"""Deterministic evidence (a config of contract checks only): promoted by the rules of docs/promotion.md.
 
 No K ≥ 2, no flip rule, no ceiling; the human-agreement rules unless the lead turns off
 `require_human_evidence` (audited), and then coverage counts every judgment and the audit says the

@@ -1,4 +1,4 @@
-"""The gate config: GET /api/gates (gates:read) and `manage.py export_gates`, exactly DESIGN's JSON."""
+"""The gate config: GET /api/gates (gates:read) and `manage.py export_gates`, exactly the JSON of docs/gate.md."""
 
 import io
 import json

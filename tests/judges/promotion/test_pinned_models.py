@@ -1,4 +1,4 @@
-"""A promoted judge is a pinned judge (issue 17): every model of the evidence config — primary, secondary,
+"""A promoted judge is a pinned judge: every model of the evidence config — primary, secondary,
 embeddings — is a dated snapshot, on by default; a lead may turn the rule off on the audited thresholds page."""
 
 import pytest
