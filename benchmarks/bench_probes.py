@@ -42,8 +42,8 @@ def write_probes(run) -> dict[str, int]:
     from judges.models import Judgment, Run
     from judges.probes.variants import applies, make_variant
     from judges.runs.services import engine_case
+    from labeling.disputes.selectors import cases_with_human_verdict
     from labeling.models import Case
-    from labeling.selectors import cases_with_human_verdict
 
     rng = random.Random(9)
     humans = dict(

@@ -10,6 +10,10 @@ from labeling.importing.reading import case_split as case_split
 from labeling.importing.reading import labeled_content_hash as labeled_content_hash
 
 
+class LabelingRefused(Exception):
+    """A write that the rules forbid; the message is meant for the person who asked."""
+
+
 class Verdict(models.TextChoices):
     PASS = "pass", "Pass"
     FAIL = "fail", "Fail"

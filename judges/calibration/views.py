@@ -43,8 +43,8 @@ from judges.calibration.selectors import (
 from judges.models import Run
 from judges.probes.selectors import probe_panel
 from judges.runs import selectors
-from labeling.models import LabelRequest
-from labeling.services import LabelingRefused, request_more_labels
+from labeling.disputes.services import request_more_labels
+from labeling.models import LabelingRefused, LabelRequest
 
 
 class HtmxHttpRequest(HttpRequest):

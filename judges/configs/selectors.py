@@ -13,7 +13,7 @@ from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run
 from judges.runs.services import engine_case
 from labeling.models import Case, Dataset, Label, Rubric
-from labeling.selectors import policy_newest_versions
+from labeling.policies.selectors import policy_newest_versions
 
 
 def alias_warnings(spec: dict) -> list[str]:

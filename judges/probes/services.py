@@ -16,8 +16,8 @@ from django.db import transaction
 from judges.models import Judgment, Run, RunChunk
 from judges.probes.variants import PROBE_KINDS, PROBE_LABELS, applies
 from judges.runs.services import RunError, queue_run_work
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Case
-from labeling.selectors import cases_with_human_verdict
 
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 

@@ -5,7 +5,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa
 
-from labeling.agreement import COHEN, FLEISS, agreement_figures, reviewer_agreement
+from labeling.disputes.agreement import COHEN, FLEISS, agreement_figures, reviewer_agreement
 from labeling.models import Rubric
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import change_content, give_label, make_cases

@@ -7,7 +7,7 @@ from io import BytesIO
 import pytest
 from django.urls import reverse
 
-from labeling.exporting import cases_export
+from labeling.datasets.exporting import cases_export
 from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import, cases_import_objects
 from labeling.models import Case

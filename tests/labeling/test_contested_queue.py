@@ -5,9 +5,9 @@ tests/judges/test_second_opinion_report.py."""
 
 import pytest
 
-from labeling import services
+from labeling.disputes import services
 from labeling.models import CaseTally, LabelRequest
-from labeling.queue import NEEDED, next_case
+from labeling.queue.selectors import NEEDED, next_case
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import give_label, make_cases
 

@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from labeling import services
+from labeling.disputes import services as dispute_services
+from labeling.queue import services
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import change_content, give_label, make_cases
 
@@ -19,7 +20,7 @@ def test_it_counts_the_states_of_the_cases(lead_client, lead, dataset, rubric, r
     for case, (a, b) in ((agreed, ("pass", "pass")), (tie, ("pass", "fail")), (decided, ("fail", "pass"))):
         give_label(case, rubric, reviewer, a)
         give_label(case, rubric, second_reviewer, b)
-    services.adjudicate(case=decided, rubric=rubric, verdict="fail", by=lead)
+    dispute_services.adjudicate(case=decided, rubric=rubric, verdict="fail", by=lead)
     give_label(half, rubric, reviewer, "fail")
     give_label(changed, rubric, reviewer, "pass")
     change_content(changed, "different now")

@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, CaseTally, LabelRequest
-from labeling.selectors import cases_with_human_verdict
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, make_cases
 

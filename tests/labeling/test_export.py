@@ -5,7 +5,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from labeling.exporting import cases_export, labels_export, report_export
+from labeling.datasets.exporting import cases_export, labels_export, report_export
 from labeling.importing import Format
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import labels_import

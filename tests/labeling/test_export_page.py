@@ -5,7 +5,7 @@ import pytest
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 
-from labeling.exporting import cases_export
+from labeling.datasets.exporting import cases_export
 from labeling.importing import Format
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, Label

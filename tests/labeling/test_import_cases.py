@@ -7,11 +7,11 @@ from django.core.management import CommandError, call_command
 from django.db.models import JSONNull
 from django.utils import timezone
 
+from labeling.disputes.selectors import counting_labels
 from labeling.importing import Format, ImportRejected, format_for, reading
 from labeling.importing import cases as importing
 from labeling.importing.cases import cases_import
 from labeling.models import Case, Dataset, Label, case_split, labeled_content_hash
-from labeling.selectors import counting_labels
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 
-from labeling import services
 from labeling.models import CaseTally, Label, Skip
+from labeling.queue import services
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, label_form, make_case, make_cases, queue_url
 

@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
-from labeling.models import PolicyDocument
-from labeling.services import LabelingRefused, policy_write
+from labeling.models import LabelingRefused, PolicyDocument
+from labeling.policies.services import policy_write
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from labeling import services
+from labeling.disputes import services as dispute_services
 from labeling.models import Case, CaseTally, Label, Rubric, Skip
-from labeling.queue import CHANGED, NEEDED, SKIPPED, next_case
+from labeling.queue import services
+from labeling.queue.selectors import CHANGED, NEEDED, SKIPPED, next_case
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import (
     HTMX,
@@ -130,7 +131,7 @@ def test_a_leads_request_brings_a_full_case_back_for_reviewers_who_have_not_labe
     give_label(full, rubric, second_reviewer)
     give_label(fresh, rubric, second_reviewer)
     assert served(dataset, rubric, reviewer) == (None, None)
-    services.request_another_label(case=full, rubric=rubric, by=lead)
+    dispute_services.request_another_label(case=full, rubric=rubric, by=lead)
     assert served(dataset, rubric, reviewer) == ("c000", NEEDED)
     assert served(dataset, rubric, second_reviewer) == (None, None)  # never one they labeled
     give_label(full, rubric, reviewer)
@@ -140,9 +141,9 @@ def test_a_leads_request_brings_a_full_case_back_for_reviewers_who_have_not_labe
 def test_a_request_is_refused_while_an_earlier_one_waits(dataset, rubric, second_reviewer, lead):
     case = make_case(dataset, "contested")
     give_label(case, rubric, second_reviewer)
-    services.request_another_label(case=case, rubric=rubric, by=lead)
+    dispute_services.request_another_label(case=case, rubric=rubric, by=lead)
     with pytest.raises(services.LabelingRefused):
-        services.request_another_label(case=case, rubric=rubric, by=lead)
+        dispute_services.request_another_label(case=case, rubric=rubric, by=lead)
     assert CaseTally.objects.get(case=case, rubric=rubric).requested == 1
 
 
@@ -214,7 +215,7 @@ def test_it_is_blind_to_other_reviewers_and_adjudications(
     rubric.save()
     case = make_case(dataset, "blind")
     give_label(case, rubric, second_reviewer, verdict="fail", note="SECRET-NOTE-OF-ROB")
-    services.adjudicate(case=case, rubric=rubric, verdict="fail", note="SECRET-DECISION", by=lead)
+    dispute_services.adjudicate(case=case, rubric=rubric, verdict="fail", note="SECRET-DECISION", by=lead)
     response = reviewer_client.get(queue_url(dataset, rubric))
     body = response.content.decode()
     assert response.context["case"].pk == case.pk

@@ -5,9 +5,9 @@ orders (the order is read from the dataset row the view already has)."""
 
 import pytest
 
-from labeling import services
 from labeling.models import Dataset
-from labeling.queue import CHANGED, NEEDED, next_case
+from labeling.queue import services
+from labeling.queue.selectors import CHANGED, NEEDED, next_case
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, label_form, make_cases, queue_url
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,9 @@ import random
 
 from django.db.models import Count, F
 
-from labeling import services
+from labeling.disputes import services as dispute_services
 from labeling.models import Case, CaseTally, Label, LabelRequest, Rubric
+from labeling.queue import services
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import change_content, give_label, make_case, make_cases
 
@@ -47,7 +48,7 @@ def test_label_counts_follow_every_kind_of_write(dataset, other_dataset, rubric,
         Label(case=case, rubric=rubric, reviewer=second_reviewer, verdict="pass", content_hash=case.content_hash)
         for case in cases
     ])
-    services.request_another_label(case=cases[0], rubric=rubric, by=lead)
+    dispute_services.request_another_label(case=cases[0], rubric=rubric, by=lead)
     assert_state_is_true()
     Label.objects.filter(case__in=cases[:2], reviewer=second_reviewer).delete()
     LabelRequest.objects.all().delete()
@@ -87,7 +88,7 @@ def test_state_stays_true_under_random_writes(dataset, rubric, lead):
             change_content(case, f"output {rng.random()}")
         elif action < 0.9:
             try:
-                services.request_another_label(case=case, rubric=rub, by=lead)
+                dispute_services.request_another_label(case=case, rubric=rub, by=lead)
             except services.LabelingRefused:
                 pass
         else:

@@ -12,9 +12,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from labeling import services
 from labeling.models import Case, CaseTally, Label
-from labeling.queue import CHANGED, next_case
+from labeling.queue import services
+from labeling.queue.selectors import CHANGED, next_case
 from tests.conftest import make_user
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, label_form, make_cases, queue_url
 

@@ -1,7 +1,7 @@
 import pytest
 
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, labeled_content_hash
-from labeling.selectors import cases_with_human_verdict
 from tests.conftest import make_user
 
 

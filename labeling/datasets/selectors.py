@@ -1,57 +1,12 @@
-"""Reads that cross relations: human verdicts and what counts as a label."""
+"""Reads of the dataset and case pages (the import/export area) and of the cases API."""
 
 import heapq
 
-from django.db.models import (
-    BooleanField,
-    Count,
-    ExpressionWrapper,
-    F,
-    Max,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    Value,
-    When,
-)
-from django.db.models import Case as SqlCase
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.db.models.functions import Left
 
 from labeling.importing.reading import sample_key
-from labeling.models import Adjudication, Case, Dataset, Label, PolicyDocument, Rubric
-
-
-def counting_labels(*, rubric: Rubric) -> QuerySet[Label]:
-    """Labels of this rubric that still count: given against the case content as it is now."""
-    return Label.objects.filter(rubric=rubric, content_hash=F("case__content_hash"))
-
-
-def cases_with_human_verdict(*, rubric: Rubric, cases: QuerySet[Case] | None = None) -> QuerySet[Case]:
-    """Cases annotated with `passes`, `fails` (counting labels), `adjudicated` and `human_verdict`.
-
-    DESIGN: the human verdict is the lead's adjudication if there is one, else the majority of the
-    counting labels; a tie (or no label) has none. One query however many cases.
-    """
-    cases = Case.objects.all() if cases is None else cases
-    counting = Q(labels__rubric=rubric, labels__content_hash=F("content_hash"))
-    return cases.annotate(
-        passes=Count("labels", filter=counting & Q(labels__verdict="pass")),
-        fails=Count("labels", filter=counting & Q(labels__verdict="fail")),
-        adjudicated=Subquery(
-            Adjudication.objects.filter(case=OuterRef("pk"), rubric=rubric).values("verdict")[:1]
-        ),
-    ).annotate(
-        human_verdict=SqlCase(
-            When(adjudicated__isnull=False, then=F("adjudicated")),
-            When(passes__gt=F("fails"), then=Value("pass")),
-            When(fails__gt=F("passes"), then=Value("fail")),
-            default=None,
-        )
-    )
-
-
-# --- Dataset and case pages (the import/export area) -------------------------------------------------
+from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 
 PREVIEW_CHARS = 160
 
@@ -147,20 +102,3 @@ def case_labels_by_rubric(*, case: Case) -> list[dict]:
     for adjudication in Adjudication.objects.filter(case=case).select_related("rubric", "decided_by"):
         group(adjudication.rubric)["adjudication"] = adjudication
     return sorted(groups.values(), key=lambda group: group["rubric"].slug)
-
-
-def policy_newest_versions() -> dict[str, int]:
-    """slug → the newest version of every policy document. One query."""
-    rows = PolicyDocument.objects.order_by().values("slug").annotate(v=Max("version")).values_list("slug", "v")
-    return dict(rows)
-
-
-def policies_for_list() -> QuerySet[PolicyDocument]:
-    """Each policy's newest version (with its author) and how many versions it has. One query."""
-    newest = PolicyDocument.objects.filter(slug=OuterRef("slug")).order_by("-version").values("pk")[:1]
-    versions = (PolicyDocument.objects.filter(slug=OuterRef("slug")).order_by().values("slug")
-                .annotate(n=Count("pk")).values("n"))
-    return (
-        PolicyDocument.objects.filter(pk=Subquery(newest)).select_related("created_by")
-        .annotate(version_count=Subquery(versions)).order_by("slug")
-    )

@@ -16,11 +16,11 @@ from typing import Any
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q, QuerySet
 
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.importing import Format
 from labeling.importing.labels import LABEL_FIELDS
 from labeling.importing.reading import CASE_FIELDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
-from labeling.selectors import cases_with_human_verdict
 
 CHUNK = 2_000
 REPORT_FIELDS = ("external_id", "category", "split", "input", "output")

@@ -6,14 +6,14 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from evalhub.access import method_not_allowed, token_required
+from evalhub.access import token_required
 from evalhub.models import Scope
-from labeling.exporting import case_lines
+from labeling.datasets.exporting import case_lines
+from labeling.datasets.selectors import pipeline_cases
 from labeling.importing import ImportRejected, RowError
 from labeling.importing.cases import cases_import_items
 from labeling.importing.reading import CASE_KINDS, parse_json_items
-from labeling.models import Case, Dataset, PolicyDocument
-from labeling.selectors import pipeline_cases
+from labeling.models import Case, Dataset
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
 CASE_FILTERS = ("category", "split", "kind", "sample", "seed")
@@ -126,31 +126,3 @@ def cases_ingest(request: HttpRequest, slug: str) -> JsonResponse:
          "unchanged": result.unchanged},
         status=201,
     )
-
-
-@token_required(Scope.POLICIES_READ.value)
-def policy_read(request: HttpRequest, slug: str) -> JsonResponse:
-    """GET /api/policies/<slug>?version=N: one version of a policy document (the newest without
-    `version`) as {slug, version, text, sha256, created_at}: the very text a judge config references."""
-    if request.method != "GET":
-        return method_not_allowed("GET")
-    unknown = sorted(set(request.GET) - {"version"})
-    if unknown:
-        return JsonResponse({"error": f"Unknown parameter(s): {', '.join(unknown)} (known: version)."}, status=400)
-    versions = PolicyDocument.objects.filter(slug=slug).order_by("-version")
-    raw = request.GET.get("version")
-    if raw is not None:
-        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 2**31 - 1):
-            return JsonResponse({"error": "version must be a whole number, 1 or more."}, status=400)
-        versions = versions.filter(version=int(raw))
-    policy = versions.first()
-    if policy is None:
-        if raw is not None and PolicyDocument.objects.filter(slug=slug).exists():
-            return JsonResponse({"error": f"The policy {slug!r} has no version {raw}."}, status=404)
-        return JsonResponse({"error": f"No policy {slug!r}."}, status=404)
-    response = JsonResponse({
-        "slug": policy.slug, "version": policy.version, "text": policy.text, "sha256": policy.sha256,
-        "created_at": policy.created_at.isoformat(),
-    })
-    response["Cache-Control"] = "no-store"
-    return response

@@ -1,38 +1,19 @@
 """The policy documents' pages: everyone signed in reads them (the history, any version); leads write
 the next version, seeing its diff against the last before saving. Writes go through
-labeling.services.policy_write; a saved version never changes."""
+labeling.policies.services.policy_write; a saved version never changes."""
 
 import difflib
 
-from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from labeling import services
-from labeling.forms import _clean_slug
-from labeling.models import PolicyDocument
-from labeling.selectors import policies_for_list
-
-MAX_POLICY_CHARS = 200_000
-
-
-class PolicyForm(forms.Form):
-    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 18, "spellcheck": "false"}), strip=False,
-                           max_length=MAX_POLICY_CHARS)
-
-
-class NewPolicyForm(PolicyForm):
-    slug = forms.SlugField(max_length=100, help_text="Fixed once saved: configs and the agent name the policy by it.")
-    field_order = ["slug", "text"]
-
-    def clean_slug(self) -> str:
-        slug = _clean_slug(self.cleaned_data["slug"])
-        if PolicyDocument.objects.filter(slug=slug).exists():
-            raise forms.ValidationError("A policy with this slug exists: write its next version from its page.")
-        return slug
+from labeling.models import LabelingRefused, PolicyDocument
+from labeling.policies import services
+from labeling.policies.forms import NewPolicyForm, PolicyForm
+from labeling.policies.selectors import policies_for_list
 
 
 def text_diff(old: str, new: str) -> list[tuple[str, str]]:
@@ -104,7 +85,7 @@ def _write(request: HttpRequest, form: PolicyForm, slug: str) -> PolicyDocument 
     before = PolicyDocument.objects.filter(slug=slug).order_by("-version").values_list("pk", flat=True).first()
     try:
         policy = services.policy_write(slug=slug, text=form.cleaned_data["text"], by=request.user)
-    except services.LabelingRefused as exc:
+    except LabelingRefused as exc:
         form.add_error("text", str(exc))
         return None
     if policy.pk == before:
