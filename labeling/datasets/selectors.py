@@ -73,10 +73,12 @@ def dataset_categories(*, dataset: Dataset) -> list[dict]:
     )
 
 
-def case_for_page(*, case_id: int) -> Case:
-    """One case with its dataset and `checks_tool_argument` (SQL NULL: not checked; JSON null: checked)."""
+def case_for_page(*, case_id: int, datasets: QuerySet[Dataset] | None = None) -> Case:
+    """One case (of `datasets`, every dataset when None) with its dataset and `checks_tool_argument` (SQL
+    NULL: not checked; JSON null: checked)."""
+    cases = Case.objects.all() if datasets is None else Case.objects.filter(dataset__in=datasets)
     return (
-        Case.objects.select_related("dataset")
+        cases.select_related("dataset")
         .annotate(checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False),
                                                          output_field=BooleanField()))
         .get(pk=case_id)

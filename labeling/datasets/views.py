@@ -57,13 +57,9 @@ def _get_dataset_for_user(request: HttpRequest, slug: str, *, lead_only: bool = 
 
     The 404 comes first so that a reviewer cannot learn which datasets exist from a 403.
     """
-    dataset = get_object_or_404(Dataset, slug=slug)
-    user = request.user
-    if not user.is_lead:
-        if not dataset.reviewers.filter(pk=user.pk).exists():
-            raise Http404("No such dataset.")
-        if lead_only:
-            raise PermissionDenied("Only leads may do this.")
+    dataset = get_object_or_404(Dataset.objects.visible_to(request.user), slug=slug)
+    if lead_only and not request.user.is_lead:
+        raise PermissionDenied("Only leads may do this.")
     return dataset
 
 
@@ -237,12 +233,9 @@ def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
 def _get_case_for_user(request: HttpRequest, case_id: int) -> Case:
     """A case of a dataset the user may see; 404 otherwise, as for the dataset itself."""
     try:
-        case = case_for_page(case_id=case_id)
+        return case_for_page(case_id=case_id, datasets=Dataset.objects.visible_to(request.user))
     except Case.DoesNotExist:
         raise Http404("No such case.") from None
-    if not request.user.is_lead and not case.dataset.reviewers.filter(pk=request.user.pk).exists():
-        raise Http404("No such case.")
-    return case
 
 
 # Entries of a trace or metadata listed on a page; each value is bounded by the json_view filter.

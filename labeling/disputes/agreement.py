@@ -19,8 +19,7 @@ def reviewer_agreement(*, rubric: Rubric, dataset_id: int | None = None) -> dict
     Returns {"percent", "pairs", "cases", "kappa", "kappa_kind", "raters", "kappa_note"}: see
     `agreement_figures`. One query.
     """
-    # A stale label was given against older content: it no longer counts (kept exact by triggers).
-    labels = Label.objects.filter(rubric=rubric, stale=False)
+    labels = Label.objects.counting().filter(rubric=rubric)
     # Only a case with two or more labels of the rubric can make a pair: its tally counts them (counting
     # or not), so the labels of the rest (most cases of a 1-label rubric) stay in the database.
     paired = CaseTally.objects.filter(rubric=rubric, labels__gte=2)

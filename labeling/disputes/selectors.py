@@ -9,14 +9,24 @@ from django.db.models import Case as SqlCase
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from evalhub.models import User
-from labeling.models import Adjudication, Case, CaseTally, Dataset, Label, Rubric, Skip
+from labeling.models import (
+    Adjudication,
+    Case,
+    CaseTally,
+    Dataset,
+    Label,
+    Rubric,
+    Skip,
+    label_counts,
+    label_stopped_counting,
+)
 
 OPEN, DECIDED, ALL = "open", "decided", "all"
 
 
 def counting_labels(*, rubric: Rubric) -> QuerySet[Label]:
     """Labels of this rubric that still count: given against the case content as it is now."""
-    return Label.objects.filter(rubric=rubric, content_hash=F("case__content_hash"))
+    return Label.objects.counting().filter(rubric=rubric)
 
 
 def cases_with_human_verdict(*, rubric: Rubric, cases: QuerySet[Case] | None = None) -> QuerySet[Case]:
@@ -26,7 +36,7 @@ def cases_with_human_verdict(*, rubric: Rubric, cases: QuerySet[Case] | None = N
     counting labels; a tie (or no label) has none. One query however many cases.
     """
     cases = Case.objects.all() if cases is None else cases
-    counting = Q(labels__rubric=rubric, labels__content_hash=F("content_hash"))
+    counting = Q(labels__rubric=rubric) & label_counts("labels__")
     return cases.annotate(
         passes=Count("labels", filter=counting & Q(labels__verdict="pass")),
         fails=Count("labels", filter=counting & Q(labels__verdict="fail")),
@@ -66,7 +76,7 @@ def rubric_counts(*, dataset: Dataset, rubric: Rubric) -> dict:
         complete=Count("id", filter=Q(labels__gte=rubric.labels_per_case + F("requested"))),
     )
     cases = cases_with_human_verdict(rubric=rubric, cases=_labeled_or_decided(dataset=dataset, rubric=rubric))
-    stale = Count("labels", filter=Q(labels__rubric=rubric, labels__stale=True))
+    stale = Count("labels", filter=Q(labels__rubric=rubric) & label_stopped_counting("labels__"))
     verdicts = cases.annotate(stale_labels=stale).aggregate(
         labeled=Count("pk", filter=Q(passes__gt=0) | Q(fails__gt=0)),
         changed=Count("pk", filter=Q(stale_labels__gt=0)),
@@ -90,9 +100,9 @@ def reviewer_progress(*, dataset: Dataset, rubric: Rubric) -> list[dict]:
         .values("reviewer")
         .annotate(
             labels=Count("id"),
-            changed=Count("id", filter=Q(stale=True)),
-            passes=Count("id", filter=Q(stale=False, verdict="pass")),
-            fails=Count("id", filter=Q(stale=False, verdict="fail")),
+            changed=Count("id", filter=label_stopped_counting()),
+            passes=Count("id", filter=label_counts() & Q(verdict="pass")),
+            fails=Count("id", filter=label_counts() & Q(verdict="fail")),
         )
     }
     skips = dict(
@@ -167,7 +177,7 @@ def disputes_by_queue() -> list[dict]:
     """
     decided = Adjudication.objects.filter(case=OuterRef("case"), rubric=OuterRef("rubric"))
     per_case = (
-        Label.objects.filter(stale=False)
+        Label.objects.counting()
         .values("dataset", "rubric", "case")
         .annotate(
             passes=Count("id", filter=Q(verdict="pass")),

@@ -1,8 +1,10 @@
 """Reads for a reviewer's labeling queue: which case comes next, their progress, their history.
 
 The next case is one SQL query whatever the dataset's size. It reads two things the database keeps
-(migration 0003): Label.stale ("changed since you labeled") and CaseTally, one row per (case, rubric)
-with its number of labels and of lead requests, indexed in queue order.
+(the triggers of migration 0003_queue_triggers, redefined in 0004 and 0006): Label.stale ("changed since
+you labeled": the label stopped counting, LABEL_STOPPED_COUNTING_SQL in labeling/models.py) and
+CaseTally, one row per (case, rubric) with its number of labels and of lead requests, indexed in queue
+order.
 """
 
 from collections import Counter
@@ -14,7 +16,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from evalhub.models import User
-from labeling.models import Case, CaseTally, Dataset, Label, Rubric
+from labeling.models import LABEL_STOPPED_COUNTING_SQL, Case, CaseTally, Dataset, Label, Rubric
 
 CHANGED, NEEDED, SKIPPED = "changed", "needed", "skipped"
 _REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
@@ -33,7 +35,7 @@ SELECT c.*, q.tier AS queue_tier,
   SELECT * FROM (
     SELECT l.case_id AS case_id, 0 AS tier, 0 AS k1, l.case_id AS k2
     FROM labeling_label l
-    WHERE l.reviewer_id = %(me)s AND l.rubric_id = %(rubric)s AND l.dataset_id = %(dataset)s AND l.stale
+    WHERE l.reviewer_id = %(me)s AND l.rubric_id = %(rubric)s AND l.dataset_id = %(dataset)s AND {changed}
       AND NOT EXISTS (SELECT 1 FROM labeling_skip s
                       WHERE s.case_id = l.case_id AND s.rubric_id = l.rubric_id AND s.reviewer_id = l.reviewer_id)
     ORDER BY l.case_id LIMIT 1
@@ -59,7 +61,7 @@ SELECT c.*, q.tier AS queue_tier,
     JOIN labeling_casetally t ON t.case_id = s.case_id AND t.rubric_id = s.rubric_id
     LEFT JOIN labeling_label l ON l.case_id = s.case_id AND l.rubric_id = s.rubric_id AND l.reviewer_id = s.reviewer_id
     WHERE s.reviewer_id = %(me)s AND s.rubric_id = %(rubric)s AND t.dataset_id = %(dataset)s
-      AND (l.stale OR (l.id IS NULL AND t.labels < %(per_case)s + t.requested AND {free}))
+      AND ({changed} OR (l.id IS NULL AND t.labels < %(per_case)s + t.requested AND {free}))
     ORDER BY s.created_at, s.case_id LIMIT 1 {lock}
   ) skipped
 ) q JOIN labeling_case c ON c.id = q.case_id
@@ -99,7 +101,8 @@ _NEEDED_ORDER = {
 def _next_case_sql(*, lock: bool, queue_order: str = Dataset.QueueOrder.FEWEST_LABELS) -> str:
     lock_clause = _SKIP_LOCKED if lock and connection.features.has_select_for_update_skip_locked else ""
     keys, order = _NEEDED_ORDER.get(queue_order, _NEEDED_ORDER[Dataset.QueueOrder.FEWEST_LABELS])
-    return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause, keys=keys, order=order)
+    return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause, keys=keys, order=order,
+                                 changed=LABEL_STOPPED_COUNTING_SQL.format(label="l"))
 
 
 def next_case(
@@ -177,7 +180,7 @@ def progress_of(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Progress
     mine = Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset)
     everyone = dataset_tallies(dataset=dataset, rubric=rubric)
     return Progress(
-        mine=mine.count(), mine_changed=mine.filter(stale=True).count(), cases=everyone["cases"],
+        mine=mine.count(), mine_changed=mine.stopped_counting().count(), cases=everyone["cases"],
         done=everyone["done"], labels=everyone["labels"],
     )
 
@@ -201,7 +204,7 @@ def queues_for(*, user: User) -> list[dict]:
     leads every dataset. Draft and live rubrics alike: labels are what a rubric is calibrated on before
     it is promoted.
     """
-    datasets = list(Dataset.objects.all() if user.is_lead else user.assigned_datasets.all())
+    datasets = list(Dataset.objects.visible_to(user))
     rubrics = list(Rubric.objects.order_by("slug"))
     counts = {
         (row["case__dataset"], row["rubric"]): row["n"]
@@ -219,7 +222,7 @@ def queues_for(*, user: User) -> list[dict]:
     left = Counter({(row["dataset"], row["rubric"]): row["n"] for row in needing})
     left.update({
         (row["dataset"], row["rubric"]): row["n"]
-        for row in Label.objects.filter(reviewer=user, stale=True, dataset__in=datasets)
+        for row in Label.objects.stopped_counting().filter(reviewer=user, dataset__in=datasets)
         .values("dataset", "rubric").annotate(n=Count("id"))
     })
     return [
@@ -241,8 +244,7 @@ def labels_history(
     """The user's labels, newest first, with `changed` (stopped counting), for the datasets they may see;
     `search` matches the case's id or the label's note."""
     labels = Label.objects.filter(reviewer=user)
-    if not user.is_lead:
-        labels = labels.filter(case__dataset__in=user.assigned_datasets.all())
+    labels = labels.filter(case__dataset__in=Dataset.objects.visible_to(user))
     if dataset is not None:
         labels = labels.filter(case__dataset=dataset)
     if rubric is not None:

@@ -27,9 +27,8 @@ from labeling.queue.selectors import (
 
 def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
     """The (dataset, rubric) queue: 404 for a dataset the reviewer is not assigned to (one query each)."""
-    user = request.user
-    datasets = Dataset.objects.all() if user.is_lead else Dataset.objects.filter(reviewers=user)
-    return get_object_or_404(datasets, slug=slug), get_object_or_404(Rubric, slug=rubric_slug)
+    dataset = get_object_or_404(Dataset.objects.visible_to(request.user), slug=slug)
+    return dataset, get_object_or_404(Rubric, slug=rubric_slug)
 
 
 def _render_queue(
