@@ -9,11 +9,12 @@ from django.views.decorators.csrf import csrf_exempt
 from evalhub.access import token_required
 from evalhub.models import Scope
 from labeling.datasets.exporting import case_lines
+from labeling.datasets.forms import case_filters
 from labeling.datasets.selectors import pipeline_cases
 from labeling.importing import ImportRejected, RowError
 from labeling.importing.cases import cases_import_items
-from labeling.importing.reading import CASE_KINDS, parse_json_items
-from labeling.models import Case, Dataset
+from labeling.importing.reading import parse_json_items
+from labeling.models import Dataset
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
 CASE_FILTERS = ("category", "split", "kind", "sample", "seed")
@@ -43,7 +44,7 @@ def cases_read(request: HttpRequest, slug: str) -> HttpResponse:
     dataset = Dataset.objects.filter(slug=slug).first()
     if dataset is None:
         return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
-    filters, errors = _case_filters(request.GET)
+    filters, errors = _pipeline_arguments(request.GET)
     if errors:
         return JsonResponse({"errors": [{"field": name, "message": message} for name, message in errors]},
                             status=400)
@@ -53,19 +54,17 @@ def cases_read(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
-def _case_filters(query) -> tuple[dict, list[tuple[str, str]]]:
-    """The pipeline_cases arguments from a query string, or every problem with it."""
+def _pipeline_arguments(query) -> tuple[dict, list[tuple[str, str]]]:
+    """The pipeline_cases arguments from a query string (the case list's filters, then the sample), or every
+    problem with it."""
     errors: list[tuple[str, str]] = []
     for name in query:
         if name not in CASE_FILTERS:
             errors.append((name, f"is not a filter (known: {', '.join(CASE_FILTERS)})"))
         elif len(query.getlist(name)) > 1:
             errors.append((name, "is given more than once"))
-    filters: dict = {name: query.get(name) for name in ("category", "split", "kind") if name in query}
-    if filters.get("split") not in (None, *Case.Split.values):
-        errors.append(("split", f"must be {' or '.join(Case.Split.values)}"))
-    if filters.get("kind") not in (None, "", *CASE_KINDS):
-        errors.append(("kind", f"must be one of {', '.join(CASE_KINDS)}, or empty for cases without a kind"))
+    filters, problems = case_filters(query, page=False)
+    errors += problems
     sample, seed = query.get("sample"), query.get("seed")
     if sample is not None:
         if not (sample.isascii() and sample.isdigit() and int(sample) >= 1):

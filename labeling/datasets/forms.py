@@ -1,9 +1,11 @@
 from django import forms
 from django.conf import settings
+from django.http import QueryDict
 from django.template.defaultfilters import filesizeformat
 
 from labeling.importing import Format, format_for
-from labeling.models import Dataset, Rubric
+from labeling.importing.reading import CASE_KINDS
+from labeling.models import Case, Dataset, Rubric
 
 # Slugs that would shadow a page's URL (/datasets/new/, /rubrics/new/).
 RESERVED_SLUGS = {"new"}
@@ -95,3 +97,29 @@ class CaseImportForm(_UploadForm):
 
 class LabelImportForm(_UploadForm):
     rubric = forms.ModelChoiceField(queryset=Rubric.objects.order_by("slug"), to_field_name="slug")
+
+
+# The case list's kind filter value for the cases without a calibration kind (the API says it with kind=).
+KIND_UNSET = "unset"
+
+
+def case_filters(query: QueryDict, *, page: bool) -> tuple[dict, list[tuple[str, str]]]:
+    """The category, split and kind filters of a case list from a query string, as dataset_case_rows and
+    pipeline_cases take them (a name left out is not filtered), and every problem as (field, message).
+
+    A page's query (`page=True`) leaves out an empty value (its "all" choice) and its kind "unset" selects
+    the cases without a kind; the API's keeps an empty value (kind= selects the cases without one). A
+    value with a problem is left out of the filters.
+    """
+    filters: dict = {name: query.get(name) for name in ("category", "split", "kind")
+                     if name in query and (query.get(name) or not page)}
+    if page and filters.get("kind") == KIND_UNSET:
+        filters["kind"] = ""
+    errors: list[tuple[str, str]] = []
+    if filters.get("split") not in (None, *Case.Split.values):
+        errors.append(("split", f"must be {' or '.join(Case.Split.values)}"))
+        del filters["split"]
+    if filters.get("kind") not in (None, "", *CASE_KINDS):
+        errors.append(("kind", f"must be one of {', '.join(CASE_KINDS)}, or empty for cases without a kind"))
+        del filters["kind"]
+    return filters, errors

@@ -20,11 +20,13 @@ from evalhub.tables import table_query
 from labeling.datasets import services
 from labeling.datasets.exporting import cases_export, labels_export, report_export, report_rubrics
 from labeling.datasets.forms import (
+    KIND_UNSET,
     CaseImportForm,
     DatasetCreateForm,
     LabelImportForm,
     RubricCreateForm,
     RubricEditForm,
+    case_filters,
 )
 from labeling.datasets.selectors import (
     CASE_SORTS,
@@ -82,15 +84,15 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """Leads' list of a dataset's cases, 50 a page, filtered by category and split, searched, sorted."""
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
     table = table_query(request, sorts=CASE_SORTS, default="imported")
-    category, split, kind = _case_filters(request.GET)
-    rows = dataset_case_rows(dataset=dataset, category=category, split=split, kind=kind,
-                             search=table.search, ordering=table.ordering)
+    chosen, _ = case_filters(request.GET, page=True)  # an unknown split or kind is no filter
+    rows = dataset_case_rows(dataset=dataset, search=table.search, ordering=table.ordering, **chosen)
     page = Paginator(rows, CASES_PER_PAGE).get_page(request.GET.get("page"))
     filters = request.GET.copy()
     filters.pop("page", None)
     context = {
-        "dataset": dataset, "page": page, "category": category or "", "split": split or "", "table": table,
-        "kind": request.GET.get("kind", "") if kind is not None else "", "kinds": CASE_KINDS, "unset": KIND_UNSET,
+        "dataset": dataset, "page": page, "category": chosen.get("category", ""), "split": chosen.get("split", ""),
+        "table": table, "kind": request.GET.get("kind", "") if "kind" in chosen else "", "kinds": CASE_KINDS,
+        "unset": KIND_UNSET,
         "filter_query": filters.urlencode(),
     }
     if request.htmx:
@@ -102,20 +104,6 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "all_rubrics": Rubric.objects.order_by("slug"),
     }
     return render(request, "labeling/dataset_detail.html", context)
-
-
-# The kind filter's value for cases without a calibration kind.
-KIND_UNSET = "unset"
-
-
-def _case_filters(query) -> tuple[str | None, str | None, str | None]:
-    """(category, split, kind) of the case list from a query string; None where not filtered. A kind of
-    "unset" selects the cases without one; an unknown split or kind is no filter."""
-    category = query.get("category") or None
-    split = query.get("split") if query.get("split") in Case.Split.values else None
-    kind = query.get("kind")
-    kind = "" if kind == KIND_UNSET else kind if kind in CASE_KINDS else None
-    return category, split, kind
 
 
 @lead_required
@@ -133,10 +121,9 @@ def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
         return redirect(back)
     if request.POST.get("scope") == "filtered":
         filters = QueryDict(query)
-        category, split, chosen = _case_filters(filters)
-        cases = Case.objects.filter(pk__in=dataset_case_rows(dataset=dataset, category=category, split=split,
-                                                             kind=chosen, search=filters.get("q", "").strip())
-                                    .values("pk"))
+        chosen, _ = case_filters(filters, page=True)
+        cases = Case.objects.filter(pk__in=dataset_case_rows(dataset=dataset, search=filters.get("q", "").strip(),
+                                                             **chosen).values("pk"))
     else:
         ids = [int(pk) for pk in request.POST.getlist("case") if pk.isascii() and pk.isdigit() and len(pk) < 12]
         if not ids:
