@@ -1,6 +1,6 @@
 """A living dataset's queue (Dataset.queue_order "newest"): new ingested cases go to reviewers first, so new
 production traffic gets human verdicts; the rest of the queue order (changed labels first, skips last, a
-lead's requests, holds) stays as it is. Query counts: tests/labeling/test_queue.py's pinned ones hold for both
+lead's requests, holds) stays as it is. Query counts: tests/labeling/queue/test_queue.py's pinned ones hold for both
 orders (the order is read from the dataset row the view already has)."""
 
 import pytest
@@ -65,7 +65,7 @@ def test_label_and_next_runs_the_same_queries_in_a_living_dataset(
     cases = make_cases(living, n)
     for case in cases[: n // 2]:
         give_label(case, rubric, second_reviewer)
-    # As tests/labeling/test_queue.py's fewest-labels count: the order changes the query, not how many.
+    # As tests/labeling/queue/test_queue.py's fewest-labels count: the order changes the query, not how many.
     with django_assert_num_queries(13):
         response = reviewer_client.post(queue_url(living, rubric, "queue_label"), label_form(cases[0]), headers=HTMX)
     assert response.status_code == 200 and response.context["case"].external_id == f"c{n - 1:03d}"

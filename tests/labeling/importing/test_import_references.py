@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from labeling.models import Case
-from tests.labeling.test_import_cases import case, jsonl, rejected, run
+from tests.labeling.importing.test_import_cases import case, jsonl, rejected, run
 
 
 def test_changed_references_make_runs_stale_but_other_metadata_does_not(dataset):

@@ -113,7 +113,7 @@ def test_it_accepts_a_batch_beyond_the_form_upload_limit(client, dataset, token,
 
 
 def test_it_only_accepts_get_and_post(client, dataset, token):
-    # GET reads the cases with another scope (tests/labeling/test_api_cases_read.py)
+    # GET reads the cases with another scope (tests/labeling/datasets/test_api_cases_read.py)
     response = client.put(reverse("labeling:api_cases_ingest", args=[dataset.slug]),
                           headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 405 and response["Allow"] == "GET, POST"
