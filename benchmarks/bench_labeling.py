@@ -183,7 +183,7 @@ def main() -> None:
         from django.db import connection, connections
 
         from evalhub.models import Role, User
-        from labeling import services
+        from labeling.disputes import services
         from labeling.models import Case, CaseTally, Dataset, Label, Rubric, Skip
 
         httpd = None

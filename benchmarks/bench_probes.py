@@ -42,8 +42,8 @@ def write_probes(run) -> dict[str, int]:
     from judges.configs.cases import engine_case
     from judges.models import Judgment, Run
     from judges.runs.variants import applies, make_variant
+    from labeling.disputes.selectors import cases_with_human_verdict
     from labeling.models import Case
-    from labeling.selectors import cases_with_human_verdict
 
     rng = random.Random(9)
     humans = dict(

@@ -15,8 +15,8 @@ from django.urls import reverse
 from judges.calibration.selectors import pct, rubric_thresholds
 from judges.models import CiResult
 from judges.promotion.selectors import PromotionRow, promotion_rows
+from labeling.disputes.selectors import disputes_by_queue
 from labeling.models import CaseTally, Rubric
-from labeling.overview import disputes_by_queue
 
 
 @dataclass

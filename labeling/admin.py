@@ -68,7 +68,7 @@ class AdjudicationAdmin(AttributedAdmin):
 @admin.register(PolicyDocument)
 class PolicyDocumentAdmin(admin.ModelAdmin):
     """Shown, never written here: a version never changes, and the next one is written on the policy pages
-    (labeling.services.policy_write numbers it and hashes its text)."""
+    (labeling.policies.services.policy_write numbers it and hashes its text)."""
 
     list_display = ["slug", "version", "sha256", "created_by", "created_at"]
     list_select_related = ["created_by"]

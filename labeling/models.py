@@ -10,6 +10,45 @@ from labeling.importing.reading import case_split as case_split
 from labeling.importing.reading import labeled_content_hash as labeled_content_hash
 
 
+class LabelingRefused(Exception):
+    """A write that the rules forbid; the message is meant for the person who asked."""
+
+
+# Does a label count? Only while it was given against the case's content as it is now: its content_hash
+# equals the case's. The database keeps the answer in Label.stale (stale = the label stopped counting):
+# the triggers of migration 0003_queue_triggers (labeling_label_set_stale, labeling_case_content_changed;
+# the first redefined by 0004_label_dataset) set it to `label.content_hash <> case.content_hash` whoever
+# writes labels or cases, and the raw-SQL queue (labeling/queue/selectors.py) reads the column through
+# LABEL_STOPPED_COUNTING_SQL. Python code asks through label_counts / label_stopped_counting (or the
+# Label queryset's counting() / stopped_counting()); tests/labeling/queue/test_counting_rule.py keeps the
+# Python rule, the column and the hashes equal.
+LABEL_STOPPED_COUNTING_SQL = "{label}.stale"
+
+
+def label_counts(through: str = "") -> models.Q:
+    """The labels that count; `through` is the lookup path to the label from another model ("labels__")."""
+    return models.Q(**{f"{through}stale": False})
+
+
+def label_stopped_counting(through: str = "") -> models.Q:
+    """The labels that stopped counting ("changed since you labeled"): the case changed under them."""
+    return models.Q(**{f"{through}stale": True})
+
+
+class DatasetQuerySet(models.QuerySet):
+    def visible_to(self, user) -> "DatasetQuerySet":
+        """The datasets a user may see: every one for a lead, only their assigned ones for a reviewer."""
+        return self if user.is_lead else self.filter(reviewers=user)
+
+
+class LabelQuerySet(models.QuerySet):
+    def counting(self) -> "LabelQuerySet":
+        return self.filter(label_counts())
+
+    def stopped_counting(self) -> "LabelQuerySet":
+        return self.filter(label_stopped_counting())
+
+
 class Verdict(models.TextChoices):
     PASS = "pass", "Pass"
     FAIL = "fail", "Fail"
@@ -39,6 +78,8 @@ class Dataset(models.Model):
         help_text="Under “a share of cases first”: the percentage of cases that go first.",
     )
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = DatasetQuerySet.as_manager()
 
     class Meta:
         ordering = ["slug"]
@@ -147,18 +188,21 @@ class Label(models.Model):
     note = models.TextField(blank=True)
     # The case content this label was given against; it counts only while it equals case.content_hash.
     content_hash = models.CharField(max_length=64)
-    # content_hash != case.content_hash, stored so the queue finds "changed since you labeled" by index.
-    # Database triggers (migration 0002) keep it true whoever writes labels or cases.
+    # content_hash != case.content_hash, stored so the queue finds "changed since you labeled" by index:
+    # the label stopped counting (label_counts above). Database triggers (migration 0003_queue_triggers,
+    # redefined in 0004_label_dataset) keep it true whoever writes labels or cases.
     stale = models.BooleanField(default=False, editable=False)
     # What the label was before its last revision ({verdict, note, content_hash, updated_at}): undo restores it.
     previous = models.JSONField(null=True, blank=True, editable=False)
-    # The case's dataset, copied by the same triggers, so a reviewer's counts and last label in one
-    # queue come from one index instead of a join over all their labels.
+    # The case's dataset, copied by the same triggers (since migration 0004_label_dataset), so a reviewer's
+    # counts and last label in one queue come from one index instead of a join over all their labels.
     dataset = models.ForeignKey(
         Dataset, null=True, blank=True, editable=False, on_delete=models.CASCADE, related_name="+", db_index=False
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = LabelQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -237,9 +281,10 @@ class CaseTally(models.Model):
     """What the labeling queue knows about one (case, rubric): how many labels and requests it has.
 
     One row per case and rubric, so the queue picks "the fewest labels first" from an index instead of
-    counting 200,000 labels on every request. Database triggers (migration 0002) create the rows when a
-    case or rubric is created and keep the counts exact on every insert and delete of labels and label
-    requests — whoever writes them: the labeling services, imports, the admin, bulk writes.
+    counting 200,000 labels on every request. Database triggers (migration 0003_queue_triggers) create the
+    rows when a case or rubric is created and keep the counts exact on every insert and delete of labels
+    and label requests — whoever writes them: the labeling services, imports, the admin, bulk writes. A
+    label also ends its reviewer's claim in the same trigger (migration 0006_hold_ends_on_label).
     """
 
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="tallies")

@@ -23,9 +23,10 @@ from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
-from labeling.agreement import reviewer_agreement
+from labeling.disputes.agreement import reviewer_agreement
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, Rubric
-from labeling.selectors import cases_with_human_verdict, policy_newest_versions
+from labeling.policies.selectors import policy_newest_versions
 
 NOT_FINISHED = "the run has not finished"
 

@@ -43,8 +43,8 @@ from judges.calibration.selectors import (
 from judges.models import Run
 from judges.probes.selectors import probe_panel
 from judges.runs import selectors
-from labeling.models import LabelRequest
-from labeling.services import LabelingRefused, request_more_labels
+from labeling.disputes.services import request_more_labels
+from labeling.models import LabelingRefused, LabelRequest
 
 ROWS_PER_PAGE = 50
 REPORT_ROWS_PER_PAGE = 20  # the report's disagreements: each row holds every repeat's reason

@@ -13,7 +13,7 @@ from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run
 from labeling.models import Case, Dataset, Label, Rubric
-from labeling.selectors import policy_newest_versions
+from labeling.policies.selectors import policy_newest_versions
 
 
 def alias_warnings(spec: dict) -> list[str]:

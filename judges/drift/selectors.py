@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pandas as pd
-from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS
 from judges.calibration.selectors import case_frame, not_evaluated_judgments, pct
@@ -53,8 +53,8 @@ def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEv
 
 def old_case_ids(*, rubric: Rubric, dataset_id: int, since: datetime) -> set[int]:
     """Cases of the dataset with a counting label or an adjudication of the rubric from `since` or before. One query."""
-    labelled = Label.objects.filter(
-        rubric=rubric, case__dataset_id=dataset_id, content_hash=F("case__content_hash"), created_at__lte=since
+    labelled = Label.objects.counting().filter(
+        rubric=rubric, case__dataset_id=dataset_id, created_at__lte=since
     ).values_list("case_id", flat=True)
     decided = Adjudication.objects.filter(
         rubric=rubric, case__dataset_id=dataset_id, decided_at__lte=since

@@ -17,8 +17,8 @@ from judges.models import Judgment, Run, RunChunk
 from judges.probes.variants import PROBE_LABELS
 from judges.runs.services import RunError, queue_run_work
 from judges.runs.variants import PROBE_KINDS, applies
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Case
-from labeling.selectors import cases_with_human_verdict
 
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 

@@ -35,7 +35,7 @@ from judges.drift.selectors import drift_reason, evidence_events, newest_checks
 from judges.models import CiResult, JudgeConfig, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.models import Case, Rubric
-from labeling.selectors import policy_newest_versions
+from labeling.policies.selectors import policy_newest_versions
 
 # Rules that say the same as a stale reason: shown once, as the stale reason.
 _SAID_BY_STALENESS = {"newest_config", "not_stale"}

@@ -10,7 +10,7 @@ from itertools import chain
 
 from judges.models import Judgment, Run
 from judges.runs.importing import EXTERNAL, JUDGMENT_FIELDS
-from labeling.exporting import csv_lines
+from labeling.datasets.exporting import csv_lines
 from labeling.importing import Format
 
 CHUNK = 2_000
@@ -52,7 +52,7 @@ def judgments_export(*, run: Run, fmt: Format, neutralise_formulas: bool = False
     """The run's judgments, one per (case, repeat), as JSONL or CSV (scores as JSON text in its cell).
 
     neutralise_formulas: a CSV for reading in a spreadsheet, which does not import unchanged (see
-    labeling.exporting).
+    labeling.datasets.exporting).
     """
     if fmt == Format.JSONL:
         for record in _records(run):

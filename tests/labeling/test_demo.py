@@ -7,10 +7,10 @@ from django.core.management import call_command
 
 from evalhub.demo.labeling import DEMO_PASSWORD, NEEDLESS_TOOL, NO_TOOL_CALL, WRONG_ARGUMENT, load_demo
 from evalhub.models import User
-from labeling.agreement import reviewer_agreement
+from labeling.disputes.agreement import reviewer_agreement
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.importing.reading import CASE_KINDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric, case_split, labeled_content_hash
-from labeling.selectors import cases_with_human_verdict
 
 
 def test_it_loads_the_store_support_demo(db):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.exporting import labels_export
+from labeling.datasets.exporting import labels_export
 from labeling.importing import Format
 from labeling.management.commands._files import (
     FORMAT_CHOICES,

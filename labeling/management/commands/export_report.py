@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from labeling.exporting import report_export
+from labeling.datasets.exporting import report_export
 from labeling.management.commands._files import write_output
 from labeling.models import Dataset
 

@@ -9,7 +9,7 @@ from judges.configs import services as config_services
 from judges.configs.cases import engine_case
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages
 from judges.models import JudgeConfig, Run
-from labeling.services import policy_write
+from labeling.policies.services import policy_write
 from tests.conftest import make_user
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 

@@ -1,0 +1,296 @@
+"""The dataset and case pages: datasets, their cases and case kinds, rubrics, import and export."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
+from evalhub.tables import table_query
+from labeling.datasets import services
+from labeling.datasets.exporting import cases_export, labels_export, report_export, report_rubrics
+from labeling.datasets.forms import (
+    KIND_UNSET,
+    CaseImportForm,
+    DatasetCreateForm,
+    LabelImportForm,
+    RubricCreateForm,
+    RubricEditForm,
+    case_filters,
+)
+from labeling.datasets.selectors import (
+    CASE_SORTS,
+    case_for_page,
+    case_labels_by_rubric,
+    dataset_case_rows,
+    dataset_categories,
+    datasets_with_counts,
+)
+from labeling.importing import Format, ImportRejected
+from labeling.importing.cases import cases_import
+from labeling.importing.labels import labels_import
+from labeling.importing.reading import CASE_KINDS
+from labeling.models import Case, Dataset, Rubric
+
+
+@lead_required
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "labeling/dataset_list.html", {"datasets": datasets_with_counts()})
+
+
+@lead_required
+def rubric_list(request: HttpRequest) -> HttpResponse:
+    rubrics = Rubric.objects.annotate(label_count=Count("labels")).order_by("slug")
+    return render(request, "labeling/rubric_list.html", {"rubrics": rubrics})
+
+
+def _get_dataset_for_user(request: HttpRequest, slug: str, *, lead_only: bool = False) -> Dataset:
+    """404 for a dataset the user may not see (a reviewer's unassigned one), then 403 on leads' pages.
+
+    The 404 comes first so that a reviewer cannot learn which datasets exist from a 403.
+    """
+    dataset = get_object_or_404(Dataset.objects.visible_to(request.user), slug=slug)
+    if lead_only and not request.user.is_lead:
+        raise PermissionDenied("Only leads may do this.")
+    return dataset
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+def dataset_create(request: HttpRequest) -> HttpResponse:
+    form = DatasetCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        dataset = form.save()
+        messages.success(request, f"Dataset {dataset.slug} created. Import its cases.")
+        return redirect("labeling:dataset_import", slug=dataset.slug)
+    return render(request, "labeling/dataset_create.html", {"form": form})
+
+
+CASES_PER_PAGE = 50
+
+
+@vary_on_headers("HX-Request")
+def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Leads' list of a dataset's cases, 50 a page, filtered by category and split, searched, sorted."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    table = table_query(request, sorts=CASE_SORTS, default="imported")
+    chosen, _ = case_filters(request.GET, page=True)  # an unknown split or kind is no filter
+    rows = dataset_case_rows(dataset=dataset, search=table.search, ordering=table.ordering, **chosen)
+    page = Paginator(rows, CASES_PER_PAGE).get_page(request.GET.get("page"))
+    filters = request.GET.copy()
+    filters.pop("page", None)
+    context = {
+        "dataset": dataset, "page": page, "category": chosen.get("category", ""), "split": chosen.get("split", ""),
+        "table": table, "kind": request.GET.get("kind", "") if "kind" in chosen else "", "kinds": CASE_KINDS,
+        "unset": KIND_UNSET,
+        "filter_query": filters.urlencode(),
+    }
+    if request.htmx:
+        return render(request, "labeling/dataset_detail.html#case-table", context)
+    categories = dataset_categories(dataset=dataset)
+    context |= {
+        "categories": categories, "case_count": sum(c["n"] for c in categories),
+        "splits": Case.Split.values, "rubrics": report_rubrics(dataset=dataset),
+        "all_rubrics": Rubric.objects.order_by("slug"),
+    }
+    return render(request, "labeling/dataset_detail.html", context)
+
+
+@lead_required
+@require_POST
+def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the calibration kind of the ticked cases, or of every case the filters select (`scope=filtered`).
+    The kind is not judged content: no run becomes stale."""
+    dataset = get_object_or_404(Dataset, slug=slug)
+    kind = request.POST.get("set_kind", "")
+    back = reverse("labeling:dataset_detail", args=[dataset.slug])
+    query = request.POST.get("filter_query", "")
+    back += f"?{QueryDict(query).urlencode()}" if query else ""  # back to the same filters, on our own path
+    if kind != KIND_UNSET and kind not in CASE_KINDS:
+        messages.error(request, f"Choose a kind: {', '.join(CASE_KINDS)}, or “{KIND_UNSET}” to clear it.")
+        return redirect(back)
+    if request.POST.get("scope") == "filtered":
+        filters = QueryDict(query)
+        chosen, _ = case_filters(filters, page=True)
+        cases = Case.objects.filter(pk__in=dataset_case_rows(dataset=dataset, search=filters.get("q", "").strip(),
+                                                             **chosen).values("pk"))
+    else:
+        ids = [int(pk) for pk in request.POST.getlist("case") if pk.isascii() and pk.isdigit() and len(pk) < 12]
+        if not ids:
+            messages.error(request, "Tick the cases to set, or choose “every case these filters select”.")
+            return redirect(back)
+        cases = Case.objects.filter(pk__in=ids)
+    changed = services.cases_set_kind(dataset=dataset, cases=cases, kind="" if kind == KIND_UNSET else kind)
+    messages.success(request, f"Set the kind of {changed} case{pluralize(changed)} to {kind}.")
+    return redirect(back)
+
+
+@require_http_methods(["GET", "POST"])
+def dataset_import(request: HttpRequest, slug: str) -> HttpResponse:
+    """Upload cases (or labels) from JSONL or CSV: all or nothing, every error listed by line."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    kind = request.POST.get("kind")
+    case_form = CaseImportForm(request.POST if kind == "cases" else None,
+                               request.FILES if kind == "cases" else None, prefix="cases")
+    label_form = LabelImportForm(request.POST if kind == "labels" else None,
+                                 request.FILES if kind == "labels" else None, prefix="labels")
+    rejected = None
+    form = case_form if kind == "cases" else label_form if kind == "labels" else None
+    if form is not None and form.is_valid():
+        data = form.cleaned_data
+        try:
+            if kind == "cases":
+                result = cases_import(dataset=dataset, stream=data["file"], fmt=data["fmt"],
+                                      update=data["update"])
+            else:
+                result = labels_import(dataset=dataset, rubric_slug=data["rubric"].slug, stream=data["file"],
+                                       fmt=data["fmt"])
+        except ImportRejected as exc:
+            rejected = {"kind": kind, "name": data["file"].name, "errors": exc.errors}
+        else:
+            messages.success(request, f"Imported {data['file'].name}: {result}.")
+            return redirect("labeling:dataset_detail", slug=dataset.slug)
+    return render(request, "labeling/dataset_import.html", {
+        "dataset": dataset, "case_form": case_form, "label_form": label_form, "rejected": rejected,
+        "max_bytes": settings.EVALHUB_IMPORT_MAX_BYTES,
+    })
+
+
+EXPORT_CONTENT_TYPES = {
+    Format.JSONL: "application/x-ndjson; charset=utf-8",
+    Format.CSV: "text/csv; charset=utf-8",
+}
+
+
+def dataset_export(request: HttpRequest, slug: str, kind: str) -> StreamingHttpResponse:
+    """Download cases or labels in their import format, or the report CSV; streamed, not built in memory.
+
+    `neutralise_formulas=1` makes a CSV of cases or labels safe to open in a spreadsheet (the report always
+    is); such a file is for reading and does not import unchanged.
+    """
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    try:
+        fmt = Format(request.GET.get("format") or "jsonl")
+    except ValueError:
+        raise Http404("Unknown format.") from None
+    neutralise = fmt == Format.CSV and request.GET.get("neutralise_formulas") == "1"
+    for_reading = "-for-reading" if neutralise else ""
+    if kind == "cases":
+        pieces = cases_export(dataset=dataset, fmt=fmt, neutralise_formulas=neutralise)
+        name = f"{dataset.slug}-cases{for_reading}.{fmt}"
+    elif kind == "labels":
+        rubric = get_object_or_404(Rubric, slug=request.GET.get("rubric", ""))
+        pieces = labels_export(dataset=dataset, rubric=rubric, fmt=fmt, neutralise_formulas=neutralise)
+        name = f"{dataset.slug}-labels-{rubric.slug}{for_reading}.{fmt}"
+    elif kind == "report":
+        fmt = Format.CSV
+        pieces, name = report_export(dataset=dataset), f"{dataset.slug}-report.csv"
+    else:
+        raise Http404("Unknown export.")
+    response = StreamingHttpResponse(pieces, content_type=EXPORT_CONTENT_TYPES[fmt])
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=name)
+    return response
+
+
+def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
+    """One case, readable: leads also see every label per rubric; reviewers never see labels or verdicts."""
+    case = _get_case_for_user(request, case_id)
+    metadata, metadata_more = _first(list((case.metadata or {}).items()))
+    context = {
+        "case": case,
+        "dataset": case.dataset,
+        **_trace_for_page(case),
+        "metadata": [_readable(key, value) for key, value in metadata],
+        "metadata_more": metadata_more,
+        "label_groups": case_labels_by_rubric(case=case) if request.user.is_lead else None,
+    }
+    return render(request, "labeling/case_detail.html", context)
+
+
+def _get_case_for_user(request: HttpRequest, case_id: int) -> Case:
+    """A case of a dataset the user may see; 404 otherwise, as for the dataset itself."""
+    try:
+        return case_for_page(case_id=case_id, datasets=Dataset.objects.visible_to(request.user))
+    except Case.DoesNotExist:
+        raise Http404("No such case.") from None
+
+
+# Entries of a trace or metadata listed on a page; each value is bounded by the json_view filter.
+MAX_LISTED = 50
+
+
+def _first(items: list, limit: int = MAX_LISTED) -> tuple[list, int]:
+    """The first `limit` items, and how many more there are (the page says "… N more")."""
+    return items[:limit], max(len(items) - limit, 0)
+
+
+def _readable(key: str, value) -> dict:
+    """One free field (metadata) as a person reads it: a string as text, a list of strings (references)
+    as a list, a number or a boolean as itself, anything else as indented JSON."""
+    if isinstance(value, str):
+        return {"key": key, "kind": "text", "value": value}
+    if isinstance(value, list) and value and all(isinstance(item, str) for item in value):
+        items, more = _first(value)
+        return {"key": key, "kind": "list", "value": items, "more": more}
+    if not isinstance(value, dict | list):
+        return {"key": key, "kind": "scalar", "value": value}
+    return {"key": key, "kind": "json", "value": value}
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+def rubric_create(request: HttpRequest) -> HttpResponse:
+    form = RubricCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        rubric = form.save()
+        messages.success(request, f"Rubric {rubric.slug} created as a draft.")
+        return redirect("labeling:rubric_list")
+    return render(request, "labeling/rubric_create.html", {"form": form})
+
+
+@lead_required
+@require_http_methods(["GET", "POST"])
+def rubric_edit(request: HttpRequest, slug: str) -> HttpResponse:
+    """Name, criteria and labels per case only: stage, thresholds and fail_closed go through promotion."""
+    rubric = get_object_or_404(Rubric, slug=slug)
+    form = RubricEditForm(request.POST or None, instance=rubric)
+    if request.method == "POST" and form.is_valid():
+        rubric = form.save(commit=False)
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=[*RubricEditForm.Meta.fields, "updated_at"])
+        messages.success(request, f"Rubric {rubric.slug} saved.")
+        return redirect("labeling:rubric_list")
+    return render(request, "labeling/rubric_edit.html", {"form": form, "rubric": rubric})
+
+
+def _trace_for_page(case: Case) -> dict:
+    """The trace for a page: tool calls (name, argument, result), sources, context, the rest; values raw
+    (the template bounds each with json_view), lists cut at MAX_LISTED."""
+    trace = case.trace if isinstance(case.trace, dict) else {}
+    calls, calls_more = _first([call for call in trace.get("toolCalls") or [] if isinstance(call, dict)])
+    sources, sources_more = _first([str(source) for source in trace.get("retrievedSources") or []])
+    known = {"toolCalls", "retrievedSources", "context"}
+    other, other_more = _first([(key, value) for key, value in trace.items() if key not in known])
+    return {
+        "tool_calls": [
+            {"name": call.get("name"), "argument": call.get("argument"), "has_argument": "argument" in call,
+             "result": call.get("result"), "has_result": "result" in call}
+            for call in calls
+        ],
+        "tool_calls_more": calls_more,
+        "sources": sources,
+        "sources_more": sources_more,
+        "trace_context": trace.get("context") or "",
+        "other_trace": dict(other),
+        "other_trace_more": other_more,
+    }

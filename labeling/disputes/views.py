@@ -1,0 +1,142 @@
+"""Leads' pages of one dataset and rubric: its state, and its disputes (adjudicate, ask for another label)."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import F, Q
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from evalhub.access import lead_required
+from evalhub.http import HtmxHttpRequest
+from evalhub.tables import table_query
+from labeling.datasets.views import _get_dataset_for_user
+from labeling.disputes import services
+from labeling.disputes.agreement import reviewer_agreement
+from labeling.disputes.forms import AdjudicateForm
+from labeling.disputes.selectors import (
+    ALL,
+    DECIDED,
+    OPEN,
+    cases_with_human_verdict,
+    dispute_cases,
+    dispute_counts,
+    disputes_by_queue,
+    reviewer_progress,
+    rubric_counts,
+    with_dispute_details,
+)
+from labeling.models import Case, Dataset, LabelingRefused, Rubric
+
+
+@lead_required
+def dataset_rubric(request: HttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Leads: one dataset for one rubric — counts, reviewers' agreement, each reviewer's progress."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    return render(request, "labeling/dataset_rubric.html", {
+        "dataset": dataset, "rubric": rubric,
+        "counts": rubric_counts(dataset=dataset, rubric=rubric),
+        "agreement": reviewer_agreement(rubric=rubric, dataset_id=dataset.pk),
+        "reviewers": reviewer_progress(dataset=dataset, rubric=rubric),
+        "rubrics": Rubric.objects.order_by("slug"),
+    })
+
+
+@lead_required
+def disputes_index(request: HttpRequest) -> HttpResponse:
+    """Leads: where labels disagree, per dataset and rubric."""
+    return render(request, "labeling/disputes_index.html", {
+        "queues": disputes_by_queue(), "datasets": Dataset.objects.order_by("slug"),
+        "rubrics": Rubric.objects.order_by("slug"),
+    })
+
+
+DISPUTES_PER_PAGE = 25
+# The disputes' orders (evalhub.tables): ties (no verdict) first, by case id, most labels first.
+DISPUTE_SORTS = {
+    "ties": (F("human_verdict").asc(nulls_first=True), "pk"),
+    "case": ("external_id", "pk"),
+    "labels": ("label_count", "pk"),
+}
+DISPUTE_SORT_CHOICES = [("ties", "ties first"), ("case", "case id"), ("-labels", "most labels first")]
+
+
+@lead_required
+@vary_on_headers("HX-Request")
+def disputes(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Leads: ties and disagreements with every label and note; adjudicate, or ask for another label."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    status = request.GET.get("status") if request.GET.get("status") in {OPEN, DECIDED, ALL} else OPEN
+    table = table_query(request, sorts=DISPUTE_SORTS, default="ties")
+    cases = dispute_cases(dataset=dataset, rubric=rubric, status=status).order_by(*table.ordering)
+    if table.search:
+        cases = cases.filter(
+            Q(external_id__icontains=table.search) | Q(input__icontains=table.search)
+            | Q(output__icontains=table.search)
+        )
+    page = Paginator(cases, DISPUTES_PER_PAGE).get_page(request.GET.get("page"))
+    with_dispute_details(page.object_list, rubric=rubric)
+    return render(request, "labeling/disputes.html", {
+        "dataset": dataset, "rubric": rubric, "page": page, "status": status, "table": table,
+        "sort_choices": DISPUTE_SORT_CHOICES, "counts": dispute_counts(dataset=dataset, rubric=rubric),
+    })
+
+
+def _dispute_row(
+    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, case_id: int, *, notice: str
+) -> HttpResponse:
+    """After a lead's action: the dispute's row again with a notice (htmx), or back to the disputes page."""
+    if not request.htmx:
+        messages.info(request, notice)
+        back = request.POST.get("back", "")
+        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            back = reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
+        return redirect(back)
+    case = dispute_cases(dataset=dataset, rubric=rubric, status=ALL).filter(pk=case_id).first()
+    if case is None:  # its labels agree now and nobody adjudicated it
+        case = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk=case_id)).get()
+    with_dispute_details([case], rubric=rubric)
+    # The tabs' counts change with a decision: they come along, swapped out of band.
+    status = request.POST.get("status") if request.POST.get("status") in {OPEN, DECIDED, ALL} else OPEN
+    return render(request, "labeling/disputes.html#dispute", {
+        "dataset": dataset, "rubric": rubric, "case": case, "notice": notice, "oob": True, "status": status,
+        "counts": dispute_counts(dataset=dataset, rubric=rubric),
+    })
+
+
+@lead_required
+@require_POST
+def adjudicate(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
+    """A lead decides a dispute's human verdict; who and when are recorded."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    case = get_object_or_404(Case, pk=case_id, dataset=dataset)
+    form = AdjudicateForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Choose pass or fail.")
+    decision = services.adjudicate(case=case, rubric=rubric, verdict=form.cleaned_data["verdict"],
+                                   note=form.cleaned_data["note"], by=request.user)
+    notice = f"{case.external_id}: adjudicated {decision.verdict}; that is its human verdict now."
+    return _dispute_row(request, dataset, rubric, case.pk, notice=notice)
+
+
+@lead_required
+@require_POST
+def request_label(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
+    """A lead asks for one more label on a case, from a reviewer who has not labeled it."""
+    dataset = _get_dataset_for_user(request, slug, lead_only=True)
+    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    case = get_object_or_404(Case, pk=case_id, dataset=dataset)
+    try:
+        services.request_another_label(case=case, rubric=rubric, by=request.user,
+                                       reason=request.POST.get("reason", ""))
+    except LabelingRefused as refused:
+        notice = str(refused)
+    else:
+        notice = f"{case.external_id}: another label is requested; the case is back in reviewers' queues."
+    return _dispute_row(request, dataset, rubric, case.pk, notice=notice)

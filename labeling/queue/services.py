@@ -1,0 +1,144 @@
+"""Writes of the reviewer's queue: labels, skips, undo, serving and holding cases.
+
+Every function is keyword-only and does its writes in one transaction. Counts the queue reads
+(CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
+"""
+
+from datetime import datetime, timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from evalhub.models import User
+from labeling.models import Case, Dataset, Label, LabelingRefused, Rubric, Skip, Verdict
+from labeling.queue.selectors import next_case
+
+# How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
+CLAIM_LEASE = timedelta(minutes=10)
+
+
+def label_submit(
+    *, case: Case, rubric: Rubric, reviewer: User, verdict: str, note: str = "", content_hash: str
+) -> Label:
+    """Record the reviewer's verdict on a case, given against the content (hash) they saw.
+
+    There is one label per (case, rubric, reviewer) whatever arrives at once: the INSERT skips on the
+    unique constraint, then the row is locked and revised if it differs. So two reviewers at once each
+    keep their own label, and a repeated submit of the same form changes nothing (not even
+    updated_at). Their skip of the case goes in the same transaction.
+    """
+    if verdict not in Verdict.values:
+        raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
+    note, now = note.strip(), timezone.now()
+    with transaction.atomic():
+        # INSERT ... ON CONFLICT DO NOTHING RETURNING id (PostgreSQL and SQLite alike): a concurrent insert
+        # of the same key waits for the other transaction, then does nothing. RETURNING says which
+        # happened, so a new label (the usual case) costs one statement.
+        stamp = connection.ops.adapt_datetimefield_value(now)
+        with connection.cursor() as cursor:
+            cursor.execute(_INSERT_LABEL, [case.pk, rubric.pk, reviewer.pk, verdict, note, content_hash, stamp, stamp])
+            inserted = cursor.fetchone()
+        if inserted:
+            label = Label(pk=inserted[0], case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, note=note,
+                          content_hash=content_hash, created_at=now, updated_at=now)
+        else:  # theirs already: lock it, and revise it only if something differs
+            label = Label.objects.select_for_update().get(case=case, rubric=rubric, reviewer=reviewer)
+            if (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash):
+                label.revise(verdict=verdict, note=note, content_hash=content_hash)
+        Skip.objects.filter(case=case, rubric=rubric, reviewer=reviewer).delete()
+    return label
+
+
+# stale and dataset_id are the triggers' to set (migrations 0003, 0004).
+_INSERT_LABEL = """
+INSERT INTO labeling_label (case_id, rubric_id, reviewer_id, verdict, note, content_hash, stale, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, FALSE, %s, %s)
+ON CONFLICT (case_id, rubric_id, reviewer_id) DO NOTHING
+RETURNING id
+"""
+
+
+def label_undo(*, label_id: int, reviewer: User, dataset: Dataset, rubric: Rubric) -> int | None:
+    """Take back one of the reviewer's labels: restore it as it was before its last revision, or delete it.
+
+    Returns the case id to show again, or None when the label is gone already (a repeated undo
+    changes nothing) or is not theirs in this dataset and rubric.
+    """
+    with transaction.atomic():
+        label = (
+            Label.objects.select_for_update(of=("self",))
+            .filter(pk=label_id, reviewer=reviewer, rubric=rubric, case__dataset=dataset)
+            .first()
+        )
+        if label is None:
+            return None
+        previous = label.previous
+        if previous:
+            label.verdict = previous["verdict"]
+            label.note = previous["note"]
+            label.content_hash = previous["content_hash"]
+            label.updated_at = parse_datetime(previous["updated_at"]) or label.updated_at
+            label.previous = None
+            label.save(update_fields=["verdict", "note", "content_hash", "updated_at", "previous"])
+        else:
+            label.delete()
+    return label.case_id
+
+
+def skip(*, case: Case, rubric: Rubric, reviewer: User) -> None:
+    """Pass on a case for now: it comes back to this reviewer after the rest (skipping again sends it last)."""
+    with transaction.atomic():
+        Skip.objects.bulk_create(
+            [Skip(case=case, rubric=rubric, reviewer=reviewer, created_at=timezone.now())],
+            update_conflicts=True, unique_fields=["case", "rubric", "reviewer"], update_fields=["created_at"],
+        )
+
+
+def case_serve(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> Case | None:
+    """The reviewer's next case in queue order (queue.next_case), held for them: one atomic step.
+
+    Choosing and holding happen in one transaction, so reviewers asking at the same instant get
+    different cases: on PostgreSQL the choice locks the tally row it picks and the others pass over it
+    (FOR UPDATE SKIP LOCKED) until the hold is written; on SQLite the transaction is the database's one
+    writer (transaction_mode IMMEDIATE, settings). The case they held before is let go in the same
+    statement. Two queries and the transaction.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        case = next_case(dataset=dataset, rubric=rubric, reviewer=reviewer, now=now, lock=True)
+        # A case that needs labels was chosen free (or theirs) and locked, so this hold is theirs; a
+        # label of theirs that stopped counting is shown even while someone else holds its case.
+        case_claim(case_id=case.pk if case else None, rubric=rubric, reviewer=reviewer, now=now)
+    return case
+
+
+def case_claim(*, case_id: int | None, rubric: Rubric, reviewer: User, now: datetime | None = None) -> bool:
+    """Hold the case just shown to this reviewer, and let go of the one they held before; True if they hold it.
+
+    Others are not served a held case until the holder labels it or the hold runs out (CLAIM_LEASE), so
+    reviewers working at once spread over the cases (Label Studio locks tasks the same way). One
+    conditional UPDATE: a reviewer holds at most one case per rubric, and a hold is never taken from a
+    reviewer who still holds it. case_id None only lets go.
+    """
+    now = now or timezone.now()
+    params = {
+        "case": case_id, "me": reviewer.pk, "rubric": rubric.pk,
+        "now": connection.ops.adapt_datetimefield_value(now),
+        "until": connection.ops.adapt_datetimefield_value(now + CLAIM_LEASE),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM, params)
+        return any(row[0] == case_id for row in cursor.fetchall())
+
+
+# "case_id = NULL" is never true: with no case, every hold of theirs is let go and nothing is taken.
+_CLAIM = """
+UPDATE labeling_casetally
+SET claimed_by_id = CASE WHEN case_id = %(case)s THEN %(me)s END,
+    claimed_until = CASE WHEN case_id = %(case)s THEN %(until)s END
+WHERE rubric_id = %(rubric)s
+  AND (claimed_by_id = %(me)s
+       OR (case_id = %(case)s AND (claimed_by_id IS NULL OR claimed_until <= %(now)s)))
+RETURNING case_id
+"""

@@ -1,0 +1,178 @@
+"""The reviewer's pages: the queue (one case at a time, label, skip, undo, progress) and their history."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import trigger_client_event
+
+from evalhub.http import HtmxHttpRequest
+from evalhub.tables import table_query
+from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
+from labeling.models import Case, Dataset, Label, Rubric
+from labeling.queue import services
+from labeling.queue.forms import CaseIdForm, LabelForm, UndoForm
+from labeling.queue.selectors import (
+    HISTORY_SORTS,
+    labels_history,
+    last_label,
+    progress_of,
+    queue_case,
+    queues_for,
+)
+
+
+def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
+    """The (dataset, rubric) queue: 404 for a dataset the reviewer is not assigned to (one query each)."""
+    dataset = get_object_or_404(Dataset.objects.visible_to(request.user), slug=slug)
+    return dataset, get_object_or_404(Rubric, slug=rubric_slug)
+
+
+def _render_queue(
+    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, case: Case | None, undo: Label | None,
+    back: str = "", partial: bool, notice: str = "",
+) -> HttpResponse:
+    """The queue page, or only its case panel for htmx.
+
+    Blind by construction: nothing here reads another reviewer's label or any judgment. The case is
+    held for this reviewer already (services.case_serve, or case_claim for one asked for by id).
+    """
+    context = {
+        "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
+        "mine": case.own_label if case else None,
+    }
+    if case is not None:
+        context |= _trace_for_page(case)
+    else:
+        # The queue is empty: say so, with the reviewer's own count.
+        context["done_count"] = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user).mine
+    if partial:
+        return render(request, "labeling/queue.html#case", context)
+    context["progress"] = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user)
+    return render(request, "labeling/queue.html", context)
+
+
+def queue_start(request: HttpRequest) -> HttpResponse:
+    """Where reviewers pick a dataset (their assigned ones) and a rubric to label."""
+    return render(request, "labeling/queue_start.html", {"queues": queues_for(user=request.user)})
+
+
+@vary_on_headers("HX-Request")
+def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """One case at a time: the next in queue order, or ?case=<id> (after an undo, or to revise a label)."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    case_id = request.GET.get("case", "")
+    if case_id:
+        case = None
+        if case_id.isdigit():
+            case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=int(case_id))
+        if case is None:
+            raise Http404("No such case in this dataset.")
+        services.case_claim(case_id=case.pk, rubric=rubric, reviewer=request.user)
+    else:
+        case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
+    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
+    back = "history" if request.GET.get("back") == "history" else ""
+    return _render_queue(request, dataset, rubric, case=case, undo=undo, back=back, partial=bool(request.htmx))
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Pass or fail the case shown, then the next case (htmx) or a redirect to it (plain form)."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    form = LabelForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("This label could not be read: " + form.errors.as_text())
+    data = form.cleaned_data
+    case = get_object_or_404(Case.objects.only("id", "external_id", "dataset_id"), pk=data["case"], dataset=dataset)
+    label = services.label_submit(
+        case=case, rubric=rubric, reviewer=request.user, verdict=data["verdict"], note=data["note"],
+        content_hash=data["content_hash"],
+    )
+    label.case = case
+    if data["back"] == "history":
+        messages.success(request, f"Your label on {case.external_id} is {label.verdict}.")
+        return redirect(f"{reverse('labeling:history')}?dataset={dataset.slug}&rubric={rubric.slug}")
+    return _next_case_response(request, dataset, rubric, undo=label)
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Skip the case shown for now: it comes back after the rest."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    form = CaseIdForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Which case to skip?")
+    case = get_object_or_404(Case.objects.only("id", "dataset_id"), pk=form.cleaned_data["case"], dataset=dataset)
+    services.skip(case=case, rubric=rubric, reviewer=request.user)
+    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
+    return _next_case_response(request, dataset, rubric, undo=undo)
+
+
+def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, undo: Label | None):
+    if not request.htmx:
+        return redirect("labeling:queue", slug=dataset.slug, rubric_slug=rubric.slug)
+    # The next case is held in the same step, and the one just answered or skipped is let go.
+    case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
+    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True)
+    return trigger_client_event(response, "labeled")  # the progress panel reloads itself
+
+
+@require_POST
+@vary_on_headers("HX-Request")
+def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """Take back the reviewer's last label here and show that case again; a repeated undo does nothing."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    form = UndoForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Which label to undo?")
+    case_id = services.label_undo(label_id=form.cleaned_data["label"], reviewer=request.user, dataset=dataset,
+                                  rubric=rubric)
+    notice = "Your last label is taken back: label this case again." if case_id else ""
+    if not request.htmx:
+        url = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
+        if notice:
+            messages.info(request, notice)
+        return redirect(f"{url}?case={case_id}" if case_id else url)
+    if case_id is None:
+        case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
+    else:
+        case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=case_id)
+        services.case_claim(case_id=case_id, rubric=rubric, reviewer=request.user)
+    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
+    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True, notice=notice)
+    return trigger_client_event(response, "labeled")
+
+
+def queue_progress(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+    """The progress panel alone: htmx reloads it after each label, off the labeling request's path."""
+    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    progress = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user)
+    return render(request, "labeling/queue.html#progress", {"dataset": dataset, "rubric": rubric,
+                                                            "progress": progress})
+
+
+HISTORY_PER_PAGE = 50
+
+
+def history(request: HttpRequest) -> HttpResponse:
+    """The reviewer's own labels, newest first, each revisable; ?dataset=&rubric= narrow it."""
+    dataset = rubric = None
+    if slug := request.GET.get("dataset"):
+        dataset = _get_dataset_for_user(request, slug)
+    if rubric_slug := request.GET.get("rubric"):
+        rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    table = table_query(request, sorts=HISTORY_SORTS, default="-when")
+    labels = labels_history(user=request.user, dataset=dataset, rubric=rubric, search=table.search,
+                            ordering=table.ordering)
+    page = Paginator(labels, HISTORY_PER_PAGE).get_page(request.GET.get("page"))
+    filters = request.GET.copy()
+    filters.pop("page", None)
+    return render(request, "labeling/history.html", {
+        "page": page, "dataset": dataset, "rubric": rubric, "filter_query": filters.urlencode(), "table": table,
+    })
