@@ -10,6 +10,7 @@ import re
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -136,7 +137,7 @@ SQLITE_OPTIONS = {
 }
 
 
-def _database() -> dict:
+def _database() -> dict[str, Any]:
     url = env_str("DATABASE_URL")
     if not url:
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "evalhub.sqlite3", "OPTIONS": SQLITE_OPTIONS}
@@ -151,7 +152,7 @@ def _database() -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL could not be read: {exc}") from None
     if database["ENGINE"] == "django.db.backends.sqlite3":
         database["OPTIONS"] = {**SQLITE_OPTIONS, **database.get("OPTIONS", {})}
-    return database
+    return cast(dict[str, Any], database)  # dj_database_url's DBConfig, a TypedDict
 
 
 DATABASES = {"default": _database()}

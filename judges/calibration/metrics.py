@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -164,7 +164,8 @@ def _not_evaluated(judgments: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _counts_by(cases: pd.DataFrame, key: str) -> dict[Hashable, dict[str, int]]:
     table = cases.groupby(key)[list(_COUNTS)].sum().sort_index()
-    return {name: {col: int(value) for col, value in counts.items()} for name, counts in table.iterrows()}
+    # The columns are _COUNTS, so each one's name is a str.
+    return {name: {cast(str, col): int(value) for col, value in counts.items()} for name, counts in table.iterrows()}
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -210,7 +211,7 @@ def _scalar_figures(c: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _overfit_warning(by_split: dict[str, dict[str, int]]) -> bool:
+def _overfit_warning(by_split: dict[Hashable, dict[str, int]]) -> bool:
     """dev agreement − holdout agreement > 0.10, compared exactly on the integer counts."""
     dev, holdout = by_split.get("dev"), by_split.get("holdout")
     if not dev or not holdout or not dev["evaluated"] or not holdout["evaluated"]:

@@ -124,8 +124,10 @@ def check_json_schema(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
         value = json.loads(_text(case))
     except ValueError as exc:
         return False, f"the answer is not JSON: {exc}"
-    validator_cls = jsonschema.validators.validator_for(cfg.json_schema)
-    errors = sorted(validator_cls(cfg.json_schema).iter_errors(value), key=lambda e: list(e.path))
+    schema = cfg.json_schema
+    assert schema is not None  # JudgeConfig.from_dict refuses the json_schema check without a schema
+    validator_cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(validator_cls(schema).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         first = errors[0]
         where = "/".join(map(str, first.absolute_path)) or "(root)"
@@ -154,6 +156,7 @@ def check_forbidden_tools(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
 
 def check_max_tool_calls(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
     n, limit = len(_calls(case)), cfg.max_tool_calls
+    assert limit is not None  # JudgeConfig.from_dict refuses the max_tool_calls check without a number
     if n > limit:
         return False, f"{n} tool calls, at most {limit} allowed"
     return True, f"{n} tool call(s), at most {limit} allowed"

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import numpy as np
@@ -180,7 +180,7 @@ def _redact(text: str, endpoint: Endpoint) -> str:
 def _error_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        inner = cast(dict[str, Any], body.get("error")) if isinstance(body.get("error"), dict) else body
         if isinstance(inner.get("message"), str):
             return inner["message"]
     return str(getattr(exc, "message", "") or exc)
@@ -291,7 +291,7 @@ def call_embeddings(
     arrays: a float a Python object costs more CPU again. A server that sends floats anyway is read too.
     """
     sdk = _sdk(endpoint.provider)
-    request = {"model": model, "input": inputs, "encoding_format": "base64"}
+    request: dict[str, Any] = {"model": model, "input": inputs, "encoding_format": "base64"}
     if dimensions is not None:
         request["dimensions"] = dimensions
     try:

@@ -240,6 +240,7 @@ def _report(
         _write(args.json, json.dumps(payload, indent=2).encode())
     if args.post:
         sys.stdout.flush()
+        assert token is not None  # _check refuses --post without a token
         post_results(args.post, token, payload)
         print(f"evalhub-gate: results posted to {one_line(args.post)}", file=sys.stdout)
 

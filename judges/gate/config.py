@@ -136,16 +136,18 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
 def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]:
     """(provider, base_url_env, api_key_env, model) of each model a rubric may call: embeddings, judges."""
     cfg = rubric.judge
-    judges = []
+    judges: list[tuple[str, str | None, str | None, str]] = []
     if cfg.semantic is not None:  # the embeddings endpoint of the semantic layer
         s = cfg.semantic
         judges.append((s.provider, s.base_url_env, s.api_key_env, s.model))
     if "behavioral" not in cfg.layers:
         return judges
+    # JudgeConfig.from_dict requires a provider and a model with the behavioral layer.
+    assert cfg.provider is not None and cfg.model is not None
     judges.append((cfg.provider, cfg.base_url_env, cfg.api_key_env, cfg.model))
     if cfg.secondary is not None:
-        s = cfg.secondary
-        judges.append((s.provider, s.base_url_env, s.api_key_env, s.model))
+        second = cfg.secondary
+        judges.append((second.provider, second.base_url_env, second.api_key_env, second.model))
     return judges
 
 

@@ -7,7 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker, judge_many
 from judges.engine.providers import ClientPool
@@ -42,7 +42,7 @@ def budget(judgments: Iterable[Judgment]) -> dict[str, Any]:
         "cache_hits": sum(1 for j in judgments if j.cached),
         "input_tokens": sum(j.input_tokens for j in judgments),
         "output_tokens": sum(j.output_tokens for j in judgments),
-        "cost_usd": None if any(c is None for c in costs) else round(sum(costs), 6),
+        "cost_usd": None if any(c is None for c in costs) else round(sum(cast(list[float], costs)), 6),
         "contested": sum(1 for j in judgments if j.contested),
         "latency_ms_p50": _percentile(latencies, 0.50),
         "latency_ms_p95": _percentile(latencies, 0.95),

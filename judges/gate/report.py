@@ -145,7 +145,7 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
     """A testsuite per rubric, a testcase per case: <failure> for what counts as a failure at warn or
     gate, <skipped> for not evaluated, and observe-stage cases passed with their verdict in system-out."""
     root = ET.Element("testsuites", name="evalhub-gate")
-    all_counts = Counter()
+    all_counts: Counter[str] = Counter()
     for r in results:
         classname = _xml_text(f"evalhub.{r.rubric.slug}")
         suite = ET.SubElement(root, "testsuite", name=classname)
@@ -159,7 +159,7 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
             *((field, str(spent[field])) for field in BUDGET_FIELDS if spent[field] is not None),
         ):
             ET.SubElement(properties, "property", name=name, value=value)
-        counts = Counter()
+        counts: Counter[str] = Counter()
         for case in r.cases:
             element = ET.SubElement(
                 suite, "testcase", classname=classname, name=_xml_text(case.external_id), time=f"{case.seconds:.3f}"
