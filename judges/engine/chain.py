@@ -65,10 +65,12 @@ class FailureChain:
             refused = endpoint in self._refused
         if refused:
             where = f" in {endpoint.key_env}" if endpoint.key_env else ""
-            failure = ProviderFailure(KEY_REFUSED, f"the key{where} was refused earlier in this batch", retryable=False)
-            return Attempts(None, None, failure, 0)
+            refusal = ProviderFailure(KEY_REFUSED, f"the key{where} was refused earlier in this batch", retryable=False)
+            return Attempts(None, None, refusal, 0)
         price = self.prices.get(model)
-        reply, failure, delay = None, None, 0.0
+        reply: Any = None
+        failure: ProviderFailure | None = None
+        delay = 0.0
         attempt = 0
         while attempt < self.max_attempts:
             if delay > 0:

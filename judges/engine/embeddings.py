@@ -129,7 +129,7 @@ class Embeddings:
         found = []
         for (refs, _, _), entries in zip(cases, self._take(cases), strict=True):
             failed = next((e for e in entries if e.failure is not None), None)
-            if failed is not None:
+            if failed is not None and failed.failure is not None:
                 tries = f" (after {failed.attempts} attempts)" if failed.attempts > 1 else ""
                 why = f"embeddings unavailable: {failed.failure.category}: {failed.failure.detail}{tries}"
                 found.append(Similarity(None, why=why, error=failed.failure.category))
