@@ -10,7 +10,6 @@ embedded once, whatever the case, repeat or config that needs it.
 
 import functools
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import fields
+from .canonical import canonical_json
 
 SEMANTIC_PROVIDERS: tuple[str, ...] = ("openai", "openai-compatible")
 SEMANTIC_FIELDS: tuple[str, ...] = (
@@ -181,4 +181,4 @@ def _key_prefix(provider: str, model: str, dimensions: int | None) -> str:
     # The canonical JSON up to the text's digest ("text" sorts last; a hex digest needs no escaping):
     # built once per layer, not once per text.
     payload = {"provider": provider, "model": model, "dimensions": dimensions, "text": ""}
-    return json.dumps(payload, sort_keys=True, separators=(",", ":")).removesuffix('""}') + '"'
+    return canonical_json(payload).removesuffix('""}') + '"'

@@ -6,7 +6,6 @@ line number and nothing is written. The result is a finished run of an `external
 the calibration pages read like any other run; it can never run or be promoted.
 """
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from judges.engine import OUTCOMES
+from judges.engine.canonical import canonical_json, sha256_hex
 from judges.models import JudgeConfig, Judgment, Run
 from labeling.importing import Format, ImportRejected, RowError, parse_json
 from labeling.importing.cases import BATCH_SIZE
@@ -136,7 +136,7 @@ def _judgment_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict
 
 
 def _spec_hash(spec: dict) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return sha256_hex(canonical_json(spec))
 
 
 def judgments_import(
