@@ -16,7 +16,7 @@ from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_promote
 from labeling.policies.services import policy_write
 from tests.judges.configs.test_views import form_data
-from tests.judges.promotion.test_gates import behavioral_config
+from tests.judges.promotion.test_gate_config import behavioral_config
 from tests.judges.promotion_factories import REASON, evidence_run
 
 pytestmark = pytest.mark.django_db

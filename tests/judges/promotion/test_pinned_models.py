@@ -7,7 +7,7 @@ from django.urls import reverse
 from judges.models import RubricEvent
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionRefused, rubric_promote
-from tests.judges.promotion.test_gates import behavioral_config
+from tests.judges.promotion.test_gate_config import behavioral_config
 from tests.judges.promotion_factories import REASON, evidence_run
 
 pytestmark = pytest.mark.django_db

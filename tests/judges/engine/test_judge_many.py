@@ -1,0 +1,116 @@
+"""judge_many, the one batch path: it takes items only as it has room, stops cleanly, keeps its caller
+awake, and a judgment that raises stops the batch without losing what finished.
+
+Contract-only configs with a cache that can hold or fail a lookup stand in for a slow or broken
+judgment: the engine looks a judgment up before it does any work, on the thread that judges it.
+"""
+
+import threading
+import time
+
+import pytest
+
+from judges.engine import Engine, MemoryCache, judge_many
+
+from .factories import contract_config, tool_case
+
+
+class HeldCache(MemoryCache):
+    """Each lookup waits until `release` is set; `fail_for` makes the lookup of that case's key raise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.looked_up = 0
+        self.fail = False
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            self.looked_up += 1
+            fail = self.fail and self.looked_up == 1
+        if fail:
+            raise RuntimeError("a judgment that breaks")
+        assert self.release.wait(10)
+        return super().get(key)
+
+
+def engine(cache=None) -> Engine:
+    return Engine(contract_config("expected_tool"), cache=cache)
+
+
+def items(n: int, engine_: Engine, pulled: list[int] | None = None):
+    for i in range(n):
+        if pulled is not None:
+            pulled.append(i)
+        yield i, engine_, tool_case(external_id=f"case-{i:03d}"), 1
+
+
+def test_it_judges_every_item_once_and_yields_them_by_key():
+    judged = {key: j for done in judge_many(items(50, engine()), concurrency=4) for key, j in done}
+    assert sorted(judged) == list(range(50))
+    assert all(j.outcome == "pass" and j.external_id == f"case-{key:03d}" for key, j in judged.items())
+
+
+def test_it_takes_items_only_as_it_has_room_for_them():
+    cache = HeldCache()
+    pulled: list[int] = []
+    batches = judge_many(items(100, engine(cache), pulled), concurrency=2, poll_s=0.05)
+    assert next(batches) == []  # nothing finished while every lookup is held
+    # Two items a thread in hand, no more: the rest of the dataset is not read ahead.
+    assert len(pulled) == 4
+    cache.release.set()
+    rest = [key for done in batches for key, _ in done]
+    assert sorted(rest) == list(range(100)) and len(pulled) == 100
+
+
+def test_an_empty_list_keeps_the_caller_awake_while_nothing_finishes():
+    cache = HeldCache()
+    batches = judge_many(items(3, engine(cache)), concurrency=3, poll_s=0.05)
+    started = time.monotonic()
+    assert next(batches) == [] and next(batches) == []
+    assert time.monotonic() - started < 5
+    cache.release.set()
+    assert sorted(key for done in batches for key, _ in done) == [0, 1, 2]
+
+
+def test_once_stopped_nothing_new_starts_and_what_is_in_flight_is_yielded():
+    cache = HeldCache()
+    stop = threading.Event()
+    pulled: list[int] = []
+    batches = judge_many(items(100, engine(cache), pulled), concurrency=2, stop=stop, poll_s=0.05)
+    assert next(batches) == []  # two lookups under way, two more waiting for a thread
+    stop.set()
+    cache.release.set()
+    yielded = [key for done in batches for key, _ in done]
+    # The two that had started finish and come back; the two waiting and the rest never start.
+    assert sorted(yielded) == [0, 1]
+    assert len(pulled) == 4
+    assert cache.looked_up == 2
+
+
+def test_a_judgment_that_raises_stops_the_batch_after_what_was_in_flight():
+    cache = HeldCache()
+    cache.fail = True
+    cache.release.set()
+    yielded: list[int] = []
+    with pytest.raises(RuntimeError, match="a judgment that breaks"):
+        for done in judge_many(items(100, engine(cache)), concurrency=2):
+            yielded += [key for key, _ in done]
+    # The batch stopped near where it broke: far from all of it was judged, and nothing twice.
+    assert len(yielded) < 10 and len(set(yielded)) == len(yielded)
+
+
+def test_one_pool_serves_several_engines_in_the_order_given():
+    first, second = engine(), Engine(contract_config("answer_present"))
+    work = [(("a", i), first, tool_case(external_id=f"a{i}"), 1) for i in range(5)]
+    work += [(("b", i), second, tool_case(external_id=f"b{i}"), 1) for i in range(5)]
+    judged = dict(pair for done in judge_many(work, concurrency=1) for pair in done)
+    assert sorted(judged) == sorted(key for key, *_ in work)
+    assert {j.reason for (name, _), j in judged.items() if name == "b"} == {"all 1 contract checks passed"}
+
+
+@pytest.mark.parametrize("concurrency", [0, -1, True, 1.5])
+def test_the_concurrency_must_be_a_positive_whole_number(concurrency):
+    with pytest.raises(ValueError, match="concurrency"):
+        judge_many([], concurrency=concurrency)
