@@ -58,11 +58,13 @@ class _Open:
 
 def _lookahead(engine: Engine, concurrency: int) -> int:
     """How many items the batch holds at once for this engine's config: two per thread keeps every
-    thread busy; a semantic layer holds enough for its embedding calls to go out full."""
+    thread busy. A semantic layer holds enough for eight rounds of full embedding calls on every thread:
+    with no judge to wait for, planning the items (checks, references, keys) is the batch's own work, and
+    it must run well ahead of the calls or the calls wait for it."""
     if engine.embeddings is None:
         return 2 * concurrency
     if not engine.calls_judge:
-        return concurrency * EMBED_BATCH
+        return 8 * concurrency * EMBED_BATCH
     return max(2 * concurrency, EMBED_BATCH)
 
 
@@ -165,8 +167,10 @@ class _Batch[K]:
             self.held += 1
             self.lookahead = max(self.lookahead, _lookahead(engine, self.concurrency))
             self._admit(_Item(key, engine, case, repeat))
-        if not self.halt.is_set() and (self.exhausted or self.held >= self.lookahead):
-            # No more items come for now: a call still being filled goes as it is, or its items would wait.
+        if not self.halt.is_set() and (self.exhausted or self.in_flight == 0):
+            # No more items come, or nothing in flight could make room for more: a call still being filled
+            # goes as it is, or its items would wait for good. Otherwise what comes back makes room, and
+            # the call fills up with the items taken then.
             for engine, open_ in self.open.items():
                 if open_.texts:
                     self._send(engine, open_)
