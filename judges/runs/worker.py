@@ -66,12 +66,12 @@ def run_claim(*, run_id: int) -> str | None:
 def run_window(*, run_id: int, token: str) -> bool:
     """Work the run under the lease `token` for one window; True when work is left for the next.
 
-    The run's `concurrency` calls stay in flight from the window's first call to its last: the engine's
-    batch (judge_many) reads the cases a chunk at a time as it has room and each thread takes the next
-    (case, repeat) as soon as its call ends, so no chunk boundary waits. Results are recorded in batches as
-    they arrive (live progress) and the lease is extended every heartbeat. Once EVALHUB_RUN_WINDOW_SECONDS are up, no more cases are taken; on a
-    cancel, or a lease lost, no new call starts. Either way the calls in flight finish and are recorded,
-    the lease is released and the caller re-queues the run if work is left: a task never holds a whole
+    The run's `concurrency` calls stay in flight from the window's first call to its last: the engine's batch
+    (judge_many) reads the cases a chunk at a time as it has room and each thread takes the next (case, repeat)
+    as soon as its call ends, so no chunk boundary waits. Results are recorded in batches as they arrive (live
+    progress) and the lease is extended every heartbeat. Once EVALHUB_RUN_WINDOW_SECONDS are up, no more cases
+    are taken; on a cancel, or a lease lost, no new call starts. Either way the calls in flight finish and are
+    recorded, the lease is released and the caller re-queues the run if work is left: a task never holds a whole
     dataset's work.
     """
     window = _Window(run_id=run_id, token=token)
