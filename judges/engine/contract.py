@@ -28,13 +28,51 @@ def json_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+# An answer or a tool argument is the agent's text, untrusted: what a check parses is bounded, so text
+# nested or sized to break a parser is a failed check with its reason, never an exception.
+MAX_JSON_DEPTH = 64  # far deeper than any answer or argument a check compares
+MAX_JSON_CHARS = 10_000_000
+
+
+def load_json_text(text: str) -> Any:
+    """The JSON value of an agent's text; ValueError saying why when it is not JSON, or is too large or
+    nested too deeply to parse safely."""
+    if len(text) > MAX_JSON_CHARS:
+        raise ValueError(f"too large to parse ({len(text):,} characters; at most {MAX_JSON_CHARS:,})")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested too deeply to parse (more than {MAX_JSON_DEPTH} levels)") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise ValueError(f"nested too deeply to parse (more than {MAX_JSON_DEPTH} levels)")
+    return value
+
+
+def _depth(value: Any) -> int:
+    """How many arrays and objects nest in a JSON value (a scalar is 0), without recursion; counting
+    stops past the limit."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _argument_matches(argument: Any, expected: Any) -> bool:
+    if _depth(argument) > MAX_JSON_DEPTH:
+        return False  # no expected argument nests that deep
     if json_equal(argument, expected):
         return True
     # OpenAI-style traces carry arguments as JSON text ('{"order_id": "ORD-101"}').
     if isinstance(argument, str) and not isinstance(expected, str):
         try:
-            return json_equal(json.loads(argument), expected)
+            return json_equal(load_json_text(argument), expected)
         except ValueError:
             return False
     return False
@@ -121,7 +159,7 @@ def check_must_not_match(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
 
 def check_json_schema(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
     try:
-        value = json.loads(_text(case))
+        value = load_json_text(_text(case))
     except ValueError as exc:
         return False, f"the answer is not JSON: {exc}"
     schema = cfg.json_schema

@@ -16,6 +16,7 @@ ERRORS: tuple[str, ...] = (
     "config error",
     "key refused",  # the provider refused the key (401/403): a config error to fix, not an outage
     "no reference",  # the semantic layer had nothing to compare with, and no later layer decided
+    "internal error",  # judging this case raised: the case is not evaluated, the batch goes on
 )
 
 

@@ -105,7 +105,11 @@ class Engine:
                 j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
                 j.latency_ms = int((time.monotonic() - started) * 1000)
                 return j
-        return self._finish(self._judge(case, repeat), started, key)
+        try:
+            j = self._judge(case, repeat)
+        except Exception as exc:  # one case's defect must not stop a run, a drift check or CI
+            j = _internal_error(case, repeat, exc)
+        return self._finish(j, started, key)
 
     def _finish(self, j: Judgment, started: float, key: str | None) -> Judgment:
         j.latency_ms = int((time.monotonic() - started) * 1000)
@@ -304,9 +308,16 @@ class Engine:
     def plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
         """What the semantic layer needs of this item, or None when it needs no embedding: no semantic
         layer, the judgment cache answers, a contract check fails, the case has no reference or no answer,
-        a refused variable (judge() tells)."""
+        a refused variable, or working it out raised (judge() tells, and says why)."""
         if self.embeddings is None or self.env_refusals:
             return None
+        try:
+            return self._plan(case, repeat)
+        except Exception:  # judge() meets the same error and makes it the judgment's
+            return None
+
+    def _plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
+        assert self.embeddings is not None
         key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
         if key is not None and self._cached(key) is not None:
             return None
@@ -333,6 +344,20 @@ class Engine:
             assert j is not None  # with no judge to ask, the semantic layer always settles
             judged.append(self._finish(j, started, plan.cache_key))
         return judged
+
+
+def _internal_error(case: dict[str, Any], repeat: int, exc: Exception) -> Judgment:
+    """A judgment for a case whose judging raised: not evaluated, saying what went wrong (bounded: the
+    message may quote the case)."""
+    why = f"{type(exc).__name__}: {exc}"
+    why = why if len(why) <= 300 else why[:297] + "..."
+    return Judgment(
+        str(case.get("external_id", "")),
+        repeat,
+        "not_evaluated",
+        reason=f"internal error while judging this case: {why}",
+        error="internal error",
+    )
 
 
 def _semantic_rule(s: SemanticLayer, outcome: str) -> str:
