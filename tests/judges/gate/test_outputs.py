@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from judges.gate.outputs import read_cases_and_outputs
-from tests.judges.gate.test_semantic import GOLDEN, semantic_rubric
 from tests.judges.gate.test_cli import workdir, write_config
+from tests.judges.gate.test_semantic import GOLDEN, semantic_rubric
 
 __all__ = ["workdir"]  # the fixture, shared with the CI command's own tests
 
