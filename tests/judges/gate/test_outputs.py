@@ -41,7 +41,7 @@ def gate(workdir: Path, cases: list[dict], outputs: list[dict]) -> subprocess.Co
     )
 
 
-def test_an_outputs_line_cannot_bring_its_own_references(workdir, fake_provider):
+def test_it_refuses_an_outputs_line_naming_its_own_references(workdir, fake_provider):
     answer = {"external_id": "c-1", "output": WRONG}
     judged = gate(workdir, CASES, [answer])
     assert judged.returncode == 1, judged.stderr  # the wrong answer is far from the golden answer
@@ -57,7 +57,7 @@ def test_an_outputs_line_cannot_bring_its_own_references(workdir, fake_provider)
     assert fake_provider.stats()["total"] == calls
 
 
-def test_an_outputs_line_cannot_bring_a_golden_answer(workdir, fake_provider):
+def test_it_refuses_an_outputs_line_bringing_a_golden_answer(workdir, fake_provider):
     for name in ("golden_answer", "goldenAnswer"):  # the camelCase name reads as the snake_case one
         refused = gate(workdir, CASES, [{"external_id": "c-1", "output": WRONG, name: WRONG}])
         assert refused.returncode == 2, refused.stdout
@@ -65,7 +65,7 @@ def test_an_outputs_line_cannot_bring_a_golden_answer(workdir, fake_provider):
     assert fake_provider.stats()["total"] == 0
 
 
-def test_harmless_metadata_adds_to_the_cases(workdir, fake_provider):
+def test_it_adds_harmless_metadata_to_the_cases(workdir, fake_provider):
     answer = {"external_id": "c-1", "output": WRONG, "metadata": {"agent_model": "new-agent", "latency_ms": 840}}
     # The cases file's own references are the case's expectations: they count.
     cases = [{**CASES[0], "metadata": {**CASES[0]["metadata"], "references": [WRONG]}}]
