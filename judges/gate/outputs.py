@@ -3,8 +3,9 @@
 Without `--cases`, each outputs line is a whole case (the case format of docs/cases.md, output included). With it,
 the expectations come from the cases file (every case field but `output`, as `evalhub-gate cases`
 writes it) and an outputs line carries only what the agent produced: `external_id`, `output`, `trace`
-and optionally `metadata`. Lines are read and checked by labeling's Django-free case reader, the one
-the imports use: strict JSON, the camelCase golden-dataset names, the case's fields and their types.
+and optionally `metadata` (never an expectation, so not `metadata.references`). Lines are read and
+checked by labeling's Django-free case reader, the one the imports use: strict JSON, the camelCase
+golden-dataset names, the case's fields and their types.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ MAX_ERRORS_SHOWN = 20
 # The CI command reads whatever the pipeline hands it; the imports' size limit is the server's.
 MAX_FILE_BYTES = 1 << 40
 OUTPUT_FIELDS = ("external_id", "output", "trace", "metadata")
+# The metadata keys the engine judges as expectations (semantic.references, cache.case_content): the
+# case's more acceptable answers. An outputs line that carried them could pass its own answer.
+JUDGED_METADATA = ("references",)
 
 
 def _records(path: str, what: str, errors: list[str]) -> list[tuple[int, Any]]:
@@ -121,6 +125,13 @@ def _output_problems(obj: Any) -> list[str]:
             f"{', '.join(one_line(name, 60) for name in extra)}: not allowed in an outputs line with --cases "
             f"(allowed: {', '.join(OUTPUT_FIELDS)}; the expectations come from the cases file)"
         )
+    metadata = obj.get("metadata")
+    judged = [key for key in JUDGED_METADATA if isinstance(metadata, dict) and key in metadata]
+    if judged:
+        problems.append(
+            f"{', '.join(f'metadata.{key}' for key in judged)}: not allowed in an outputs line with --cases "
+            f"(judged as an expectation: it comes from the cases file)"
+        )
     # The case reader checks the fields an outputs line shares with a case.
     shared = {name: obj[name] for name in OUTPUT_FIELDS if name in obj}
     _, found = validate_case({"input": "", **shared})
@@ -155,6 +166,9 @@ def read_cases_and_outputs(cases_path: str, outputs_path: str) -> list[dict[str,
             "output": output["output"],
             # What the agent did this time: its own tool calls and sources, never the recorded ones.
             "trace": output.get("trace") or {},
+            # The agent's metadata adds to the case's, and wins a key both have: it describes this answer
+            # (agent_model, latency), the case's describes the recorded one. No such key is judged:
+            # the judged ones are refused above, so the case's expectations always stand.
             "metadata": {**(case.get("metadata") or {}), **(output.get("metadata") or {})},
         })
     return merged
