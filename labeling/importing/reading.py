@@ -352,18 +352,25 @@ class _TooLarge(Exception):
 
 def _raw_lines(stream: IO[bytes], max_bytes: int) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes with their line ending) for each line; stops past max_bytes."""
-    total, number, pending = 0, 0, b""
+    # An unfinished line is kept as its chunks and joined once, at its newline: adding each chunk to it
+    # and splitting it again would copy and scan a long line once per chunk (quadratic in its length).
+    total, number = 0, 0
+    pending: list[bytes] = []
     while chunk := stream.read(READ_CHUNK):
         total += len(chunk)
         if total > max_bytes:
             raise _TooLarge
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
+        *complete, rest = chunk.split(b"\n")
+        if complete:
+            complete[0] = b"".join([*pending, complete[0]])
+            pending.clear()
         for raw in complete:
             number += 1
             yield number, raw + b"\n"
+        if rest:
+            pending.append(rest)
     if pending:
-        yield number + 1, pending
+        yield number + 1, b"".join(pending)
 
 
 def _text_lines(stream: IO[bytes], max_bytes: int, errors: list[RowError],

@@ -1,13 +1,20 @@
-"""The strict JSON reading and the camelCase names (labeling.importing.reading): no database, no Django."""
+"""Reading lines, the strict JSON reading and the camelCase names (labeling.importing.reading): no
+database, no Django."""
 
 import hashlib
+import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labeling.importing.reading import (
     MAX_JSON_DEPTH,
     RowError,
+    _raw_lines,
+    _text_lines,
+    _TooLarge,
     case_split,
     labeled_content_hash,
     normalize_case_fields,
@@ -137,3 +144,69 @@ def test_the_labeled_content_hash_of_a_known_case_is_its_known_digest():
     trace = {"toolCalls": [{"name": "lookup_order", "argument": {"order": 42}}]}
     digest = labeled_content_hash(input="Can I return shoes?", output="Yes — within 30 days.", trace=trace)
     assert digest == "da723ecbb24f4179bdd07bf0d5465a455479307ee705a34506c4e593cd62e653"
+
+
+# Pieces that matter at a chunk boundary: newlines alone and in CRLF, a byte-order mark, a UTF-8
+# character (whole, and its first byte alone), a byte that is never UTF-8, plain text.
+PIECES = [b"\n", b"\r\n", b"\r", b"\xef\xbb\xbf", b"\xc3\xa9", b"\xc3", b"\xff", b"a", b'{"k": 1}', b"\n\n"]
+CONTENT = st.lists(st.sampled_from(PIECES), max_size=24).map(b"".join)
+
+
+class Trickle:
+    """A binary stream cut where told: each read gives the next piece, never more than asked for (a
+    pipe or an upload may give less)."""
+
+    def __init__(self, content: bytes, cuts: list[int]) -> None:
+        self.content, self.cuts, self.position = content, sorted(set(cuts)), 0
+
+    def read(self, size: int) -> bytes:
+        end = next((cut for cut in self.cuts if cut > self.position), len(self.content))
+        piece = self.content[self.position:min(end, self.position + size)]
+        self.position += len(piece)
+        return piece
+
+
+def split_reading(content: bytes) -> list[tuple[int, bytes]]:
+    """What the reader must give, from bytes.split over the whole content: each line with its newline,
+    a last line without one as it is, numbered from 1."""
+    *complete, last = content.split(b"\n")
+    return list(enumerate([raw + b"\n" for raw in complete] + ([last] if last else []), 1))
+
+
+def text_reading(stream) -> tuple[list, list[RowError], set[int]]:
+    errors: list[RowError] = []
+    bad_lines: set[int] = set()
+    return list(_text_lines(stream, 1 << 30, errors, bad_lines)), errors, bad_lines
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(content=CONTENT)
+def test_lines_read_in_chunks_of_every_size_are_the_lines_of_bytes_split(content):
+    whole = text_reading(io.BytesIO(content))  # one read: bytes.split over the whole file
+    for size in range(1, len(content) + 2):
+        cuts = list(range(size, len(content), size))
+        assert list(_raw_lines(Trickle(content, cuts), 1 << 30)) == split_reading(content), size
+        # The byte-order mark, UTF-8 errors with their columns and the line numbers, the same too.
+        assert text_reading(Trickle(content, cuts)) == whole, size
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(content=CONTENT, cuts=st.lists(st.integers(0, 200), max_size=12))
+def test_lines_cut_anywhere_are_the_lines_of_bytes_split(content, cuts):
+    assert list(_raw_lines(Trickle(content, cuts), 1 << 30)) == split_reading(content)
+    assert text_reading(Trickle(content, cuts)) == text_reading(io.BytesIO(content))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(content=CONTENT.filter(bool), cuts=st.lists(st.integers(0, 200), max_size=12))
+def test_the_size_limit_holds_however_the_file_is_cut(content, cuts):
+    assert list(_raw_lines(Trickle(content, cuts), len(content))) == split_reading(content)
+    with pytest.raises(_TooLarge):
+        list(_raw_lines(Trickle(content, cuts), len(content) - 1))
+
+
+def test_one_line_over_many_chunks_is_one_line():
+    line = b"x" * 10_000 + b"\r\n"
+    content = b"\xef\xbb\xbf" + line + line[:-2]  # a BOM, a CRLF line, a last line with no newline
+    lines, errors, _ = text_reading(Trickle(content, list(range(7, len(content), 7))))
+    assert lines == [(1, line.decode()), (2, line[:-2].decode())] and errors == []
