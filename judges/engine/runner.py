@@ -8,7 +8,6 @@ cannot answer, a `fallback` secondary judge is asked; when neither can, the judg
 verdict. Many cases at once go through batch.judge_many.
 """
 
-import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -26,15 +25,8 @@ from .prompt import build_messages
 from .providers import KEY_REFUSED, ClientPool
 from .semantic import SemanticLayer, decide, references, texts_to_embed
 from .spend import Prices, SpendTracker, Tally
-from .validation import Verdict
 
 INHERITED_PARAMS = frozenset({"temperature", "max_tokens"})
-
-
-def _sample_share(external_id: str) -> float:
-    # Salted so the sample is independent of the dev/holdout split, which hashes the bare id.
-    digest = hashlib.sha256(f"second_opinion:{external_id}".encode()).hexdigest()
-    return int(digest[:8], 16) / 0x1_0000_0000
 
 
 class Engine:
@@ -271,7 +263,8 @@ class Engine:
             model=model,
             similarity=similarity,
         )
-        if secondary and secondary.role == "second_opinion" and self._wants_second_opinion(case, verdict):
+        second_opinion = secondary if secondary is not None and secondary.role == "second_opinion" else None
+        if second_opinion is not None and second_opinion.asks_on(case, verdict.scores or {}, pass_score=cfg.pass_score):
             second = self._asking.ask(self._secondary_judge(), system, user, tally)
             if second.verdict is None:
                 j.secondary_outcome = "not_evaluated"
@@ -288,20 +281,6 @@ class Engine:
         # primary's other params may be vendor-specific, so they stay behind.
         params = s.params or {k: v for k, v in self.cfg.params.items() if k in INHERITED_PARAMS}
         return Judge(s.role, s.provider, s.model, s.base_url_env, s.api_key_env, params)
-
-    def _wants_second_opinion(self, case: dict[str, Any], verdict: Verdict) -> bool:
-        assert self.cfg.secondary is not None
-        when = self.cfg.secondary.when or {"mode": "always"}
-        mode = when["mode"]
-        if mode == "categories":
-            return case.get("category") in when["categories"]
-        if mode == "borderline":
-            # Borderline: the lowest score sits at the pass line or just under it.
-            low = min(verdict.scores.values()) if verdict.scores else None
-            return low is not None and self.cfg.pass_score - 1 <= low <= self.cfg.pass_score
-        if mode == "sample":
-            return _sample_share(str(case.get("external_id", ""))) < when["share"]
-        return True
 
     # ---- many judgments whose embeddings are in (batch.judge_many) ---------------------------------
 

@@ -2,6 +2,7 @@
 `second_opinion` that also judges (always, for some categories, on borderline scores, or on a sample)."""
 
 import copy
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,27 @@ class SecondaryJudge:
     @property
     def family(self) -> str:
         return model_family(self.model, self.model_family)
+
+    def asks_on(self, case: dict[str, Any], scores: dict[str, int], *, pass_score: int) -> bool:
+        """Whether a second opinion is asked on this case, given the primary's scores."""
+        when = self.when or {"mode": "always"}
+        mode = when["mode"]
+        if mode == "categories":
+            return case.get("category") in when["categories"]
+        if mode == "borderline":
+            # Borderline: the lowest score sits at the pass line or just under it.
+            low = min(scores.values()) if scores else None
+            return low is not None and pass_score - 1 <= low <= pass_score
+        if mode == "sample":
+            return sample_share(str(case.get("external_id", ""))) < when["share"]
+        return True
+
+
+def sample_share(external_id: str) -> float:
+    """Where a case falls in [0, 1) for a `sample` second opinion: the same case always falls alike."""
+    # Salted so the sample is independent of the dev/holdout split, which hashes the bare id.
+    digest = hashlib.sha256(f"second_opinion:{external_id}".encode()).hexdigest()
+    return int(digest[:8], 16) / 0x1_0000_0000
 
 
 def _when(d: Any) -> dict[str, Any]:

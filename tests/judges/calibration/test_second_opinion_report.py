@@ -17,7 +17,7 @@ from django.urls import reverse
 
 from judges.calibration.selectors import run_figures
 from judges.configs import services as config_services
-from judges.engine.runner import _sample_share
+from judges.engine.secondary import sample_share
 from judges.models import Judgment, Run
 from judges.runs import services
 from judges.testing.fake_provider import STAND_IN
@@ -101,7 +101,7 @@ def test_a_sampled_second_opinion_asks_on_the_same_cases_every_run_and_the_cache
 ):
     fake_provider.control(model=SECOND, rule={"kind": "always_fail"})  # every case it is asked on: contested
     cases = make_cases(dataset, 16)
-    sampled = {c.external_id for c in cases if _sample_share(c.external_id) < 0.5}
+    sampled = {c.external_id for c in cases if sample_share(c.external_id) < 0.5}
     assert 0 < len(sampled) < 16
     spec = behavioral_spec(secondary={**SECOND_OPINION, "when": {"mode": "sample", "share": 0.5}})
     config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)

@@ -8,7 +8,7 @@ provider make them agree or disagree.
 import pytest
 
 from judges.engine import JudgeConfig, MemoryCache, judge_batch, judge_case
-from judges.engine.runner import _sample_share
+from judges.engine.secondary import sample_share
 
 from .factories import ANTHROPIC_MODEL, OPENAI_MODEL, judge_config, tool_case
 
@@ -113,7 +113,7 @@ def test_sample_chooses_by_a_salted_hash_of_the_external_id_for_every_repeat(fak
     items = [(tool_case(external_id=e, output=f"Order ORD-{e} shipped."), r) for e in ids for r in (1, 2)]
     judgments = judge_batch(items, config, concurrency=4, env=env)
     asked = {(j.external_id, j.repeat) for j in judgments if j.secondary_outcome}
-    expected = {e for e in ids if _sample_share(e) < 0.5}
+    expected = {e for e in ids if sample_share(e) < 0.5}
     assert 0 < len(expected) < len(ids)  # a real sample, not all or nothing
     assert asked == {(e, r) for e in expected for r in (1, 2)}  # a case's repeats alike
     assert secondary_calls(fake) == 2 * len(expected)
