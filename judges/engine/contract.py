@@ -10,6 +10,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
 
 from .config import JudgeConfig
 from .credentials import secret_kinds
@@ -157,6 +160,13 @@ def check_must_not_match(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
     return True, f"none of {len(cfg.must_not_match)} pattern(s) match"
 
 
+# jsonschema's default registry fetches any reference it does not hold (a GET with no timeout). This
+# one retrieves nothing: the drafts' metaschemas, which jsonschema ships, and the schema itself are
+# all a reference may reach, so a remote reference stored before the config refused them is a failed
+# check, never a request.
+_RETRIEVES_NOTHING: referencing.jsonschema.SchemaRegistry = referencing.Registry()
+
+
 def check_json_schema(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
     try:
         value = load_json_text(_text(case))
@@ -165,7 +175,11 @@ def check_json_schema(case: dict, cfg: JudgeConfig) -> tuple[bool, str]:
     schema = cfg.json_schema
     assert schema is not None  # JudgeConfig.from_dict refuses the json_schema check without a schema
     validator_cls = jsonschema.validators.validator_for(schema)
-    errors = sorted(validator_cls(schema).iter_errors(value), key=lambda e: list(e.path))
+    validator = validator_cls(schema, registry=_RETRIEVES_NOTHING)
+    try:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    except referencing.exceptions.Unresolvable as exc:
+        return False, f"the schema's reference {exc.ref!r} does not resolve within the schema"
     if errors:
         first = errors[0]
         where = "/".join(map(str, first.absolute_path)) or "(root)"

@@ -111,6 +111,20 @@ def test_it_shows_an_engine_error_on_the_field_it_names(lead_client, rubric, ove
     assert JudgeConfig.objects.count() == 0
 
 
+def test_it_shows_a_remote_schema_reference_refused_on_its_field(lead_client, rubric):
+    # A schema is data: a reference outside it would be fetched by every worker and CI runner that judges.
+    data = form_data(layers=["contract", "behavioral"], contract_checks=["json_schema"],
+                     json_schema='{"properties": {"order": {"$ref": "http://127.0.0.1:9/schema"}}}')
+    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data)
+
+    assert response.status_code == 200
+    assert response.context["form"].errors["json_schema"] == [
+        "json_schema: the reference 'http://127.0.0.1:9/schema' ($ref at /properties/order) leaves the schema;"
+        ' a schema may only refer within itself, as "#/$defs/name" does'
+    ]
+    assert JudgeConfig.objects.count() == 0
+
+
 def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
     secondary = {"secondary_role": "fallback", "secondary_provider": "anthropic",
                  "secondary_model": "claude-sonnet-4-5"}

@@ -4,6 +4,7 @@ The judge behind it is the fake provider (a scripted stand-in over real HTTP): i
 that contains "30 days" and fails the rest. The end-to-end test runs the installed command instead.
 """
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -255,6 +256,19 @@ def test_it_exits_2_on_a_broken_config(workdir, judge, capsys, mutate, message):
     assert gate_cli.main(["check", "--config", "gates.json", "--outputs", outputs]) == 2
     assert message in capsys.readouterr().err
     assert judge.stats()["total"] == 0
+
+
+def test_it_exits_2_on_a_judge_whose_schema_refers_outside_itself(workdir, capsys):
+    # A gate config made before such schemas were refused, hashed all the same: CI must not fetch the reference.
+    valid = JudgeConfig.from_dict(judge_spec(layers=["contract", "behavioral"], contract_checks=["json_schema"],
+                                             json_schema={"type": "object"}))
+    remote = dataclasses.replace(valid, json_schema={"$ref": "http://127.0.0.1:9/schema"})
+    rubric = gate_rubric() | {"judge": remote.to_dict(include_hash=True)}
+    config = write_config(workdir / "gates.json", rubric)
+    outputs = write_outputs(workdir / "outputs.jsonl", GOOD)
+
+    assert gate_cli.main(["check", "--config", config, "--outputs", outputs]) == 2
+    assert ".judge.json_schema: the reference 'http://127.0.0.1:9/schema' ($ref at /) leaves the schema" in capsys.readouterr().err
 
 
 def test_it_exits_2_on_a_config_that_is_not_json_or_not_there(workdir, capsys):
