@@ -110,9 +110,9 @@ def test_a_config_redirect_to_another_origin_is_refused_and_the_token_stays_home
     b.serve("/api/gates", CONFIG)
     a.redirect("/api/gates", f"{b.url}/api/gates", status)
     done = gate(workdir, "check", "--config", f"{a.url}/api/gates", "--outputs", "outputs.jsonl", "--no-cache")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert b.authorizations() == []  # refused before B is asked anything, so it never sees the token
     assert a.authorizations() == [f"Bearer {TOKEN}"]
-    assert b.requests == []  # refused before B is asked anything, so it never sees the token
+    assert done.returncode == 2, done.stdout + done.stderr
     assert (f"evalhub-gate: error: reading the gate config from {a.url}/api/gates: the server answered {status}, "
             f"a redirect from {a.url} to another origin, {b.url}: refused, the token goes only to the origin it was "
             "given for" in done.stderr)
@@ -124,9 +124,9 @@ def test_a_cases_redirect_to_another_origin_is_refused_and_writes_nothing(workdi
     b.serve("/api/datasets/store/cases", cases, "application/jsonl")
     a.redirect("/api/datasets/store/cases", f"{b.url}/api/datasets/store/cases")
     done = gate(workdir, "cases", "--server", a.url, "--dataset", "store", "--out", "cases.jsonl")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert b.authorizations() == []
     assert a.authorizations() == [f"Bearer {TOKEN}"]
-    assert b.requests == []
+    assert done.returncode == 2, done.stdout + done.stderr
     assert (f"fetching the cases from {a.url}/api/datasets/store/cases: the server answered 302, a redirect from "
             f"{a.url} to another origin, {b.url}: refused" in done.stderr)
     assert not (workdir / "cases.jsonl").exists()
@@ -141,13 +141,13 @@ def test_a_redirected_post_is_not_posted_and_exits_2(workdir, a, b, to):
     b.serve("/api/ci-results", {"id": 1})
     done = gate(workdir, "check", "--config", "gates.json", "--outputs", "outputs.jsonl", "--no-cache",
                 "--post", f"{a.url}/api/ci-results")
+    assert b.authorizations() == []
     assert "exit 0 (pass)" in done.stdout  # every case passed: only the report failed
-    assert done.returncode == 2, done.stdout + done.stderr  # a report that could not be made
     assert "results posted" not in done.stdout
+    assert done.returncode == 2, done.stdout + done.stderr  # a report that could not be made (exit_code)
     assert (f"evalhub-gate: error: results not posted to {a.url}/api/ci-results: the server answered 302 "
             f"(a redirect to {target}); a POST is never redirected" in done.stderr)
     assert [(r["method"], r["path"]) for r in a.requests] == [("POST", "/api/ci-results")]  # not re-sent
-    assert b.requests == []
 
 
 def test_a_config_redirect_within_its_origin_is_followed_with_the_token(workdir, a):
