@@ -30,7 +30,7 @@ class _RedirectRefused(Exception):
     """A redirect the gate will not follow; the message says why (the caller says what was being done)."""
 
 
-def origin(url: str) -> str:
+def _origin(url: str) -> str:
     """`scheme://host:port` of a URL, the default port spelt out, so equal origins compare equal."""
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
@@ -54,10 +54,10 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
                 f"the server answered {code} (a redirect to {one_line(newurl)}); a {req.get_method()} is never "
                 "redirected (give the final URL instead)"
             )
-        if origin(newurl) != origin(req.full_url):
+        if _origin(newurl) != _origin(req.full_url):
             raise _RedirectRefused(
-                f"the server answered {code}, a redirect from {origin(req.full_url)} to another origin, "
-                f"{one_line(origin(newurl))}: refused, the token goes only to the origin it was given for "
+                f"the server answered {code}, a redirect from {_origin(req.full_url)} to another origin, "
+                f"{one_line(_origin(newurl))}: refused, the token goes only to the origin it was given for "
                 "(give the final URL instead)"
             )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
