@@ -1,5 +1,11 @@
-"""Talking to the evalhub server: fetching a dataset's cases, posting results; every failure is a
-config error naming the status and the server's own message."""
+"""Talking to the evalhub server: fetching the gate config and a dataset's cases, posting results; every
+failure is a config error naming the status and the server's own message.
+
+Every request goes through one opener, whose redirect rule keeps the bearer token with the origin it was
+given for (docs/gate.md): a GET follows a redirect only within its own origin (scheme, host and port), a
+redirect to another origin is refused, and a redirected POST is an error (urllib would resend it as a GET
+with the token, and the results would not be posted).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,54 @@ import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from http.client import HTTPMessage
 from typing import IO, Any
 
 from judges.gate.messages import ConfigError, one_line
 
 TOKEN_ENV = "EVALHUB_TOKEN"
 HTTP_TIMEOUT_S = 30
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _RedirectRefused(Exception):
+    """A redirect the gate will not follow; the message says why (the caller says what was being done)."""
+
+
+def _origin(url: str) -> str:
+    """`scheme://host:port` of a URL, the default port spelt out, so equal origins compare equal."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:  # a port that is not a number: an origin of its own, never equal to a real one
+        port = None
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib copies every header, Authorization too, onto a redirect to anywhere; this refuses what
+    would let the token leave its origin or lose a POST."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage, newurl: str
+    ) -> urllib.request.Request | None:
+        fp.close()  # the redirect's own body is never read
+        if req.get_method() != "GET":
+            raise _RedirectRefused(
+                f"the server answered {code} (a redirect to {one_line(newurl)}); a {req.get_method()} is never "
+                "redirected (give the final URL instead)"
+            )
+        if _origin(newurl) != _origin(req.full_url):
+            raise _RedirectRefused(
+                f"the server answered {code}, a redirect from {_origin(req.full_url)} to another origin, "
+                f"{one_line(_origin(newurl))}: refused, the token goes only to the origin it was given for "
+                "(give the final URL instead)"
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
 
 
 def _server_message(exc: urllib.error.HTTPError) -> str:
@@ -37,18 +85,20 @@ def http_request(request: urllib.request.Request, what: str) -> bytes:
 def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] | None) -> bytes:
     """The response body (streamed into `sink` when given, then b""), or a ConfigError."""
     try:
-        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+        with _OPENER.open(request, timeout=HTTP_TIMEOUT_S) as response:
             if sink is None:
                 return response.read()
             shutil.copyfileobj(response, sink)
             return b""
+    except _RedirectRefused as exc:
+        raise ConfigError(f"{what}: {exc}") from None
     except urllib.error.HTTPError as exc:
         detail = _server_message(exc)
         hint = {
             401: f"the token was not accepted (pass --token or set {TOKEN_ENV})",
             403: "the token lacks the scope this needs",
             404: "nothing at that URL",
-        }.get(exc.code, "the server refused")
+        }.get(exc.code, "a redirect the gate does not follow" if 300 <= exc.code < 400 else "the server refused")
         message = f"{what}: HTTP {exc.code}, {hint}"
         raise ConfigError(f"{message}: {one_line(detail)}" if detail else message) from None
     except (urllib.error.URLError, OSError) as exc:
@@ -64,7 +114,7 @@ def post_results(url: str, token: str, payload: dict[str, Any]) -> dict[str, Any
         method="POST",
         headers={"Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Bearer {token}"},
     )
-    body = http_request(request, f"posting the results to {url}")
+    body = http_request(request, f"results not posted to {url}")
     try:
         return json.loads(body)
     except ValueError:
