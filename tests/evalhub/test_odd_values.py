@@ -2,19 +2,20 @@
 
 The walk resolves every URL pattern from the URLconf (the admin and Django's own account pages aside),
 fills its path parameters with the objects of a small demo-like world, and sends a sample of the odd values
-(NUL, `²`, 5,000 digits, 2³¹, a negative, a word, an overflowing float) as a lead and as a reviewer: each
-query parameter the view's module reads (and the tables' and case filters' own) once, with the next odd
-value by turns, and once all at NUL together; for a page with a form (or a view only for posts), three posts with every field set to the
-next odd value; a page that refuses the user gets one request with every parameter odd; an int in the path
-gets 20 digits once. About 1,480 requests, some 25 s (the count is in the failure message); a 500 is
-collected, not raised, so a failure lists every request that broke.
+(NUL, `²`, 5,000 digits, 2³¹, a negative, a word, an overflowing float) as a lead and as a reviewer:
+- each query parameter the view's module reads (and the tables' and case filters' own) once, with the next
+  odd value by turns, and once all of them NUL together;
+- for a page with a form (or a view only for posts), three posts with every field set to the next odd value;
+- a page that refuses the user, one request with every parameter odd; an int in the path, 20 digits once.
+About 1,580 requests, some 25 s (the count is in the failure message). A 500 is collected, not raised, and
+a streamed body is read to its end, so a failure lists every request that broke.
 """
 
 import json
 import re
 import sys
-from importlib import import_module
 from itertools import cycle
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -33,7 +34,8 @@ SKIPPED = ("admin/", "accounts/")
 POSTS = 3  # posts per page with a form, each with every field set to the next odd value
 # Query parameters every table reads (evalhub/tables.py) and the case filters of the case list and the API.
 COMMON = {"q", "sort", "page", "category", "split", "kind", "sample", "seed", "back"}
-_READS = re.compile(r"""(?:GET|POST|query|data)(?:\.get|\.getlist)?[(\[]\s*["'](\w+)["']|["'](\w+)["'] in request\.GET""")
+_READS = re.compile(
+    r"""(?:GET|POST|query|data)(?:\.get|\.getlist)?[(\[]\s*["'](\w+)["']|["'](\w+)["'] in request\.GET""")
 _FORM_NAMES = re.compile(r"""<(?:input|select|textarea)[^>]*\bname="([\w-]+)\"""")
 
 
@@ -50,8 +52,7 @@ def _routes(patterns=None, prefix="") -> list[tuple[str, object]]:
 def _module_reads(view) -> set[str]:
     """The parameter names a view's module reads from a query string or a form."""
     view = getattr(view, "__wrapped__", view)
-    source = open(sys.modules[view.__module__].__file__).read()  # noqa: SIM115 - read once per module
-    return {a or b for a, b in _READS.findall(source)}
+    return {a or b for a, b in _READS.findall(Path(sys.modules[view.__module__].__file__).read_text())}
 
 
 @pytest.fixture
