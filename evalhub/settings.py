@@ -94,6 +94,8 @@ MIDDLEWARE = [
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # A NUL character in the path, the query or a form is 400 before any view reads it (evalhub/params.py).
+    "evalhub.params.NulRefusedMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every page needs login; API views opt out and authenticate with a token instead.

@@ -15,5 +15,6 @@ urlpatterns = [
     path("", include("judges.urls")),
 ]
 
+handler400 = "evalhub.views.bad_request"
 handler403 = "evalhub.views.permission_denied"
 handler404 = "evalhub.views.page_not_found"

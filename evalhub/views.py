@@ -1,7 +1,7 @@
 from axes.helpers import get_client_username
 from django.conf import settings
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -26,6 +26,15 @@ def home(request: HttpRequest) -> HttpResponse:
             "runs": Run.objects.filter(parent__isnull=True).select_related("config__rubric", "dataset")[:8],
         },
     )
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """400: a value the request holds is none evalhub accepts (evalhub/params.py says which); an API gets JSON."""
+    reason = str(exception) if exception else ""
+    if request.path.startswith("/api/"):  # the APIs' own error shape: {"errors": [{"field", "message"}]}
+        field = getattr(exception, "field", None)
+        return JsonResponse({"errors": [{"field": field, "message": reason or "Bad request."}]}, status=400)
+    return render(request, "400.html", {"reason": reason, "back_url": _back_url(request)}, status=400)
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from evalhub.params import has_nul
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
 from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
 from judges.engine.semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS
@@ -56,9 +57,12 @@ class JsonText(TextArea):
         if not text:
             return None
         try:
-            return parse_json(text)
+            value = parse_json(text)
         except ValueError as exc:
             raise forms.ValidationError(f"This is not valid JSON: {json_error(exc)}") from None
+        if has_nul(value):  # the text field refuses a NUL character; a \u0000 escape decodes to one
+            raise forms.ValidationError("A string in this JSON holds a NUL character (\\u0000): it cannot be stored.")
+        return value
 
     def prepare_value(self, value: Any) -> Any:
         if value is None or isinstance(value, str):
@@ -247,6 +251,13 @@ class JudgeConfigForm(forms.Form):
         for name, value in (spec.get("semantic") or {}).items():
             initial[f"semantic_{name}"] = "" if value is None and name not in ("dimensions", "fail_below") else value
         return initial
+
+    def clean_json_schema(self) -> Any:
+        schema = self.cleaned_data["json_schema"]
+        # jsonschema picks its draft by looking the $schema value up: anything but a string breaks that.
+        if isinstance(schema, dict) and not isinstance(schema.get("$schema", ""), str):
+            raise forms.ValidationError("$schema must be a string: the URI of a JSON Schema draft.")
+        return schema
 
     def _semantic_spec(self) -> dict | None:
         """The engine's `semantic` object from the fields, or None without the semantic layer."""

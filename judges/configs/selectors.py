@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
+from evalhub.params import object_id
 from judges.configs.cases import engine_case
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
@@ -196,9 +197,9 @@ def preview_case(*, dataset: Dataset, case_id: str) -> Case:
         if case is None:
             raise ValueError(f"The dataset {dataset.slug} has no cases yet.")
         return case
-    if not (case_id.isascii() and case_id.isdigit()) or len(case_id) > 18:  # 18 digits: any bigint, no overflow
+    if (pk := object_id(case_id)) is None:
         raise ValueError(f"{case_id[:40]!r} is not a case id: choose a case from the list.")
-    case = cases.filter(pk=int(case_id)).first()
+    case = cases.filter(pk=pk).first()
     if case is None:
         raise ValueError(f"The dataset {dataset.slug} has no case with id {case_id}: choose one of its cases "
                          "from the list.")

@@ -14,6 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.params import object_id, whole
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
 from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
@@ -35,8 +36,8 @@ def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     rubric = get_object_or_404(Rubric, slug=slug)
     configs = selectors.mark_policy_behind(list(selectors.rubric_configs(rubric=rubric)))
     by_version = {c.version: c for c in configs}
-    old = by_version.get(_int(request.GET.get("a")))
-    new = by_version.get(_int(request.GET.get("b")))
+    old = by_version.get(object_id(request.GET.get("a")))
+    new = by_version.get(object_id(request.GET.get("b")))
     if old is None and new is None and len(configs) >= 2:
         new, old = configs[0], configs[1]
     diff = selectors.spec_diff(old.spec, new.spec) if old and new else None
@@ -55,13 +56,6 @@ def _get_config(config_id: int) -> JudgeConfig:
         raise Http404("No such judge config.") from None
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
-
-
 @lead_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
@@ -74,7 +68,7 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """
     rubric = get_object_or_404(Rubric, slug=slug)
     base = None
-    if from_id := _int(request.GET.get("from")):
+    if from_id := object_id(request.GET.get("from")):
         base = get_object_or_404(JudgeConfig, pk=from_id, rubric=rubric, external=False)
     base = base or selectors.newest_config(rubric=rubric)
     if request.method == "POST":
@@ -162,8 +156,8 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
 def _preview_policy(policy_ref: str, policy: str) -> str:
     """The policy text a save would use: the referenced document version's, else the text field's."""
     slug, _, version = policy_ref.rpartition("@")
-    if slug and version.isdigit():
-        document = PolicyDocument.objects.filter(slug=slug, version=int(version)).first()
+    if slug and (number := whole(version, low=1)) is not None:
+        document = PolicyDocument.objects.filter(slug=slug, version=number).first()
         if document is not None:
             return document.text
     return policy

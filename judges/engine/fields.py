@@ -100,4 +100,7 @@ def regexes(d: dict, name: str) -> tuple[str, ...]:
             re.compile(p)
         except re.error as exc:
             raise ValueError(f"{name}: invalid regular expression {p!r}: {exc}") from None
+        except (RecursionError, OverflowError):  # nested too deep, or a repeat count too large, to compile
+            raise ValueError(f"{name}: invalid regular expression {p[:60]!r}…: too deeply nested or too large "
+                             "to compile") from None
     return patterns

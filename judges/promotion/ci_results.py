@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
+from evalhub.params import MAX_INT, has_nul
 from judges.gate.config import STAGES
 from judges.gate.report import MAX_LISTED_CASES, RESULTS_SCHEMA
 from judges.models import CiResult
@@ -27,7 +28,6 @@ _COUNTS = ("passed", "failed", "not_evaluated", "total")
 # The budget fields: whole numbers, and the cost in dollars; each optional, null allowed.
 BUDGET_COUNTS = ("calls", "cache_hits", "input_tokens", "output_tokens", "contested", "latency_ms_p50",
                  "latency_ms_p95")
-_MAX_COUNT = 2**31 - 1  # what the columns hold (tokens hold more; no CI run spends that many)
 _MAX_COST_USD = 1_000_000  # a DecimalField(12, 6) holds less than this
 
 
@@ -40,7 +40,8 @@ class CiResultsRejected(Exception):
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """A whole number the count columns hold (MAX_INT, an integer column's most)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT
 
 
 def _optional_text(payload: dict, name: str, limit: int, errors: list) -> str:
@@ -60,7 +61,7 @@ def _budget(item: dict, where: str, errors: list) -> dict[str, Any]:
         value = item.get(name)
         if value is None:
             continue
-        if not _is_count(value) or value > _MAX_COUNT:
+        if not _is_count(value):
             errors.append({"field": f"{where}.{name}", "message": "expected a whole number ≥ 0, or null"})
         else:
             out[name] = value
@@ -90,6 +91,8 @@ def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]
     """(run fields, [per-rubric fields]) of a results payload, or CiResultsRejected with every error."""
     if not isinstance(payload, dict):
         raise CiResultsRejected([{"field": None, "message": "expected a JSON object"}])
+    if has_nul(payload):  # PostgreSQL stores no NUL character, in text or in JSON
+        raise CiResultsRejected([{"field": None, "message": "a string holds a NUL character (\\u0000)"}])
     errors: list[dict[str, Any]] = []
     if payload.get("schema") != RESULTS_SCHEMA:
         errors.append({"field": "schema", "message": f"expected {RESULTS_SCHEMA!r}"})
@@ -138,7 +141,7 @@ def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]
             )
         bad = [name for name in _COUNTS if not _is_count(item.get(name))]
         for name in bad:
-            errors.append({"field": f"{where}.{name}", "message": "expected a whole number ≥ 0"})
+            errors.append({"field": f"{where}.{name}", "message": f"expected a whole number from 0 to {MAX_INT}"})
         if not bad and item["passed"] + item["failed"] + item["not_evaluated"] != item["total"]:
             errors.append({"field": f"{where}.total", "message": "passed + failed + not_evaluated must equal total"})
         rubrics.append(

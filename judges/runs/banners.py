@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from django.contrib import messages
 from django.http import HttpRequest
 
+from evalhub.params import object_id
 from judges.models import Run
 
 TAG_PREFIX = "live-runs-"
@@ -33,10 +34,10 @@ def live_run_ids(extra_tags: str) -> list[int]:
 
 def parse_run_ids(text: str) -> list[int]:
     """"12,13" → [12, 13]; anything that is not a short list of ids gives none (no banner, never an error)."""
-    parts = text.split(",")
-    if len(parts) > MAX_RUNS or not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in parts):
+    ids = [object_id(part) for part in text.split(",")]
+    if len(ids) > MAX_RUNS or None in ids:
         return []
-    return list(dict.fromkeys(int(part) for part in parts))
+    return list(dict.fromkeys(pk for pk in ids if pk is not None))
 
 
 def banner_runs(run_ids: list[int]) -> list[Run]:

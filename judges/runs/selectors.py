@@ -11,6 +11,7 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import Length
 from django.http import Http404
 
+from evalhub.params import object_id, object_id_or_404
 from judges.configs.cases import engine_case
 from judges.engine import build_messages, cache_key
 from judges.engine.providers import DEFAULT_MAX_TOKENS
@@ -62,8 +63,8 @@ def runs_for_list(*, search: str = "", ordering: tuple[str, ...] = ("-created_at
             Q(config__rubric__slug__icontains=search) | Q(dataset__slug__icontains=search)
             | Q(config__spec__model__icontains=search) | Q(created_by__username__icontains=search)
         )
-        if search.removeprefix("#").isdigit():
-            matches |= Q(pk=int(search.removeprefix("#")))
+        if (run_id := object_id(search.removeprefix("#"))) is not None:
+            matches |= Q(pk=run_id)
         runs = runs.filter(matches)
     return runs
 
@@ -76,8 +77,8 @@ def run_for_page_or_404(run_id: int | str | None) -> Run:
     """`run_for_page` for the judges' views: 404 for a run that does not exist, or an id that is none or not
     a number (a query string's missing or malformed run)."""
     try:
-        return run_for_page(run_id)  # type: ignore[arg-type]
-    except (Run.DoesNotExist, ValueError, TypeError):
+        return run_for_page(run_id if isinstance(run_id, int) else object_id_or_404(run_id))
+    except Run.DoesNotExist:
         raise Http404("No such run.") from None
 
 

@@ -19,6 +19,7 @@ from django_htmx.http import HTMX_STOP_POLLING, trigger_client_event
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.params import real_number
 from evalhub.tables import table_query
 from judges.configs import selectors as config_selectors
 from judges.models import JudgeConfig, Outcome, Run
@@ -198,10 +199,8 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
     """The polled progress partial; a finished or cancelled run answers 286, which stops htmx's polling."""
     run = selectors.run_for_page_or_404(run_id)
-    try:
-        since = float(request.GET["since"]) if "since" in request.GET else None
-    except ValueError:
-        since = None
+    # The page's own first render, as a Unix time (up to the year 2286).
+    since = real_number(request.GET["since"], name="since", low=0, high=1e10) if "since" in request.GET else None
     context = _progress_context(run, since)
     response = render(request, "judges/runs/run_detail.html#progress", context)
     if context["finished"]:

@@ -8,6 +8,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from evalhub.access import token_required
 from evalhub.models import Scope
+from evalhub.params import MAX_ID, whole
 from labeling.datasets.exporting import case_lines
 from labeling.datasets.forms import case_filters
 from labeling.datasets.selectors import pipeline_cases
@@ -67,10 +68,10 @@ def _pipeline_arguments(query) -> tuple[dict, list[tuple[str, str]]]:
     errors += problems
     sample, seed = query.get("sample"), query.get("seed")
     if sample is not None:
-        if not (sample.isascii() and sample.isdigit() and int(sample) >= 1):
+        if (count := whole(sample, low=1, high=MAX_ID)) is None:
             errors.append(("sample", "must be a whole number of cases, 1 or more"))
         else:
-            filters["sample"] = int(sample)
+            filters["sample"] = count
         if seed is None:
             errors.append(("seed", "is required with sample: the same seed picks the same cases"))
     if seed is not None:

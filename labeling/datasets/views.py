@@ -16,6 +16,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.params import object_id, refuse_nul
 from evalhub.tables import table_query
 from labeling.datasets import services
 from labeling.datasets.exporting import cases_export, labels_export, report_export, report_rubrics
@@ -115,6 +116,7 @@ def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
     kind = request.POST.get("set_kind", "")
     back = reverse("labeling:dataset_detail", args=[dataset.slug])
     query = request.POST.get("filter_query", "")
+    refuse_nul(QueryDict(query))  # the filters come back inside a field: the same rule as the page's own query
     back += f"?{QueryDict(query).urlencode()}" if query else ""  # back to the same filters, on our own path
     if kind != KIND_UNSET and kind not in CASE_KINDS:
         messages.error(request, f"Choose a kind: {', '.join(CASE_KINDS)}, or “{KIND_UNSET}” to clear it.")
@@ -125,7 +127,7 @@ def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
         cases = Case.objects.filter(pk__in=dataset_case_rows(dataset=dataset, search=filters.get("q", "").strip(),
                                                              **chosen).values("pk"))
     else:
-        ids = [int(pk) for pk in request.POST.getlist("case") if pk.isascii() and pk.isdigit() and len(pk) < 12]
+        ids = [pk for pk in map(object_id, request.POST.getlist("case")) if pk is not None]
         if not ids:
             messages.error(request, "Tick the cases to set, or choose “every case these filters select”.")
             return redirect(back)

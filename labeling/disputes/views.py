@@ -3,8 +3,8 @@
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import F, Q
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -94,9 +94,10 @@ def _dispute_row(
     if not request.htmx:
         messages.info(request, notice)
         back = request.POST.get("back", "")
-        if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        # A path on this site (the page the form was on); anything else, "foo" too, is ignored.
+        if not (back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})):
             back = reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
-        return redirect(back)
+        return HttpResponseRedirect(back)
     case = dispute_cases(dataset=dataset, rubric=rubric, status=ALL).filter(pk=case_id).first()
     if case is None:  # its labels agree now and nobody adjudicated it
         case = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk=case_id)).get()

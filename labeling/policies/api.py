@@ -4,6 +4,7 @@ from django.http import HttpRequest, JsonResponse
 
 from evalhub.access import method_not_allowed, token_required
 from evalhub.models import Scope
+from evalhub.params import whole
 from labeling.models import PolicyDocument
 
 
@@ -19,9 +20,9 @@ def policy_read(request: HttpRequest, slug: str) -> JsonResponse:
     versions = PolicyDocument.objects.filter(slug=slug).order_by("-version")
     raw = request.GET.get("version")
     if raw is not None:
-        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 2**31 - 1):
+        if (number := whole(raw, low=1)) is None:
             return JsonResponse({"error": "version must be a whole number, 1 or more."}, status=400)
-        versions = versions.filter(version=int(raw))
+        versions = versions.filter(version=number)
     policy = versions.first()
     if policy is None:
         if raw is not None and PolicyDocument.objects.filter(slug=slug).exists():

@@ -10,6 +10,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from evalhub.http import HtmxHttpRequest
+from evalhub.params import object_id_or_404
 from evalhub.tables import table_query
 from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
 from labeling.models import Case, Dataset, Label, Rubric
@@ -66,9 +67,7 @@ def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse
     dataset, rubric = _queue_of(request, slug, rubric_slug)
     case_id = request.GET.get("case", "")
     if case_id:
-        case = None
-        if case_id.isdigit():
-            case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=int(case_id))
+        case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=object_id_or_404(case_id))
         if case is None:
             raise Http404("No such case in this dataset.")
         services.case_claim(case_id=case.pk, rubric=rubric, reviewer=request.user)

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 from django.db import transaction
 
+from labeling.datasets.forms import RESERVED_SLUGS
 from labeling.importing import ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.management.commands._files import (
@@ -34,6 +35,8 @@ class Command(BaseCommand):
             validate_slug(dataset)
         except ValidationError:
             raise CommandError(f"{dataset!r} is not a valid slug (letters, digits, - and _).") from None
+        if dataset in RESERVED_SLUGS:  # the dataset's pages would be the page that creates one
+            raise CommandError(f"{dataset!r} is reserved; choose another slug.")
         fmt = resolve_format(file, format)
         try:
             # The dataset is created in the same transaction: a rejected file leaves no empty dataset.
