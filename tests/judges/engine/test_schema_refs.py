@@ -76,7 +76,8 @@ def test_it_knows_the_drafts_jsonschema_ships(listener):
 def test_a_remote_reference_that_slipped_past_is_a_failed_check_not_a_request(listener):
     # As a config stored before the refusal would be: the validated fields with a remote schema put back.
     valid = JudgeConfig.from_dict(_schema_config({"type": "object"}))
-    stored = dataclasses.replace(valid, json_schema={"type": "object", "properties": {"order": {"$ref": _url(listener)}}})
+    remote = {"type": "object", "properties": {"order": {"$ref": _url(listener)}}}
+    stored = dataclasses.replace(valid, json_schema=remote)
 
     j = judge_case(tool_case(output='{"order": 1}'), stored, 1)
 
