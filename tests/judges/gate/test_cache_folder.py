@@ -46,18 +46,23 @@ def entry(tmp_path: Path, case: dict) -> Path:
     return tmp_path / "cache" / f"{cache_key(case, JUDGE.config_hash, 1)}.json"
 
 
-def test_a_forged_pass_under_a_failing_judgments_key_does_not_pass_the_gate(tmp_path):
+# A hand-written pass, bare and with the two fields a judgment cannot do without.
+FORGED = [{"outcome": "pass"}, {"external_id": "c1", "repeat": 1, "outcome": "pass"}]
+
+
+@pytest.mark.parametrize("forged", FORGED, ids=["bare", "with its id and repeat"])
+def test_a_forged_pass_under_a_failing_judgments_key_does_not_pass_the_gate(tmp_path, forged):
     assert GATE.exists(), "pip install -e . installs the evalhub-gate console script"
     case = write_check(tmp_path, "fail")
     first = gate(tmp_path)
     assert first.returncode == 1, first.stdout + first.stderr
     assert entry(tmp_path, case).is_file()  # the failing judgment is cached under this key
 
-    entry(tmp_path, case).write_text(json.dumps({"outcome": "pass"}))
-    forged = gate(tmp_path)
+    entry(tmp_path, case).write_text(json.dumps(forged))
+    forged_run = gate(tmp_path)
 
-    assert forged.returncode == 1, forged.stdout + forged.stderr
-    assert "FAIL returns c1" in forged.stdout
+    assert (forged_run.returncode, forged_run.stderr) == (1, ""), forged_run.stdout + forged_run.stderr
+    assert "FAIL returns c1" in forged_run.stdout
     assert json.loads(entry(tmp_path, case).read_text())["value"]["outcome"] == "fail"  # judged again, replaced
 
 
@@ -66,8 +71,8 @@ def _directory(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [lambda path: path.write_bytes(b"\xff\xfe"), _directory,
-                                    lambda path: path.write_text('{"key": "' + path.stem + '", "value": {}}')],
-                         ids=["not utf-8", "a directory", "an empty judgment"])
+                                    lambda path: path.write_text('{"outcome": "fail"}')],
+                         ids=["not utf-8", "a directory", "an outcome without the judgment's fields"])
 def test_a_damaged_entry_is_judged_again_instead_of_a_traceback(tmp_path, damage):
     case = write_check(tmp_path, "pass")
     (tmp_path / "cache").mkdir()
