@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -98,7 +100,14 @@ _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 
 
 class FolderCache:
-    """One JSON file per key in a folder; written to a temp file then renamed, so a reader never sees half."""
+    """One JSON file per key in a folder; written to a temp file then renamed, so a reader never sees half.
+
+    The folder is outside the engine's hands (restored by CI, editable by anyone with the checkout), so
+    what it holds is checked before it is trusted: each file is `{"key": ..., "value": {...}}`, the key
+    it was written for, and anything else under an entry's name (not JSON, not UTF-8, not an object, a
+    directory, unreadable, written under another key or before entries recorded their key) is a miss,
+    replaced by the next put. The value's own shape is its reader's to check (a judgment, a vector).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -110,22 +119,32 @@ class FolderCache:
         return self.path / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        path = self._file(key)
         try:
-            text = self._file(key).read_text(encoding="utf-8")
-        except FileNotFoundError:
+            # Non-blocking, so a FIFO under an entry's name cannot hang the reader; only a file is read.
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:  # missing, unreadable, or a directory on some systems
             return None
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    return None
+                entry = json.loads(fh.read().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
             return None  # a damaged entry is a miss: the work is simply done again
-        return value if isinstance(value, dict) else None
+        if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("value"), dict):
+            return None  # copied from another key, hand-written, or from before entries recorded their key
+        value: dict[str, Any] = entry["value"]
+        return value
 
     def put(self, key: str, judgment: dict[str, Any]) -> None:
         target = self._file(key)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)  # a directory under an entry's name would refuse the rename below
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{key[:16]}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(judgment, fh, sort_keys=True, default=_listed)
+                json.dump({"key": key, "value": judgment}, fh, sort_keys=True, default=_listed)
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

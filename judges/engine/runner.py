@@ -81,17 +81,17 @@ class Engine:
 
     # ---- one judgment --------------------------------------------------------------------------
 
-    def _cached(self, key: str | None) -> dict[str, Any] | None:
+    def _cached(self, key: str | None) -> Judgment | None:
         hit = self.cache.get(key) if key is not None and self.cache is not None else None
-        return hit if hit is not None and hit.get("outcome") in ("pass", "fail") else None
+        j = Judgment.from_stored(hit) if hit is not None else None  # a partial or mistyped entry is a miss
+        return j if j is not None and j.evaluated else None
 
     def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
         started = time.monotonic()
         key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
         if key is not None:
-            hit = self._cached(key)
-            if hit is not None:
-                j = Judgment.from_dict(hit)
+            j = self._cached(key)
+            if j is not None:
                 # The same content may sit under another id; this run spent nothing on it.
                 j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
                 j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0

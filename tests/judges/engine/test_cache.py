@@ -1,12 +1,15 @@
 import hashlib
 import json
+import os
+import shutil
 import threading
 
+import numpy as np
 import pytest
 
-from judges.engine import FolderCache, MemoryCache, cache_key, case_content_key
+from judges.engine import FolderCache, JudgeConfig, MemoryCache, cache_key, case_content_key, judge_case
 
-from .factories import tool_case
+from .factories import contract_config, tool_case
 
 
 def test_case_content_key_is_sha256_of_what_the_judge_sees():
@@ -97,3 +100,93 @@ def test_a_damaged_folder_entry_is_a_miss(tmp_path):
 def test_a_folder_cache_refuses_a_key_that_is_not_a_digest(tmp_path):
     with pytest.raises(ValueError):
         FolderCache(tmp_path).get("../../etc/passwd")
+
+
+KEY = "ef" * 32
+OTHER_KEY = "ab" * 32
+
+
+def _symlink_loop(path):
+    path.symlink_to(path)
+
+
+def _unreadable(path):
+    path.write_text(json.dumps({"key": KEY, "value": {"outcome": "pass"}}))
+    path.chmod(0)
+
+
+# What can sit under an entry's name in a folder nobody guards (restored by CI, edited by hand).
+BAD_ENTRIES = {
+    "not utf-8": lambda path: path.write_bytes(b"\xff\xfe"),
+    "cut short": lambda path: path.write_text('{"key": "ef'),
+    "too deep to parse": lambda path: path.write_text("[" * 100_000 + "]" * 100_000),
+    "a list": lambda path: path.write_text("[1, 2]"),
+    "a string": lambda path: path.write_text('"pass"'),
+    "written before entries recorded their key": lambda path: path.write_text('{"outcome": "pass"}'),
+    "a value that is not an object": lambda path: path.write_text(json.dumps({"key": KEY, "value": "pass"})),
+    "a directory": lambda path: (path.mkdir(), (path / "x.json").write_text("{}")),
+    "a symlink loop": _symlink_loop,
+    "a FIFO": lambda path: os.mkfifo(path),
+    "an unreadable file": _unreadable,
+}
+
+
+@pytest.mark.parametrize("make_bad", list(BAD_ENTRIES.values()), ids=list(BAD_ENTRIES))
+def test_a_bad_folder_entry_is_a_miss_and_the_next_put_replaces_it(tmp_path, make_bad):
+    if make_bad is _unreadable and os.geteuid() == 0:
+        pytest.skip("root reads a file whatever its mode")
+    cache = FolderCache(tmp_path)
+    make_bad(tmp_path / f"{KEY}.json")
+    assert cache.get(KEY) is None
+    cache.put(KEY, {"outcome": "fail"})
+    assert cache.get(KEY) == {"outcome": "fail"}
+    assert [p.name for p in tmp_path.iterdir()] == [f"{KEY}.json"]
+
+
+def test_an_entry_read_under_another_key_than_it_was_written_for_is_a_miss(tmp_path):
+    cache = FolderCache(tmp_path)
+    cache.put(KEY, {"outcome": "fail"})
+    shutil.copy(tmp_path / f"{KEY}.json", tmp_path / f"{OTHER_KEY}.json")
+    assert cache.get(OTHER_KEY) is None
+    assert cache.get(KEY) == {"outcome": "fail"}
+
+
+def test_a_folder_keeps_embeddings_under_their_key_too(tmp_path):
+    cache = FolderCache(tmp_path / "embeddings")
+    cache.put(KEY, {"vector": np.array([0.25, -1.0, 3.0])})
+    assert cache.get(KEY) == {"vector": [0.25, -1.0, 3.0]}
+    shutil.copy(tmp_path / "embeddings" / f"{KEY}.json", tmp_path / "embeddings" / f"{OTHER_KEY}.json")
+    assert cache.get(OTHER_KEY) is None
+
+
+# The judgment's own check: an entry under the right key is still a verdict only when it is a whole judgment.
+PARTIAL_JUDGMENTS = {
+    "only an outcome": {"outcome": "pass"},
+    "a count that is text": "input_tokens",
+    "checks that are not a list": "checks",
+    "a flag for a count": "provider_calls",
+    "a field missing": "similarity",
+}
+
+
+@pytest.mark.parametrize("damage", list(PARTIAL_JUDGMENTS.values()), ids=list(PARTIAL_JUDGMENTS))
+def test_an_entry_that_is_not_a_whole_judgment_is_judged_again(tmp_path, damage):
+    config = contract_config("must_match", must_match=["ORD-101"])
+    case = tool_case(output="I could not find that order.")
+    cache = FolderCache(tmp_path)
+    first = judge_case(case, config, 1, cache=cache)
+    assert first.outcome == "fail" and not first.cached
+    key = cache_key(case, JudgeConfig.from_dict(config).config_hash, 1)
+    stored = cache.get(key)
+    assert judge_case(case, config, 1, cache=cache).cached  # what the engine wrote is a whole judgment
+    if isinstance(damage, dict):
+        forged = damage
+    else:
+        forged = {**stored, "outcome": "pass"}
+        forged[damage] = {"input_tokens": "12", "checks": 5, "provider_calls": True}.get(damage)
+        if damage == "similarity":
+            del forged[damage]
+    cache.put(key, forged)
+    again = judge_case(case, config, 1, cache=cache)
+    assert (again.outcome, again.cached) == ("fail", False)
+    assert cache.get(key) == stored | {"latency_ms": again.latency_ms}  # replaced by the fresh judgment
