@@ -13,7 +13,6 @@ from functools import cached_property
 from typing import Any
 
 import jsonschema
-import referencing.jsonschema
 
 from . import fields
 from .canonical import canonical_json, sha256_hex
@@ -294,49 +293,6 @@ def _needs(checks: tuple[str, ...], name: str, given: bool, *, what: str, needs:
         raise ValueError(f"{name}: {what} given, but {name} is not in contract_checks")
 
 
-# The keywords that make a validator follow a reference (2020-12, 2019-09, and every draft's $ref).
-_REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
-
-
-def _known_draft(dialect: Any) -> bool:
-    """Whether `$schema` names a draft jsonschema ships (and so knows without asking anyone)."""
-    if not isinstance(dialect, str):
-        return False
-    try:
-        referencing.jsonschema.specification_with(dialect)
-    except referencing.jsonschema.UnknownDialect:
-        return False
-    return True
-
-
-def _refuse_outside_references(schema: dict[str, Any]) -> None:
-    """A schema is data: it may refer only within itself ("#/$defs/order"), never to a URL or a file.
-
-    jsonschema would fetch any other reference over the network while it judges. Every object in
-    the document is looked at, not only the schema keywords' own places, since a local reference may
-    point anywhere in it (even into an `examples` value). `$schema` may name only a draft jsonschema
-    ships: those are known without asking anyone, and jsonschema never fetches `$schema`.
-    """
-    dialect = schema.get("$schema")
-    if dialect is not None and not _known_draft(dialect):
-        raise ValueError(f"json_schema: $schema {dialect!r} is not a JSON Schema draft jsonschema knows")
-    # A stack, not recursion: however deeply the document nests, walking it raises nothing.
-    stack: list[tuple[str, Any]] = [("", schema)]
-    while stack:
-        where, value = stack.pop()
-        if isinstance(value, dict):
-            for keyword in _REFERENCE_KEYWORDS:
-                ref = value.get(keyword)
-                if isinstance(ref, str) and not ref.startswith("#"):
-                    raise ValueError(
-                        f"json_schema: the reference {ref!r} ({keyword} at {where or '/'}) leaves the schema;"
-                        ' a schema may only refer within itself, as "#/$defs/name" does'
-                    )
-            stack.extend((f"{where}/{k}", v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{where}/{i}", v) for i, v in enumerate(value))
-
-
 def _contract(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
     """The contract layer's checks and what each needs (patterns, a schema, tool names, a number)."""
     checks = fields.string_list(d, "contract_checks")
@@ -359,7 +315,7 @@ def _contract(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
     if schema is not None:
         if not isinstance(schema, dict):
             raise ValueError("json_schema: expected an object or null")
-        _refuse_outside_references(schema)
+        fields.refuse_outside_references(schema)
         try:
             jsonschema.validators.validator_for(schema).check_schema(schema)
         except jsonschema.SchemaError as exc:

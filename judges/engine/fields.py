@@ -1,8 +1,11 @@
-"""The small validators of a judge config's fields: each names the field it rejects in its ValueError."""
+"""The small validators of a judge config's fields, a JSON Schema's references among them: each names the
+field it rejects in its ValueError."""
 
 import json
 import re
 from typing import Any
+
+import referencing.jsonschema
 
 # The engine sets these request fields itself; a config may not override them through params.
 RESERVED_PARAMS: frozenset[str] = frozenset(
@@ -104,3 +107,46 @@ def regexes(d: dict, name: str) -> tuple[str, ...]:
             raise ValueError(f"{name}: invalid regular expression {p[:60]!r}…: too deeply nested or too large "
                              "to compile") from None
     return patterns
+
+
+# The keywords that make a validator follow a reference (2020-12, 2019-09, and every draft's $ref).
+_REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+
+def _known_draft(dialect: Any) -> bool:
+    """Whether `$schema` names a draft jsonschema ships (and so knows without asking anyone)."""
+    if not isinstance(dialect, str):
+        return False
+    try:
+        referencing.jsonschema.specification_with(dialect)
+    except referencing.jsonschema.UnknownDialect:
+        return False
+    return True
+
+
+def refuse_outside_references(schema: dict[str, Any]) -> None:
+    """A schema is data: it may refer only within itself ("#/$defs/order"), never to a URL or a file.
+
+    jsonschema would fetch any other reference over the network while it judges. Every object in
+    the document is looked at, not only the schema keywords' own places, since a local reference may
+    point anywhere in it (even into an `examples` value). `$schema` may name only a draft jsonschema
+    ships: those are known without asking anyone, and jsonschema never fetches `$schema`.
+    """
+    dialect = schema.get("$schema")
+    if dialect is not None and not _known_draft(dialect):
+        raise ValueError(f"json_schema: $schema {dialect!r} is not a JSON Schema draft jsonschema knows")
+    # A stack, not recursion: however deeply the document nests, walking it raises nothing.
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, dict):
+            for keyword in _REFERENCE_KEYWORDS:
+                ref = value.get(keyword)
+                if isinstance(ref, str) and not ref.startswith("#"):
+                    raise ValueError(
+                        f"json_schema: the reference {ref!r} ({keyword} at {where or '/'}) leaves the schema;"
+                        ' a schema may only refer within itself, as "#/$defs/name" does'
+                    )
+            stack.extend((f"{where}/{k}", v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}/{i}", v) for i, v in enumerate(value))
