@@ -10,7 +10,9 @@ class JudgesConfig(AppConfig):
         from judges.calibration import selectors as calibration_selectors
         from judges.drift.services import drift_check_record
         from judges.probes.selectors import run_probe_figures
+        from judges.promotion.selectors import label_in_granted_evidence
         from judges.runs import tasks
+        from labeling.queue import services as queue_services
 
         # A drift run that has just finished stores its figures: drift sits above runs, so it is wired
         # in here rather than imported by the run task.
@@ -19,3 +21,6 @@ class JudgesConfig(AppConfig):
         # A run's figures carry its bias probes': probes sit above calibration, so they are wired in here.
         if run_probe_figures not in calibration_selectors.RUN_FIGURE_EXTRAS:
             calibration_selectors.RUN_FIGURE_EXTRAS.append(run_probe_figures)
+        # An undo is refused once a promotion's evidence counted the label: labeling never imports judges.
+        if label_in_granted_evidence not in queue_services.UNDO_REFUSALS:
+            queue_services.UNDO_REFUSALS.append(label_in_granted_evidence)

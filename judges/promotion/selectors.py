@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pandas as pd
-from django.db.models import Count, IntegerField, Max, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -32,9 +32,9 @@ from judges.calibration.selectors import (
     shown_rules,
 )
 from judges.drift.selectors import drift_reason, evidence_events, newest_checks
-from judges.models import CiResult, JudgeConfig, RubricEvent, Run
+from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
-from labeling.models import Case, Rubric
+from labeling.models import Case, Label, Rubric
 from labeling.policies.selectors import policy_newest_versions
 
 # Rules that say the same as a stale reason: shown once, as the stale reason.
@@ -43,6 +43,23 @@ _SAID_BY_STALENESS = {"newest_config", "not_stale"}
 
 def evidence_for(*, rubric: Rubric) -> RubricEvent | None:
     return evidence_events(rubric_ids=[rubric.pk]).first()
+
+
+def label_in_granted_evidence(label: Label) -> str:
+    """Why undoing this label would change a promotion's evidence: a promotion or renewal of its rubric,
+    granted since the label was given on a run that judged its case, counted it. "" when none did.
+
+    Registered with labeling.queue.services.UNDO_REFUSALS (judges/apps.py)."""
+    judged = Judgment.objects.filter(run=OuterRef("run"), case=label.case_id)
+    event = (
+        RubricEvent.objects.filter(rubric=label.rubric_id, kind__in=[RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW],
+                                   at__gte=label.updated_at)
+        .filter(Exists(judged)).order_by("-at").first()
+    )
+    if event is None:
+        return ""
+    return (f"the {event.get_kind_display()} to {event.to_stage} on {event.at:%Y-%m-%d %H:%M} counted your label "
+            "in its evidence.")
 
 
 # ---- does the evidence still hold? --------------------------------------------------------------------

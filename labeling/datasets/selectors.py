@@ -73,14 +73,17 @@ def dataset_categories(*, dataset: Dataset) -> list[dict]:
     )
 
 
+# A case's expected tool argument is checked unless it is SQL NULL (a JSON null is checked).
+CHECKS_TOOL_ARGUMENT = ExpressionWrapper(Q(expected_tool_argument__isnull=False), output_field=BooleanField())
+
+
 def case_for_page(*, case_id: int, datasets: QuerySet[Dataset] | None = None) -> Case:
     """One case (of `datasets`, every dataset when None) with its dataset and `checks_tool_argument` (SQL
     NULL: not checked; JSON null: checked)."""
     cases = Case.objects.all() if datasets is None else Case.objects.filter(dataset__in=datasets)
     return (
         cases.select_related("dataset")
-        .annotate(checks_tool_argument=ExpressionWrapper(Q(expected_tool_argument__isnull=False),
-                                                         output_field=BooleanField()))
+        .annotate(checks_tool_argument=CHECKS_TOOL_ARGUMENT)
         .get(pk=case_id)
     )
 

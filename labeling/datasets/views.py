@@ -211,7 +211,7 @@ def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
     context = {
         "case": case,
         "dataset": case.dataset,
-        **_trace_for_page(case),
+        "trace_view": _trace_for_page(case),
         "metadata": [_readable(key, value) for key, value in metadata],
         "metadata_more": metadata_more,
         "label_groups": case_labels_by_rubric(case=case) if request.user.is_lead else None,

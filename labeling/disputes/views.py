@@ -13,7 +13,8 @@ from django.views.decorators.vary import vary_on_headers
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
 from evalhub.tables import table_query
-from labeling.datasets.views import _get_dataset_for_user
+from labeling.datasets.selectors import CHECKS_TOOL_ARGUMENT
+from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
 from labeling.disputes import services
 from labeling.disputes.agreement import reviewer_agreement
 from labeling.disputes.forms import AdjudicateForm
@@ -79,12 +80,21 @@ def disputes(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRespo
             Q(external_id__icontains=table.search) | Q(input__icontains=table.search)
             | Q(output__icontains=table.search)
         )
-    page = Paginator(cases, DISPUTES_PER_PAGE).get_page(request.GET.get("page"))
-    with_dispute_details(page.object_list, rubric=rubric)
+    page = Paginator(cases.annotate(checks_tool_argument=CHECKS_TOOL_ARGUMENT), DISPUTES_PER_PAGE).get_page(
+        request.GET.get("page"))
+    _with_what_a_decision_needs(page.object_list, rubric=rubric)
     return render(request, "labeling/disputes.html", {
         "dataset": dataset, "rubric": rubric, "page": page, "status": status, "table": table,
         "sort_choices": DISPUTE_SORT_CHOICES, "counts": dispute_counts(dataset=dataset, rubric=rubric),
     })
+
+
+def _with_what_a_decision_needs(cases: list[Case], *, rubric: Rubric) -> None:
+    """Each dispute's labels and adjudication, and its trace as the page shows it (the expectations are
+    the case's own fields): a tool-use dispute cannot be decided without them."""
+    with_dispute_details(cases, rubric=rubric)
+    for case in cases:
+        case.trace_view = _trace_for_page(case)
 
 
 def _dispute_row(
@@ -98,10 +108,12 @@ def _dispute_row(
         if not (back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})):
             back = reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
         return HttpResponseRedirect(back)
-    case = dispute_cases(dataset=dataset, rubric=rubric, status=ALL).filter(pk=case_id).first()
+    case = (dispute_cases(dataset=dataset, rubric=rubric, status=ALL).filter(pk=case_id)
+            .annotate(checks_tool_argument=CHECKS_TOOL_ARGUMENT).first())
     if case is None:  # its labels agree now and nobody adjudicated it
-        case = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk=case_id)).get()
-    with_dispute_details([case], rubric=rubric)
+        case = cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk=case_id)).annotate(
+            checks_tool_argument=CHECKS_TOOL_ARGUMENT).get()
+    _with_what_a_decision_needs([case], rubric=rubric)
     # The tabs' counts change with a decision: they come along, swapped out of band.
     status = request.POST.get("status") if request.POST.get("status") in {OPEN, DECIDED, ALL} else OPEN
     return render(request, "labeling/disputes.html#dispute", {

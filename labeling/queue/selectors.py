@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from evalhub.models import User
@@ -147,13 +147,12 @@ def queue_case(*, dataset: Dataset, rubric: Rubric, reviewer: User, case_id: int
     return case
 
 
-def last_label(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Label | None:
-    """The reviewer's most recent label in this queue: what `u` takes back."""
+def undo_label(*, label_id: int, dataset: Dataset, rubric: Rubric, reviewer: User) -> Label | None:
+    """The label that `u` would take back (this sitting's newest step, queue.sitting), as the page names it."""
     return (
-        Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset)
+        Label.objects.filter(pk=label_id, reviewer=reviewer, rubric=rubric, dataset=dataset)
         .select_related("case")
         .only("id", "verdict", "updated_at", "case__id", "case__external_id")
-        .order_by("-updated_at", "-id")
         .first()
     )
 
@@ -162,6 +161,7 @@ def last_label(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Label | N
 class Progress:
     mine: int  # the reviewer's labels in this dataset for this rubric
     mine_changed: int  # of which stopped counting
+    left: int  # left for them: cases that still need their label, and their labels that stopped counting
     cases: int  # cases in the dataset
     done: int  # cases with all the labels they need
     labels: int  # labels given by everyone
@@ -172,17 +172,34 @@ class Progress:
 
 
 def progress_of(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Progress:
-    """The reviewer's and the dataset's progress for this rubric: three aggregate queries.
+    """The reviewer's and the dataset's progress for this rubric: four aggregate queries.
 
     The reviewer's two counts are separate so that each reads one index only (label_queue_recent,
     and the small partial label_queue_stale) instead of visiting every label of theirs.
     """
     mine = Label.objects.filter(reviewer=reviewer, rubric=rubric, dataset=dataset)
+    mine_changed = mine.stopped_counting().count()
     everyone = dataset_tallies(dataset=dataset, rubric=rubric)
+    needing = _needing_label_from(reviewer).filter(dataset=dataset, rubric=rubric).count()
     return Progress(
-        mine=mine.count(), mine_changed=mine.stopped_counting().count(), cases=everyone["cases"],
+        mine=mine.count(), mine_changed=mine_changed, left=needing + mine_changed, cases=everyone["cases"],
         done=everyone["done"], labels=everyone["labels"],
     )
+
+
+def _needing_label_from(reviewer: User) -> QuerySet[CaseTally]:
+    """Tallies of cases that still need a label (under labels_per_case plus a lead's requests) that this
+    reviewer has not given: with their labels that stopped counting, what is left for them."""
+    mine = Label.objects.filter(case=OuterRef("case"), rubric=OuterRef("rubric"), reviewer=reviewer)
+    return CaseTally.objects.filter(labels__lt=F("rubric__labels_per_case") + F("requested")).exclude(Exists(mine))
+
+
+def held_elsewhere(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> dict:
+    """{"count", "frees_at"}: cases left for this reviewer that are open in another reviewer's tab (held:
+    services.case_claim), and when the first of those holds runs out if they leave it. One query."""
+    return _needing_label_from(reviewer).filter(
+        dataset=dataset, rubric=rubric, claimed_until__gt=now or timezone.now(),
+    ).exclude(claimed_by=reviewer).aggregate(count=Count("id"), frees_at=Min("claimed_until"))
 
 
 def dataset_tallies(*, dataset: Dataset, rubric: Rubric) -> dict:
@@ -212,10 +229,8 @@ def queues_for(*, user: User) -> list[dict]:
         .values("case__dataset", "rubric")
         .annotate(n=Count("id"))
     }
-    mine = Label.objects.filter(case=OuterRef("case"), rubric=OuterRef("rubric"), reviewer=user)
     needing = (
-        CaseTally.objects.filter(dataset__in=datasets, labels__lt=F("rubric__labels_per_case") + F("requested"))
-        .exclude(Exists(mine))
+        _needing_label_from(user).filter(dataset__in=datasets)
         .values("dataset", "rubric")
         .annotate(n=Count("id"))
     )

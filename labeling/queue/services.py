@@ -4,6 +4,8 @@ Every function is keyword-only and does its writes in one transaction. Counts th
 (CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
 """
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -11,16 +13,25 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalhub.models import User
-from labeling.models import Case, Dataset, Label, LabelingRefused, Rubric, Skip, Verdict
+from labeling.models import Adjudication, Case, Dataset, Label, LabelingRefused, Rubric, Skip, Verdict
 from labeling.queue.selectors import next_case
 
 # How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
 CLAIM_LEASE = timedelta(minutes=10)
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """What a submit did: `created` a label, `changed` one (a revision), or neither (the same again)."""
+
+    label: Label
+    created: bool
+    changed: bool
+
+
 def label_submit(
     *, case: Case, rubric: Rubric, reviewer: User, verdict: str, note: str = "", content_hash: str
-) -> Label:
+) -> Submitted:
     """Record the reviewer's verdict on a case, given against the content (hash) they saw.
 
     There is one label per (case, rubric, reviewer) whatever arrives at once: the INSERT skips on the
@@ -39,6 +50,7 @@ def label_submit(
         with connection.cursor() as cursor:
             cursor.execute(_INSERT_LABEL, [case.pk, rubric.pk, reviewer.pk, verdict, note, content_hash, stamp, stamp])
             inserted = cursor.fetchone()
+        changed = bool(inserted)
         if inserted:
             label = Label(pk=inserted[0], case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, note=note,
                           content_hash=content_hash, created_at=now, updated_at=now)
@@ -46,8 +58,9 @@ def label_submit(
             label = Label.objects.select_for_update().get(case=case, rubric=rubric, reviewer=reviewer)
             if (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash):
                 label.revise(verdict=verdict, note=note, content_hash=content_hash)
+                changed = True
         Skip.objects.filter(case=case, rubric=rubric, reviewer=reviewer).delete()
-    return label
+    return Submitted(label=label, created=bool(inserted), changed=changed)
 
 
 # stale and dataset_id are the triggers' to set (migrations 0003, 0004).
@@ -59,20 +72,47 @@ RETURNING id
 """
 
 
-def label_undo(*, label_id: int, reviewer: User, dataset: Dataset, rubric: Rubric) -> int | None:
-    """Take back one of the reviewer's labels: restore it as it was before its last revision, or delete it.
+# Checks from above labeling that may refuse an undo: judges registers one (judges/apps.py) saying when a
+# promotion's evidence counted the label, since labeling never imports judges. Each returns why, or "".
+UNDO_REFUSALS: list[Callable[[Label], str]] = []
 
-    Returns the case id to show again, or None when the label is gone already (a repeated undo
-    changes nothing) or is not theirs in this dataset and rubric.
+
+def label_undo(
+    *, label_id: int, reviewer: User, dataset: Dataset, rubric: Rubric, given_at: datetime, created: bool
+) -> int | None:
+    """Take back one step of this sitting (queue.sitting): delete the label it created, or restore the
+    label as it was before the revision it made.
+
+    Only while the label is as that step left it (updated_at == given_at), so an undo never reaches a
+    change made since, elsewhere, nor an older label. Refused (LabelingRefused, saying why) when a lead's
+    adjudication or a promotion's evidence (UNDO_REFUSALS) has counted the label since: what they decided
+    on stays as they saw it. Returns the case id to show again, or None when the label is gone already
+    (a repeated undo changes nothing) or is not theirs in this dataset and rubric.
     """
     with transaction.atomic():
         label = (
             Label.objects.select_for_update(of=("self",))
             .filter(pk=label_id, reviewer=reviewer, rubric=rubric, case__dataset=dataset)
+            .select_related("case")
             .first()
         )
         if label is None:
             return None
+        external_id = label.case.external_id
+        if label.updated_at != given_at or (created and label.previous is not None):
+            raise LabelingRefused(f"Not taken back: your label on {external_id} changed since (in another tab or "
+                                  "from your labels). Change it there if you need to.")
+        if not created and label.previous is None:
+            raise LabelingRefused(f"Not taken back: undo keeps one earlier version of a label, and your label on "
+                                  f"{external_id} is back to it already.")
+        decided = Adjudication.objects.filter(case=label.case_id, rubric=rubric, decided_at__gte=given_at).first()
+        if decided is not None:
+            raise LabelingRefused(
+                f"Not taken back: a lead decided {external_id} ({decided.verdict}) after your label, so it stays "
+                "as they saw it. You can still change it from your labels.")
+        for refusal in UNDO_REFUSALS:
+            if why := refusal(label):
+                raise LabelingRefused(f"Not taken back: {why} You can still change it from your labels.")
         previous = label.previous
         if previous:
             label.verdict = previous["verdict"]

@@ -14,16 +14,19 @@ from evalhub.params import object_id_or_404
 from evalhub.tables import table_query
 from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
 from labeling.models import Case, Dataset, Label, Rubric
+from labeling.models import LabelingRefused
 from labeling.queue import services
 from labeling.queue.forms import CaseIdForm, LabelForm, UndoForm
 from labeling.queue.selectors import (
     HISTORY_SORTS,
+    held_elsewhere,
     labels_history,
-    last_label,
     progress_of,
     queue_case,
     queues_for,
+    undo_label,
 )
+from labeling.queue.sitting import Step, sitting_forget, sitting_record, sitting_steps
 
 
 def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
@@ -33,8 +36,8 @@ def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Datase
 
 
 def _render_queue(
-    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, case: Case | None, undo: Label | None,
-    back: str = "", partial: bool, notice: str = "",
+    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, case: Case | None, back: str = "", partial: bool,
+    notice: str = "", refusal: str = "",
 ) -> HttpResponse:
     """The queue page, or only its case panel for htmx.
 
@@ -42,14 +45,16 @@ def _render_queue(
     held for this reviewer already (services.case_serve, or case_claim for one asked for by id).
     """
     context = {
-        "dataset": dataset, "rubric": rubric, "case": case, "undo": undo, "back": back, "notice": notice,
-        "mine": case.own_label if case else None,
+        "dataset": dataset, "rubric": rubric, "case": case, "undo": _undo_label(request, dataset, rubric),
+        "back": back, "notice": notice, "refusal": refusal, "mine": case.own_label if case else None,
     }
     if case is not None:
-        context |= _trace_for_page(case)
+        context["trace_view"] = _trace_for_page(case)
     else:
-        # The queue is empty: say so, with the reviewer's own count.
+        # The queue is empty: say so, with the reviewer's own count, and any case left for them that is
+        # open in another reviewer's tab (it comes back when that hold ends).
         context["done_count"] = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user).mine
+        context["held"] = held_elsewhere(dataset=dataset, rubric=rubric, reviewer=request.user)
     if partial:
         return render(request, "labeling/queue.html#case", context)
     context["progress"] = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user)
@@ -73,9 +78,8 @@ def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse
         services.case_claim(case_id=case.pk, rubric=rubric, reviewer=request.user)
     else:
         case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
-    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
     back = "history" if request.GET.get("back") == "history" else ""
-    return _render_queue(request, dataset, rubric, case=case, undo=undo, back=back, partial=bool(request.htmx))
+    return _render_queue(request, dataset, rubric, case=case, back=back, partial=bool(request.htmx))
 
 
 @require_POST
@@ -88,15 +92,18 @@ def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRe
         return HttpResponseBadRequest("This label could not be read: " + form.errors.as_text())
     data = form.cleaned_data
     case = get_object_or_404(Case.objects.only("id", "external_id", "dataset_id"), pk=data["case"], dataset=dataset)
-    label = services.label_submit(
+    submitted = services.label_submit(
         case=case, rubric=rubric, reviewer=request.user, verdict=data["verdict"], note=data["note"],
         content_hash=data["content_hash"],
     )
-    label.case = case
+    label = submitted.label
+    if submitted.changed:  # this sitting's step, which undo may take back
+        sitting_record(request.session, dataset_id=dataset.pk, rubric_id=rubric.pk,
+                       step=Step(label_id=label.pk, given_at=label.updated_at, created=submitted.created))
     if data["back"] == "history":
         messages.success(request, f"Your label on {case.external_id} is {label.verdict}.")
         return redirect(f"{reverse('labeling:history')}?dataset={dataset.slug}&rubric={rubric.slug}")
-    return _next_case_response(request, dataset, rubric, undo=label)
+    return _next_case_response(request, dataset, rubric)
 
 
 @require_POST
@@ -109,42 +116,65 @@ def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
         return HttpResponseBadRequest("Which case to skip?")
     case = get_object_or_404(Case.objects.only("id", "dataset_id"), pk=form.cleaned_data["case"], dataset=dataset)
     services.skip(case=case, rubric=rubric, reviewer=request.user)
-    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
-    return _next_case_response(request, dataset, rubric, undo=undo)
+    return _next_case_response(request, dataset, rubric)
 
 
-def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, *, undo: Label | None):
+def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric) -> HttpResponse:
     if not request.htmx:
         return redirect("labeling:queue", slug=dataset.slug, rubric_slug=rubric.slug)
     # The next case is held in the same step, and the one just answered or skipped is let go.
     case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
-    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True)
+    response = _render_queue(request, dataset, rubric, case=case, partial=True)
     return trigger_client_event(response, "labeled")  # the progress panel reloads itself
+
+
+def _undo_step(request: HttpRequest, dataset: Dataset, rubric: Rubric) -> Step | None:
+    """This sitting's newest step in this queue: the one `u` takes back (queue.sitting)."""
+    steps = sitting_steps(request.session, dataset_id=dataset.pk, rubric_id=rubric.pk)
+    return steps[-1] if steps else None
+
+
+def _undo_label(request: HttpRequest, dataset: Dataset, rubric: Rubric) -> Label | None:
+    step = _undo_step(request, dataset, rubric)
+    if step is None:
+        return None
+    return undo_label(label_id=step.label_id, dataset=dataset, rubric=rubric, reviewer=request.user)
 
 
 @require_POST
 @vary_on_headers("HX-Request")
 def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
-    """Take back the reviewer's last label here and show that case again; a repeated undo does nothing."""
+    """Take back this sitting's last label here and show that case again; a repeated undo does nothing."""
     dataset, rubric = _queue_of(request, slug, rubric_slug)
     form = UndoForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Which label to undo?")
-    case_id = services.label_undo(label_id=form.cleaned_data["label"], reviewer=request.user, dataset=dataset,
-                                  rubric=rubric)
-    notice = "Your last label is taken back: label this case again." if case_id else ""
+    # Only this sitting's newest step, and only the one the page offered: a repeated or out-of-date undo
+    # changes nothing.
+    step = _undo_step(request, dataset, rubric)
+    case_id, notice, refusal = None, "", ""
+    if step is not None and step.label_id == form.cleaned_data["label"]:
+        try:
+            case_id = services.label_undo(label_id=step.label_id, reviewer=request.user, dataset=dataset,
+                                          rubric=rubric, given_at=step.given_at, created=step.created)
+        except LabelingRefused as refused:
+            refusal = str(refused)
+        sitting_forget(request.session, dataset_id=dataset.pk, rubric_id=rubric.pk, step=step)
+    if case_id:
+        notice = "Your last label is taken back: label this case again."
     if not request.htmx:
         url = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
         if notice:
             messages.info(request, notice)
+        elif refusal:
+            messages.warning(request, refusal)
         return redirect(f"{url}?case={case_id}" if case_id else url)
     if case_id is None:
         case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
     else:
         case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=case_id)
         services.case_claim(case_id=case_id, rubric=rubric, reviewer=request.user)
-    undo = last_label(dataset=dataset, rubric=rubric, reviewer=request.user)
-    response = _render_queue(request, dataset, rubric, case=case, undo=undo, partial=True, notice=notice)
+    response = _render_queue(request, dataset, rubric, case=case, partial=True, notice=notice, refusal=refusal)
     return trigger_client_event(response, "labeled")
 
 

@@ -10,7 +10,7 @@ from labeling.models import Label, Rubric, Skip
 from tests.browser import helpers
 from tests.browser.helpers import browser_page, log_in
 from tests.conftest import PASSWORD
-from tests.labeling.queue_helpers import make_cases
+from tests.labeling.queue_helpers import give_label, make_cases
 
 pytestmark = pytest.mark.browser
 
@@ -83,3 +83,58 @@ def test_the_queue_works_without_javascript(live_server, transactional_db, datas
         page.click("button[value=fail]")
         showing(page, cases[1])
     assert list(Label.objects.values_list("case_id", "verdict")) == [(cases[0].pk, "fail")]
+
+
+def count_swaps(page) -> None:
+    page.evaluate("window.settled = 0; document.body.addEventListener('htmx:afterSettle', () => window.settled++)")
+
+
+def press(page, key: str) -> None:
+    """A key, then the case panel it asked for swapped in (a key with no button on the page sends nothing)."""
+    if page.locator(f'#queue-case [data-key="{key}"]').count() == 0:
+        page.keyboard.press(key)
+        return
+    settled = page.evaluate("window.settled")
+    page.keyboard.press(key)
+    page.wait_for_function("n => window.settled > n", arg=settled)
+
+
+def test_undo_reaches_only_this_sittings_labels(live_server, page, transactional_db, dataset, reviewer):
+    """s, u, s, u, … after one label takes back that label and nothing from an earlier sitting."""
+    rubric = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="Pass when polite.")
+    earlier = [give_label(case, rubric, reviewer, "fail") for case in make_cases(dataset, 3, prefix="earlier")]
+    fresh = make_cases(dataset, 3, prefix="today")
+    log_in(page, live_server, reviewer.username, PASSWORD, lands_on="/label/")
+    page.goto(f"{live_server.url}/label/{dataset.slug}/{rubric.slug}/")
+    page.wait_for_function("window.htmx !== undefined")
+    count_swaps(page)
+    showing(page, fresh[0])
+    assert page.locator(".undo-form").count() == 0  # nothing labeled in this sitting yet
+
+    press(page, "p")
+    showing(page, fresh[1])
+    for key in "sususuuu":
+        press(page, key)
+    assert page.locator(".undo-form").count() == 0
+    assert set(Label.objects.values_list("pk", flat=True)) == {label.pk for label in earlier}
+    shot(page, "labeling-undo-sitting.png")
+
+
+def test_a_resized_note_box_breaks_no_csp_rule_when_the_next_case_swaps_in(live_server, page, transactional_db,
+                                                                           dataset, reviewer):
+    rubric = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="Pass when polite.")
+    cases = make_cases(dataset, 3)
+    log_in(page, live_server, reviewer.username, PASSWORD, lands_on="/label/")
+    page.goto(f"{live_server.url}/label/{dataset.slug}/{rubric.slug}/")
+    page.wait_for_function("window.htmx !== undefined")
+    count_swaps(page)
+    page.evaluate("""window.violations = [];
+        document.addEventListener("securitypolicyviolation", e => window.violations.push(e.violatedDirective))""")
+    for case in cases[1:]:
+        # What dragging the box's corner does: the browser writes style="height: …" on it.
+        page.locator("#label-note").evaluate("note => { note.style.height = '12rem'; }")
+        page.locator("#queue-case button[value=pass]").click()
+        showing(page, case)
+    press(page, "u")
+    assert page.evaluate("window.violations") == []
+    assert page.csp_errors == []

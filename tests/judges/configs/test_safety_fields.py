@@ -40,3 +40,15 @@ def test_it_shows_a_safety_field_error_on_its_field(lead_client, rubric, overrid
     assert response.status_code == 200
     assert field in response.context["form"].errors, response.context["form"].errors
     assert JudgeConfig.objects.count() == 0
+
+
+def test_a_failed_save_says_what_failed_at_the_top_of_the_form_with_a_link_to_each_field(lead_client, rubric):
+    url = reverse("judges:config_create", args=[rubric.slug])
+    for field, bad in (("max_tool_calls", "-1"), ("secret_patterns", "(unclosed")):
+        body = lead_client.post(url, form_data(**{**SAFETY, field: bad})).content.decode()
+
+        summary = body.index('data-testid="error-summary"')
+        assert summary < body.index('name="layers"')  # above the form's first field, where the page opens
+        listed = body[summary:body.index("</div>", summary)]
+        assert "Not saved: 1 thing to fix." in listed
+        assert f'href="#id_{field}"' in listed and f'id="id_{field}"' in body

@@ -38,6 +38,9 @@ def test_it_refuses_a_bad_rubric(lead_client, rubric, changes, field):
     assert response.status_code == 200
     assert list(response.context["form"].errors) == [field]
     assert Rubric.objects.count() == 1
+    body = response.content.decode()  # the summary above the fields links to the one that failed
+    assert body.index('data-testid="error-summary"') < body.index('name="name"')
+    assert f'<a href="#id_{field}">' in body
 
 
 def test_the_forms_do_not_offer_stage_thresholds_or_fail_closed(lead_client, rubric):

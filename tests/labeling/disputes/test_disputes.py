@@ -46,6 +46,32 @@ def test_it_lists_open_disputes_ties_first_with_every_label_and_note(lead_client
     assert response.context["counts"] == {"open": 2, "decided": 0}
 
 
+def test_the_dispute_card_shows_the_trace_golden_answer_and_expectations_escaped(
+    lead_client, dataset, rubric, reviewer, second_reviewer
+):
+    tool_case, _ = make_cases(dataset, 2, prefix="tool")
+    tool_case.output = "<script>alert('answer')</script>"
+    tool_case.trace = {"toolCalls": [{"name": "refund_order", "argument": {"order_id": "ORD-<b>7</b>"},
+                                      "result": "<img src=x onerror=alert(1)>"}],
+                       "retrievedSources": ["returns-policy"]}
+    tool_case.expected_tool, tool_case.expected_tool_argument = "lookup_order", {"order_id": "ORD-7"}
+    tool_case.expected_source = "returns-policy-v2"
+    tool_case.save()
+    give_label(tool_case, rubric, reviewer, "pass")
+    give_label(tool_case, rubric, second_reviewer, "fail")
+    body = lead_client.get(disputes_url(dataset, rubric)).content.decode()
+    card = body[body.index(f'id="dispute-{tool_case.pk}"'):]
+    for shown in ("refund_order", "returns-policy", "Yes, within 30 days.", "State the window.", "lookup_order",
+                  "&quot;order_id&quot;: &quot;ORD-7&quot;", "returns-policy-v2"):
+        assert shown in card, shown
+    assert "<script>alert" not in body and "<img src=x" not in body and "<b>7</b>" not in body
+    assert "&lt;script&gt;alert" in card and "&lt;img src=x onerror=alert(1)&gt;" in card
+    # The card an adjudication swaps in carries them too.
+    row = lead_client.post(action_url("adjudicate", dataset, rubric, tool_case), {"verdict": "fail"},
+                           headers=HTMX).content.decode()
+    assert "refund_order" in row and "&quot;order_id&quot;: &quot;ORD-7&quot;" in row and "returns-policy-v2" in row
+
+
 def test_adjudication_decides_the_human_verdict_with_who_and_when(lead_client, lead, dataset, rubric, disputed):
     tie = disputed[0]
     response = lead_client.post(action_url("adjudicate", dataset, rubric, tie),

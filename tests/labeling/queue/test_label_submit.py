@@ -16,7 +16,7 @@ from tests.labeling.queue_helpers import HTMX, change_content, give_label, label
 
 def submit(case, rubric, reviewer, verdict="pass", note="", content_hash=None):
     return services.label_submit(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, note=note,
-                                 content_hash=content_hash or case.content_hash)
+                                 content_hash=content_hash or case.content_hash).label
 
 
 def test_it_creates_one_label_against_the_content_seen(dataset, rubric, reviewer):
@@ -103,25 +103,28 @@ def test_undo_restores_a_revised_label(dataset, rubric, reviewer):
     case = make_case(dataset, "revised")
     first = submit(case, rubric, reviewer, "pass", "fine")
     label = submit(case, rubric, reviewer, "fail", "not fine")
-    assert services.label_undo(label_id=label.pk, reviewer=reviewer, dataset=dataset, rubric=rubric) == case.pk
+    assert services.label_undo(label_id=label.pk, reviewer=reviewer, dataset=dataset, rubric=rubric,
+                               given_at=label.updated_at, created=False) == case.pk
     row = Label.objects.get()
     assert (row.verdict, row.note, row.updated_at, row.previous) == ("pass", "fine", first.updated_at, None)
 
 
 def test_undo_of_a_confirmed_changed_label_makes_it_changed_again(dataset, rubric, reviewer):
     case = make_case(dataset, "confirm")
-    old = give_label(case, rubric, reviewer, "pass")
+    give_label(case, rubric, reviewer, "pass")
     change_content(case, "New words.")
-    submit(case, rubric, reviewer, "pass")  # confirm against the new content
+    confirmed = submit(case, rubric, reviewer, "pass")  # confirm against the new content
     assert Label.objects.get().stale is False
-    services.label_undo(label_id=old.pk, reviewer=reviewer, dataset=dataset, rubric=rubric)
+    services.label_undo(label_id=confirmed.pk, reviewer=reviewer, dataset=dataset, rubric=rubric,
+                        given_at=confirmed.updated_at, created=False)
     assert Label.objects.get().stale is True
 
 
 def test_a_repeated_undo_changes_nothing(reviewer_client, reviewer, dataset, rubric):
     first, second = make_cases(dataset, 2)
-    give_label(first, rubric, reviewer)
-    label = give_label(second, rubric, reviewer)
+    for case in (first, second):
+        reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(case))
+    label = Label.objects.get(case=second)
     for _ in range(2):
         response = reviewer_client.post(queue_url(dataset, rubric, "queue_undo"), {"label": label.pk})
         assert response.status_code == 302
@@ -131,7 +134,8 @@ def test_a_repeated_undo_changes_nothing(reviewer_client, reviewer, dataset, rub
 
 def test_undo_without_javascript_shows_the_case_again(reviewer_client, reviewer, dataset, rubric):
     case = make_case(dataset, "back")
-    label = give_label(case, rubric, reviewer)
+    reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(case))
+    label = Label.objects.get()
     response = reviewer_client.post(queue_url(dataset, rubric, "queue_undo"), {"label": label.pk})
     assert response["Location"] == f"{queue_url(dataset, rubric)}?case={case.pk}"
     assert reviewer_client.get(response["Location"]).context["case"].pk == case.pk

@@ -244,6 +244,39 @@ def test_it_says_when_nothing_is_left_with_the_reviewers_count(reviewer_client, 
     assert "You have labeled <strong>2</strong> cases" in body
 
 
+def test_it_says_when_the_case_left_is_open_in_another_reviewers_tab_and_when_it_frees(
+    reviewer_client, reviewer, second_reviewer, dataset, rubric
+):
+    done, last = make_cases(dataset, 2)
+    give_label(done, rubric, reviewer)
+    shown_at = timezone.now()
+    services.case_claim(case_id=last.pk, rubric=rubric, reviewer=second_reviewer, now=shown_at)
+    response = reviewer_client.get(queue_url(dataset, rubric))
+    assert response.context["case"] is None
+    assert response.context["progress"].left == 1  # as the start page says
+    assert response.context["held"] == {"count": 1, "frees_at": shown_at + services.CLAIM_LEASE}
+    body = response.content.decode()
+    frees = (shown_at + services.CLAIM_LEASE).strftime("%H:%M")
+    assert f"1 case left for you is open in another reviewer's tab; it frees at" in body
+    assert f"{frees} UTC</time> if they leave it" in body
+    assert "Nothing left to label here" not in body
+    # Once the hold runs out, the case is served again and the notice is gone.
+    CaseTally.objects.filter(case=last).update(claimed_until=shown_at - timedelta(seconds=1))
+    assert reviewer_client.get(queue_url(dataset, rubric)).context["case"].pk == last.pk
+
+
+def test_the_labeling_page_says_how_many_cases_are_left_for_the_reviewer(
+    reviewer_client, reviewer, second_reviewer, dataset, rubric
+):
+    a, b, c, d = make_cases(dataset, 4)
+    give_label(a, rubric, reviewer)
+    give_label(b, rubric, second_reviewer)  # labels_per_case 1: b needs no more
+    change_content(a, "Changed since the reviewer labeled it.")  # theirs to look at again: left
+    response = reviewer_client.get(queue_url(dataset, rubric, "queue_progress"), headers=HTMX)
+    assert response.context["progress"].left == 3  # a (changed), c, d
+    assert 'data-testid="queue-left">3</strong>' in response.content.decode()
+
+
 def test_it_answers_404_for_a_dataset_not_assigned_to_the_reviewer(reviewer_client, other_dataset, rubric):
     make_case(other_dataset, "theirs")
     assert reviewer_client.get(queue_url(other_dataset, rubric)).status_code == 404
@@ -335,7 +368,9 @@ def test_label_and_next_runs_the_same_queries_however_many_cases(
     # case_serve: savepoint, 1 next case with the reviewer's own label, 1 hold of the case shown, release
     # = 13. (Was 11: choosing and holding became one transaction, so two reviewers asking at
     # once never get the same case; in production its savepoint and release are BEGIN and COMMIT.)
-    with django_assert_num_queries(13):
+    # Then 1 label undo would take back, and the session's savepoint, update and release (the sitting's
+    # step, labeling.queue.sitting) = 17.
+    with django_assert_num_queries(17):
         response = reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(target), headers=HTMX)
     assert response.status_code == 200 and response.context["case"] is not None
 
@@ -348,7 +383,8 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
     for case in cases[: n // 2]:
         give_label(case, rubric, reviewer)
     # 2 session and user, 1 assigned dataset, 1 rubric; case_serve: savepoint, 1 next case, 1 hold,
-    # release; 1 last label, 3 progress (own labels, own changed labels, dataset tallies) = 12. (Was 10:
+    # release; 4 progress (own labels, own changed labels, dataset tallies, cases left for them) = 12 (no
+    # label of this sitting to offer for undo: no query). (Was 10:
     # the savepoint and release of the one choose-and-hold transaction, as above.)
     with django_assert_num_queries(12):
         response = reviewer_client.get(queue_url(dataset, rubric))

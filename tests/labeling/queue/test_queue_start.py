@@ -21,7 +21,7 @@ def test_it_counts_the_cases_left_for_each_reviewer(reviewer_client, reviewer, s
     change_content(a, "Changed: my label stops counting, so it is left for me again.")
     assert left(reviewer_client) == [3]
     page = reviewer_client.get(reverse("labeling:queue_start")).content.decode()
-    assert '<td class="num" data-testid="queue-left"><strong>3</strong></td>' in page
+    assert '<td class="num" data-label="Left for you" data-testid="queue-left"><strong>3</strong></td>' in page
 
 
 def test_a_rubric_that_needs_two_labels_stays_left_for_the_second_reviewer(

@@ -83,7 +83,8 @@ def test_state_stays_true_under_random_writes(dataset, rubric, lead):
         elif action < 0.7:
             label = Label.objects.filter(case=case, rubric=rub, reviewer=who).first()
             if label:
-                services.label_undo(label_id=label.pk, reviewer=who, dataset=dataset, rubric=rub)
+                services.label_undo(label_id=label.pk, reviewer=who, dataset=dataset, rubric=rub,
+                                    given_at=label.updated_at, created=label.previous is None)
         elif action < 0.8:
             change_content(case, f"output {rng.random()}")
         elif action < 0.9:
