@@ -254,6 +254,7 @@ def test_it_reports_every_rule_with_the_runs_numbers(world):
     assert list(rules) == [
         "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
         "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage", "pinned_models",
+        "judge_above_reviewers",
     ]
     assert rules["newest_config"].met and rules["not_stale"].met
     assert not rules["min_cases"].met and rules["min_cases"].value == 4
