@@ -106,10 +106,11 @@ def evaluate_rules(
     """One RuleResult per rule, in the order of docs/promotion.md. A missing or None figure fails its rule.
 
     `figures` may carry `judge_above_reviewers` (metrics.judge_above_reviewers: the one decision of that
-    rule; without it, or with fewer cases than the test needs, the rule does not apply) and `coverage_all` (every judgment, labelled or not: the coverage rule's figure when
-    no human evidence is needed) and `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human
-    verdict / judged cases}, for min_cases_per_kind, read the same way). `models` are every model the
-    config names (primary, secondary, embeddings), for the pinned-snapshot rule.
+    rule; without it, or with fewer cases than the test needs, the rule does not apply), `coverage_all`
+    (every judgment, labelled or not: the coverage rule's figure when no human evidence is needed) and
+    `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human verdict / judged cases}, for
+    min_cases_per_kind, read the same way). `models` are every model the config names (primary, secondary,
+    embeddings), for the pinned-snapshot rule.
     """
     t = thresholds
     agreement = figures.get("agreement")

@@ -240,9 +240,9 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
     """The figures (docs/calibration.md) of one run against its rubric's current human verdicts, JSON-serialisable.
 
     `calibration_figures` and `evidence_figures` plus run, repeats, config_version, deterministic,
-    stale_reasons, reviewer_agreement and judge_above_reviewers (over the run's dataset), cost_usd, tokens, cache_hits and
-    provider_calls. Pass `frames` when the caller
-    already holds `run_frames(run=run)` (the report page needs them for its tables too).
+    stale_reasons, reviewer_agreement and judge_above_reviewers (over the run's dataset), cost_usd, tokens,
+    cache_hits and provider_calls. Pass `frames` when the caller already holds `run_frames(run=run)` (the
+    report page needs them for its tables too).
     """
     rubric = run.config.rubric
     cases, judgments = run_frames(run=run) if frames is None else frames

@@ -147,8 +147,8 @@ class ThresholdsForm(_ReasonForm):
                 widget=forms.NumberInput(attrs={"step": step}),
             )
         self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
-                           "without_human_evidence", "allow_unpinned_models", "allow_judge_above_reviewers", "fail_closed",
-                           "reason"])
+                           "without_human_evidence", "allow_unpinned_models", "allow_judge_above_reviewers",
+                           "fail_closed", "reason"])
 
     def clean(self) -> dict:
         data = super().clean()
