@@ -139,6 +139,23 @@ def test_the_overview_shows_stage_evidence_and_recalibration(lead_client, lead, 
     assert 'data-testid="recalibration"' in page
 
 
+def test_the_pages_name_the_agreement_now_and_when_granted(lead_client, lead, rubric, dataset, reviewer):
+    rubric_promote(rubric=rubric, to_stage="observe", run=evidence_run(rubric, dataset, lead, reviewer),
+                   reason=REASON, by=lead)
+    # Humans change their minds on 10 passed cases (one the judge had wrong): 38/40 when granted, 30/40 now.
+    for lbl in reviewer.labels.filter(verdict="pass").order_by("case_id")[:10]:
+        lbl.verdict = "fail"
+        lbl.save(update_fields=["verdict"])
+    page = lead_client.get(page_url(rubric)).text
+    assert "<dt>When granted</dt>" in page and "agreement 95.0 %" in page
+    assert '<dt>Now, on current labels</dt>\n    <dd data-testid="agreement-now">agreement 75.0 %</dd>' in page
+    overview = lead_client.get(reverse("judges:promotion_overview")).text
+    assert "agreement 95.0 % when granted" in overview and "agreement 75.0 % now" in overview
+    home = lead_client.get(reverse("home")).text
+    assert 'data-testid="agreement-now">75.0 %</strong> now, on current labels' in home
+    assert 'data-testid="agreement-granted">95.0 % when granted' in home
+
+
 def test_the_rubric_list_links_to_promotion(lead_client, rubric):
     assert page_url(rubric) in lead_client.get(reverse("labeling:rubric_list")).text
 
