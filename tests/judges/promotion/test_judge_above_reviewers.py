@@ -74,6 +74,9 @@ def test_the_report_never_says_may_be_promoted_beside_suspect(lead_client, above
     assert 'data-testid="suspect"' in text and SUSPECT in text
     assert "May be promoted" not in text
     assert '<tr class="rule-unmet" data-rule="judge_above_reviewers">' in text
+    # The like-with-like figures beside the reviewers' own agreement, not only the pooled percentages.
+    assert '<span class="nowrap">83.3 % vs 66.7 %</span>' in text
+    assert "on the 24 cases with two or more labels: higher by a one-sided 95 % test paired by case (z = 3.39)" in text
 
 
 def test_the_reports_json_and_the_command_carry_the_warning(client, lead, above):
