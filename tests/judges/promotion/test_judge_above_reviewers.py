@@ -14,6 +14,7 @@ from judges.models import RubricEvent
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionRefused, rubric_promote, rubric_thresholds_change
 from labeling.models import Case
+from tests.judges.promotion.test_pinned_models import THRESHOLDS
 from tests.judges.promotion_factories import REASON, evidence_run, flip, human
 from tests.judges.report_factories import label
 
@@ -99,9 +100,7 @@ def test_the_reports_json_and_the_command_carry_the_warning(client, lead, above)
 
 def test_a_lead_turns_it_off_audited_and_back_on(lead_client, rubric, lead, above):
     url = reverse("judges:promotion_thresholds", args=[rubric.slug])
-    thresholds = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreement_ceiling": 100,
-                  "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95}
-    response = lead_client.post(url, thresholds | {"allow_judge_above_reviewers": "on",
+    response = lead_client.post(url, THRESHOLDS | {"allow_judge_above_reviewers": "on",
                                                    "reason": "The prompt was written from the adjudications."})
     assert response.status_code == 302
     rubric.refresh_from_db()
