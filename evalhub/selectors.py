@@ -32,7 +32,7 @@ class Attention:
 @dataclass
 class OverviewRow:
     promotion: PromotionRow
-    agreement: float | None = None  # the evidence run's agreement now (None: no evidence or undefined)
+    agreement: float | None = None  # the evidence run's agreement on the current labels (None: none or undefined)
     agreement_floor: float = 0.80
     agreement_ceiling: float = 1.00
     agreement_ok: bool = True
@@ -94,7 +94,7 @@ def _attention(row: OverviewRow) -> list[Attention]:
 def lead_overview() -> tuple[list[OverviewRow], list[Attention]]:
     """Each rubric's row and everything that needs attention, most urgent first.
 
-    Queries: the rubrics, promotion_rows' six (evidence, staleness, verdicts, judgments, latest CI…),
+    Queries: the rubrics, promotion_rows' eight (evidence, staleness, verdicts, judgments, latest CI…),
     disputes_by_queue's three, labeling progress's one; none per rubric.
     """
     rubrics = list(Rubric.objects.order_by("slug"))
@@ -111,9 +111,8 @@ def lead_overview() -> tuple[list[OverviewRow], list[Attention]]:
             agreement_ceiling=thresholds.agreement_ceiling, open_disputes=disputes.get(rubric.pk, []),
             cases=progress.get(rubric.pk, {}).get("cases", 0), complete=progress.get(rubric.pk, {}).get("complete", 0),
         )
+        row.agreement = promotion.agreement_now
         for rule in promotion.rules:
-            if rule.key == "agreement_floor":
-                row.agreement = rule.value
             if rule.key in ("agreement_floor", "agreement_ceiling") and rule.applies and not rule.met:
                 row.agreement_ok = False
         rows.append(row)

@@ -168,6 +168,9 @@ class Rubric(models.Model):
     # Rule: every model of the evidence config (primary, secondary, embeddings) is a dated snapshot, so
     # the gating judge cannot change under the rubric. A lead may turn it off (a local model under a tag).
     require_pinned_models = models.BooleanField(default=True)
+    # Rule: a judge that agrees with the reviewers' labels more than they agree with each other (a one-sided
+    # test, docs/calibration.md) is refused. A lead may turn it off.
+    refuse_judge_above_reviewers = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

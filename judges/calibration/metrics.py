@@ -44,26 +44,61 @@ UNSET = "unset"
 WILSON_Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
 OVERFIT_GAP = (1, 10)  # dev agreement may beat holdout by at most 10 points, as an exact fraction
 OVERFIT_WARNING = "dev agreement beats holdout by more than 10 points (an overfit prompt)"
+# judge_above_reviewers: tested on at least this many cases with two or more labels, one-sided at 95 %.
+ABOVE_REVIEWERS_MIN_CASES = 20
+NORMAL_Z95_ONE_SIDED = 1.6448536269514722  # the 95 % quantile of the standard normal
 
 # The integer counts every figure is derived from, one row per case, summed over a group's cases.
 # hp_jf: judgments where the human said pass and the judge fail (false fails); hf_jp: false passes.
-_COUNTS = ("n", "judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf", "contested", "flips", "repeatable")
+# matches_sq, matches_evaluated, evaluated_sq and clusters (cases with an evaluated judgment) are what the
+# interval needs to count each case's repeats as one cluster (clustered_agreement_interval).
+_COUNTS = (
+    "n", "judgments", "evaluated", "hp_jp", "hp_jf", "hf_jp", "hf_jf", "contested", "flips", "repeatable",
+    "matches_sq", "matches_evaluated", "evaluated_sq", "clusters",
+)
 
 
-def wilson_interval(successes: int, n: int, z: float = WILSON_Z95) -> list[float] | None:
-    """Wilson score interval for successes / n; None when n is 0 (nothing to estimate)."""
-    successes, n = int(successes), int(n)
+def wilson_interval(p: float, n: float, z: float = WILSON_Z95) -> list[float] | None:
+    """Wilson score interval for a proportion p observed over n (n need not be whole: an effective n);
+    None when n is 0 (nothing to estimate)."""
     if n <= 0:
         return None
-    p = successes / n
     z2 = z * z
     denominator = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denominator
     low, high = centre - half, centre + half
-    # Mathematically the bound is exactly 0 (none) or 1 (all); in floats it can miss by 1e-16, and a
+    # Mathematically the bound is exactly 0 (p = 0) or 1 (p = 1); in floats it can miss by 1e-16, and a
     # page must not show 100 % as 99.99999… Otherwise clamp only against noise.
-    return [0.0 if successes == 0 else max(0.0, low), 1.0 if successes == n else min(1.0, high)]
+    return [0.0 if p == 0 else max(0.0, low), 1.0 if p == 1 else min(1.0, high)]
+
+
+def clustered_agreement_interval(
+    *, matches: int, evaluated: int, matches_sq: int, matches_evaluated: int, evaluated_sq: int, cases: int
+) -> list[float] | None:
+    """The 95 % interval of an agreement over judgments, each case one cluster of its evaluated repeats
+    (docs/calibration.md, "The interval counts cases"): the Wilson interval at the effective n.
+
+    Takes sums over the cases (m: a case's matching judgments, e: its evaluated ones): matches = Σm,
+    evaluated = Σe, matches_sq = Σm², matches_evaluated = Σm·e, evaluated_sq = Σe², cases = the cases with
+    an evaluated judgment. With M = Σm, E = Σe and p̂ = M / E, the cluster-robust variance of p̂ (no
+    G / (G − 1) factor) is Σ(m − p̂e)² / E², so
+
+        n_eff = p̂(1 − p̂) / Var = M(E − M)·E² / Σ(E·m − M·e)²,
+
+    computed in integers until the one division, capped at `cases` (and `cases` itself when p̂ is 0 or 1,
+    or when every case agrees in the same proportion). K = 1 gives n_eff = cases exactly; so does every
+    verdict repeated K times.
+    """
+    if evaluated <= 0 or cases <= 0:
+        return None
+    m, e = matches, evaluated
+    spread = e * e * matches_sq - 2 * e * m * matches_evaluated + m * m * evaluated_sq  # Σ(E·m − M·e)²
+    if m in (0, e) or spread <= 0:
+        effective_n = float(cases)
+    else:
+        effective_n = min(float(cases), m * (e - m) * e * e / spread)
+    return wilson_interval(m / e, effective_n)
 
 
 def _kappa_from_table(table: pd.DataFrame) -> tuple[float | None, str | None]:
@@ -123,6 +158,7 @@ def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
     human_pass = df["human"].eq("pass")
     passes, fails = df["passes"].astype(int), df["fails"].astype(int)
     evaluated = passes + fails
+    matches = passes.where(human_pass, fails)
     return pd.DataFrame(
         {
             "external_id": df["external_id"].astype(str),
@@ -141,6 +177,10 @@ def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
             # A flip: among its evaluated repeats the judge said pass at least once and fail at least once.
             "flips": ((passes > 0) & (fails > 0)).astype(int),
             "repeatable": (evaluated >= 2).astype(int),
+            "matches_sq": matches * matches,
+            "matches_evaluated": matches * evaluated,
+            "evaluated_sq": evaluated * evaluated,
+            "clusters": (evaluated > 0).astype(int),
         },
         index=df.index,
     )
@@ -191,7 +231,10 @@ def _scalar_figures(c: dict[str, int]) -> dict[str, Any]:
         "judgments": c["judgments"],
         "evaluated": c["evaluated"],
         "agreement": _ratio(matches, c["evaluated"]),
-        "agreement_ci95": wilson_interval(matches, c["evaluated"]),
+        "agreement_ci95": clustered_agreement_interval(
+            matches=matches, evaluated=c["evaluated"], matches_sq=c["matches_sq"],
+            matches_evaluated=c["matches_evaluated"], evaluated_sq=c["evaluated_sq"], cases=c["clusters"],
+        ),
         "kappa": kappa,
         "kappa_note": kappa_note,
         "false_pass": c["hf_jp"],
@@ -227,18 +270,29 @@ def _sorted_ids(ids: pd.Series) -> list[str]:
 
 
 def calibration_figures(
-    judgments: pd.DataFrame, *, cases: pd.DataFrame | None = None, reviewer_agreement: dict | None = None
+    judgments: pd.DataFrame,
+    *,
+    cases: pd.DataFrame | None = None,
+    reviewer_agreement: dict | None = None,
+    reviewer_labels: pd.DataFrame | None = None,
 ) -> dict:
     """The calibration figures of one run (see the module docstring for the frames).
 
     `cases` is the run's cases frame (`case_counts(judgments)` when not given). With it, `judgments` may
-    hold just the not-evaluated judgments: the figures read nothing else from it.
+    hold just the not-evaluated judgments: the figures read nothing else from it. `reviewer_labels` (the
+    rubric's labels on cases with two or more, rows case, reviewer, verdict) adds `judge_above_reviewers`
+    and, when the judge is above them, its warning.
     """
-    counted = _counted_cases(case_counts(judgments) if cases is None else cases)
-    overall = {col: int(counted[col].sum()) for col in _COUNTS}
+    cases = case_counts(judgments) if cases is None else cases
+    counted = _counted_cases(cases)
     by_category = _counts_by(counted, "category")
     by_split = _counts_by(counted, "split")
     by_kind = _counts_by(counted, "kind")
+    above = None if reviewer_labels is None else judge_above_reviewers(cases, reviewer_labels)
+    warnings = [OVERFIT_WARNING] if _overfit_warning(by_split) else []
+    if above is not None and above["above"]:
+        warnings.append(above_reviewers_warning(above))
+    overall = {col: int(counted[col].sum()) for col in _COUNTS}
     return {
         **_scalar_figures(overall),
         "not_evaluated": _not_evaluated(judgments),
@@ -255,9 +309,71 @@ def calibration_figures(
         "by_kind": {str(name): _scalar_figures(c) for name, c in by_kind.items()},
         # Calibration kinds with no case with a human verdict: the set does not test what they test.
         "missing_kinds": [kind for kind in KINDS if kind not in by_kind],
-        "warnings": [OVERFIT_WARNING] if _overfit_warning(by_split) else [],
+        "warnings": warnings,
         "reviewer_agreement": reviewer_agreement,
+        "judge_above_reviewers": above,
     }
+
+
+def judge_above_reviewers(cases: pd.DataFrame, labels: pd.DataFrame) -> dict[str, Any]:
+    """Does the judge agree with the reviewers more than they agree with each other? (docs/calibration.md,
+    "A judge more agreeable than the reviewers"). The one place this is decided: the report, its JSON,
+    `calibration_report`, the promotion page and the promotion services all read `above`.
+
+    `cases`: the run's cases frame (case_id, passes, fails); `labels`: one row per counting label of the
+    rubric on the run's dataset (case, reviewer, verdict). Compared like with like, on the cases with two
+    or more labels and an evaluated judgment, case by case: the judge's agreement with each individual
+    label (over its evaluated repeats) against the share of the case's pairs of labels that agree. The
+    test is the paired normal test on the per-case differences d: z = mean(d) / (sd(d) / √G), one-sided;
+    `above` when z > 1.645 (all d equal: when they are above 0), and never on fewer than 20 cases.
+
+    Returns {"cases", "judge", "reviewers", "difference", "z", "above", "note"}: judge and reviewers are
+    the per-case means (None without cases), z None when it is undefined, note saying why nothing was
+    tested.
+    """
+    labels = labels.reindex(columns=["case", "reviewer", "verdict"])
+    per_case = labels.assign(label_passes=labels["verdict"].eq("pass").astype(int)).groupby("case").agg(
+        labels=("reviewer", "size"), label_passes=("label_passes", "sum")
+    )
+    judged = cases.reindex(columns=["case_id", "passes", "fails"]).astype({"passes": int, "fails": int})
+    both = judged.merge(per_case, left_on="case_id", right_index=True, how="inner")
+    both = both[(both["labels"] >= 2) & (both["passes"] + both["fails"] > 0)]
+    result: dict[str, Any] = {"cases": len(both), "judge": None, "reviewers": None, "difference": None,
+                              "z": None, "above": False, "note": None}
+    if both.empty:
+        result["note"] = "no case has two or more labels and an evaluated judgment"
+        return result
+    passes, fails, n_labels = both["passes"], both["fails"], both["labels"]
+    label_passes = both["label_passes"]
+    label_fails = n_labels - label_passes
+    judge = (passes * label_passes + fails * label_fails) / ((passes + fails) * n_labels)
+    reviewers = (label_passes * (label_passes - 1) + label_fails * (label_fails - 1)) / (n_labels * (n_labels - 1))
+    difference = judge - reviewers
+    mean = float(difference.mean())
+    result |= {"judge": float(judge.mean()), "reviewers": float(reviewers.mean()), "difference": mean}
+    if len(both) < ABOVE_REVIEWERS_MIN_CASES:
+        result["note"] = (
+            f"only {len(both)} case{'s' if len(both) != 1 else ''} with two or more labels "
+            f"(the test needs {ABOVE_REVIEWERS_MIN_CASES})"
+        )
+        return result
+    spread = float(difference.std(ddof=1))
+    if spread == 0:
+        # Every case differs by the same amount: no noise, so any lead is significant.
+        result["above"] = mean > 0
+        return result
+    z = mean / (spread / math.sqrt(len(both)))
+    result |= {"z": z, "above": z > NORMAL_Z95_ONE_SIDED}
+    return result
+
+
+def above_reviewers_warning(test: dict[str, Any]) -> str:
+    """The report's and the command's warning for a judge `judge_above_reviewers` found above them."""
+    return (
+        f"suspect: on the {test['cases']} cases with two or more labels the judge agrees with each reviewer's "
+        f"label {test['judge'] * 100:.1f} % of the time, the reviewers with each other {test['reviewers'] * 100:.1f} %"
+        " (a one-sided 95 % test paired by case): like a judge at 100 %, it may be echoing what it is shown"
+    )
 
 
 def disagreements(cases: pd.DataFrame) -> list[dict[str, Any]]:

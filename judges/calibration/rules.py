@@ -40,6 +40,7 @@ class Thresholds:
     require_human_evidence: bool = True  # off: a deterministic judge needs no human labels
     min_cases_per_kind: int | None = None  # every calibration kind with at least this many cases; None: off
     require_pinned_models: bool = True  # every model of the evidence config is a dated snapshot
+    refuse_judge_above_reviewers: bool = True  # refuse a judge that agrees with the labels more than reviewers do
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,11 @@ def _below(value: float | int | None, threshold: float | int) -> bool:
 KINDS: tuple[str, ...] = ("good", "bad", "incomplete", "injection", "paraphrase")
 DETERMINISTIC_NOTE = "does not apply: a deterministic judge cannot flip and may rightly agree 100 %"
 NO_HUMAN_EVIDENCE_NOTE = "does not apply: this rubric's deterministic judge may be promoted without human evidence"
+ABOVE_REVIEWERS_OFF_NOTE = "does not apply: a lead turned this rule off for the rubric"
+ABOVE_REVIEWERS_RULE = (
+    "not higher than the reviewers' agreement with each other on the same cases (one-sided 95 % test paired by "
+    "case, on at least 20 cases with two or more labels)"
+)
 
 
 def needs_human_evidence(*, thresholds: Thresholds, deterministic: bool) -> bool:
@@ -99,10 +105,12 @@ def evaluate_rules(
 ) -> list[RuleResult]:
     """One RuleResult per rule, in the order of docs/promotion.md. A missing or None figure fails its rule.
 
-    `figures` may carry `coverage_all` (every judgment, labelled or not: the coverage rule's figure when
-    no human evidence is needed) and `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human
-    verdict / judged cases}, for min_cases_per_kind, read the same way). `models` are every model the
-    config names (primary, secondary, embeddings), for the pinned-snapshot rule.
+    `figures` may carry `judge_above_reviewers` (metrics.judge_above_reviewers: the one decision of that
+    rule; without it, or with fewer cases than the test needs, the rule does not apply), `coverage_all`
+    (every judgment, labelled or not: the coverage rule's figure when no human evidence is needed) and
+    `cases_by_kind` / `cases_by_kind_all` ({kind: cases with a human verdict / judged cases}, for
+    min_cases_per_kind, read the same way). `models` are every model the config names (primary, secondary,
+    embeddings), for the pinned-snapshot rule.
     """
     t = thresholds
     agreement = figures.get("agreement")
@@ -175,6 +183,7 @@ def evaluate_rules(
                 "every model (primary, secondary, embeddings) is a dated snapshot, not an alias",
             )
         )
+    results.append(_above_reviewers_rule(figures.get("judge_above_reviewers"), t, human=human))
     if t.max_probe_moved is not None:
         # Probes come later; until their figure exists in `figures` this rule fails, as any None does.
         results.append(
@@ -196,6 +205,18 @@ def evaluate_rules(
             )
         )
     return results
+
+
+def _above_reviewers_rule(test: dict | None, t: Thresholds, *, human: bool) -> RuleResult:
+    key, label = "judge_above_reviewers", "judge's agreement with each label"
+    if not human:
+        return _not_applied(key, label, test, NO_HUMAN_EVIDENCE_NOTE)
+    if not t.refuse_judge_above_reviewers:
+        return _not_applied(key, label, test, ABOVE_REVIEWERS_OFF_NOTE)
+    if test is None or test["note"]:
+        reason = test["note"] if test else "no reviewers' labels were read"
+        return _not_applied(key, label, test, f"does not apply: {reason}")
+    return RuleResult(key, label, not test["above"], test, ABOVE_REVIEWERS_RULE)
 
 
 def config_models(spec: dict) -> list[str]:
@@ -221,8 +242,8 @@ _LOOSER_WHEN: dict[str, str] = {
 def relaxed_thresholds(thresholds: Thresholds) -> list[tuple[str, Any, Any]]:
     """(field, value, default) for each threshold looser than its default, in Thresholds' order.
 
-    Turning off `require_human_evidence` or `require_pinned_models` counts as relaxed; an optional rule
-    left off (probes, kinds) does not: that is the default.
+    Turning off `require_human_evidence`, `require_pinned_models` or `refuse_judge_above_reviewers` counts
+    as relaxed; an optional rule left off (probes, kinds) does not: that is the default.
     """
     defaults = Thresholds()
     out = []
@@ -235,4 +256,6 @@ def relaxed_thresholds(thresholds: Thresholds) -> list[tuple[str, Any, Any]]:
         out.append(("require_human_evidence", False, True))
     if not thresholds.require_pinned_models:
         out.append(("require_pinned_models", False, True))
+    if not thresholds.refuse_judge_above_reviewers:
+        out.append(("refuse_judge_above_reviewers", False, True))
     return out

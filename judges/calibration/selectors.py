@@ -23,7 +23,7 @@ from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
-from labeling.disputes.agreement import reviewer_agreement
+from labeling.disputes.agreement import agreement_figures, paired_labels
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, Rubric
 from labeling.policies.selectors import policy_newest_versions
@@ -240,14 +240,16 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
     """The figures (docs/calibration.md) of one run against its rubric's current human verdicts, JSON-serialisable.
 
     `calibration_figures` and `evidence_figures` plus run, repeats, config_version, deterministic,
-    stale_reasons, reviewer_agreement (over the run's dataset), cost_usd, tokens, cache_hits and
-    provider_calls. Pass `frames` when the caller
-    already holds `run_frames(run=run)` (the report page needs them for its tables too).
+    stale_reasons, reviewer_agreement and judge_above_reviewers (over the run's dataset), cost_usd, tokens,
+    cache_hits and provider_calls. Pass `frames` when the caller already holds `run_frames(run=run)` (the
+    report page needs them for its tables too).
     """
     rubric = run.config.rubric
     cases, judgments = run_frames(run=run) if frames is None else frames
-    agreement = reviewer_agreement(rubric=rubric, dataset_id=run.dataset_id)
-    figures = calibration_figures(judgments, cases=cases, reviewer_agreement=agreement)
+    labels = paired_labels(rubric_ids=[rubric.pk], dataset_ids=[run.dataset_id])
+    figures = calibration_figures(
+        judgments, cases=cases, reviewer_agreement=agreement_figures(labels), reviewer_labels=labels
+    )
     figures = {**figures, **_extra_figures({run.pk: cases}).get(run.pk, {})}
     return {
         **figures,
@@ -279,6 +281,7 @@ def rubric_thresholds(rubric: Rubric) -> Thresholds:
         require_human_evidence=rubric.require_human_evidence,
         min_cases_per_kind=rubric.min_cases_per_kind,
         require_pinned_models=rubric.require_pinned_models,
+        refuse_judge_above_reviewers=rubric.refuse_judge_above_reviewers,
     )
 
 
@@ -402,6 +405,15 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
         elif rule.key == "pinned_models":
             value = "aliases: " + ", ".join(rule.value) if rule.value else "all pinned"
             threshold = rule.threshold_text
+        elif rule.key == "judge_above_reviewers":
+            test = rule.value or {}
+            value = (
+                f"{pct(test['judge'])} vs the reviewers' {pct(test['reviewers'])} on {test['cases']} cases"
+                if test.get("judge") is not None else "—"
+            )
+            if test.get("z") is not None:
+                value += f" (z = {test['z']:.2f})"
+            threshold = rule.threshold_text
         elif rule.key == "min_cases_per_kind":
             value = ", ".join(f"{kind} {count}" for kind, count in rule.value.items())
             threshold = rule.threshold_text
@@ -434,6 +446,8 @@ def shown_relaxed(rubric: Rubric) -> list[str]:
             out.append("no human evidence required (deterministic judges)")
         elif name == "require_pinned_models":
             out.append("models need not be pinned snapshots")
+        elif name == "refuse_judge_above_reviewers":
+            out.append("a judge above the reviewers' agreement is not refused")
         elif name in COUNT_RULES:
             out.append(f"{_THRESHOLD_LABELS[name]} {value} (default {default})")
         else:

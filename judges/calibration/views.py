@@ -26,14 +26,13 @@ from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
 from judges.calibration.charts import agreement_band, threshold_chart
 from judges.calibration.explorer import Setting, replay, sweep
-from judges.calibration.metrics import disagreements
+from judges.calibration.metrics import above_reviewers_warning, disagreements
 from judges.calibration.rules import promotable
 from judges.calibration.selectors import (
     case_judgments,
     contested_judgments,
     evidence_key,
     explorer_frame,
-    pct,
     run_figures,
     run_frames,
     run_rules,
@@ -234,14 +233,10 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
     page = Paginator(rows, REPORT_ROWS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    reviewers = figures["reviewer_agreement"] or {}
     agreement = figures["agreement"]
-    suspect = []
-    if agreement is not None and reviewers.get("percent") is not None and agreement > reviewers["percent"]:
-        suspect.append(
-            f"The judge agrees with the humans ({pct(agreement)}) more than the reviewers agree with each other "
-            f"({pct(reviewers['percent'])}): suspect, like a judge at 100 %."
-        )
+    above = figures.get("judge_above_reviewers")
+    # The warning metrics added when the judge is above the reviewers, shown as such (not as an overfit).
+    suspect_warning = above_reviewers_warning(above) if above and above["above"] else None
     duration = run.finished_at - run.started_at if run.finished_at and run.started_at else None
     contested = data["contested"]
     # Which listed cases already wait for (or got) another label of this rubric: one query, only when
@@ -257,7 +252,7 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
         "rules_met": sum(r.met for r in rules), "group_folds": group_folds(figures),
         "band": agreement_band(agreement=agreement, ci95=figures["agreement_ci95"],
                                floor=rubric.agreement_floor, ceiling=rubric.agreement_ceiling),
-        "suspect": suspect, "filters": filters, "filter_query": query.urlencode(),
+        "suspect_warning": suspect_warning, "filters": filters, "filter_query": query.urlencode(),
         "only_choices": ONLY_CHOICES, "page": page, "rows_per_page": REPORT_ROWS_PER_PAGE,
         # A filtered or paged table, or a replayed setting, comes back with its panel open (links work
         # without JavaScript); every panel is folded otherwise.
@@ -335,13 +330,12 @@ def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
 # ---- two runs side by side -----------------------------------------------------------------------
 
 COMPARED = (
-    # (key, label, kind): the rows of the side-by-side table.
+    # (key, label, kind): the rows of the side-by-side table. False passes and fails are compared as
+    # rates (their counts beside them): runs with different K judge a case a different number of times.
     ("n", "cases with a human verdict", "count"),
     ("agreement", "agreement", "rate"),
     ("kappa", "Cohen's κ", "kappa"),
-    ("false_pass", "false passes", "count"),
     ("false_pass_rate", "false pass rate", "rate"),
-    ("false_fail", "false fails", "count"),
     ("false_fail_rate", "false fail rate", "rate"),
     ("true_pass_rate", "true pass rate", "rate"),
     ("true_fail_rate", "true fail rate", "rate"),
@@ -388,12 +382,26 @@ def _side(run: Run) -> dict[str, Any]:
             "failing": [r.label for r in rules if not r.met]}
 
 
+# A rate's count and what it counts over, as the confusion table holds them: (count, human verdict).
+_COUNTED_OVER = {"false_pass_rate": ("judge_pass", "human_fail"), "false_fail_rate": ("judge_fail", "human_pass")}
+
+
+def _counted(figures: dict, key: str) -> dict[str, int] | None:
+    """{"count", "of"} for a rate of _COUNTED_OVER: 3 false passes of 24 judgments of human-failed cases."""
+    if key not in _COUNTED_OVER:
+        return None
+    judge, human = _COUNTED_OVER[key]
+    row = figures["confusion"][human]
+    return {"count": row[judge], "of": row["judge_pass"] + row["judge_fail"]}
+
+
 def _compared_rows(a: dict, b: dict) -> list[dict[str, Any]]:
     rows = []
     for key, label, kind in COMPARED:
         va, vb = a["figures"].get(key), b["figures"].get(key)
         delta = vb - va if va is not None and vb is not None else None
-        rows.append({"key": key, "label": label, "kind": kind, "a": va, "b": vb, "delta": delta})
+        rows.append({"key": key, "label": label, "kind": kind, "a": va, "b": vb, "delta": delta,
+                     "counted_a": _counted(a["figures"], key), "counted_b": _counted(b["figures"], key)})
     return rows
 
 

@@ -115,6 +115,14 @@ class ThresholdsForm(_ReasonForm):
         "served under a tag), so the judge that gates could change under the rubric",
     )
 
+    # The same way round again: a form posted without it keeps the rule.
+    allow_judge_above_reviewers = forms.BooleanField(
+        required=False,
+        label="Allow a judge above the reviewers: do not refuse a judge that agrees with each reviewer's label "
+        "more than the reviewers agree with each other (on purpose, say, when its prompt was written from "
+        "the adjudications)",
+    )
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         for name in COUNT_THRESHOLDS:
@@ -139,12 +147,14 @@ class ThresholdsForm(_ReasonForm):
                 widget=forms.NumberInput(attrs={"step": step}),
             )
         self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
-                           "without_human_evidence", "allow_unpinned_models", "fail_closed", "reason"])
+                           "without_human_evidence", "allow_unpinned_models", "allow_judge_above_reviewers",
+                           "fail_closed", "reason"])
 
     def clean(self) -> dict:
         data = super().clean()
         data["require_human_evidence"] = not data.pop("without_human_evidence", False)
         data["require_pinned_models"] = not data.pop("allow_unpinned_models", False)
+        data["refuse_judge_above_reviewers"] = not data.pop("allow_judge_above_reviewers", False)
         for name, message in threshold_errors({k: v for k, v in data.items() if v is not None}).items():
             if name in self.fields and name not in self.errors:
                 self.add_error(name, message)
@@ -157,4 +167,5 @@ class ThresholdsForm(_ReasonForm):
         return {name: getattr(rubric, name) for name in fields} | {
             "without_human_evidence": not rubric.require_human_evidence,
             "allow_unpinned_models": not rubric.require_pinned_models,
+            "allow_judge_above_reviewers": not rubric.refuse_judge_above_reviewers,
         }

@@ -34,6 +34,7 @@ from judges.calibration.selectors import (
 from judges.drift.selectors import drift_reason, evidence_events, newest_checks
 from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
+from labeling.disputes.agreement import paired_labels
 from labeling.models import Case, Label, Rubric
 from labeling.policies.selectors import policy_newest_versions
 
@@ -109,7 +110,7 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
 def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     """run_id → every promotion rule for the run as it stands now; runs need config__rubric loaded.
 
-    The same rules as `judges.calibration.selectors.run_rules`, for many runs in four queries (six with probes).
+    The same rules as `judges.calibration.selectors.run_rules`, for many runs in five queries (seven with probes).
     """
     if not runs:
         return {}
@@ -121,12 +122,16 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     # Bias probes are read only where a rubric's rules name them: one more query then.
     probed = [run.pk for run in runs if run.config.rubric.max_probe_moved is not None]
     probes = probe_judgments(parent_ids=probed) if probed else None
+    labels = paired_labels(rubric_ids=sorted({run.config.rubric_id for run in runs}),
+                           dataset_ids=sorted({run.dataset_id for run in runs}))
+    label_groups = {key: rows for key, rows in labels.groupby(["rubric", "dataset"], sort=False)}
     out = {}
     columns = [*CASE_COLUMNS, "kind"]
     for run in runs:
         mine = case_groups.get(run.pk, pd.DataFrame(columns=columns))[columns]
         judgments = judgment_groups.get(run.pk, pd.DataFrame(columns=list(COLUMNS)))[list(COLUMNS)]
-        figures = calibration_figures(judgments, cases=mine) | evidence_figures(mine)
+        mine_labels = label_groups.get((run.config.rubric_id, run.dataset_id), labels.iloc[0:0])
+        figures = calibration_figures(judgments, cases=mine, reviewer_labels=mine_labels) | evidence_figures(mine)
         if probes is not None and run.pk in probed:
             figures = with_probe_figures(figures, mine, probes[probes["parent_id"] == run.pk])
         config = run.config
@@ -157,7 +162,7 @@ def recalibration_reasons(rules: list[RuleResult], shown: list) -> list[str]:
 
 def evidence_checks(events: list[RubricEvent]) -> dict[int, tuple[list[RuleResult], list[str]]]:
     """rubric_id → (every rule for its evidence run now, why it needs recalibrating: [] when it holds),
-    for `evidence_events` rows whose `rubric` is loaded. Five queries however many (seven with probes):
+    for `evidence_events` rows whose `rubric` is loaded. Six queries however many (eight with probes):
     the rules, then the newest drift check of each evidence (its reason last). The promotion pages and
     the gate config both read it, so they always agree."""
     for event in events:
@@ -185,6 +190,12 @@ class PromotionRow:
     last_ci: CiResult | None = None
     relaxed: list[str] = field(default_factory=list)  # thresholds looser than the defaults
 
+    @property
+    def agreement_now(self) -> float | None:
+        """The evidence run's agreement on the current labels (the figure stored at the grant is
+        `evidence.figures["agreement"]`); None without evidence or when undefined."""
+        return next((rule.value for rule in self.rules if rule.key == "agreement_floor"), None)
+
 
 def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
     newest = CiResult.objects.filter(rubric=OuterRef("rubric")).order_by("-received_at", "-id").values("pk")[:1]
@@ -193,8 +204,9 @@ def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
 
 
 def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
-    """Each rubric with its evidence, what breaks it now, and its latest CI result. Seven queries
-    however many rubrics (evidence, staleness, human verdicts, judgments, drift checks, latest CI results)."""
+    """Each rubric with its evidence, what breaks it now, and its latest CI result. Eight queries
+    however many rubrics (evidence, staleness, human verdicts, judgments, reviewers' labels, drift checks,
+    latest CI results)."""
     ids = [r.pk for r in rubrics]
     events = {e.rubric_id: e for e in evidence_events(rubric_ids=ids)} if ids else {}
     by_pk = {r.pk: r for r in rubrics}

@@ -30,9 +30,12 @@ RATE_THRESHOLDS: tuple[str, ...] = (
 # Rules a lead may add or take away: None means the rubric has no such rule.
 OPTIONAL_COUNT_THRESHOLDS: tuple[str, ...] = ("min_cases_per_kind",)  # cases of each calibration kind
 OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts moved by bias probes
-# On by default; off lets a deterministic judge be promoted without human labels, or a judge name a model
-# by an alias or a tag (a local model served under a tag, say).
-SWITCH_THRESHOLDS: tuple[str, ...] = ("require_human_evidence", "require_pinned_models")
+# On by default; off lets a deterministic judge be promoted without human labels, a judge name a model
+# by an alias or a tag (a local model served under a tag, say), or a judge agree with the labels more than
+# the reviewers agree with each other.
+SWITCH_THRESHOLDS: tuple[str, ...] = (
+    "require_human_evidence", "require_pinned_models", "refuse_judge_above_reviewers",
+)
 THRESHOLD_FIELDS: tuple[str, ...] = (
     COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_COUNT_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS + SWITCH_THRESHOLDS
 )

@@ -6,6 +6,7 @@ one query's rows, computed by `agreement_figures`, a pure function on a DataFram
 """
 
 import pandas as pd
+from django.db.models import Exists, OuterRef
 
 from labeling.models import CaseTally, Label, Rubric
 
@@ -19,14 +20,22 @@ def reviewer_agreement(*, rubric: Rubric, dataset_id: int | None = None) -> dict
     Returns {"percent", "pairs", "cases", "kappa", "kappa_kind", "raters", "kappa_note"}: see
     `agreement_figures`. One query.
     """
-    labels = Label.objects.counting().filter(rubric=rubric)
+    return agreement_figures(
+        paired_labels(rubric_ids=[rubric.pk], dataset_ids=None if dataset_id is None else [dataset_id])
+    )
+
+
+def paired_labels(*, rubric_ids: list[int], dataset_ids: list[int] | None = None) -> pd.DataFrame:
+    """The counting labels of the rubrics on the cases each has two or more labels on (of these datasets
+    when given): one row per label, columns rubric, dataset, case, reviewer, verdict. One query."""
+    labels = Label.objects.counting().filter(rubric_id__in=rubric_ids)
     # Only a case with two or more labels of the rubric can make a pair: its tally counts them (counting
     # or not), so the labels of the rest (most cases of a 1-label rubric) stay in the database.
-    paired = CaseTally.objects.filter(rubric=rubric, labels__gte=2)
-    if dataset_id is not None:
-        labels, paired = labels.filter(dataset_id=dataset_id), paired.filter(dataset_id=dataset_id)
-    rows = labels.filter(case_id__in=paired.values("case_id")).values_list("case_id", "reviewer_id", "verdict")
-    return agreement_figures(pd.DataFrame.from_records(list(rows), columns=["case", "reviewer", "verdict"]))
+    paired = CaseTally.objects.filter(rubric_id=OuterRef("rubric_id"), case_id=OuterRef("case_id"), labels__gte=2)
+    if dataset_ids is not None:
+        labels = labels.filter(dataset_id__in=dataset_ids)
+    rows = labels.filter(Exists(paired)).values_list("rubric_id", "dataset_id", "case_id", "reviewer_id", "verdict")
+    return pd.DataFrame.from_records(list(rows), columns=["rubric", "dataset", "case", "reviewer", "verdict"])
 
 
 def agreement_figures(labels: pd.DataFrame) -> dict:

@@ -120,7 +120,9 @@ def test_it_computes_the_figures_of_the_hand_worked_example(world):
     assert figures["judgments"] == 8
     assert figures["evaluated"] == 7
     assert figures["agreement"] == pytest.approx(4 / 7)
-    low, high = proportion_confint(4, 7, alpha=0.05, method="wilson")
+    # The interval counts cases: (matching, evaluated) a1 (2, 2), a2 (1, 2), a3 (0, 2), a4 (1, 1); with
+    # M = 4, E = 7: Σ(7m − 4e)² = 36 + 1 + 64 + 9 = 110, n_eff = 4·3·49 / 110 = 5.35, capped at the 4 cases.
+    low, high = proportion_confint(4 / 7 * 4, 4, alpha=0.05, method="wilson")
     assert figures["agreement_ci95"] == [pytest.approx(low), pytest.approx(high)]
     # Confusion: human pass & judge pass 3, human pass & judge fail 1, human fail & judge pass 2, both fail 1.
     # κ = (N·agree − Σrow·col) / (N² − Σrow·col) = (7·4 − (4·5 + 3·2)) / (49 − 26) = 2/23.
@@ -252,6 +254,7 @@ def test_it_reports_every_rule_with_the_runs_numbers(world):
     assert list(rules) == [
         "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
         "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage", "pinned_models",
+        "judge_above_reviewers",
     ]
     assert rules["newest_config"].met and rules["not_stale"].met
     assert not rules["min_cases"].met and rules["min_cases"].value == 4

@@ -87,6 +87,26 @@ def test_it_shows_both_runs_figures_side_by_side(lead_client, pair):
     assert "62.5 %" in row and "87.5 %" in row and "+25.0 pts" in row
 
 
+def test_it_compares_false_passes_and_fails_as_rates_with_their_counts(lead_client, dataset, rubric, reviewer, lead):
+    # The same judge at K = 1 and K = 3: one false pass of 2 human-failed cases each time. As counts that is
+    # 1 against 3; as rates it is 50 % both times.
+    cases = make_cases(dataset, [(e, "policy") for e in ("f1", "f2", "p1")])
+    for case, verdict in zip(cases, ("fail", "fail", "pass"), strict=True):
+        label(case, rubric, reviewer, verdict)
+    once = make_run(make_config(rubric, lead), dataset, lead, {cases[0]: ["pass"], cases[1]: ["fail"],
+                                                                cases[2]: ["pass"]})
+    thrice = make_run(make_config(rubric, lead, note="v2"), dataset, lead, {
+        cases[0]: ["pass"] * 3, cases[1]: ["fail"] * 3, cases[2]: ["pass"] * 3})
+    html = lead_client.get(compare_url(once, thrice)).content.decode()
+    assert 'data-figure="false_pass"' not in html  # no raw count row to compare across K
+    row = html[html.index('data-figure="false_pass_rate"'):]
+    row = row[:row.index("</tr>")]
+    assert row.count("50.0 %") == 2 and "+0.0 pts" in row
+    assert '"counted-a">1 of 2 judgments<' in row and '"counted-b">3 of 6 judgments<' in row
+    row = html[html.index('data-figure="false_fail_rate"'):]
+    assert '"counted-a">0 of 1 judgment<' in row[:row.index("</tr>")]
+
+
 def test_it_lists_the_changed_cases_with_links(lead_client, pair):
     html = lead_client.get(compare_url(pair["a"], pair["b"])).content.decode()
     table = html[html.index('data-testid="changes"'):]

@@ -5,12 +5,14 @@ import json
 import math
 import random
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from statsmodels.stats.proportion import proportion_confint
+from statsmodels.stats.weightstats import ztest
 
 from judges.calibration.metrics import (
     CASE_COLUMNS,
@@ -18,8 +20,10 @@ from judges.calibration.metrics import (
     OVERFIT_WARNING,
     calibration_figures,
     case_counts,
+    clustered_agreement_interval,
     cohen_kappa,
     disagreements,
+    judge_above_reviewers,
     wilson_interval,
 )
 
@@ -101,8 +105,11 @@ def test_it_computes_a_small_run_by_hand():
     assert figures["false_fail_cases"] == ["b"]
     assert figures["flipped_cases"] == ["b"]
 
+    # The interval counts cases: per case (m matching of e evaluated) a (2, 2), b (1, 2), c (2, 2), d (0, 1);
+    # M = 5, E = 7. Σ(E·m − M·e)² = 4² + (−3)² + 4² + (−5)² = 66 (in sevenths), so n_eff = 5·2·49 / 66 = 7.42,
+    # capped at the 4 cases: the Wilson interval of 5/7 at n = 4.
     low, high = figures["agreement_ci95"]
-    expected_low, expected_high = proportion_confint(5, 7, alpha=0.05, method="wilson")
+    expected_low, expected_high = proportion_confint(5 / 7 * 4, 4, alpha=0.05, method="wilson")
     assert (low, high) == (pytest.approx(expected_low), pytest.approx(expected_high))
 
     # policy = a, b: 3 of 4 agree; tools = c, d: 2 of 3 evaluated agree, 3 of 4 judged
@@ -266,7 +273,7 @@ def test_it_lists_the_disagreements_by_case():
 @pytest.mark.parametrize("successes,n", [(0, 1), (1, 1), (0, 10), (8, 10), (10, 10), (24, 30), (87, 100),
                                           (1, 1000), (999, 1000)])
 def test_it_matches_statsmodels_wilson_interval(successes, n):
-    low, high = wilson_interval(successes, n)
+    low, high = wilson_interval(successes / n, n)
     expected_low, expected_high = proportion_confint(successes, n, alpha=0.05, method="wilson")
     assert low == pytest.approx(expected_low, abs=1e-12)
     assert high == pytest.approx(expected_high, abs=1e-12)
@@ -276,10 +283,10 @@ def test_it_matches_statsmodels_wilson_interval(successes, n):
 def test_it_computes_a_wilson_interval_by_hand():
     # 8 of 10, z² = 3.8415: centre = (0.8 + 3.8415/20) / (1 + 0.38415) = 0.99207 / 1.38415 = 0.71674;
     # half = 1.96 · √(0.016 + 3.8415/400) / 1.38415 = 1.96 · 0.15994 / 1.38415 = 0.22648
-    low, high = wilson_interval(8, 10)
+    low, high = wilson_interval(0.8, 10)
     assert low == pytest.approx(0.71674 - 0.22648, abs=1e-4)
     assert high == pytest.approx(0.71674 + 0.22648, abs=1e-4)
-    assert wilson_interval(0, 0) is None
+    assert wilson_interval(0.0, 0) is None
 
 
 @pytest.mark.parametrize("human,judge", [
@@ -325,11 +332,23 @@ def random_runs(draw, repeats=ANY_K):
     return make_frame(spec, shuffle=draw(st.integers(0, 1000)))
 
 
+def naive_effective_n(clusters: list[tuple[int, int]]) -> tuple[float, float]:
+    """(p̂, effective n) straight from DESIGN's words, in floats: p̂(1 − p̂) / Var_cluster(p̂), the
+    cluster-robust variance Σ(m − p̂e)² / E² with no G / (G − 1) factor, capped at the number of cases."""
+    matches, evaluated = sum(m for m, _ in clusters), sum(e for _, e in clusters)
+    p = matches / evaluated
+    variance = sum((m - p * e) ** 2 for m, e in clusters) / evaluated**2
+    if p in (0.0, 1.0) or variance == 0:
+        return p, float(len(clusters))
+    return p, min(float(len(clusters)), p * (1 - p) / variance)
+
+
 def naive_figures(frame: pd.DataFrame) -> dict:
     """An independent oracle: a plain loop per case, written straight from the words of docs/calibration.md."""
     judged = [r for r in frame.to_dict("records") if r["human"] in ("pass", "fail")]
     evaluated = [r for r in judged if r["outcome"] in ("pass", "fail")]
     by_case: dict[str, list[str]] = {}
+    human_of = {r["external_id"]: r["human"] for r in judged}
     for r in evaluated:
         by_case.setdefault(r["external_id"], []).append(r["outcome"])
     repeatable = [outs for outs in by_case.values() if len(outs) >= 2]
@@ -344,6 +363,10 @@ def naive_figures(frame: pd.DataFrame) -> dict:
         "flipped_cases": sorted(e for e, outs in by_case.items() if len(set(outs)) > 1),
         "flip_rate": len(flipped) / len(repeatable) if repeatable else 0.0,
         "pairs": ([r["human"] for r in evaluated], [r["outcome"] for r in evaluated]),
+        # (matching, evaluated) per case with an evaluated judgment: the interval's clusters
+        "clusters": [
+            (sum(o == human_of[e] for o in outs), len(outs)) for e, outs in by_case.items()
+        ],
     }
 
 
@@ -369,7 +392,8 @@ def test_it_agrees_with_the_oracles_on_random_runs(frame):
         assert 0.0 <= figures["agreement"] <= 1.0
         assert figures["agreement"] == pytest.approx(oracle["matches"] / oracle["evaluated"])
         low, high = figures["agreement_ci95"]
-        expected = proportion_confint(oracle["matches"], oracle["evaluated"], alpha=0.05, method="wilson")
+        p, n = naive_effective_n(oracle["clusters"])
+        expected = proportion_confint(p * n, n, alpha=0.05, method="wilson")
         assert (low, high) == (pytest.approx(expected[0]), pytest.approx(expected[1]))
         human, judge = oracle["pairs"]
         matrix = confusion_matrix(human, judge, labels=["pass", "fail"])
@@ -504,8 +528,8 @@ def test_external_ids_are_text_in_the_case_lists_and_the_disagreements_alike():
 def test_none_and_all_give_bounds_of_exactly_0_and_1():
     # In floats the lower bound of 0 of 3 comes out at 5.6e-17: a page would show it as more than none.
     for n in range(1, 50):
-        assert wilson_interval(0, n)[0] == 0.0
-        assert wilson_interval(n, n)[1] == 1.0
+        assert wilson_interval(0.0, n)[0] == 0.0
+        assert wilson_interval(1.0, n)[1] == 1.0
 
 
 def test_the_kappa_note_names_the_one_class_used():
@@ -528,3 +552,185 @@ def test_the_cases_frame_keeps_the_order_of_appearance_integer_counts_and_none_f
     assert cases["human"].tolist() == ["pass", None]
     # Integers like the database's sums, not floats that happen to be whole.
     assert {str(cases[c].dtype) for c in ("judgments", "passes", "fails", "contested")} == {"int64"}
+
+
+# The interval counts cases, not repeats ----------------------------------------------------------------
+
+
+def _repeated(frame: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Every judgment of a K = 1 run said again K times, as repeats 1..K."""
+    return pd.concat([frame.assign(repeat=r) for r in range(1, k + 1)], ignore_index=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_runs(repeats=st.just(1)), st.integers(min_value=2, max_value=6))
+def test_repeating_every_verdict_k_times_leaves_the_interval_of_k_1(frame, k):
+    once, repeated = calibration_figures(frame), calibration_figures(_repeated(frame, k))
+    # Exactly, not approximately: repeats of one verdict add no evidence.
+    assert repeated["agreement_ci95"] == once["agreement_ci95"]
+    for fold in ("by_category", "by_split", "by_kind"):
+        assert {g: f["agreement_ci95"] for g, f in repeated[fold].items()} == {
+            g: f["agreement_ci95"] for g, f in once[fold].items()
+        }
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=8).flatmap(
+    lambda e: st.tuples(st.integers(min_value=0, max_value=e), st.just(e))), min_size=1, max_size=40))
+def test_no_set_of_repeats_is_narrower_than_wilson_over_cases(clusters):
+    matches, evaluated = sum(m for m, _ in clusters), sum(e for _, e in clusters)
+    low, high = clustered_agreement_interval(
+        matches=matches, evaluated=evaluated, matches_sq=sum(m * m for m, _ in clusters),
+        matches_evaluated=sum(m * e for m, e in clusters), evaluated_sq=sum(e * e for _, e in clusters),
+        cases=len(clusters),
+    )
+    # The Wilson interval over the cases at the same agreement holds inside it.
+    over_cases_low, over_cases_high = wilson_interval(matches / evaluated, len(clusters))
+    assert low <= over_cases_low + 1e-12 and high >= over_cases_high - 1e-12
+    # And it is the Wilson interval at DESIGN's effective n (statsmodels as the reference).
+    p, n = naive_effective_n(clusters)
+    expected = proportion_confint(p * n, n, alpha=0.05, method="wilson")
+    assert (low, high) == (pytest.approx(expected[0], abs=1e-9), pytest.approx(expected[1], abs=1e-9))
+
+
+def test_it_computes_a_clustered_interval_by_hand():
+    # Four cases, (matching, evaluated): (0, 3), (1, 1), (1, 1), (1, 1). M = 3, E = 6, p̂ = 1/2.
+    # E·m − M·e per case: 0 − 9 = −9, 6 − 3 = 3, 3, 3; squares 81 + 9 + 9 + 9 = 108.
+    # n_eff = M(E − M)·E² / 108 = 3·3·36 / 108 = 3: the case judged three times counts less than three cases.
+    # Wilson at p = 0.5, n = 3, z² = 3.8415: centre = (0.5 + 3.8415/6) / (1 + 3.8415/3) = 1.14025 / 2.28049
+    # = 0.5; half = 1.96 · √(0.25/3 + 3.8415/36) / 2.28049 = 1.96 · 0.43594 / 2.28049 = 0.37467.
+    frame = make_frame([
+        ("a", "pass", ["fail", "fail", "fail"], "policy", "dev"),
+        ("b", "pass", ["pass"], "policy", "dev"),
+        ("c", "fail", ["fail"], "policy", "dev"),
+        ("d", "fail", ["fail"], "policy", "dev"),
+    ])
+    low, high = calibration_figures(frame)["agreement_ci95"]
+    assert low == pytest.approx(0.5 - 0.37467, abs=1e-4)
+    assert high == pytest.approx(0.5 + 0.37467, abs=1e-4)
+    # Counted over the six judgments instead it would be narrower: 0.1876 – 0.8124.
+    assert wilson_interval(0.5, 6)[0] > low + 0.05
+
+
+def _coverage(rng: np.random.Generator, *, cases: int, repeats: int, deterministic_share: float) -> float:
+    """The share of 2,000 simulated runs whose interval holds the true agreement. Each case has its own
+    chance that the judge agrees with the human: deterministic_share of them 0 or 1 (a judge that says the
+    same every time), the rest drawn from Beta(4, 1.5); the truth is the mean over all cases that could
+    be drawn: 0.85 for the fixed ones, 4 / 5.5 for the others."""
+    truth = deterministic_share * 0.85 + (1 - deterministic_share) * 4 / 5.5
+    held = 0
+    simulations = 2000
+    for _ in range(simulations):
+        fixed = rng.random(cases) < deterministic_share
+        chance = np.where(fixed, (rng.random(cases) < 0.85).astype(float), rng.beta(4, 1.5, cases))
+        m = rng.binomial(repeats, chance)
+        e = np.full(cases, repeats)
+        low, high = clustered_agreement_interval(
+            matches=int(m.sum()), evaluated=int(e.sum()), matches_sq=int((m * m).sum()),
+            matches_evaluated=int((m * e).sum()), evaluated_sq=int((e * e).sum()), cases=cases,
+        )
+        held += low <= truth <= high
+    return held / simulations
+
+
+@pytest.mark.parametrize(("deterministic_share", "at_most"), [(1.0, 0.98), (0.5, 1.0)])
+def test_the_interval_covers_the_truth_at_least_95_percent_of_the_time(deterministic_share, at_most):
+    # Seeded: the same draws every run. Counting 40 cases × K = 3 repeats as 120 judgments would cover far
+    # less when repeats agree (they are no new evidence); counting cases keeps about 95 %. Where repeats
+    # differ, the cap at the number of cases makes it conservative (over 95 %), never narrower.
+    rng = np.random.default_rng(29)
+    coverage = _coverage(rng, cases=40, repeats=3, deterministic_share=deterministic_share)
+    assert 0.93 <= coverage <= at_most
+
+
+# A judge more agreeable than the reviewers -------------------------------------------------------------
+
+
+def _two_labels(verdicts: list[tuple[str, str]]) -> pd.DataFrame:
+    """Labels of two reviewers (1 and 2) on cases 1, 2, …: verdicts[i] = (reviewer 1's, reviewer 2's)."""
+    rows = [(case, reviewer, verdict) for case, pair in enumerate(verdicts, start=1)
+            for reviewer, verdict in enumerate(pair, start=1)]
+    return pd.DataFrame(rows, columns=["case", "reviewer", "verdict"])
+
+
+def _judged(verdicts: list[list[str]]) -> pd.DataFrame:
+    """A cases frame of cases 1, 2, … whose evaluated repeats are verdicts[i]."""
+    return pd.DataFrame({"case_id": range(1, len(verdicts) + 1),
+                         "passes": [v.count("pass") for v in verdicts], "fails": [v.count("fail") for v in verdicts]})
+
+
+def test_it_refuses_a_judge_above_the_reviewers_by_hand():
+    # 20 cases with two labels. 12 the reviewers agree on (pass, pass) and the judge passes: judge 1, reviewers 1,
+    # d = 0. 8 they split (pass, fail): the judge passes and so agrees with one label of two, 0.5; the one
+    # pair agrees 0 times: d = 0.5. mean d = 8 · 0.5 / 20 = 0.2; Σ(d − 0.2)² = 12 · 0.04 + 8 · 0.09 = 1.2,
+    # sd = √(1.2 / 19) = 0.25131, se = 0.25131 / √20 = 0.056195, z = 0.2 / 0.056195 = 3.559 > 1.645: above.
+    labels = _two_labels([("pass", "pass")] * 12 + [("pass", "fail")] * 8)
+    test = judge_above_reviewers(_judged([["pass"]] * 20), labels)
+    assert test["cases"] == 20
+    assert test["judge"] == pytest.approx(0.8) and test["reviewers"] == pytest.approx(0.6)
+    assert test["z"] == pytest.approx(3.559, abs=1e-3)
+    assert test["above"] is True and test["note"] is None
+    # statsmodels' one-sample z-test on the same differences is the reference.
+    differences = [0.0] * 12 + [0.5] * 8
+    assert test["z"] == pytest.approx(ztest(differences, value=0, alternative="larger")[0])
+
+    # The same, but the judge fails three of the agreed cases: d = −1 three times, 0 nine times, 0.5 eight
+    # times; mean 0.05, Σ(d − 0.05)² = 3 · 1.1025 + 9 · 0.0025 + 8 · 0.2025 = 4.95, sd = √(4.95 / 19) = 0.51042,
+    # se = 0.11413, z = 0.438: higher on average, but not by a margin the test can tell from chance.
+    test = judge_above_reviewers(_judged([["fail"]] * 3 + [["pass"]] * 17), labels)
+    assert test["z"] == pytest.approx(0.438, abs=1e-3)
+    assert test["difference"] == pytest.approx(0.05) and test["above"] is False
+
+
+def test_repeats_count_each_labels_agreement_over_the_evaluated_ones():
+    # One case, labels (pass, fail); the judge passes twice and fails once of three repeats (a fourth not
+    # evaluated): it agrees with "pass" 2 of 3 times and with "fail" 1 of 3: 3 of 6 = 0.5.
+    cases = pd.DataFrame({"case_id": [1], "passes": [2], "fails": [1]})
+    test = judge_above_reviewers(cases, _two_labels([("pass", "fail")]))
+    assert test["judge"] == pytest.approx(0.5) and test["reviewers"] == 0.0
+
+
+def test_it_tests_nothing_on_fewer_than_20_cases():
+    test = judge_above_reviewers(_judged([["pass"]] * 19), _two_labels([("pass", "fail")] * 19))
+    assert test["cases"] == 19 and test["judge"] == pytest.approx(0.5)
+    assert test["above"] is False and test["z"] is None
+    assert test["note"] == "only 19 cases with two or more labels (the test needs 20)"
+
+
+def test_a_case_with_one_label_or_no_evaluated_judgment_is_left_out():
+    labels = pd.concat([_two_labels([("pass", "pass")] * 20), pd.DataFrame(
+        [(21, 1, "pass"), (22, 1, "fail"), (22, 2, "pass")], columns=["case", "reviewer", "verdict"])])
+    # case 21 has one label; case 22 has two but the judge evaluated none of its repeats
+    cases = pd.concat([_judged([["pass"]] * 21), pd.DataFrame({"case_id": [22], "passes": [0], "fails": [0]})])
+    test = judge_above_reviewers(cases, labels)
+    assert test["cases"] == 20
+    # Every case differs by the same amount (0): nothing to refuse.
+    assert test["above"] is False
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(2, 4), st.integers(0, 4)),
+                min_size=20, max_size=40))
+def test_the_judge_above_reviewers_test_is_the_one_sample_z_test(rows):
+    """Random cases (judge passes, judge fails, labels, pass labels), against a per-case loop and statsmodels."""
+    rows = [(p, f, n, min(lp, n)) for p, f, n, lp in rows if p + f > 0]
+    labels = pd.DataFrame(
+        [(case, r, "pass" if r < lp else "fail") for case, (_, _, n, lp) in enumerate(rows) for r in range(n)],
+        columns=["case", "reviewer", "verdict"])
+    cases = pd.DataFrame({"case_id": range(len(rows)), "passes": [r[0] for r in rows], "fails": [r[1] for r in rows]})
+    test = judge_above_reviewers(cases, labels)
+    differences = []
+    for p, f, n, lp in rows:
+        judge = (p * lp + f * (n - lp)) / ((p + f) * n)
+        pairs = n * (n - 1) / 2
+        reviewers = (lp * (lp - 1) / 2 + (n - lp) * (n - lp - 1) / 2) / pairs
+        differences.append(judge - reviewers)
+    assert test["cases"] == len(rows)
+    if len(rows) < 20:
+        assert test["above"] is False
+        return
+    assert test["difference"] == pytest.approx(float(np.mean(differences)))
+    if np.std(differences) > 1e-12:
+        z = ztest(differences, value=0, alternative="larger")[0]
+        assert test["z"] == pytest.approx(z)
+        assert test["above"] is bool(z > 1.6448536269514722)

@@ -58,7 +58,7 @@ def test_it_shows_the_figures_with_one_decimal(lead_client, report):
 
 def test_it_says_why_the_judge_may_not_be_promoted(lead_client, report):
     html = lead_client.get(url(report["run"])).content.decode()
-    assert "Not promotable: 5 of 11 rules not met" in html
+    assert "Not promotable: 5 of 12 rules not met" in html
     assert '<tr class="rule-unmet" data-rule="min_cases">' in html
     assert '<tr class="rule-unmet" data-rule="agreement_floor">' in html
     assert "≥ 80.0 %" in html
@@ -153,11 +153,14 @@ def test_it_shows_the_reviewers_agreement_beside_the_judge(lead_client, report, 
     assert 'data-testid="suspect"' not in html
 
 
-def test_it_flags_a_judge_that_agrees_more_than_the_reviewers(lead_client, report, rubric, second_reviewer):
+def test_one_pair_of_labels_is_too_few_to_call_a_judge_suspect(lead_client, report, rubric, second_reviewer):
     label(report["cases"]["a4"], rubric, second_reviewer, "pass")  # the only pair disagrees: 0 %
     html = lead_client.get(url(report["run"])).content.decode()
     assert 'data-testid="reviewer-agreement">0.0 %' in html
-    assert 'data-testid="suspect"' in html
+    # The judge's 50 % against the reviewers' 0 % on one case: a test needs 20 such cases
+    # (tests/judges/promotion/test_judge_above_reviewers.py flags one that has them).
+    assert 'data-testid="suspect"' not in html
+    assert "does not apply: only 1 case with two or more labels (the test needs 20)" in html
 
 
 @pytest.mark.parametrize("n", [4, 40])

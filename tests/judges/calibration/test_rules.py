@@ -18,11 +18,16 @@ from judges.calibration.rules import (
 RULE_KEYS = [
     "newest_config", "not_stale", "min_cases", "min_repeats", "agreement_floor", "agreement_ceiling",
     "min_true_pass_rate", "min_true_fail_rate", "max_flip_rate", "min_coverage", "pinned_models",
+    "judge_above_reviewers",
 ]
 
+# On 24 cases with two labels the judge agrees with each label a little more than the reviewers agree with
+# each other, not by a margin the test tells from chance (metrics.judge_above_reviewers).
+NOT_ABOVE = {"cases": 24, "judge": 0.85, "reviewers": 0.83, "difference": 0.02, "z": 0.5, "above": False,
+             "note": None}
 # Meets every default rule (the example figures of docs/gate.md).
 GOOD = {"n": 60, "agreement": 0.87, "true_pass_rate": 0.95, "true_fail_rate": 0.86, "flip_rate": 0.03,
-        "coverage": 1.0}
+        "coverage": 1.0, "judge_above_reviewers": NOT_ABOVE}
 
 
 def check(figures=None, *, repeats=3, thresholds=None, is_newest_config=True, stale_reasons=(),
@@ -47,6 +52,7 @@ def test_it_has_designs_defaults():
     assert (t.agreement_floor, t.agreement_ceiling) == (0.80, 1.00)
     assert (t.min_true_pass_rate, t.min_true_fail_rate) == (0.70, 0.70)
     assert (t.max_flip_rate, t.min_coverage, t.max_probe_moved) == (0.05, 0.95, None)
+    assert t.refuse_judge_above_reviewers is True
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.min_cases = 10  # type: ignore[misc]
 
@@ -168,7 +174,8 @@ def test_a_kinds_threshold_of_zero_is_always_met():
 
 
 LABELS = ["newest config", "not stale", "cases with a human verdict", "repeats K", "agreement", "agreement",
-          "true pass rate", "true fail rate", "flip rate", "coverage", "models pinned"]
+          "true pass rate", "true fail rate", "flip rate", "coverage", "models pinned",
+          "judge's agreement with each label"]
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"deterministic": True}, {"is_external": True},
@@ -177,7 +184,7 @@ def test_each_rule_is_shown_with_its_label_and_the_runs_figure(kwargs):
     results = check(**kwargs)
     assert [r.label for r in results.values()] == LABELS
     # A rule that does not apply still shows the run's figure beside its note.
-    assert [r.value for r in results.values()][2:] == [60, 3, 0.87, 0.87, 0.95, 0.86, 0.03, 1.0, []]
+    assert [r.value for r in results.values()][2:] == [60, 3, 0.87, 0.87, 0.95, 0.86, 0.03, 1.0, [], NOT_ABOVE]
 
 
 def test_without_human_evidence_the_rules_say_so_and_keep_their_figures():
@@ -276,6 +283,7 @@ RULE_TABLE = {
     "max_flip_rate":      (True, False, False),
     "min_coverage":       (True, True, True),
     "pinned_models":      (True, True, True),
+    "judge_above_reviewers": (True, True, False),
 }
 COLUMN = {"behavioral": 0, "deterministic": 1, "deterministic without human evidence": 2}
 
@@ -291,6 +299,27 @@ def test_the_rule_table_for_deterministic_and_behavioral_judges(kind):
     for result in results:
         if not result.applies:
             assert result.met and result.threshold_text.startswith("does not apply")
+
+
+def test_a_judge_above_the_reviewers_is_refused_unless_a_lead_turned_the_rule_off():
+    above = NOT_ABOVE | {"judge": 0.95, "difference": 0.12, "z": 2.1, "above": True}
+    assert failing(check({"judge_above_reviewers": above})) == {"judge_above_reviewers"}
+    off = check({"judge_above_reviewers": above}, thresholds=Thresholds(refuse_judge_above_reviewers=False))
+    result = off["judge_above_reviewers"]
+    assert result.met and not result.applies and result.value == above
+    assert result.threshold_text == "does not apply: a lead turned this rule off for the rubric"
+    assert relaxed_thresholds(Thresholds(refuse_judge_above_reviewers=False)) == [
+        ("refuse_judge_above_reviewers", False, True)]
+
+
+@pytest.mark.parametrize("test,why", [
+    (NOT_ABOVE | {"cases": 12, "z": None, "note": "only 12 cases with two or more labels (the test needs 20)"},
+     "does not apply: only 12 cases with two or more labels (the test needs 20)"),
+    (None, "does not apply: no reviewers' labels were read"),
+])
+def test_the_reviewers_rule_does_not_apply_without_enough_cases(test, why):
+    result = check({"judge_above_reviewers": test})["judge_above_reviewers"]
+    assert (result.met, result.applies, result.threshold_text) == (True, False, why)
 
 
 def test_a_deterministic_judge_agreeing_100_percent_on_one_run_is_promotable():

@@ -43,8 +43,9 @@ def test_a_check_agreeing_100_percent_with_the_humans_is_promotable_on_one_run(r
     assert event.figures["agreement"] == 1.0 and event.figures["repeats"] == 1
     assert event.figures["deterministic"] is True and event.figures["human_evidence"] is True
     applies = {rule["key"]: rule["applies"] for rule in event.rules}
+    # and judge_above_reviewers: no case has two labels to compare the judge with the reviewers on
     assert [key for key, applied in applies.items() if not applied] == [
-        "min_repeats", "agreement_ceiling", "max_flip_rate",
+        "min_repeats", "agreement_ceiling", "max_flip_rate", "judge_above_reviewers",
     ]
 
 
@@ -77,7 +78,7 @@ def test_without_human_evidence_a_check_with_no_labels_is_gated_and_the_audit_sa
         assert event.figures["human_evidence"] is False
         assert (event.figures["n"], event.figures["coverage"]) == (0, 1.0)  # coverage over every judgment
         assert {r["key"] for r in event.rules if not r["applies"]} == HUMAN_RULES | {
-            "min_repeats", "agreement_ceiling", "max_flip_rate",
+            "min_repeats", "agreement_ceiling", "max_flip_rate", "judge_above_reviewers",
         }
     rubric.refresh_from_db()
     assert rubric.stage == "gate"

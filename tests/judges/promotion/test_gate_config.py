@@ -110,8 +110,9 @@ def test_its_query_count_does_not_grow_with_rubrics(lead, reviewer, prices, n, d
         run = evidence_run(rubric, data, lead, reviewer, config=behavioral_config(rubric, lead), prefix=f"r{i}")
         rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
     # The evidence (rubric, run, config, who); whether it holds: staleness, judgments counted per case, human
-    # verdicts (one UNION), the not-evaluated judgments, the newest drift check of each evidence; the prices.
-    with django_assert_num_queries(7):
+    # verdicts (one UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice, the
+    # newest drift check of each evidence; the prices.
+    with django_assert_num_queries(8):
         assert len(gate_config()["rubrics"]) == n
 
 

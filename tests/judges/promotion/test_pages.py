@@ -46,7 +46,7 @@ def test_a_refused_promotion_lists_each_failing_rule_with_its_number_and_thresho
     assert response.status_code == 400
     text = response.text
     assert 'data-testid="refusal"' in text
-    assert "2 of 11 rules not met by run" in text
+    assert "2 of 12 rules not met by run" in text
     assert "Rule 4: repeats K</strong> — run" in text and "has <span class=\"mono\">1</span>" in text
     assert "needs <span class=\"mono\">≥ 2</span>" in text
     assert "Rule 5: agreement (floor)</strong>" in text and "75.0 %" in text and "≥ 80.0 %" in text
@@ -139,6 +139,23 @@ def test_the_overview_shows_stage_evidence_and_recalibration(lead_client, lead, 
     assert 'data-testid="recalibration"' in page
 
 
+def test_the_pages_name_the_agreement_now_and_when_granted(lead_client, lead, rubric, dataset, reviewer):
+    rubric_promote(rubric=rubric, to_stage="observe", run=evidence_run(rubric, dataset, lead, reviewer),
+                   reason=REASON, by=lead)
+    # Humans change their minds on 10 passed cases (one the judge had wrong): 38/40 when granted, 30/40 now.
+    for lbl in reviewer.labels.filter(verdict="pass").order_by("case_id")[:10]:
+        lbl.verdict = "fail"
+        lbl.save(update_fields=["verdict"])
+    page = lead_client.get(page_url(rubric)).text
+    assert "<dt>When granted</dt>" in page and "agreement 95.0 %" in page
+    assert '<dt>Now, on current labels</dt>\n    <dd data-testid="agreement-now">agreement 75.0 %</dd>' in page
+    overview = lead_client.get(reverse("judges:promotion_overview")).text
+    assert "agreement 95.0 % when granted" in overview and "agreement 75.0 % now" in overview
+    home = lead_client.get(reverse("home")).text
+    assert 'data-testid="agreement-now">75.0 %</strong> now, on current labels' in home
+    assert 'data-testid="agreement-granted">95.0 % when granted' in home
+
+
 def test_the_rubric_list_links_to_promotion(lead_client, rubric):
     assert page_url(rubric) in lead_client.get(reverse("labeling:rubric_list")).text
 
@@ -159,8 +176,9 @@ def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, 
                                                              django_assert_num_queries):
     promoted_rubrics(n, lead, reviewer)
     # session + user, rubrics, evidence events, staleness, judgments counted per case, human verdicts (one
-    # UNION), the not-evaluated judgments, the newest drift check of each evidence, latest CI.
-    with django_assert_num_queries(10):
+    # UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice, the newest drift check
+    # of each evidence, latest CI.
+    with django_assert_num_queries(11):
         assert lead_client.get(reverse("judges:promotion_overview")).status_code == 200
 
 
@@ -191,9 +209,9 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
         for _ in range(n)
     ])
     # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
-    # judgments, the newest drift check, latest CI, whether runs exist, the promote and the renew forms' evidence
-    # menus (twice each: Django's ModelChoiceIterator queries on each pass over the choices), recent audit
-    # entries, CI results, which of their judges is the scripted stand-in, the drift checks over time and the drift
-    # run at work.
-    with django_assert_num_queries(20):
+    # judgments, the reviewers' labels on cases labeled twice, the newest drift check, latest CI, whether runs
+    # exist, the promote and the renew forms' evidence menus (twice each: Django's ModelChoiceIterator queries
+    # on each pass over the choices), recent audit entries, CI results, which of their judges is the scripted
+    # stand-in, the drift checks over time and the drift run at work.
+    with django_assert_num_queries(21):
         assert lead_client.get(page_url(rubric)).status_code == 200

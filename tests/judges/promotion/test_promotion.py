@@ -38,7 +38,7 @@ def test_it_promotes_one_stage_on_good_evidence_and_keeps_the_granted_figures(ru
     assert event.figures["n"] == 40 and event.figures["repeats"] == 2 and event.figures["run"] == run.pk
     assert event.figures["agreement"] == pytest.approx(0.95)
     assert event.figures["true_pass_rate"] == pytest.approx(0.95)
-    assert all(rule["met"] for rule in event.rules) and len(event.rules) == 11
+    assert all(rule["met"] for rule in event.rules) and len(event.rules) == 12
     assert evidence_for(rubric=rubric) == event
 
 
@@ -62,7 +62,7 @@ def test_it_refuses_when_one_rule_alone_is_broken(rubric, dataset, lead, reviewe
     with pytest.raises(PromotionRefused) as refused:
         promote(rubric, run, lead)
     assert [r.key for r in refused.value.failing] == [rule]
-    assert len(refused.value.results) == 11  # every rule is reported, met or not
+    assert len(refused.value.results) == 12  # every rule is reported, met or not
     rubric.refresh_from_db()
     assert rubric.stage == "draft"
     assert not RubricEvent.objects.exists()  # a refusal writes nothing

@@ -137,7 +137,7 @@ def test_a_refused_renewal_lists_each_failing_rule_on_the_page(lead_client, rubr
     weak = evidence_run(rubric, dataset, lead, reviewer, config=warned.config, prefix="weak", repeats=1)
     response = post_renew(lead_client, rubric, weak)
     assert response.status_code == 400
-    assert "Renewal at warn refused: 1 of 11 rules not met by run" in response.text
+    assert "Renewal at warn refused: 1 of 12 rules not met by run" in response.text
     assert "Rule 4: repeats K</strong>" in response.text
     assert not RubricEvent.objects.filter(kind="renew").exists()
     assert post_renew(lead_client, rubric, weak, reason="").status_code == 400
