@@ -21,6 +21,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from evalhub.demo.labeling import RETURNS_POLICY_SLUG
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
 from judges.models import CiResult, JudgeConfig, ModelPrice, Run, RunChunk
@@ -31,7 +32,6 @@ from judges.promotion.gate_config import gate_config
 from judges.runs import services, worker
 from judges.runs.variants import PROBE_KINDS
 from judges.testing.fake_provider import FakeProvider
-from evalhub.demo.labeling import RETURNS_POLICY_SLUG
 from labeling.models import Dataset, PolicyDocument, Rubric
 
 DEMO_NOTE = "demo: contract checks only, no model called"

@@ -38,7 +38,8 @@ def closed_url() -> str:
 def work(tmp_path) -> Path:
     """gates.json (contract), behavioral.json, outputs.jsonl, a folder and a file that is not UTF-8."""
     for name, spec in (("gates.json", CONTRACT), ("behavioral.json", BEHAVIORAL)):
-        judge = JudgeConfig.from_dict({"rubric": "returns", "criteria": "Pass when…", **spec}).to_dict(include_hash=True)
+        judge = JudgeConfig.from_dict({"rubric": "returns", "criteria": "Pass when…", **spec})
+        judge = judge.to_dict(include_hash=True)
         rubric = {"slug": "returns", "stage": "gate", "judge": judge, "calibration": None}
         (tmp_path / name).write_text(json.dumps({"schema": "evalhub.gates/v1", "rubrics": [rubric]}))
     (tmp_path / "outputs.jsonl").write_text(json.dumps({"external_id": "c1", "input": "Q?", "output": "A."}) + "\n")
