@@ -33,9 +33,10 @@ BLOCK_RE = re.compile(r"^" + re.escape(MARK) + r"\n```bash\n(.*?)^```$", re.M | 
 
 
 def readme_demo_lines() -> str:
-    blocks = BLOCK_RE.findall((settings.BASE_DIR / "README.md").read_text())
-    assert len(blocks) == (settings.BASE_DIR / "README.md").read_text().count(MARK), \
-        f"a {MARK} line is not followed by a ```bash block"
+    readme = (settings.BASE_DIR / "README.md").read_text()
+    blocks = BLOCK_RE.findall(readme)
+    marks = re.findall(r"^" + re.escape(MARK) + r"$", readme, re.M)
+    assert len(blocks) == len(marks), f"a {MARK} line is not followed by a ```bash block"
     return "\n".join(blocks)
 
 
