@@ -195,9 +195,11 @@ STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing folder before the first collectstatic
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # collectstatic (scripts/serve.sh runs it) writes hashed, compressed copies that WhiteNoise serves.
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    # collectstatic (scripts/serve.sh runs it) writes hashed, compressed copies that WhiteNoise serves;
+    # before it ran, the source folders are served under plain names (evalhub/static_storage.py).
+    "staticfiles": {"BACKEND": "evalhub.static_storage.StaticStorage"},
 }
+WHITENOISE_USE_FINDERS = DEBUG or not (STATIC_ROOT / "staticfiles.json").exists()
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads no cookie: the token travels in hx-headers on <body>.

@@ -2,15 +2,17 @@
 # Sets evalhub up and starts it with demo data: the dashboard on http://127.0.0.1:8000, a background
 # worker, and the scripted stand-in judge (not a model) on a free port, so the demo's behavioral
 # configs run with no provider key (STAND_IN_PORT picks its port). Embedded default: SQLite and
-# Celery's filesystem transport in ./var, unless DATABASE_URL / CELERY_BROKER_URL are set. Ctrl-C stops
-# all three.
+# Celery's filesystem transport in ./var (EVALHUB_DATA_DIR), unless DATABASE_URL / CELERY_BROKER_URL are
+# set. Writes var/demo/ci.env for the README's CI lines. Ctrl-C stops all three.
+# DEBUG stays off (the documented default), so the demo shows evalhub's own error pages, as a team's
+# server does; DJANGO_DEBUG=1 shows Django's technical pages instead.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 . scripts/_env.sh
 ensure_venv "$root"
-export DJANGO_DEBUG="${DJANGO_DEBUG:-1}"
 port="${PORT:-8000}"
+data="${EVALHUB_DATA_DIR:-var}"
 py=.venv/bin/python
 
 if ! $py -c 'import socket, sys; socket.create_server(("127.0.0.1", int(sys.argv[1]))).close()' "$port" 2>/dev/null; then
@@ -18,37 +20,39 @@ if ! $py -c 'import socket, sys; socket.create_server(("127.0.0.1", int(sys.argv
   exit 2
 fi
 
-mkdir -p var
+mkdir -p "$data"
 # The stand-in first: load_demo judges the demo's behavioral runs through it, and the worker and the
 # server get the variables the demo configs name (EVALHUB_JUDGE_DEMO_URL / _KEY).
-: >var/stand-in.log
-$py -u -m judges.testing.fake_provider --port "${STAND_IN_PORT:-0}" >var/stand-in.log 2>&1 &
+: >"$data/stand-in.log"
+$py -u -m judges.testing.fake_provider --port "${STAND_IN_PORT:-0}" >"$data/stand-in.log" 2>&1 &
 stand_in=$!
 worker=""
 trap 'kill $stand_in $worker 2>/dev/null || true' EXIT INT TERM
 for _ in $(seq 100); do
-  grep -q "listening on" var/stand-in.log && break
+  grep -q "listening on" "$data/stand-in.log" && break
   kill -0 "$stand_in" 2>/dev/null || break
   sleep 0.1
 done
-stand_in_url="$(grep -o 'listening on http://[^ ]*' var/stand-in.log | cut -d' ' -f3 || true)"
+stand_in_url="$(grep -o 'listening on http://[^ ]*' "$data/stand-in.log" | cut -d' ' -f3 || true)"
 if [ -z "$stand_in_url" ]; then
-  cat var/stand-in.log >&2
-  echo "The scripted stand-in did not start (log var/stand-in.log)." >&2
+  cat "$data/stand-in.log" >&2
+  echo "The scripted stand-in did not start (log $data/stand-in.log)." >&2
   exit 2
 fi
 export EVALHUB_JUDGE_DEMO_URL="$stand_in_url/v1" EVALHUB_JUDGE_DEMO_KEY="stand-in-needs-no-key"
-echo "Scripted stand-in judge (not a model) on $stand_in_url (pid $stand_in, log var/stand-in.log)."
+echo "Scripted stand-in judge (not a model) on $stand_in_url (pid $stand_in, log $data/stand-in.log)."
 
 $py manage.py migrate --noinput
 $py manage.py load_demo
+$py manage.py demo_ci_env --server "http://127.0.0.1:$port"
 
-$py -m celery -A evalhub worker --beat --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
+$py -m celery -A evalhub worker --beat --loglevel=INFO --concurrency=2 >"$data/worker.log" 2>&1 &
 worker=$!
-echo "Background worker started (pid $worker, log var/worker.log)."
+echo "Background worker started (pid $worker, log $data/worker.log)."
 echo
 echo "evalhub is starting on http://127.0.0.1:$port/"
 echo "Log in as lead 'lena' or reviewer 'rita', 'rob' or 'ria'; admin 'ada'. Demo password for all: evalhub-demo"
 echo "The demo's behavioral configs (return-policy) run through the stand-in: start a run from a config's page."
+echo "The README's CI lines run against this demo after '. $data/demo/ci.env' (its address, a token, the stand-in's variables)."
 echo
 $py manage.py runserver "127.0.0.1:$port"

@@ -21,9 +21,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from evalhub.demo.labeling import RETURNS_POLICY_SLUG
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
-from judges.models import CiResult, JudgeConfig, Run, RunChunk
+from judges.models import CiResult, JudgeConfig, ModelPrice, Run, RunChunk
 from judges.probes.services import probes_start
 from judges.promotion import services as promotion_services
 from judges.promotion.ci_results import ci_results_store
@@ -31,7 +32,7 @@ from judges.promotion.gate_config import gate_config
 from judges.runs import services, worker
 from judges.runs.variants import PROBE_KINDS
 from judges.testing.fake_provider import FakeProvider
-from labeling.models import Dataset, Rubric
+from labeling.models import Dataset, PolicyDocument, Rubric
 
 DEMO_NOTE = "demo: contract checks only, no model called"
 SEMANTIC_DEMO_NOTE = "demo: semantic layer and judge through the scripted stand-in (not models)"
@@ -103,6 +104,23 @@ STAND_IN_RULES = {
 }
 
 
+# Every model the demo's configs name. The stand-in costs nothing: each is priced at $0 per million tokens,
+# a known price (so runs show their cost and `evalhub-gate check --max-cost-usd` can keep its cap).
+STAND_IN_MODELS = ("stand-in-embeddings", "stand-in-judge", LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL)
+
+
+def load_demo_prices(*, by_username: str = "lena") -> int:
+    """load_demo's call: the stand-in models' prices, where the price table has none; how many it added."""
+    lena = get_user_model().objects.get(username=by_username)
+    added = 0
+    for model in STAND_IN_MODELS:
+        _, created = ModelPrice.objects.get_or_create(
+            model=model, defaults={"input_per_mtok": 0, "output_per_mtok": 0, "updated_by": lena}
+        )
+        added += created
+    return added
+
+
 def stand_in_configure(fake: FakeProvider) -> None:
     """Give a running stand-in the demo's rules (scripts/start.sh's, or one started for load_demo)."""
     fake.control(rule=SEMANTIC_DEMO_RULE)
@@ -135,6 +153,13 @@ def _stand_in() -> Iterator[None]:
                     os.environ[name] = value
 
 
+def _with_returns_policy(spec: dict) -> dict:
+    """A return-policy judge's spec referencing the newest version of the demo's `returns` policy document,
+    so the judge is given the very text the agent reads (and a newer version makes its runs stale)."""
+    newest = PolicyDocument.objects.filter(slug=RETURNS_POLICY_SLUG).order_by("-version").first()
+    return {**spec, "policy_ref": {"slug": RETURNS_POLICY_SLUG, "version": newest.version}} if newest else spec
+
+
 def semantic_demo_run(*, rubric: Rubric, dataset: Dataset) -> Run | None:
     return (
         Run.objects.filter(config__rubric=rubric, config__note=SEMANTIC_DEMO_NOTE, dataset=dataset,
@@ -151,7 +176,7 @@ def create_semantic_demo_run(*, rubric: Rubric, dataset: Dataset, by) -> Run:
     existing = semantic_demo_run(rubric=rubric, dataset=dataset)
     if existing is not None:
         return existing
-    config = config_services.judge_config_save(rubric=rubric, spec=SEMANTIC_DEMO_SPEC, by=by,
+    config = config_services.judge_config_save(rubric=rubric, spec=_with_returns_policy(SEMANTIC_DEMO_SPEC), by=by,
                                                note=SEMANTIC_DEMO_NOTE)
     with _stand_in():
         return _judge_here(_create_run(config=config, dataset=dataset, by=by))
@@ -227,7 +252,8 @@ def _behavioral_run(*, rubric: Rubric, dataset: Dataset, by, model: str, note: s
     if existing is not None:
         return existing
     config = config_services.judge_config_save(
-        rubric=rubric, spec=_behavioral_spec(model, second_opinion=second_opinion), by=by, note=note,
+        rubric=rubric, spec=_with_returns_policy(_behavioral_spec(model, second_opinion=second_opinion)), by=by,
+        note=note,
     )
     return _judge_here(_create_run(config=config, dataset=dataset, by=by))
 

@@ -9,7 +9,17 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from evalhub.models import Role, User
-from labeling.models import Adjudication, Case, Dataset, Label, Rubric, case_split, labeled_content_hash
+from labeling.models import (
+    Adjudication,
+    Case,
+    Dataset,
+    Label,
+    PolicyDocument,
+    Rubric,
+    case_split,
+    labeled_content_hash,
+)
+from labeling.policies.services import policy_write
 
 DEMO_PASSWORD = "evalhub-demo"
 DATASET_SLUG = "store-support"
@@ -20,13 +30,17 @@ NO_TOOL_CALL = "tools-right-answer-no-call"  # the right answer, without the req
 WRONG_ARGUMENT = "tools-wrong-order-id"  # lookup_order called with ORD-999 instead of ORD-101
 NEEDLESS_TOOL = "policy-needless-tool-call"  # a policy question answered with a tool call (none expected)
 
-POLICY = """Northwind Goods customer-support policy.
-Returns: within 30 days of delivery; the 30th day after the delivery date is the last day. Items must be
+# The returns part of the policy: the agent's context quotes it, and version 2 of the demo's `returns` policy
+# document (the text the return-policy judges are given) holds it. Version 1 left day 30 open.
+RETURNS_POLICY_SLUG = "returns"
+RETURNS = """Returns: within 30 days of delivery; the 30th day after the delivery date is the last day. Items must be
 unused and in their original packaging. Refunds go to the original payment method 5-7 business days after
 the return arrives.
 Not returnable: items marked "final sale", gift cards, opened personal-care items.
 Return shipping: free for defective or wrong items; otherwise a $5.99 label is taken from the refund.
-No exchanges: return the item and place a new order. No store credit instead of a refund.
+No exchanges: return the item and place a new order. No store credit instead of a refund."""
+POLICY = f"""Northwind Goods customer-support policy.
+{RETURNS}
 Shipping: standard 3-5 business days ($4.99, free over $50); express 1-2 business days ($14.99).
 Orders placed before 2 pm ship the same business day.
 Order status, dates and tracking come only from the lookup_order tool: never guess them.
@@ -393,6 +407,11 @@ def load_demo() -> dict:
     rita, rob, ria = (_user(name, Role.REVIEWER, first_name=name.title()) for name in ("rita", "rob", "ria"))
     _user("ada", Role.ADMIN, first_name="Ada", is_staff=True, is_superuser=True)
     created["users"] = User.objects.count() - before
+
+    if not PolicyDocument.objects.filter(slug=RETURNS_POLICY_SLUG).exists():  # a lead's later version stays newest
+        day_30_open = RETURNS.replace("; the 30th day after the delivery date is the last day", "")
+        for returns in (day_30_open, RETURNS):
+            policy_write(slug=RETURNS_POLICY_SLUG, text=f"Northwind Goods return policy.\n{returns}", by=lena)
 
     dataset, _ = Dataset.objects.get_or_create(
         slug=DATASET_SLUG,

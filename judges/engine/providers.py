@@ -75,6 +75,29 @@ class Reply:
     output_tokens: int | None
 
 
+def endpoint_env_problems(
+    *, provider: str, base_url_env: str | None, api_key_env: str | None, env: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """(variable, what is wrong) for each variable of an endpoint that is unset or unusable, the URL's
+    first; the value itself is never described. A key or URL the HTTP library cannot send would
+    otherwise fail inside each call, as if the provider were down."""
+    problems = []
+    if base_url_env is not None:
+        base_url = env.get(base_url_env, "").strip()
+        if not base_url:
+            problems.append((base_url_env, "is not set"))
+        elif not (base_url.isascii() and base_url.startswith(("http://", "https://")) and " " not in base_url):
+            problems.append((base_url_env, "is not an http:// or https:// URL"))
+    key_env = api_key_env or DEFAULT_KEY_ENVS.get(provider)
+    if key_env is not None:
+        api_key = env.get(key_env, "").strip()
+        if not api_key:
+            problems.append((key_env, "is not set"))
+        elif not (api_key.isascii() and api_key.isprintable() and " " not in api_key):
+            problems.append((key_env, "holds a space, a line break or a non-ASCII character, which no API key has"))
+    return problems
+
+
 def resolve_endpoint(
     *,
     provider: str,
@@ -83,20 +106,15 @@ def resolve_endpoint(
     env: Mapping[str, str],
     timeout_s: float,
 ) -> Endpoint:
-    """Read the endpoint and key from the variables the config names; ProviderFailure if one is unset."""
-    if base_url_env is not None:
-        base_url = env.get(base_url_env, "").strip()
-        if not base_url:
-            raise ProviderFailure("config error", f"environment variable {base_url_env} is not set", retryable=False)
-    else:
-        base_url = DEFAULT_BASE_URLS[provider]
+    """Read the endpoint and key from the variables the config names; ProviderFailure if one is unset
+    or unusable."""
+    problems = endpoint_env_problems(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env)
+    if problems:
+        name, problem = problems[0]
+        raise ProviderFailure("config error", f"environment variable {name} {problem}", retryable=False)
+    base_url = env[base_url_env].strip() if base_url_env is not None else DEFAULT_BASE_URLS[provider]
     key_env = api_key_env or DEFAULT_KEY_ENVS.get(provider)
-    if key_env is None:
-        api_key = PLACEHOLDER_KEY
-    else:
-        api_key = env.get(key_env, "").strip()
-        if not api_key:
-            raise ProviderFailure("config error", f"environment variable {key_env} is not set", retryable=False)
+    api_key = env[key_env].strip() if key_env is not None else PLACEHOLDER_KEY
     return Endpoint(provider=provider, base_url=base_url, api_key=api_key, timeout_s=timeout_s, key_env=key_env)
 
 

@@ -25,11 +25,13 @@ Exit codes, the contract a pipeline relies on:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
 import sys
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
@@ -55,7 +57,7 @@ from judges.gate.report import (
     write_step_summary,
     write_summary,
 )
-from judges.gate.server import TOKEN_ENV, fetch_cases, post_results
+from judges.gate.server import TOKEN_ENV, checked_token, checked_url, fetch_cases, post_results
 from labeling.importing.reading import CASE_KINDS
 
 
@@ -156,23 +158,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_CONFIG
     env = os.environ
+    # A console that cannot show a character (PYTHONIOENCODING=ascii, a cp1252 runner) gets an escape
+    # instead of an exception halfway through the summary.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         return _check(args, env) if args.command == "check" else _cases(args, env)
     except ConfigError as exc:
         print_error(exc)
+        return EXIT_CONFIG
+    except Exception as exc:  # a bug, never a failed gate: exit 1 would tell the pipeline a case failed
+        traceback.print_exc()
+        print_error(ConfigError(f"unexpected {type(exc).__name__} (a bug in evalhub-gate, not a failed gate; "
+                                "the traceback is above)"))
         return EXIT_CONFIG
 
 
 def _cases(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if (args.seed is None) != (args.sample is None):
         raise ConfigError("--sample N and --seed S go together: the same seed picks the same N cases")
-    token = args.token or env.get(TOKEN_ENV) or None
+    token = _token(args, env)
+    checked_url(args.server, given_as="--server")
+    if os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out}: is a folder; name the file to write the cases to")
     filters = {"category": args.category, "split": args.split, "kind": args.kind, "sample": args.sample,
                "seed": args.seed}
     partial = fetch_cases(args.server, args.dataset, token=token, filters=filters, out=args.out)
     try:
         count = len(read_cases(partial, shown_as=f"the cases {args.server} sent"))
         os.replace(partial, args.out)
+    except OSError as exc:
+        raise ConfigError(f"writing {args.out}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
@@ -180,10 +197,18 @@ def _cases(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return EXIT_PASS
 
 
+def _token(args: argparse.Namespace, env: Mapping[str, str]) -> str | None:
+    if args.token:
+        return checked_token(args.token, given_as="--token")
+    return checked_token(env.get(TOKEN_ENV) or None, given_as=f"${TOKEN_ENV}")
+
+
 def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    token = args.token or env.get(TOKEN_ENV) or None
-    if args.post and not token:
-        raise ConfigError(f"--post needs a token with results:write (--token or ${TOKEN_ENV})")
+    token = _token(args, env)
+    if args.post:
+        checked_url(args.post, given_as="--post")  # before any judging: a bad address would waste the calls
+        if not token:
+            raise ConfigError(f"--post needs a token with results:write (--token or ${TOKEN_ENV})")
     allowed_env = allowed_env_names(args.allow_env, env)
     rubrics = parse_gate_config(load_gate_config(args.config, token=token))
     check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
@@ -193,7 +218,7 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         check_prices(rubrics)
     cases = read_cases_and_outputs(args.cases, args.outputs) if args.cases else read_outputs(args.outputs)
     check_environment(rubrics, env)
-    cache = None if args.no_cache else FolderCache(args.cache_dir)
+    cache = None if args.no_cache else _cache(args.cache_dir)
     github = env.get("GITHUB_ACTIONS") == "true"
 
     started = time.monotonic()
@@ -216,10 +241,8 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     write_summary(results, code, sys.stdout)
     if github:
         write_github_annotations(results, sys.stdout)
-        if env.get("GITHUB_STEP_SUMMARY"):
-            write_step_summary(results, code, env["GITHUB_STEP_SUMMARY"])
     try:
-        _report(args, token, results, code, n_cases=len(cases), env=env)
+        _report(args, token, results, code, n_cases=len(cases), env=env, github=github)
     except ConfigError as exc:
         # A report asked for (a file, a post) that could not be made is a config error the pipeline must see.
         print_error(exc)
@@ -227,10 +250,23 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return code
 
 
+def _cache(path: str) -> FolderCache:
+    try:
+        return FolderCache(path)
+    except OSError as exc:  # a file of that name, or a folder it may not create
+        raise ConfigError(f"--cache-dir {path}: {exc.strerror or exc}") from None
+
+
 def _report(
     args: argparse.Namespace, token: str | None, results: list[RubricResult], code: int, *, n_cases: int,
-    env: Mapping[str, str],
+    env: Mapping[str, str], github: bool,
 ) -> None:
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if github and summary:
+        try:
+            write_step_summary(results, code, summary)
+        except OSError as exc:
+            raise ConfigError(f"writing $GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}") from None
     if args.junit:
         _write(args.junit, junit_xml(results))
     payload = results_payload(

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from judges.engine import JudgeConfig, env_name_refusals, parse_env_allow
-from judges.engine.providers import ProviderFailure, resolve_endpoint
+from judges.engine.providers import endpoint_env_problems
 from judges.gate.messages import ConfigError, one_line
-from judges.gate.server import http_request
+from judges.gate.server import checked_url, http_request
 from labeling.importing.reading import json_error, parse_json
 
 GATES_SCHEMA = "evalhub.gates/v1"
@@ -37,6 +37,7 @@ class GateRubric:
 def load_gate_config(source: str, *, token: str | None) -> dict[str, Any]:
     """The gate config JSON from an http(s) URL (with the bearer token) or a file path."""
     if source.startswith(("http://", "https://")):
+        checked_url(source, given_as="--config")
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -197,21 +198,24 @@ def check_env_names(rubrics: Sequence[GateRubric], allowed: Sequence[str]) -> No
 
 
 def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> None:
-    """Every endpoint and key variable a judge names must be set before anything is judged.
+    """Every endpoint and key variable a judge names must be set (and usable) before anything is judged.
 
     Otherwise every judgment would come back not evaluated ("config error") and a gate would exit
-    3 as if the provider were down; a missing secret is the pipeline's config error: exit 2.
+    3 as if the provider were down; a missing secret is the pipeline's config error: exit 2. The error
+    names each variable once, with the rubrics that need it, and never a value.
     """
-    missing: list[str] = []
+    needed_by: dict[tuple[str, str], list[str]] = {}
     for rubric in rubrics:
         for provider, base_url_env, api_key_env, _ in _judges(rubric):
-            try:
-                resolve_endpoint(
-                    provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env,
-                    timeout_s=rubric.judge.timeout_s,
-                )
-            except ProviderFailure as failure:
-                missing.append(f"{rubric.slug}: {failure.detail}")  # names the variable, never a value
-    if missing:
-        raise ConfigError("the judges need environment variables that are not set: " + "; ".join(missing))
-
+            for problem in endpoint_env_problems(
+                provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env
+            ):
+                slugs = needed_by.setdefault(problem, [])
+                if rubric.slug not in slugs:
+                    slugs.append(rubric.slug)
+    if needed_by:
+        raise ConfigError(
+            "the judges need environment variables that are not set or not usable: "
+            + "; ".join(f"{name} {problem} (rubric {', '.join(one_line(s) for s in slugs)})"
+                        for (name, problem), slugs in needed_by.items())
+        )

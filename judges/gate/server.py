@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.error
@@ -24,6 +25,35 @@ from judges.gate.messages import ConfigError, one_line
 TOKEN_ENV = "EVALHUB_TOKEN"
 HTTP_TIMEOUT_S = 30
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# A bearer token's characters (RFC 6750): all an evalhub token holds, and all an HTTP header carries safely.
+_TOKEN_RE = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
+def checked_token(token: str | None, *, given_as: str) -> str | None:
+    """The token, or a ConfigError before anything is sent: a placeholder (`evh_…`), a space or a line break
+    pasted with it would otherwise fail inside the HTTP library. The message never shows the token."""
+    if token is not None and not _TOKEN_RE.fullmatch(token):
+        raise ConfigError(
+            f"the token in {given_as} is not an API token: it holds a space, a line break or another character "
+            "no token has (a placeholder such as evh_… pasted as it is?); paste the whole token the admin showed"
+        )
+    return token
+
+
+def checked_url(url: str, *, given_as: str) -> str:
+    """An http(s) URL with a host, in ASCII, with a numeric port; else a ConfigError naming the option."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and url.isascii() and url.isprintable()
+    except ValueError:
+        usable = False
+    if not usable or " " in url:
+        raise ConfigError(
+            f"{given_as}: expected an http:// or https:// URL such as https://evalhub.example.com (ASCII, no "
+            f"spaces), got {one_line(repr(url), 120)}"
+        )
+    return url
 
 
 class _RedirectRefused(Exception):
@@ -104,6 +134,8 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ConfigError(f"{what}: cannot connect ({one_line(str(reason))})") from None
+    except ValueError as exc:  # a URL or header urllib cannot send (checked_url catches most before)
+        raise ConfigError(f"{what}: cannot send the request ({one_line(str(exc))})") from None
 
 
 

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from evalhub.demo.judges import load_behavioral_demo, load_demo_run, load_semantic_demo_run
+from evalhub.demo.judges import load_behavioral_demo, load_demo_prices, load_demo_run, load_semantic_demo_run
 from evalhub.demo.labeling import DATASET_SLUG, DEMO_PASSWORD, load_demo
 
 
@@ -17,6 +17,7 @@ class Command(BaseCommand):
         ))
         if created["users"]:
             self.stdout.write(f"Users lena (lead), rita, rob, ria (reviewers), ada (admin); password {DEMO_PASSWORD}")
+        load_demo_prices()  # before the runs, so they count their (zero) cost
         # The judges' part: a contract-only config of tool-use and a finished run of it (no provider key needed).
         run = load_demo_run(dataset_slug=DATASET_SLUG)
         self.stdout.write(f"Demo judge run {run.pk} ({run.config.rubric.slug} v{run.config.version}, contract "

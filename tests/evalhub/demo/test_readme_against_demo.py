@@ -1,0 +1,136 @@
+"""The README's demo lines, run as written against the demo as `bash scripts/start.sh` leaves it.
+
+start.sh itself starts the demo here (the stand-in, migrate, load_demo, demo_ci_env, a worker, runserver with
+the documented defaults: DEBUG off, no collectstatic) on a free port, with the test database and a data folder
+of its own. Every ```bash block of README.md on the line after `<!-- run-against-demo -->` then runs, in README
+order, in one `bash` with `set -euo pipefail`, from a folder laid out like the checkout (`.venv`, `scripts`, and
+`var` the demo's data folder), with no variable of this process but PATH: what the lines need comes from
+what the demo wrote. A README edit that breaks a marked line fails here; mark new lines the same way.
+
+The rows start.sh writes are committed (transactional_db), and its processes stop before they are flushed.
+"""
+
+import os
+import re
+import signal
+import stat
+import subprocess
+import time
+
+import httpx
+import pytest
+from django.conf import settings
+
+from evalhub.demo.labeling import DEMO_PASSWORD
+from judges.models import CiResult, JudgeConfig
+from tests.evalhub.test_deploy_settings import served_environment
+from tests.evalhub.test_serve import _database_url, _free_port
+
+pytestmark = pytest.mark.worker
+
+MARK = "<!-- run-against-demo -->"
+BLOCK_RE = re.compile(r"^" + re.escape(MARK) + r"\n```bash\n(.*?)^```$", re.M | re.S)
+
+
+def readme_demo_lines() -> str:
+    readme = (settings.BASE_DIR / "README.md").read_text()
+    blocks = BLOCK_RE.findall(readme)
+    marks = re.findall(r"^" + re.escape(MARK) + r"$", readme, re.M)
+    assert len(blocks) == len(marks), f"a {MARK} line is not followed by a ```bash block"
+    return "\n".join(blocks)
+
+
+@pytest.fixture
+def demo(transactional_db, tmp_path):
+    """scripts/start.sh in its own process group; yields (base URL, data folder, log) and stops it all."""
+    port, data = _free_port(), tmp_path / "var"
+    env = served_environment(DATABASE_URL=_database_url(), EVALHUB_DATA_DIR=str(data), PORT=str(port))
+    env.pop("DJANGO_DEBUG", None)  # the documented default: off
+    log = tmp_path / "start.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(["bash", "scripts/start.sh"], cwd=settings.BASE_DIR, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(360):  # load_demo judges its runs and a CI check: a minute or more on a busy machine
+            if process.poll() is not None:
+                pytest.fail(f"start.sh exited with {process.returncode}:\n{log.read_text()}")
+            try:
+                if httpx.get(f"{base}/accounts/login/", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"start.sh did not answer on {base}:\n{log.read_text()}")
+        yield base, data, log
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # start.sh's trap stops the stand-in and the worker
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        time.sleep(0.5)  # runserver's reloaded child and the worker's pool leave after their parents
+        if subprocess.run(["pgrep", "-g", str(process.pid)], capture_output=True).returncode == 0:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _log_in(client: httpx.Client, username: str) -> None:
+    page = client.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    response = client.post("/accounts/login/", data={
+        "username": username, "password": DEMO_PASSWORD, "csrfmiddlewaretoken": token, "next": "/"})
+    assert response.status_code == 302, response.text[:500]
+
+
+def test_the_readme_demo_lines_run_as_written_against_the_started_demo(demo, tmp_path):
+    """One start of the demo for all its checks: load_demo judges several runs, the test's slowest part."""
+    base, data, log = demo
+    lines = readme_demo_lines()
+    assert ". var/demo/ci.env" in lines and "evalhub-gate check" in lines and "--max-cost-usd" in lines
+
+    ci_env = data / "demo" / "ci.env"
+    assert stat.S_IMODE(ci_env.stat().st_mode) == 0o600  # it holds a token
+    assert "evh_" not in log.read_text()  # shown nowhere but in the file
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name, target in ((".venv", settings.BASE_DIR / ".venv"), ("scripts", settings.BASE_DIR / "scripts"),
+                         ("var", data)):
+        (checkout / name).symlink_to(target)
+    posted_before = CiResult.objects.count()
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + lines], cwd=checkout, capture_output=True, text=True, timeout=120,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"},
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n--- start.sh:\n{log.read_text()[-3000:]}"
+    assert "error" not in done.stderr
+    assert '"slug": "returns", "version": 2' in done.stdout  # the policy the judge references
+    assert "evalhub-gate: exit 0 (pass)" in done.stdout  # the scripted agent passes the demo's gate
+    assert CiResult.objects.count() > posted_before  # --post reached the demo
+
+    # The demo's policy story: the return-policy judges reference the returns policy the README fetched.
+    newest = JudgeConfig.objects.filter(rubric__slug="return-policy").order_by("-version").first()
+    assert newest.spec["policy_ref"] == {"slug": "returns", "version": 2}
+    assert "the 30th day after the delivery date is the last day" in newest.spec["policy"]
+    with httpx.Client(base_url=base, timeout=30) as lena:
+        _log_in(lena, "lena")
+        policies = lena.get("/policies/")
+        assert policies.status_code == 200 and 'href="/policies/returns/"' in policies.text
+        returns = lena.get("/policies/returns/")
+        assert returns.status_code == 200 and "the 30th day after the delivery date is the last day" in returns.text
+
+        # DEBUG off and no collectstatic: the pages name the plain static files, and WhiteNoise serves them.
+        stylesheet = re.search(r'href="(/static/css/app[^"]*\.css)"', returns.text).group(1)
+        css = lena.get(stylesheet)
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+        # evalhub's own error pages, not Django's technical ones.
+        missing = lena.get("/no/such/page/")
+        assert missing.status_code == 404 and "There is nothing here" in missing.text
+        assert "URLconf" not in missing.text
+    with httpx.Client(base_url=base, timeout=30) as rita:
+        _log_in(rita, "rita")
+        refused = rita.get("/datasets/")
+        assert refused.status_code == 403 and "Only leads may do this." in refused.text
