@@ -142,10 +142,11 @@ def _what_a_candidate_changes(rubric: Rubric, config: JudgeConfig) -> str:
     if evidence is None or evidence.run is None:
         return ""
     used = evidence.run.config.version
+    new = config.version
     return (
-        f" It is a candidate: CI keeps judging with v{used} and the evidence of run {evidence.run_id} still holds"
-        f" until a run of v{config.version} is promoted or renews the evidence; from now on a promotion or"
-        f" renewal must use a run of v{config.version}."
+        f" v{new} is a candidate: CI keeps judging with v{used} until a run of v{new} is promoted or renews the"
+        f" evidence, and the evidence of run {evidence.run_id} still holds. What changes: a promotion or renewal"
+        f" now needs a run of v{new}."
     )
 
 

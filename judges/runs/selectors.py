@@ -376,7 +376,9 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             mode = (secondary.get("when") or {"mode": "always"})["mode"]
             estimate.second_label = f"second opinion {secondary['model']} ({mode})"
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
-    estimate.missing_prices += [m for m in dict.fromkeys(models) if m not in prices]
+    # A model that makes no call (everything cached) needs no price to cost nothing.
+    calling = [m for m, calls in zip(models, (estimate.calls, estimate.second_calls[1])) if calls]
+    estimate.missing_prices += [m for m in dict.fromkeys(calling) if m not in prices]
     if estimate.missing_prices:
         estimate.cost_usd = estimate.cost_usd_high = None
         return estimate
@@ -384,8 +386,8 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
 
     def judges_cost(primary: int, second: int) -> Decimal:
         tokens = (estimate.input_tokens_per_call, estimate.output_tokens_per_call)
-        cost = _call_cost(prices[spec["model"]], primary, *tokens)
-        return cost + (_call_cost(prices[secondary["model"]], second, *tokens) if secondary else Decimal(0))
+        cost = _call_cost(prices[spec["model"]], primary, *tokens) if primary else Decimal(0)
+        return cost + (_call_cost(prices[secondary["model"]], second, *tokens) if second else Decimal(0))
 
     estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, estimate.second_calls[0])
     estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, estimate.second_calls[1])

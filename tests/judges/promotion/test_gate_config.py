@@ -94,8 +94,8 @@ def test_a_candidate_saved_in_the_editor_changes_nothing_ci_reads(client, lead_c
     saved = lead_client.post(
         reverse("judges:config_create", args=[rubric.slug]), editor_form(policy="Returns: 60 days."), follow=True,
     ).content.decode()
-    assert "CI keeps judging with v1 and the evidence of run" in saved
-    assert "until a run of v2 is promoted or renews the evidence" in saved
+    assert "v2 is a candidate: CI keeps judging with v1 until a run of v2 is promoted or renews the evidence" in saved
+    assert f"the evidence of run {gated.pk} still holds" in saved
 
     after = client.get(reverse("judges:api_gates"), headers=headers).json()
     assert after["rubrics"] == before["rubrics"]  # same judge, same evidence, no recalibration flag
