@@ -31,6 +31,8 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddField(model_name="run", name="unknown_cost_judgments", field=models.PositiveIntegerField(default=0)),
+        migrations.AddField(
+            model_name="run", name="unknown_cost_judgments", field=models.PositiveIntegerField(default=0),
+        ),
         migrations.RunPython(count_unpriced, migrations.RunPython.noop),
     ]

@@ -24,9 +24,9 @@ from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
     case_frame,
+    criteria_stale_reasons,
     evidence_figures,
     not_evaluated_judgments,
-    criteria_stale_reasons,
     policy_stale_reasons,
     rubric_thresholds,
     shown_relaxed,

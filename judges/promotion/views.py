@@ -20,8 +20,8 @@ from django.views.decorators.vary import vary_on_headers
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
-from evalhub.templatetags.display import usd
 from evalhub.tables import table_query
+from evalhub.templatetags.display import usd
 from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history

@@ -365,19 +365,19 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     # The semantic layer may decide any of them by similarity before the judge is asked.
     estimate.calls_low = 0 if spec.get("semantic") else estimate.calls
     estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
-    models = [spec["model"]]
     secondary = spec.get("secondary")
     if secondary:
         estimate.second_calls = _second_opinion_calls(secondary, judged, estimate.calls_low, estimate.calls)
-        models.append(secondary["model"])
         if secondary["role"] == "fallback":
             estimate.second_label = f"fallback {secondary['model']} (when the primary cannot answer)"
         else:
             mode = (secondary.get("when") or {"mode": "always"})["mode"]
             estimate.second_label = f"second opinion {secondary['model']} ({mode})"
-    prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     # A model that makes no call (everything cached) needs no price to cost nothing.
-    calling = [m for m, calls in zip(models, (estimate.calls, estimate.second_calls[1])) if calls]
+    calling = [spec["model"]] if estimate.calls else []
+    if estimate.second_calls[1]:
+        calling.append(secondary["model"])
+    prices = {p.model: p for p in ModelPrice.objects.filter(model__in=calling)}
     estimate.missing_prices += [m for m in dict.fromkeys(calling) if m not in prices]
     if estimate.missing_prices:
         estimate.cost_usd = estimate.cost_usd_high = None
