@@ -105,7 +105,10 @@ class Run(models.Model):
     cache_hits = models.PositiveIntegerField(default=0)
     input_tokens = models.PositiveBigIntegerField(default=0)
     output_tokens = models.PositiveBigIntegerField(default=0)
+    # What the calls of known cost cost. A judgment with a call of unknown cost (a model with no price, or no
+    # usage reported) adds nothing here and counts in unknown_cost_judgments, so its run never reads "$0".
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    unknown_cost_judgments = models.PositiveIntegerField(default=0)
     # A bias probe is a run of the same config over variants of the parent run's labeled
     # cases; it is never evidence and stays out of run lists, the versions chart and "newest run".
     parent = models.ForeignKey(

@@ -99,6 +99,7 @@ def evaluate_rules(
     thresholds: Thresholds,
     is_newest_config: bool,
     stale_reasons: list[str],
+    newest_version: int | None = None,
     is_external: bool = False,
     deterministic: bool = False,
     models: tuple[str, ...] | list[str] = (),
@@ -121,9 +122,10 @@ def evaluate_rules(
             "an external config (imported verdicts) is never promotable",
         )
     else:
+        # Its value names the newer kept version (a candidate) when there is one.
         newest = RuleResult(
-            "newest_config", "newest config", bool(is_newest_config), None,
-            "the run's config is the rubric's newest version",
+            "newest_config", "newest config", bool(is_newest_config), None if is_newest_config else newest_version,
+            "the run's config is the rubric's newest kept version",
         )
 
     def human_rule(key: str, label: str, value: Any, met: bool, threshold: str) -> RuleResult:
@@ -141,7 +143,7 @@ def evaluate_rules(
         newest,
         RuleResult(
             "not_stale", "not stale", not stale_reasons, list(stale_reasons),
-            "no case changed, no newer config and no newer policy version since the run finished",
+            "no case changed, the criteria unchanged and no newer policy version since the run finished",
         ),
         human_rule(
             "min_cases", "cases with a human verdict", figures.get("n"),

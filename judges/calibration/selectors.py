@@ -184,8 +184,8 @@ def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict
 def stale_reasons(*, run: Run) -> list[str]:
     """Why the run's judgments no longer judge what stands (docs/promotion.md, "Stale evidence"); [] when fresh.
 
-    Label changes do not count: the figures follow the current labels. Two queries (three when the
-    config references a policy document).
+    Label changes do not count: the figures follow the current labels, and neither does a newer config
+    version (a candidate). One query (two when the config references a policy document).
     """
     if run.status != Run.Status.FINISHED or run.finished_at is None:
         return [NOT_FINISHED]
@@ -197,17 +197,22 @@ def stale_reasons(*, run: Run) -> list[str]:
     ).count()
     if changed:
         reasons.append(f"{changed} case{'' if changed == 1 else 's'} changed since this run finished")
-    newest = newest_version(rubric_id=run.config.rubric_id)
-    if newest is not None and newest > run.config.version:
-        reasons.append(f"config v{newest} is newer than this run's v{run.config.version}")
     spec = run.config.spec
+    reasons += criteria_stale_reasons(spec, run.config.rubric.criteria)
     return reasons + policy_stale_reasons(spec, policy_newest_versions() if spec.get("policy_ref") else {})
+
+
+def criteria_stale_reasons(spec: dict, criteria: str) -> list[str]:
+    """The stale reason of a config whose copy of the rubric's criteria is no longer the rubric's; [] otherwise.
+    (A newer config version is a candidate, never a stale reason: docs/promotion.md.)"""
+    if spec.get("criteria", criteria) == criteria:
+        return []
+    return ["the rubric's criteria were edited after this run's config was saved"]
 
 
 def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
     """The stale reason of a config whose policy document has a newer version than it references
-    (`newest`: slug → newest version); [] otherwise. (Worded without "is newer than", which names a
-    newer config version.)"""
+    (`newest`: slug → newest version); [] otherwise."""
     ref = spec.get("policy_ref")
     latest = newest.get(ref["slug"]) if ref else None
     if latest is None or latest <= ref["version"]:
@@ -240,9 +245,9 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
     """The figures (docs/calibration.md) of one run against its rubric's current human verdicts, JSON-serialisable.
 
     `calibration_figures` and `evidence_figures` plus run, repeats, config_version, deterministic,
-    stale_reasons, reviewer_agreement and judge_above_reviewers (over the run's dataset), cost_usd, tokens,
-    cache_hits and provider_calls. Pass `frames` when the caller already holds `run_frames(run=run)` (the
-    report page needs them for its tables too).
+    stale_reasons, reviewer_agreement and judge_above_reviewers (over the run's dataset), cost_usd (None when
+    partly unknown), unknown_cost_judgments, tokens, cache_hits and provider_calls. Pass `frames` when the
+    caller already holds `run_frames(run=run)` (the report page needs them for its tables too).
     """
     rubric = run.config.rubric
     cases, judgments = run_frames(run=run) if frames is None else frames
@@ -259,7 +264,9 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
         "config_version": run.config.version,
         "deterministic": run.config.deterministic,
         "stale_reasons": stale_reasons(run=run),
-        "cost_usd": float(run.cost_usd),
+        # Unknown is not zero: null when a judgment's call had no price (what is known is on the run's page).
+        "cost_usd": None if run.unknown_cost_judgments else float(run.cost_usd),
+        "unknown_cost_judgments": run.unknown_cost_judgments,
         "tokens": {"input": run.input_tokens, "output": run.output_tokens},
         "cache_hits": run.cache_hits,
         "provider_calls": run.provider_calls,
@@ -293,12 +300,14 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
     figures = run_figures(run=run) if figures is None else figures
     config = run.config
     reasons = figures["stale_reasons"] if "stale_reasons" in figures else stale_reasons(run=run)
+    newest = newest_version(rubric_id=config.rubric_id)
     return evaluate_rules(
         figures=figures,
         repeats=run.repeats,
         thresholds=rubric_thresholds(config.rubric),
-        is_newest_config=not config.external and newest_version(rubric_id=config.rubric_id) == config.version,
+        is_newest_config=not config.external and newest == config.version,
         stale_reasons=reasons,
+        newest_version=newest,
         is_external=config.external,
         deterministic=config.deterministic,
         models=config_models(config.spec),
@@ -396,7 +405,7 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
             threshold = f"{op} {getattr(thresholds, attribute)}"
         elif rule.key == "newest_config":
             value = f"v{run.config.version}" + (
-                " (external)" if run.config.external else "" if rule.met else " (a newer version exists)"
+                " (external)" if run.config.external else "" if rule.met else f" (a candidate v{rule.value} exists)"
             )
             threshold = rule.threshold_text
         elif rule.key == "not_stale":

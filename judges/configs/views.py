@@ -20,6 +20,7 @@ from judges.configs import selectors, services
 from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
 from judges.models import JudgeConfig, ModelPrice
 from judges.probes.selectors import self_preference, version_probe_rows
+from judges.promotion.selectors import evidence_for
 from labeling.models import PolicyDocument, Rubric
 
 
@@ -129,9 +130,24 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
         messages.info(request, f"Nothing changed: v{config.version} already says exactly this, so no new version "
                                "was saved.")
     else:
-        messages.success(request, f"Saved {rubric.slug} v{config.version} (config_hash {config.config_hash[:12]}…).")
+        messages.success(request, f"Saved {rubric.slug} v{config.version} (config_hash {config.config_hash[:12]}…)."
+                                  + _what_a_candidate_changes(rubric, config))
     # The config page the save redirects to shows the warnings: once, not again as messages.
     return config
+
+
+def _what_a_candidate_changes(rubric: Rubric, config: JudgeConfig) -> str:
+    """What saving a newer version of a promoted rubric does and does not change (docs/promotion.md)."""
+    evidence = evidence_for(rubric=rubric)
+    if evidence is None or evidence.run is None:
+        return ""
+    used = evidence.run.config.version
+    new = config.version
+    return (
+        f" v{new} is a candidate: CI keeps judging with v{used} until a run of v{new} is promoted or renews the"
+        f" evidence, and the evidence of run {evidence.run_id} still holds. What changes: a promotion or renewal"
+        f" now needs a run of v{new}."
+    )
 
 
 def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: PreviewForm) -> dict:

@@ -24,6 +24,7 @@ from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
     case_frame,
+    criteria_stale_reasons,
     evidence_figures,
     not_evaluated_judgments,
     policy_stale_reasons,
@@ -38,7 +39,8 @@ from labeling.disputes.agreement import paired_labels
 from labeling.models import Case, Label, Rubric
 from labeling.policies.selectors import policy_newest_versions
 
-# Rules that say the same as a stale reason: shown once, as the stale reason.
+# Rules that are no recalibration reason of their own: staleness is shown once, as its stale reasons, and a
+# newer config version is a candidate, which leaves the evidence standing (docs/promotion.md).
 _SAID_BY_STALENESS = {"newest_config", "not_stale"}
 
 
@@ -66,9 +68,10 @@ def label_in_granted_evidence(label: Label) -> str:
 # ---- does the evidence still hold? --------------------------------------------------------------------
 
 
-def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
-    """run_id → calibration.stale_reasons(run=…) for every run, in one query instead of two per run (two
-    when a run's config references a policy document); runs need `config` loaded."""
+def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int | None]]:
+    """(run_id → calibration.stale_reasons(run=…), run_id → its rubric's newest kept config version) for
+    every run, in one query instead of two per run (two when a run's config references a policy
+    document); runs need `config__rubric` loaded."""
     changed = (
         Case.objects.filter(
             dataset_id=OuterRef("dataset_id"),
@@ -80,7 +83,7 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
         .annotate(n=Count("pk"))
         .values("n")
     )
-    newest = (
+    newest_kept = (
         JudgeConfig.objects.filter(rubric_id=OuterRef("config__rubric_id"), external=False)
         .order_by()
         .values("rubric_id")
@@ -89,22 +92,24 @@ def _stale_reasons(runs: list[Run]) -> dict[int, list[str]]:
     )
     rows = Run.objects.filter(pk__in=[run.pk for run in runs]).annotate(
         changed=Coalesce(Subquery(changed, output_field=IntegerField()), 0),
-        newest=Subquery(newest, output_field=IntegerField()),
-    ).values_list("pk", "status", "finished_at", "changed", "newest", "config__version")
+        newest=Subquery(newest_kept, output_field=IntegerField()),
+    ).values_list("pk", "status", "finished_at", "changed", "newest")
     specs = {run.pk: run.config.spec for run in runs}
+    criteria = {run.pk: run.config.rubric.criteria for run in runs}
     policies = policy_newest_versions() if any(spec.get("policy_ref") for spec in specs.values()) else {}
     reasons: dict[int, list[str]] = {}
-    for pk, status, finished_at, changed_count, newest_version, version in rows:
+    newest: dict[int, int | None] = {}
+    for pk, status, finished_at, changed_count, newest_version in rows:
+        newest[pk] = newest_version
         if status != Run.Status.FINISHED or finished_at is None:
             reasons[pk] = [NOT_FINISHED]
             continue
         mine = []
         if changed_count:
             mine.append(f"{changed_count} case{'' if changed_count == 1 else 's'} changed since this run finished")
-        if newest_version is not None and newest_version > version:
-            mine.append(f"config v{newest_version} is newer than this run's v{version}")
+        mine += criteria_stale_reasons(specs[pk], criteria[pk])
         reasons[pk] = mine + policy_stale_reasons(specs[pk], policies)
-    return reasons
+    return reasons, newest
 
 
 def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
@@ -114,7 +119,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
     """
     if not runs:
         return {}
-    stale = _stale_reasons(runs)
+    stale, newest_versions = _stale_reasons(runs)
     cases = case_frame(runs=runs)
     missing = not_evaluated_judgments(cases=cases)
     case_groups = {int(run_id): rows for run_id, rows in cases.groupby("run_id", sort=False)}
@@ -135,10 +140,11 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
         if probes is not None and run.pk in probed:
             figures = with_probe_figures(figures, mine, probes[probes["parent_id"] == run.pk])
         config = run.config
-        newest = not config.external and not any("is newer than" in s for s in stale[run.pk])
+        newest = not config.external and newest_versions[run.pk] == config.version
         out[run.pk] = evaluate_rules(
             figures=figures, repeats=run.repeats, thresholds=rubric_thresholds(config.rubric),
-            is_newest_config=newest, stale_reasons=stale[run.pk], is_external=config.external,
+            is_newest_config=newest, stale_reasons=stale[run.pk], newest_version=newest_versions[run.pk],
+            is_external=config.external,
             deterministic=config.deterministic, models=config_models(config.spec),
         )
     return out
@@ -196,6 +202,12 @@ class PromotionRow:
         `evidence.figures["agreement"]`); None without evidence or when undefined."""
         return next((rule.value for rule in self.rules if rule.key == "agreement_floor"), None)
 
+    @property
+    def candidate(self) -> int | None:
+        """The kept config version newer than the evidence's (it leaves the evidence standing), or None."""
+        newest = next((rule for rule in self.rules if rule.key == "newest_config"), None)
+        return None if newest is None or newest.met else newest.value
+
 
 def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
     newest = CiResult.objects.filter(rubric=OuterRef("rubric")).order_by("-received_at", "-id").values("pk")[:1]
@@ -241,6 +253,19 @@ def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:
         .select_related("config", "dataset")
         .order_by("-finished_at", "-pk")
     )
+
+
+def default_evidence_run(*, rubric: Rubric, runs: QuerySet[Run]) -> Run | None:
+    """The run the promote and renew forms offer first: the newest of `runs` (candidate_runs) that can be
+    evidence, of the rubric's newest kept config and not stale; None when no run can. Three queries."""
+    newest = rubric.judge_configs.filter(external=False).aggregate(v=Max("version"))["v"]
+    if newest is None:
+        return None
+    mine = list(runs.filter(config__version=newest, config__external=False))
+    for run in mine:
+        run.config.rubric = rubric  # the staleness check reads its criteria
+    stale, _ = _stale_reasons(mine) if mine else ({}, {})
+    return next((run for run in mine if not stale[run.pk]), None)
 
 
 def rubric_events(*, rubric: Rubric | None = None) -> QuerySet[RubricEvent]:

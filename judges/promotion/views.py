@@ -21,6 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
 from evalhub.tables import table_query
+from evalhub.templatetags.display import usd
 from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
@@ -31,6 +32,7 @@ from judges.promotion.selectors import (
     CI_PERIODS,
     candidate_runs,
     ci_results,
+    default_evidence_run,
     promotion_overview,
     promotion_rows,
     rubric_events,
@@ -86,7 +88,7 @@ def ci_chart(results: list[CiResult]) -> dict:
             f"{result.passed} pass, {result.failed} fail, {result.not_evaluated} not evaluated"
         )
         if result.calls is not None:
-            cost = "unpriced" if result.cost_usd is None else f"${result.cost_usd.normalize():f}"
+            cost = "unpriced" if result.cost_usd is None else usd(result.cost_usd)
             title += f" · {result.calls} calls, {cost}"
         bars.append(CiBar(x=x, width=width, segments=segments, title=title, result=result))
     return {
@@ -151,12 +153,15 @@ def _page(
     [row] = promotion_rows(rubrics=[rubric])
     runs = candidate_runs(rubric=rubric)
     next_stage = promotion.next_stage(rubric.stage)
-    if next_stage and promote_form is None:
-        promote_form = PromoteForm(initial={"to_stage": next_stage}, runs=runs)
     promoted = rubric.stage != Rubric.Stage.DRAFT
-    if promoted and renew_form is None:
-        # The newest finished run is the likeliest new evidence (the menu is newest first).
-        renew_form = RenewForm(runs=runs)
+    if (next_stage and promote_form is None) or (promoted and renew_form is None):
+        # The menu lists every finished run, newest first; the forms start on the newest one that can be evidence.
+        evidence = default_evidence_run(rubric=rubric, runs=runs)
+        initial = {"run": evidence.pk} if evidence is not None else {}
+        if next_stage and promote_form is None:
+            promote_form = PromoteForm(initial={"to_stage": next_stage, **initial}, runs=runs)
+        if promoted and renew_form is None:
+            renew_form = RenewForm(initial=initial, runs=runs)
     if promoted and demote_form is None:
         demote_form = DemoteForm(rubric=rubric)
     context = {

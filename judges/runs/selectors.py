@@ -13,9 +13,12 @@ from django.http import Http404
 
 from evalhub.params import object_id, object_id_or_404
 from judges.configs.cases import engine_case
-from judges.engine import build_messages, cache_key
+from judges.engine import JudgeConfig as EngineConfig
+from judges.engine import build_messages, cache_key, run_contract_checks
 from judges.engine.providers import DEFAULT_MAX_TOKENS
-from judges.models import CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
+from judges.engine.secondary import sample_share
+from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
+from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
@@ -178,10 +181,15 @@ class Estimate:
     judgments: int
     contract_only: bool = False
     cached: int | None = None  # None: not looked up (too many pairs)
-    calls: int = 0
+    calls: int = 0  # the primary judge's calls: at most this many
+    calls_low: int = 0  # ... and at least this many (fewer when the semantic layer may decide cases)
+    second_calls: tuple[int, int] = (0, 0)  # the secondary judge's, at least and at most
+    second_label: str = ""  # "second opinion <model> (borderline)", "fallback <model>"
+    embedding_calls: tuple[int, int] = (0, 0)  # the semantic layer's embeddings calls, at least and at most
     input_tokens_per_call: int = 0
     output_tokens_per_call: int = 0
     cost_usd: Decimal | None = Decimal(0)
+    cost_usd_high: Decimal | None = Decimal(0)  # above cost_usd when a call count is a range
     missing_prices: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     embedding_tokens: int = 0  # the semantic layer's: every answer and golden answer embedded once
@@ -189,9 +197,21 @@ class Estimate:
     latency_ms: int | None = None  # the model's mean latency on its recent uncached calls; None: none yet
 
     @property
+    def judge_calls(self) -> tuple[int, int]:
+        return (self.calls_low, self.calls)
+
+    @property
+    def all_calls(self) -> tuple[int, int]:
+        """Every provider call of the run, judges' and embeddings' alike: (at least, at most)."""
+        return (
+            self.calls_low + self.second_calls[0] + self.embedding_calls[0],
+            self.calls + self.second_calls[1] + self.embedding_calls[1],
+        )
+
+    @property
     def waves(self) -> int:
-        """Rounds of calls at the concurrency cap."""
-        return -(-self.calls // max(self.concurrency, 1))
+        """Rounds of calls at the concurrency cap, at most."""
+        return -(-self.all_calls[1] // max(self.concurrency, 1))
 
     @property
     def seconds(self) -> float | None:
@@ -199,7 +219,9 @@ class Estimate:
 
     @property
     def total_tokens(self) -> int:
-        return self.calls * (self.input_tokens_per_call + self.output_tokens_per_call)
+        """The judges' tokens, at most (the embeddings' are embedding_tokens)."""
+        judge_calls = self.calls + self.second_calls[1]
+        return judge_calls * (self.input_tokens_per_call + self.output_tokens_per_call)
 
 
 def _call_cost(price: ModelPrice, calls: int, input_tokens: int, output_tokens: int) -> Decimal:
@@ -207,15 +229,37 @@ def _call_cost(price: ModelPrice, calls: int, input_tokens: int, output_tokens: 
     return (calls * per_call / Decimal(1_000_000)).quantize(Decimal("0.0001"))
 
 
-def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset) -> Decimal | None:
-    """The semantic layer's share: each answer and golden answer embedded once, whatever the repeats
-    (characters ÷ 4 tokens; embeddings already cached count too). Decimal(0) without the layer, None
-    when the embeddings model has no price (added to `missing_prices`)."""
+def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset, needing: list[dict]) -> Decimal | None:
+    """The semantic layer's share: each answer and reference embedded once, whatever the repeats (characters
+    ÷ 4 tokens; embeddings already stored count too), and its calls: the texts of `needing` (the cases it
+    embeds for) not stored yet, EMBED_BATCH to a call at best; a batch sends a call unfilled when nothing
+    else is in flight, at most once for each case that brought new texts since the last call. Decimal(0)
+    without the layer, None when the embeddings model has no price (added to `missing_prices`)."""
     semantic = spec.get("semantic")
     if not semantic:
         return Decimal(0)
     chars = dataset.cases.aggregate(chars=Sum(Length("output")) + Sum(Length("golden_answer")))["chars"] or 0
     estimate.embedding_tokens = round(chars / CHARS_PER_TOKEN)
+    keys_by_case = [
+        {
+            embedding_key(provider=semantic["provider"], model=semantic["model"],
+                          dimensions=semantic.get("dimensions"), text=text)
+            for text in texts_to_embed(case)
+        }
+        for case in needing
+    ]
+    stored = set(
+        CachedEmbedding.objects.filter(key__in=set().union(*keys_by_case)).values_list("key", flat=True)
+    ) if keys_by_case else set()
+    new_texts: set[str] = set()
+    bringing = 0
+    for keys in keys_by_case:
+        new = keys - stored - new_texts
+        bringing += bool(new)
+        new_texts |= new
+    # At best every call is full; at worst the full ones and one unfilled call per case that brought texts.
+    new = len(new_texts)
+    estimate.embedding_calls = (-(-new // EMBED_BATCH), min(new, new // EMBED_BATCH + bringing))
     estimate.notes.append(
         f"The semantic layer embeds each answer and reference once (~{estimate.embedding_tokens:,} tokens with "
         f"{semantic['model']}); the cases it decides by similarity call no judge"
@@ -228,6 +272,23 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset) -> Dec
     return (estimate.embedding_tokens * price.input_per_mtok / Decimal(1_000_000)).quantize(Decimal("0.0001"))
 
 
+def _second_opinion_calls(secondary: dict, judged: list[tuple[dict, int]], low: int, high: int) -> tuple[int, int]:
+    """The secondary judge's calls over the (case, repeat) pairs that reach the judge, (at least, at most):
+    exact where its mode reads the case alone (always, sample, categories); a range where it depends on
+    the primary's answer (borderline scores; a fallback, asked when the primary cannot answer)."""
+    when = secondary.get("when") or {"mode": "always"}
+    if secondary["role"] == "fallback" or when["mode"] == "borderline":
+        return (0, high)
+    if when["mode"] == "always":
+        return (low, high)
+    if when["mode"] == "sample":
+        asked = sum(sample_share(str(case.get("external_id", ""))) < when["share"] for case, _ in judged)
+    else:  # categories
+        asked = sum(case.get("category") in when["categories"] for case, _ in judged)
+    # The cases the semantic layer may decide (calls_low < calls) may take some of these away.
+    return (max(asked - (high - low), 0), asked)
+
+
 def _recent_latency_ms(model: str) -> int | None:
     """The mean latency of the model's last LATENCY_SAMPLE uncached behavioral calls, on any run."""
     latencies = list(
@@ -238,21 +299,50 @@ def _recent_latency_ms(model: str) -> int | None:
 
 
 def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1) -> Estimate:
-    """What a run would cost: cases × repeats × expected tokens × price, before it starts.
+    """What a run would cost and how many calls it makes, every judge counted, before it starts.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
     divided by 4; expected output tokens are params.max_tokens (the engine's default when unset), an
-    upper bound. Pairs already in the cache cost nothing. A contract-only config calls no model; the
-    semantic layer adds its embeddings. The time is the calls in rounds of `concurrency` at the model's
-    recent mean latency.
+    upper bound. Pairs already in the cache cost nothing, and a case a contract check fails never
+    reaches a model. The secondary judge counts by its mode (_second_opinion_calls), the semantic layer
+    by its embeddings (_embedding_estimate); where the count is a range, so is the cost. The time is the
+    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted.
     """
     spec = config.spec
     cases = dataset.cases.count()
     estimate = Estimate(cases=cases, judgments=cases * repeats, concurrency=concurrency)
-    embedding_cost = _embedding_estimate(estimate, spec, dataset)
+    engine_config = EngineConfig.from_dict(spec)
+    # The (case, repeat) pairs that would reach a model: not cached, no contract check failed.
+    judged: list[tuple[dict, int]] = []
+    if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
+        all_cases = [engine_case(case) for case in dataset.cases.order_by("id")]
+        keys = {
+            (i, repeat): cache_key(case, config.config_hash, repeat)
+            for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
+        }
+        hits = set(CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", flat=True))
+        estimate.cached = sum(key in hits for key in keys.values())
+        contract = "contract" in engine_config.layers
+        passing = [
+            not contract or all(check["passed"] for check in run_contract_checks(case, engine_config))
+            for case in all_cases
+        ]
+        judged = [
+            (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
+            if passing[i] and keys[(i, repeat)] not in hits
+        ]
+        if estimate.cached:
+            estimate.notes.append(
+                f"{estimate.cached} of {estimate.judgments} judgments are already in the cache: "
+                "they call no model and cost nothing."
+            )
+    else:  # too many pairs to look up: every pair counts
+        judged = [(engine_case(case), r) for case in dataset.cases.order_by("id") for r in range(1, repeats + 1)]
+    needing = list({case["external_id"]: case for case, _ in judged}.values())  # each case once, whatever the repeats
+    embedding_cost = _embedding_estimate(estimate, spec, dataset, needing)
     if "behavioral" not in spec.get("layers", []):
         estimate.contract_only = True  # no judge model: the embeddings, if any, are the whole cost
-        estimate.cost_usd = embedding_cost
+        estimate.cost_usd = estimate.cost_usd_high = embedding_cost
         if not spec.get("semantic"):
             estimate.notes.append("Contract checks only: no model is called, so the run costs nothing.")
         return estimate
@@ -271,45 +361,34 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         estimate.input_tokens_per_call = round(sum(chars) / len(chars) / CHARS_PER_TOKEN)
     estimate.output_tokens_per_call = int((spec.get("params") or {}).get("max_tokens", DEFAULT_MAX_TOKENS))
 
-    estimate.calls = estimate.judgments
-    if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
-        keys = [
-            cache_key(engine_case(case), config.config_hash, repeat)
-            for case in dataset.cases.order_by("id")
-            for repeat in range(1, repeats + 1)
-        ]
-        estimate.cached = CachedJudgment.objects.filter(key__in=keys).count()
-        estimate.calls = estimate.judgments - estimate.cached
-        if estimate.cached:
-            estimate.notes.append(
-                f"{estimate.cached} of {estimate.judgments} judgments are already in the cache: "
-                "they call no model and cost nothing."
-            )
-
+    estimate.calls = len(judged)
+    # The semantic layer may decide any of them by similarity before the judge is asked.
+    estimate.calls_low = 0 if spec.get("semantic") else estimate.calls
     estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
-    models = [spec["model"]]
     secondary = spec.get("secondary")
-    always_second = bool(
-        secondary and secondary["role"] == "second_opinion" and (secondary.get("when") or {}).get("mode") == "always"
-    )
-    if always_second:
-        models.append(secondary["model"])
-    elif secondary:
-        estimate.notes.append(
-            f"Not counted: the secondary judge {secondary['model']} ({secondary['role']}) on some cases."
-        )
-    prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
-    estimate.missing_prices += [m for m in dict.fromkeys(models) if m not in prices]
+    if secondary:
+        estimate.second_calls = _second_opinion_calls(secondary, judged, estimate.calls_low, estimate.calls)
+        if secondary["role"] == "fallback":
+            estimate.second_label = f"fallback {secondary['model']} (when the primary cannot answer)"
+        else:
+            mode = (secondary.get("when") or {"mode": "always"})["mode"]
+            estimate.second_label = f"second opinion {secondary['model']} ({mode})"
+    # A model that makes no call (everything cached) needs no price to cost nothing.
+    calling = [spec["model"]] if estimate.calls else []
+    if estimate.second_calls[1]:
+        calling.append(secondary["model"])
+    prices = {p.model: p for p in ModelPrice.objects.filter(model__in=calling)}
+    estimate.missing_prices += [m for m in dict.fromkeys(calling) if m not in prices]
     if estimate.missing_prices:
-        estimate.cost_usd = None
+        estimate.cost_usd = estimate.cost_usd_high = None
         return estimate
-    estimate.cost_usd = embedding_cost + sum(
-        (
-            _call_cost(prices[m], estimate.calls, estimate.input_tokens_per_call, estimate.output_tokens_per_call)
-            for m in models
-        ),
-        Decimal(0),
-    )
-    if always_second:
-        estimate.notes.append(f"Includes the second opinion of {secondary['model']} on every judgment.")
+    assert embedding_cost is not None
+
+    def judges_cost(primary: int, second: int) -> Decimal:
+        tokens = (estimate.input_tokens_per_call, estimate.output_tokens_per_call)
+        cost = _call_cost(prices[spec["model"]], primary, *tokens) if primary else Decimal(0)
+        return cost + (_call_cost(prices[secondary["model"]], second, *tokens) if second else Decimal(0))
+
+    estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, estimate.second_calls[0])
+    estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, estimate.second_calls[1])
     return estimate

@@ -307,6 +307,7 @@ def judgments_record(
             input_tokens=F("input_tokens") + sum(r.input_tokens for r in counted),
             output_tokens=F("output_tokens") + sum(r.output_tokens for r in counted),
             cost_usd=F("cost_usd") + sum((row.cost_usd or Decimal(0) for row in rows), Decimal(0)),
+            unknown_cost_judgments=F("unknown_cost_judgments") + sum(row.cost_usd is None for row in rows),
         )
     return len(rows)
 

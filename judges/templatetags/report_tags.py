@@ -1,8 +1,10 @@
-"""Filters for the calibration pages: percentages with one decimal, deltas in points."""
+"""Filters for the calibration and run pages: percentages with one decimal, deltas in points, a run's cost."""
 
 from django import template
 
+from evalhub.templatetags.display import usd
 from judges.calibration.selectors import pct as _pct
+from judges.models import Run
 
 register = template.Library()
 
@@ -31,3 +33,13 @@ def kappa(value: float | None) -> str:
 def kappa_delta(value: float | None) -> str:
     """A difference of two κ, signed, three decimals; "—" when either is undefined."""
     return "—" if value is None else f"{value:+.3f}"
+
+
+@register.filter
+def run_cost(run: Run) -> str:
+    """A run's cost as every page shows it (docs/judging.md, "Cost"): unknown is never shown as $0."""
+    if run.unknown_cost_judgments:
+        return f"{usd(run.cost_usd)} + unpriced calls" if run.cost_usd else "unknown (model not priced)"
+    if not run.provider_calls:
+        return "$0 (no calls)"
+    return usd(run.cost_usd)

@@ -119,7 +119,7 @@ def test_a_stale_gate_is_renewed_without_switching_it_off(live_server, page, dat
     page.goto(f"{live_server.url}/rubrics/{rubric.slug}/promotion/")
     recalibration = page.inner_text("[data-testid=recalibration]")
     assert "Recalibration needed" in recalibration and "1 case changed since this run finished" in recalibration
-    assert "$0.001608" in page.inner_text("[data-testid=ci-table]")  # the newest: 8 calls, the rest cached
+    assert "$0.0016" in page.inner_text("[data-testid=ci-table]")  # the newest: 8 calls, the rest cached
     shot(page, "promotion_recalibration.png")
 
     renew = page.locator("[data-testid=renew]")

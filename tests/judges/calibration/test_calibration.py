@@ -177,8 +177,8 @@ def test_it_computes_the_figures_in_constant_queries(
     run = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass", "fail"] for case in cases})
     run = Run.objects.select_related("config__rubric").get(pk=run.pk)
     # judgments counted per case, human verdicts, the not-evaluated judgments, reviewer labels, its bias
-    # probes' judgments, changed cases, newest config version.
-    with django_assert_num_queries(7):
+    # probes' judgments, changed cases (a newer config version is no staleness: not read here).
+    with django_assert_num_queries(6):
         figures = run_figures(run=run)
     assert figures["n"] == len(cases)
     # With the figures in hand the rules cost one query: the rubric's newest config version.
@@ -227,11 +227,17 @@ def test_it_does_not_count_cases_created_after_the_run(world, dataset):
     assert stale_reasons(run=world["run"]) == []
 
 
-def test_it_names_a_newer_config_version_but_not_an_external_one(world, rubric, lead):
+def test_a_newer_config_version_is_a_candidate_never_a_stale_reason(world, rubric, lead):
     make_config(rubric, lead, external=True)  # v2, imported verdicts: never the newest
+    make_config(rubric, lead, note="30 days")  # v3: a candidate
     assert stale_reasons(run=world["run"]) == []
-    make_config(rubric, lead, note="30 days")  # v3
-    assert stale_reasons(run=world["run"]) == ["config v3 is newer than this run's v1"]
+
+
+def test_it_names_a_criteria_edit(world, rubric):
+    rubric.criteria = "The answer also names the refund's deadline."
+    rubric.save(update_fields=["criteria"])
+    run = Run.objects.select_related("config__rubric").get(pk=world["run"].pk)
+    assert stale_reasons(run=run) == ["the rubric's criteria were edited after this run's config was saved"]
 
 
 # ---- promotion rules ------------------------------------------------------------------------------
@@ -273,12 +279,11 @@ def test_it_promotes_under_the_rubrics_own_thresholds(world, rubric):
     assert promotable(rules)
 
 
-def test_it_fails_the_newest_config_and_stale_rules_after_a_new_version(world, rubric, lead):
+def test_it_fails_the_newest_config_rule_but_not_staleness_after_a_new_version(world, rubric, lead):
     make_config(rubric, lead, note="30 days")
     rules = _by_key(run_rules(run=world["run"]))
-    assert not rules["newest_config"].met
-    assert not rules["not_stale"].met
-    assert rules["not_stale"].value == ["config v2 is newer than this run's v1"]
+    assert not rules["newest_config"].met and rules["newest_config"].value == 2  # the candidate
+    assert rules["not_stale"].met
 
 
 def test_it_never_promotes_an_external_config(dataset, rubric, lead):

@@ -70,7 +70,7 @@ def test_a_changed_case_and_a_new_config_show_at_once(client, report):
     html = client.get(report["url"]).content.decode()
     assert "1 case changed since this run finished" in html
     make_config(report["rubric"], report["lead"], note="v2")
-    assert "config v2 is newer than this run&#x27;s v1" in client.get(report["url"]).content.decode()
+    assert "a candidate v2 exists" in client.get(report["url"]).content.decode()
 
 
 def test_a_deleted_judgment_shows_at_once(client, report):

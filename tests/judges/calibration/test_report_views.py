@@ -84,8 +84,13 @@ def test_it_says_may_be_promoted_when_every_rule_holds(lead_client, dataset, rub
 def test_it_names_the_stale_reasons(lead_client, report, rubric, lead):
     make_config(rubric, lead, note="newer")
     html = lead_client.get(url(report["run"])).content.decode()
+    assert 'data-testid="stale"' not in html  # a newer version is a candidate, not staleness
+    assert "v1 (a candidate v2 exists)" in html
+    rubric.criteria = "Edited."
+    rubric.save(update_fields=["criteria"])
+    html = lead_client.get(url(report["run"])).content.decode()
     assert 'data-testid="stale"' in html
-    assert "config v2 is newer than this run&#x27;s v1" in html
+    assert "the rubric&#x27;s criteria were edited after this run&#x27;s config was saved" in html
 
 
 def test_it_lists_disagreements_with_each_repeat_and_links_to_the_case(lead_client, report):
@@ -173,10 +178,9 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
                    {case: ["pass", "fail" if i % 4 == 0 else "pass"] for i, case in enumerate(cases)})
     # session, user, the run with its config, rubric and dataset; the evidence key; judgments counted per
     # case, cases with their human verdicts, the not-evaluated judgments, reviewer labels, changed cases,
-    # newest version (stale), newest version (rules), each repeat of the page's rows, bias probes'
-    # judgments and the probe runs (the agent models are read only for a model judge).
-    # (test_report_cache.py: the cached page.)
-    with django_assert_num_queries(14):
+    # newest version (rules), each repeat of the page's rows, bias probes' judgments and the probe runs
+    # (the agent models are read only for a model judge). (test_report_cache.py: the cached page.)
+    with django_assert_num_queries(13):
         response = lead_client.get(url(run))
     assert response.status_code == 200
 

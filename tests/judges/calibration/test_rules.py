@@ -199,7 +199,7 @@ def test_without_human_evidence_the_rules_say_so_and_keep_their_figures():
 def test_an_external_config_says_why_it_is_never_promotable():
     result = check(is_external=True)["newest_config"]
     assert (result.met, result.threshold_text) == (False, "an external config (imported verdicts) is never promotable")
-    assert check()["newest_config"].threshold_text == "the run's config is the rubric's newest version"
+    assert check()["newest_config"].threshold_text == "the run's config is the rubric's newest kept version"
 
 
 def test_it_shows_each_threshold_in_its_text():
@@ -386,7 +386,7 @@ def test_the_optional_rules_are_shown_with_their_labels_and_thresholds():
 def test_the_rules_say_what_each_threshold_means():
     results = check({"n": 12}, stale_reasons=["case c1 changed"])
     assert results["not_stale"].threshold_text == (
-        "no case changed, no newer config and no newer policy version since the run finished"
+        "no case changed, the criteria unchanged and no newer policy version since the run finished"
     )
     assert results["not_stale"].value == ["case c1 changed"]
     assert results["min_cases"].value == 12

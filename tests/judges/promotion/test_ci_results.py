@@ -197,10 +197,10 @@ def test_the_promotion_page_shows_the_budget_beside_the_outcomes(client, lead_cl
     table = text.split('data-testid="ci-table"')[1]
     rows = table.split("<tr>")[2:]  # newest first, after the header
     assert "unpriced" in rows[0] and ">12<" in rows[0]
-    assert "$0.00729" in rows[1] and "41000 in" in rows[1] and "1900 out" in rows[1] and "840 / 2150 ms" in rows[1]
+    assert "$0.0073" in rows[1] and "41000 in" in rows[1] and "1900 out" in rows[1] and "840 / 2150 ms" in rows[1]
     assert "2 cached" in rows[1] and '<td class="num">1</td>' in rows[1]  # contested
     assert "no budget reported" in rows[2]
     spend = text.split('data-testid="ci-spend"')[1].split("</p>")[0]
-    assert "Spent $0.007290" in spend and "50 provider calls, 4 cache hits" in spend
+    assert "Spent $0.0073" in spend and "50 provider calls, 4 cache hits" in spend
     assert "1 run with an unpriced model" in spend
-    assert "38 calls, $0.00729" in text  # in the bar's title, over time
+    assert "38 calls, $0.0073" in text  # in the bar's title, over time

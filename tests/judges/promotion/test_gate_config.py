@@ -11,11 +11,12 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from judges.configs import services as config_services
 from judges.engine import JudgeConfig
-from judges.gate.config import parse_gate_config
+from judges.gate.config import ConfigError, check_calibrated, parse_gate_config
 from judges.models import ModelPrice
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_demote, rubric_promote, rubric_thresholds_change
 from labeling.models import Dataset, Rubric
+from tests.judges.configs.test_views import form_data as editor_form
 from tests.judges.promotion_factories import REASON, evidence_run
 
 pytestmark = pytest.mark.django_db
@@ -85,6 +86,31 @@ def test_it_keeps_the_calibrated_judge_when_a_newer_config_exists(rubric, lead, 
     [entry] = gate_config()["rubrics"]
     assert entry["judge"]["config_hash"] == gated.config.config_hash != newer.config_hash
     assert entry["judge"]["policy"] == "Returns: 30 days."
+
+
+def test_a_candidate_saved_in_the_editor_changes_nothing_ci_reads(client, lead_client, rubric, lead, gated):
+    headers = {"Authorization": f"Bearer {token(lead, Scope.GATES_READ)}"}
+    before = client.get(reverse("judges:api_gates"), headers=headers).json()
+    saved = lead_client.post(
+        reverse("judges:config_create", args=[rubric.slug]), editor_form(policy="Returns: 60 days."), follow=True,
+    ).content.decode()
+    assert "v2 is a candidate: CI keeps judging with v1 until a run of v2 is promoted or renews the evidence" in saved
+    assert f"the evidence of run {gated.pk} still holds" in saved
+
+    after = client.get(reverse("judges:api_gates"), headers=headers).json()
+    assert after["rubrics"] == before["rubrics"]  # same judge, same evidence, no recalibration flag
+    check_calibrated(parse_gate_config(after))  # --require-calibrated: no exit 2 for a candidate
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
+    assert "A candidate v2 exists: CI keeps judging with v1" in page
+
+    # A criteria edit still makes the evidence stale, and --require-calibrated refuses it.
+    rubric.criteria = "The answer also names the refund's deadline."
+    rubric.save(update_fields=["criteria"])
+    edited = client.get(reverse("judges:api_gates"), headers=headers).json()
+    [entry] = edited["rubrics"]
+    assert entry["recalibration_reasons"] == ["the rubric's criteria were edited after this run's config was saved"]
+    with pytest.raises(ConfigError, match="recalibration needed for return-policy"):
+        check_calibrated(parse_gate_config(edited))
 
 
 def test_it_leaves_out_a_price_it_does_not_know(rubric, dataset, lead, reviewer, prices):

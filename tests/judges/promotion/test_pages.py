@@ -1,12 +1,18 @@
 """The promotion pages: overview, a rubric's promotion page and its forms, permissions, query counts."""
 
+import re
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from judges.models import RubricEvent
+from judges.models import RubricEvent, Run
+from judges.promotion.selectors import candidate_runs
 from judges.promotion.services import rubric_promote
-from labeling.models import Dataset, Rubric
+from labeling.models import Case, Dataset, Rubric
 from tests.judges.promotion_factories import REASON, evidence_run
+from tests.judges.report_factories import make_config
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +26,32 @@ def post_promote(client, rubric, run, to_stage="observe", reason=REASON):
         reverse("judges:promotion_promote", args=[rubric.slug]),
         {"to_stage": to_stage, "run": run.pk, "reason": reason},
     )
+
+
+def chosen_runs(html: str) -> list[int]:
+    """The run each evidence menu of the page starts on, promote form first."""
+    menus = re.findall(r'<select name="run"[^>]*>(.*?)</select>', html, re.S)
+    return [int(chosen) for menu in menus for chosen in re.findall(r'<option value="(\d+)" selected>', menu)]
+
+
+def test_the_forms_start_on_the_newest_run_that_can_be_evidence(lead_client, lead, rubric, dataset, reviewer):
+    first = evidence_run(rubric, dataset, lead, reviewer)
+    rubric_promote(rubric=rubric, to_stage="observe", run=first, reason=REASON, by=lead)
+    candidate = make_config(rubric, lead, note="Returns: 60 days.", behavioral=True)
+    eligible = evidence_run(rubric, dataset, lead, reviewer, config=candidate, prefix="v2")
+    older = evidence_run(rubric, dataset, lead, reviewer, config=first.config, prefix="late")  # newest, of v1
+    drift = Run.objects.create(config=candidate, dataset=dataset, created_by=lead, parent=eligible,
+                               status=Run.Status.FINISHED, finished_at=timezone.now())
+    assert candidate_runs(rubric=rubric).first() == older
+
+    html = lead_client.get(page_url(rubric)).text
+
+    assert chosen_runs(html) == [eligible.pk, eligible.pk]  # promote to warn, renew at observe
+    assert f'<option value="{drift.pk}"' not in html
+    # Once that run goes stale (one of its cases changed), no run can be evidence: no run is preselected.
+    Case.objects.filter(dataset=dataset, external_id="v2-000").update(
+        content_changed_at=timezone.now() + timedelta(seconds=1))
+    assert chosen_runs(lead_client.get(page_url(rubric)).text) == []
 
 
 def test_it_promotes_through_the_page(lead_client, lead, rubric, dataset, reviewer):
@@ -211,7 +243,8 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
     # judgments, the reviewers' labels on cases labeled twice, the newest drift check, latest CI, whether runs
     # exist, the promote and the renew forms' evidence menus (twice each: Django's ModelChoiceIterator queries
-    # on each pass over the choices), recent audit entries, CI results, which of their judges is the scripted
-    # stand-in, the drift checks over time and the drift run at work.
-    with django_assert_num_queries(21):
+    # on each pass over the choices), the run they start on (the newest kept version, its runs, their
+    # staleness), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
+    # checks over time and the drift run at work.
+    with django_assert_num_queries(24):
         assert lead_client.get(page_url(rubric)).status_code == 200

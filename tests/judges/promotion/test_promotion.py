@@ -84,7 +84,8 @@ def test_it_refuses_a_run_of_an_older_config(rubric, dataset, lead, reviewer):
     make_config(rubric, lead, note="v2")
     with pytest.raises(PromotionRefused) as refused:
         promote(rubric, run, lead)
-    assert {r.key for r in refused.value.failing} == {"newest_config", "not_stale"}
+    # v2 is a candidate: the older run is not stale, but no longer the config a promotion may use.
+    assert [(r.key, r.value) for r in refused.value.failing] == [("newest_config", 2)]
 
 
 def test_it_never_takes_an_external_config_run_as_evidence(rubric, dataset, lead, reviewer):
@@ -205,12 +206,18 @@ def test_it_marks_recalibration_needed_when_the_evidence_goes_stale(rubric, data
     promote(rubric, evidence_run(rubric, dataset, lead, reviewer), lead)
     [row] = promotion_rows(rubrics=[rubric])
     assert row.recalibration == []
-    make_config(rubric, lead, note="criteria edited")
+    make_config(rubric, lead, note="a candidate")
+    [row] = promotion_rows(rubrics=[rubric])
+    assert (row.recalibration, row.candidate) == ([], 2)  # a newer version leaves the evidence standing
     case = dataset.cases.first()
     case.content_changed_at = timezone.now() + timedelta(seconds=1)
     case.save(update_fields=["content_changed_at"])
+    rubric.criteria = "The answer also names the refund's deadline."
+    rubric.save(update_fields=["criteria"])
     [row] = promotion_rows(rubrics=[rubric])
-    assert row.recalibration == ["1 case changed since this run finished", "config v2 is newer than this run's v1"]
+    assert row.recalibration == [
+        "1 case changed since this run finished", "the rubric's criteria were edited after this run's config was saved",
+    ]
 
 
 def test_it_marks_recalibration_needed_when_relabelling_breaks_a_rule(rubric, dataset, lead, reviewer):

@@ -21,7 +21,14 @@ from judges.engine import build_messages
 from judges.models import Judgment, ModelPrice, Run
 from judges.runs import services
 from labeling.models import Dataset, Label
-from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
+from tests.judges.helpers import (
+    CONTRACT_SPEC,
+    MODEL,
+    behavioral_spec,
+    give_golden_answers,
+    make_cases,
+    semantic_spec,
+)
 
 
 @pytest.fixture
@@ -133,6 +140,66 @@ def test_it_counts_cached_judgments_as_free_in_the_estimate(
 
     assert (again.cached, again.calls, again.cost_usd) == (8, 0, Decimal(0))
     assert (more.cached, more.calls) == (8, 4)  # only repeat 3 is new work
+
+
+SECOND = "claude-haiku-4-5-20251001"
+
+
+def second_opinion(**when) -> dict:
+    return {"role": "second_opinion", "provider": "anthropic", "model": SECOND,
+            "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY", "when": when}
+
+
+@pytest.mark.parametrize("when", [
+    {"mode": "always"}, {"mode": "sample", "share": 0.5}, {"mode": "categories", "categories": ["tools"]},
+])
+def test_the_estimate_counts_the_second_opinion_exactly_as_the_run_asks_it(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks, when
+):
+    make_cases(dataset, 15)
+    spec = behavioral_spec(secondary=second_opinion(**when))
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    for model in (MODEL, SECOND):
+        ModelPrice.objects.create(model=model, input_per_mtok=1, output_per_mtok=1, updated_by=lead)
+    estimate = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 2}).context["estimate"]
+
+    run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
+
+    run.refresh_from_db()
+    asked = fake_provider.stats()["by_model"].get(SECOND, 0)
+    assert 0 < asked and estimate.second_calls == (asked, asked)
+    assert estimate.judge_calls == (30, 30) and estimate.all_calls == (run.provider_calls, run.provider_calls)
+    # Both judges' calls are in the tokens and the cost, not the primary's alone.
+    assert estimate.total_tokens == (30 + asked) * (estimate.input_tokens_per_call + estimate.output_tokens_per_call)
+    assert estimate.cost_usd == estimate.cost_usd_high > Decimal(0)
+
+
+def test_the_estimate_brackets_what_a_semantic_judge_with_a_borderline_second_opinion_calls(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks
+):
+    cases = make_cases(dataset, 12)
+    give_golden_answers(cases)
+    spec = semantic_spec()
+    spec = behavioral_spec(
+        layers=["contract", "semantic", "behavioral"], contract_checks=["answer_present"], output_kind="scores",
+        semantic={**spec["semantic"], "pass_at": 0.99}, secondary=second_opinion(mode="borderline"),
+    )
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    estimate = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 2}).context["estimate"]
+    page = lead_client.get(start_url(config), {"dataset": dataset.slug, "repeats": 2}).content.decode()
+
+    run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
+
+    run.refresh_from_db()
+    # Four cases have no answer: the contract fails them before any model. The other eight reach the
+    # semantic layer (16 texts, one embeddings call at best) and may reach the judge, which a
+    # borderline score may send to the second opinion.
+    assert estimate.judge_calls == (0, 16) and estimate.second_calls == (0, 16)
+    assert estimate.embedding_calls == (1, 8)
+    low, high = estimate.all_calls
+    assert low <= run.provider_calls <= high
+    assert f"{low}–{high}" in page
+    assert "second opinion claude-haiku-4-5-20251001 (borderline): 0–16" in page
 
 
 def test_it_refuses_a_dataset_without_cases_on_the_form(lead_client, rubric, dataset, lead):
