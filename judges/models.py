@@ -99,6 +99,8 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     total = models.PositiveIntegerField(default=0)
+    # Cases of the dataset left out because they have no answer yet (output null): said on the run page.
+    unanswered = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     not_evaluated = models.PositiveIntegerField(default=0)
     provider_calls = models.PositiveIntegerField(default=0)

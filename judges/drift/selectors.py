@@ -116,11 +116,12 @@ def drift_reason(*, check: DriftCheck | None, rubric: Rubric) -> str | None:
 
 
 def drift_history(*, rubric: Rubric, evidence_run_id: int, since: datetime) -> list[DriftCheck]:
-    """The recorded checks of this evidence since it was granted, oldest first, at most DRIFT_SHOWN. One query."""
+    """The recorded checks of this evidence since it was granted, oldest first, at most DRIFT_SHOWN, with their runs
+    (what each left out). One query."""
     newest = list(
         DriftCheck.objects.filter(rubric=rubric, evidence_run_id=evidence_run_id, checked_at__isnull=False,
                                   started_at__gte=since)
-        .defer("figures").order_by("-checked_at", "-id")[:DRIFT_SHOWN]
+        .select_related("run").defer("figures").order_by("-checked_at", "-id")[:DRIFT_SHOWN]
     )
     return newest[::-1]
 

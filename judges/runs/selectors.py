@@ -247,8 +247,13 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     recent mean latency.
     """
     spec = config.spec
-    cases = dataset.cases.count()
+    cases = dataset.cases.answered().count()
     estimate = Estimate(cases=cases, judgments=cases * repeats, concurrency=concurrency)
+    if unanswered := dataset.cases.unanswered().count():
+        estimate.notes.append(
+            f"{unanswered} case{'' if unanswered == 1 else 's'} with no answer yet (a golden set's, say) "
+            f"{'is' if unanswered == 1 else 'are'} left out: nothing to judge."
+        )
     embedding_cost = _embedding_estimate(estimate, spec, dataset)
     if "behavioral" not in spec.get("layers", []):
         estimate.contract_only = True  # no judge model: the embeddings, if any, are the whole cost
@@ -258,7 +263,7 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         return estimate
 
     sample = [
-        engine_case(case) for case in dataset.cases.order_by("id")[:ESTIMATE_SAMPLE]
+        engine_case(case) for case in dataset.cases.answered().order_by("id")[:ESTIMATE_SAMPLE]
     ]
     if sample:
         chars = [
@@ -275,7 +280,7 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
         keys = [
             cache_key(engine_case(case), config.config_hash, repeat)
-            for case in dataset.cases.order_by("id")
+            for case in dataset.cases.answered().order_by("id")
             for repeat in range(1, repeats + 1)
         ]
         estimate.cached = CachedJudgment.objects.filter(key__in=keys).count()

@@ -1,5 +1,5 @@
 """Observe from day one: an audit entry may name the config CI runs instead of a run (entering observe, a
-switch at observe)."""
+switch at observe). A run counts the cases it left out for having no answer yet."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -16,6 +16,11 @@ class Migration(migrations.Migration):
             model_name='rubricevent',
             name='config',
             field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='judges.judgeconfig'),
+        ),
+        migrations.AddField(
+            model_name='run',
+            name='unanswered',
+            field=models.PositiveIntegerField(default=0),
         ),
         migrations.AlterField(
             model_name='rubricevent',
