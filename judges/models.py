@@ -266,11 +266,6 @@ class RubricEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.rubric} {self.kind} {self.from_stage}→{self.to_stage}".strip()
 
-    @property
-    def ci_config(self) -> JudgeConfig | None:
-        """The judge config CI runs from this entry: its evidence run's, or the one it names; None for the rest."""
-        return self.run.config if self.run_id is not None else self.config
-
     def save(self, *args, **kwargs) -> None:
         if self.pk is not None and not self._state.adding:
             raise PermissionError("The rubric audit log is append-only: its entries are never changed.")
@@ -278,6 +273,11 @@ class RubricEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("The rubric audit log is append-only: its entries are never deleted.")
+
+    @property
+    def ci_config(self) -> JudgeConfig | None:
+        """The judge config CI runs from this entry: its evidence run's, or the one it names; None for the rest."""
+        return self.run.config if self.run_id is not None else self.config
 
 
 class CiResult(models.Model):

@@ -108,7 +108,7 @@ class Case(models.Model):
     input = models.TextField()
     # Null: no answer yet (a golden-set case), distinct from an empty answer. Such a case is never served to
     # reviewers, run or drift-checked (docs/cases.md); migration 0011 runs this on SQLite without losing triggers.
-    output = models.TextField(null=True, blank=True)
+    output = models.TextField(null=True, blank=True)  # noqa: DJ001 - null is not "": no answer vs an empty one
     trace = models.JSONField(default=dict, blank=True)
     golden_answer = models.TextField(blank=True)
     expected_behaviour = models.TextField(blank=True)

@@ -23,13 +23,16 @@ from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figure
 from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
+    ShownRule,
     case_frame,
     evidence_figures,
     not_evaluated_judgments,
     policy_stale_reasons,
     rubric_thresholds,
+    shown_label,
     shown_relaxed,
     shown_rules,
+    shown_threshold,
 )
 from judges.drift.selectors import ci_events, drift_reason, evidence_events, newest_checks
 from judges.models import CiResult, JudgeConfig, RubricEvent, Run
@@ -224,15 +227,18 @@ def kept_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
     return JudgeConfig.objects.filter(rubric=rubric, external=False).order_by("-version")
 
 
-def warn_needs(*, rubric: Rubric, config: JudgeConfig | None) -> list[RuleResult]:
-    """The rules a promotion to warn will check, with this rubric's thresholds (`threshold_text`), for a run of
-    `config` (whether it is deterministic, the models it names); those that do not apply are left out. No query."""
-    spec = config.spec if config is not None else {}
+def warn_needs(*, rubric: Rubric, config: JudgeConfig | None) -> list[ShownRule]:
+    """The rules a promotion to warn will check, each with what it needs under this rubric's thresholds, as the
+    refusal shows them, for a run of `config` (deterministic or not); those that would not apply are left out.
+    No query."""
+    thresholds = rubric_thresholds(rubric)
     rules = evaluate_rules(
-        figures={}, repeats=0, thresholds=rubric_thresholds(rubric), is_newest_config=True, stale_reasons=[],
-        deterministic=config is not None and config.deterministic, models=config_models(spec),
+        figures={}, repeats=0, thresholds=thresholds, is_newest_config=True, stale_reasons=[],
+        deterministic=config is not None and config.deterministic,
+        models=config_models(config.spec if config is not None else {}),
     )
-    return [rule for rule in rules if rule.applies]
+    return [ShownRule(rule.key, shown_label(rule), False, "", shown_threshold(rule, thresholds))
+            for rule in rules if rule.applies]
 
 
 def rubric_events(*, rubric: Rubric | None = None) -> QuerySet[RubricEvent]:

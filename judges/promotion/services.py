@@ -3,8 +3,9 @@
 docs/promotion.md: stages go one step at a time (draft → observe → warn → gate). Observe needs no
 evidence: entering it names a kept config version for CI (and at observe a lead may switch CI to another
 one the same way); warn and gate need the evidence of a run that meets every rule; a renewal puts new
-evidence under the current stage by the same rules; demotion is always allowed, to any earlier stage. Every change leaves a RubricEvent in the same
-transaction as the change itself, so the audit log can never miss one.
+evidence under the current stage by the same rules; demotion is always allowed, to any earlier stage.
+Every change leaves a RubricEvent in the same transaction as the change itself, so the audit log can
+never miss one.
 """
 
 from __future__ import annotations
@@ -167,29 +168,32 @@ def rubric_promote(
                 f"A promotion goes one stage at a time: {rubric.slug} is at {rubric.stage}, so the next stage "
                 f"is {expected}, not {to_stage}."
             )
-        from_stage = rubric.stage
-        if run is None:
-            if to_stage != Rubric.Stage.OBSERVE:
-                raise PromotionError(
-                    f"A promotion to {to_stage} names the run that is its evidence: choose a finished run."
-                )
-            if config is None:
-                raise PromotionError("Entering observe names the judge config version CI runs: choose one.")
-            config = _kept_config(rubric=rubric, config=config)
-        elif config is not None:
+        if run is not None and config is not None:
             raise PromotionError("Name either the evidence run or the config version, not both.")
-        else:
-            run, figures, results = _checked_evidence(rubric=rubric, run=run)
-        rubric.stage = to_stage
-        rubric.updated_at = timezone.now()
-        rubric.save(update_fields=["stage", "updated_at"])
-        if run is None:
+        if run is None and to_stage != Rubric.Stage.OBSERVE:
+            raise PromotionError(
+                f"A promotion to {to_stage} names the run that is its evidence: choose a finished run."
+            )
+        if run is None and config is None:
+            raise PromotionError("Entering observe names the judge config version CI runs: choose one.")
+        from_stage = rubric.stage
+        if run is None:  # observe from day one: the config CI runs, no evidence
+            config = _kept_config(rubric=rubric, config=config)
+            _set_stage(rubric, to_stage)
             return RubricEvent.objects.create(
                 rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, to_stage=to_stage,
                 config=config, reason=reason, by=by,
             )
+        run, figures, results = _checked_evidence(rubric=rubric, run=run)
+        _set_stage(rubric, to_stage)
         return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, run=run,
                                figures=figures, results=results, reason=reason, by=by)
+
+
+def _set_stage(rubric: Rubric, stage: str) -> None:
+    rubric.stage = stage
+    rubric.updated_at = timezone.now()
+    rubric.save(update_fields=["stage", "updated_at"])
 
 
 def rubric_switch_config(*, rubric: Rubric, config: JudgeConfig, reason: str, by) -> RubricEvent:

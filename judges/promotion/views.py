@@ -157,6 +157,8 @@ def _page(
     # Observe needs no evidence: entering it, and switching CI's config at it, name a config version.
     observing = rubric.stage in (Rubric.Stage.DRAFT, Rubric.Stage.OBSERVE)
     configs = kept_configs(rubric=rubric)
+    if rubric.stage == Rubric.Stage.OBSERVE and row.ci is not None:
+        configs = configs.exclude(pk=row.ci.ci_config.pk)  # a switch goes to another version
     if observing and observe_form is None:
         action = ObserveForm.ENTER if rubric.stage == Rubric.Stage.DRAFT else ObserveForm.SWITCH
         observe_form = ObserveForm(initial={"action": action}, configs=configs)

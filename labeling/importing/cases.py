@@ -161,7 +161,8 @@ def _verdict_labels_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]],
     cases: dict[str, tuple[int, str]] = {}
     for chunk in chunks(list(verdicts), LOOKUP_CHUNK):
         found = Case.objects.filter(dataset=dataset, external_id__in=chunk)
-        cases.update((eid, (pk, content)) for pk, eid, content in found.values_list("pk", "external_id", "content_hash"))
+        rows = found.values_list("pk", "external_id", "content_hash")
+        cases.update((external_id, (pk, content)) for pk, external_id, content in rows)
     current = {
         label.case_id: label
         for chunk in chunks([pk for pk, _ in cases.values()], LOOKUP_CHUNK)

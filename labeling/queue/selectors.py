@@ -107,7 +107,8 @@ def _next_case_sql(*, lock: bool, queue_order: str = Dataset.QueueOrder.FEWEST_L
     keys, order = _NEEDED_ORDER.get(queue_order, _NEEDED_ORDER[Dataset.QueueOrder.FEWEST_LABELS])
     return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause, keys=keys, order=order,
                                  changed=LABEL_STOPPED_COUNTING_SQL.format(label="l"),
-                                 answered=_ANSWERED.format(case="t.case_id"), answered_l=_ANSWERED.format(case="l.case_id"))
+                                 answered=_ANSWERED.format(case="t.case_id"),
+                                 answered_l=_ANSWERED.format(case="l.case_id"))
 
 
 def next_case(

@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 from django.db import transaction
 
+from evalhub.models import User
 from labeling.datasets.forms import RESERVED_SLUGS
 from labeling.importing import ImportRejected
 from labeling.importing.cases import cases_import
@@ -12,7 +13,6 @@ from labeling.management.commands._files import (
     report_rejection,
     resolve_format,
 )
-from evalhub.models import User
 from labeling.models import Dataset, Rubric
 
 

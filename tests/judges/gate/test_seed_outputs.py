@@ -56,7 +56,9 @@ def test_a_judged_line_needs_its_answer(tmp_path, with_cases):
             read_cases_and_outputs(write(tmp_path / "cases.jsonl", GOLDEN), outputs)
         else:
             read_outputs(outputs)
-    assert caught.value.details == ["line 1: output: is required: the agent's answer to judge (null means no answer yet)"]
+    assert caught.value.details == [
+        "line 1: output: is required: the agent's answer to judge (null means no answer yet)"
+    ]
 
 
 def test_a_cases_line_still_carries_no_answer(tmp_path):

@@ -143,8 +143,8 @@ def test_the_page_says_what_observe_means_and_what_warn_will_need(lead_client, r
     assert 'data-testid="ci-config"' in text and f"v{config.version}</a>" in text
     # Warn's rules with this rubric's own thresholds.
     assert 'data-testid="warn-needs"' in text
-    assert "cases with a human verdict: ≥ 45" in text and "agreement: ≥ 0.85" in text
-    assert "repeats K: ≥ 2" in text and "flip rate: ≤ 0.05" in text
+    assert "cases with a human verdict: ≥ 45" in text and "agreement (floor): ≥ 85.0 %" in text
+    assert "repeats K: ≥ 2" in text and "flip rate: ≤ 5.0 %" in text
     assert "Switch the config CI runs" in text
 
 

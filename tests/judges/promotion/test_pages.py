@@ -203,8 +203,9 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     ])
     # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
     # judgments, the newest drift check, latest CI, whether runs exist, the promote and the renew forms' evidence
-    # menus (twice each: Django's ModelChoiceIterator queries on each pass over the choices), at observe whether a
-    # kept config exists and the observe form's config menu (twice), recent audit entries, CI results, which of
-    # their judges is the scripted stand-in, the drift checks over time and the drift run at work.
-    with django_assert_num_queries(23):
+    # menus (twice each: Django's ModelChoiceIterator queries on each pass over the choices), at observe whether
+    # another kept config exists to switch CI to (none here: the switch form is not shown), recent audit entries,
+    # CI results, which of their judges is the scripted stand-in, the drift checks over time and the drift run at
+    # work.
+    with django_assert_num_queries(21):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -127,7 +127,8 @@ def test_the_import_page_labels_as_the_signed_in_lead(lead_client, lead, dataset
     upload = io.BytesIO("".join(json.dumps(row) + "\n" for row in VERDICTS).encode())
     upload.name = "verdicts.jsonl"
     response = lead_client.post(reverse("labeling:dataset_import", args=[dataset.slug]),
-                                {"kind": "cases", "cases-file": upload, "cases-format": "", "cases-rubric": rubric.slug})
+                                {"kind": "cases", "cases-file": upload, "cases-format": "",
+                                 "cases-rubric": rubric.slug})
     assert response.status_code == 302
     assert set(Label.objects.values_list("reviewer__username", "verdict")) == {(lead.username, "pass"),
                                                                                 (lead.username, "fail")}
