@@ -277,7 +277,7 @@ class RubricEvent(models.Model):
     @property
     def ci_config(self) -> JudgeConfig | None:
         """The judge config CI runs from this entry: its evidence run's, or the one it names; None for the rest."""
-        return self.run.config if self.run_id is not None else self.config
+        return self.run.config if self.run is not None else self.config
 
 
 class CiResult(models.Model):
