@@ -5,10 +5,6 @@ fail, and observe records them without failing: exit 0, even under --require-cal
 
 import io
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -20,24 +16,16 @@ from labeling.importing import Format
 from labeling.importing.cases import cases_import
 from labeling.models import Dataset, Label, Rubric
 from tests.conftest import make_user
+from tests.judges.gate.test_pipeline_e2e import gate  # the installed command as CI runs it
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-GATE = Path(sys.executable).parent / "evalhub-gate"  # installed by [project.scripts]
 GOLDEN = [
     {"id": f"gs-{i}", "question": f"Can I return order {i} after 40 days?", "goldenAnswer": "No: within 30 days.",
      "expectedBehaviour": "Decline and cite the 30-day window.", "expectedTool": "lookup_order",
      "expectedToolArgument": {"order": i}, "expectedSource": "policy-returns"}
     for i in range(4)
 ]
-
-
-def gate(workdir: Path, *args: str, token: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("GITHUB_", "EVALHUB_")) or k.startswith("EVALHUB_JUDGE_")}
-    env["EVALHUB_TOKEN"] = token
-    return subprocess.run([str(GATE), *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120,
-                          check=False)
 
 
 def test_a_new_rubric_enters_observe_without_labels_and_the_check_records_its_failures(

@@ -34,29 +34,28 @@ def test_a_whole_case_line_may_carry_the_reply_flat(tmp_path):
     assert case["output"] == REPLY["answer"] and case["trace"]["context"] == "30 days."
 
 
-@pytest.mark.parametrize("with_cases", [True, False])
-def test_a_human_verdict_is_refused(tmp_path, with_cases):
-    line = (REPLY if with_cases else GOLDEN | REPLY) | {"humanVerdict": "pass"}
+def refusal(tmp_path: Path, line: dict, *, with_cases: bool) -> list[str]:
+    """The details of the config error reading `line` as an outputs line, with or without a cases file."""
     outputs = write(tmp_path / "outputs.jsonl", line)
     with pytest.raises(ConfigError) as caught:
         if with_cases:
             read_cases_and_outputs(write(tmp_path / "cases.jsonl", GOLDEN), outputs)
         else:
             read_outputs(outputs)
-    assert caught.value.details[0].startswith("line 1: humanVerdict: refused: a human verdict is imported only by a "
-                                              "signed-in person")
+    return caught.value.details
+
+
+@pytest.mark.parametrize("with_cases", [True, False])
+def test_a_human_verdict_is_refused(tmp_path, with_cases):
+    line = (REPLY if with_cases else GOLDEN | REPLY) | {"humanVerdict": "pass"}
+    [detail] = refusal(tmp_path, line, with_cases=with_cases)
+    assert detail.startswith("line 1: humanVerdict: refused: a human verdict is imported only by a signed-in person")
 
 
 @pytest.mark.parametrize("with_cases", [True, False])
 def test_a_judged_line_needs_its_answer(tmp_path, with_cases):
     line = {"id": "gs-1", "answer": None} if with_cases else GOLDEN
-    outputs = write(tmp_path / "outputs.jsonl", line)
-    with pytest.raises(ConfigError) as caught:
-        if with_cases:
-            read_cases_and_outputs(write(tmp_path / "cases.jsonl", GOLDEN), outputs)
-        else:
-            read_outputs(outputs)
-    assert caught.value.details == [
+    assert refusal(tmp_path, line, with_cases=with_cases) == [
         "line 1: output: is required: the agent's answer to judge (null means no answer yet)"
     ]
 
