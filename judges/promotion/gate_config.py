@@ -6,7 +6,7 @@ and its reasons say whether that evidence still holds today, exactly as the prom
 (evidence stale, a rule its figures now break, drift on new cases: judges.drift). A rubric at observe
 with no evidence ships the kept config last named at observe with `calibration: null`: nothing to
 recalibrate yet. Draft rubrics are left out. `requires_cli` is the lowest evalhub-gate that knows every
-field used (judges.gate.config.FIELD_VERSIONS). Served by GET /api/gates (gates:read) and written by
+field used (judges.gate.versions.FIELD_VERSIONS). Served by GET /api/gates (gates:read) and written by
 `manage.py export_gates`.
 """
 
@@ -77,5 +77,7 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "promoted_at": event.at.isoformat(),
             }
         )
-    config = {"schema": GATES_SCHEMA, "generated_at": (now or timezone.now()).isoformat(), "requires_cli": ""}
-    return config | {"requires_cli": requires_cli(config | {"rubrics": rubrics}), "rubrics": rubrics}
+    config: dict[str, Any] = {"schema": GATES_SCHEMA, "generated_at": (now or timezone.now()).isoformat(),
+                              "requires_cli": None, "rubrics": rubrics}
+    config["requires_cli"] = requires_cli(config)  # the field itself counts: it is one the command must know
+    return config

@@ -181,8 +181,7 @@ def _page(
         "observe_form": observe_form if observing else None,
         "has_configs": configs.exists(),
         "ci_config": row.ci.ci_config if row.ci else None,
-        "warn_needs": warn_needs(rubric=rubric, config=row.ci.ci_config if row.ci else None)
-        if rubric.stage in (Rubric.Stage.DRAFT, Rubric.Stage.OBSERVE) else [],
+        "warn_needs": warn_needs(rubric=rubric, config=row.ci.ci_config if row.ci else None) if observing else [],
         "promote_form": promote_form if show_promote else None,
         "renew_form": renew_form if promoted else None,
         "has_candidates": runs.exists(),
