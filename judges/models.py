@@ -99,6 +99,8 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     total = models.PositiveIntegerField(default=0)
+    # Cases of the dataset left out because they have no answer yet (output null): said on the run page.
+    unanswered = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     not_evaluated = models.PositiveIntegerField(default=0)
     provider_calls = models.PositiveIntegerField(default=0)
@@ -221,7 +223,8 @@ class RubricEventQuerySet(models.QuerySet):
 
 
 class RubricEvent(models.Model):
-    """One audited change of a rubric: a promotion, a renewal, a demotion, a thresholds or fail_closed change.
+    """One audited change of a rubric: a promotion, a renewal, a switch of CI's config at observe, a demotion, a
+    thresholds or fail_closed change.
 
     Append-only (docs/promotion.md, "The audit log": every change is kept): the promotion services only create rows,
     the admin shows them read-only, and the foreign keys protect what they point at. The rubric's
@@ -233,6 +236,7 @@ class RubricEvent(models.Model):
     class Kind(models.TextChoices):
         PROMOTE = "promote", "promotion"
         RENEW = "renew", "renewal"  # new evidence at the same stage
+        SWITCH = "switch", "CI config switch"  # at observe, CI runs another kept config version; no evidence
         DEMOTE = "demote", "demotion"
         THRESHOLDS = "thresholds", "thresholds change"
         FAIL_CLOSED = "fail_closed", "fail_closed change"
@@ -243,6 +247,9 @@ class RubricEvent(models.Model):
     to_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     # A promotion's or renewal's evidence; null for every other kind.
     run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # The config CI runs from an entry that names a config and no run (entering observe without evidence, a
+    # switch at observe); null for every other entry (an evidence entry's config is its run's).
+    config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     # The figures the promotion was granted on (what the gate config ships as `calibration`), and
     # every rule as it was checked.
     figures = models.JSONField(null=True, blank=True)
@@ -269,6 +276,11 @@ class RubricEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("The rubric audit log is append-only: its entries are never deleted.")
+
+    @property
+    def ci_config(self) -> JudgeConfig | None:
+        """The judge config CI runs from this entry: its evidence run's, or the one it names; None for the rest."""
+        return self.run.config if self.run is not None else self.config
 
 
 class CiResult(models.Model):

@@ -42,6 +42,7 @@ urlpatterns = [
     path("promotion/", promotion_views.overview, name="promotion_overview"),
     path("promotion/audit/", promotion_views.audit_log, name="audit_log"),
     path("rubrics/<slug:slug>/promotion/", promotion_views.rubric_page, name="promotion_rubric"),
+    path("rubrics/<slug:slug>/promotion/observe/", promotion_views.rubric_observe, name="promotion_observe"),
     path("rubrics/<slug:slug>/promotion/promote/", promotion_views.rubric_promote, name="promotion_promote"),
     path("rubrics/<slug:slug>/promotion/renew/", promotion_views.rubric_renew, name="promotion_renew"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),

@@ -88,6 +88,16 @@ class Dataset(models.Model):
         return self.name or self.slug
 
 
+class CaseQuerySet(models.QuerySet):
+    def answered(self) -> "CaseQuerySet":
+        """Cases with the agent's answer (an empty one included): what runs judge and reviewers label."""
+        return self.filter(output__isnull=False)
+
+    def unanswered(self) -> "CaseQuerySet":
+        """Cases with no answer yet (a golden-set case): served to pipelines, never judged or labeled."""
+        return self.filter(output__isnull=True)
+
+
 class Case(models.Model):
     class Split(models.TextChoices):
         DEV = "dev", "dev"
@@ -96,7 +106,9 @@ class Case(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="cases")
     external_id = models.CharField(max_length=200)
     input = models.TextField()
-    output = models.TextField()
+    # Null: no answer yet (a golden-set case), distinct from an empty answer. Such a case is never served to
+    # reviewers, run or drift-checked (docs/cases.md); migration 0011 runs this on SQLite without losing triggers.
+    output = models.TextField(null=True, blank=True)  # noqa: DJ001 - null is not "": no answer vs an empty one
     trace = models.JSONField(default=dict, blank=True)
     golden_answer = models.TextField(blank=True)
     expected_behaviour = models.TextField(blank=True)
@@ -116,6 +128,8 @@ class Case(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     # Last time anything a judge sees changed: runs finished before it are stale.
     content_changed_at = models.DateTimeField(default=timezone.now)
+
+    objects = CaseQuerySet.as_manager()
 
     class Meta:
         ordering = ["dataset", "id"]

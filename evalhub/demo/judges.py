@@ -296,13 +296,40 @@ def _post_ci_results(*, dataset: Dataset) -> int:
     return len(ci_results_store(payload=payload, token_name=CI_TOKEN_NAME))
 
 
+OBSERVED_SLUG = "grounded-answer"
+OBSERVED_NOTE = "demo: observed from day one, through the scripted stand-in (not a model): no labels, no run yet"
+
+
+def _observe_from_day_one(*, by) -> Rubric:
+    """A new rubric in CI from its first day: at observe with a config version and no evidence, so the gate
+    config carries it with `calibration: null` and CI records its verdicts for reviewers to label."""
+    rubric, _ = Rubric.objects.get_or_create(
+        slug=OBSERVED_SLUG,
+        defaults={"name": "Is the answer grounded in the policy it cites?",
+                  "criteria": "Pass when every rule the answer states is in the store's policy (returns within 30 "
+                              "days, free shipping over $50); fail when it invents or changes one."},
+    )
+    if rubric.stage == Rubric.Stage.DRAFT:
+        config = (JudgeConfig.objects.filter(rubric=rubric, note=OBSERVED_NOTE).first()
+                  or config_services.judge_config_save(rubric=rubric, spec=_behavioral_spec(STRICT_MODEL,
+                                                                                            second_opinion=False),
+                                                       by=by, note=OBSERVED_NOTE))
+        promotion_services.rubric_promote(
+            rubric=rubric, to_stage=Rubric.Stage.OBSERVE, config=config, by=by,
+            reason="demo: observe from day one: CI records this judge's verdicts so reviewers can label them "
+                   "and calibrate it before it may warn",
+        )
+    return rubric
+
+
 def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dict:
     """load_demo's call, after the two runs above: the story a lead's day starts from.
 
     return-policy gets a behavioral judge in two versions through the stand-in (v-lenient refused for
     its true fail rate, v-strict promoted to warn, with bias probes and a second opinion that contests
     some verdicts); tool-use's contract judge is gated, its true fail rate threshold relaxed (audited, and
-    shown as relaxed); then one `evalhub-gate check` posts CI results. Each step is skipped once done.
+    shown as relaxed); grounded-answer enters observe from day one with a config and no evidence; then one
+    `evalhub-gate check` posts CI results. Each step is skipped once done.
     """
     dataset = Dataset.objects.get(slug=dataset_slug)
     lena = get_user_model().objects.get(username=by_username)
@@ -331,5 +358,6 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
             )
         _promote_to(rubric=tool_use, stage=Rubric.Stage.GATE, run=contract, by=lena,
                     reason="demo: the order tool contract is deterministic and agrees with the reviewers")
+        _observe_from_day_one(by=lena)
         posted = _post_ci_results(dataset=dataset)
     return {"lenient": lenient, "strict": strict, "ci_results": posted}

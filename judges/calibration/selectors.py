@@ -388,6 +388,26 @@ class ShownRule:
     applies: bool = True  # False: not a rule for this evidence (shown, never counted against it)
 
 
+def shown_threshold(rule: RuleResult, thresholds: Thresholds) -> str:
+    """What a rule needs, as the pages show it: rates as percentages with one decimal; a rule that does not
+    apply to this evidence says why instead."""
+    if not rule.applies:
+        return rule.threshold_text
+    if rule.key in RATE_RULES:
+        attribute, op = RATE_RULES[rule.key]
+        threshold = f"{op} {pct(getattr(thresholds, attribute))}"
+        return threshold + (" (100 % means overfit or sycophantic)" if rule.key == "agreement_ceiling" else "")
+    if rule.key in COUNT_RULES:
+        attribute, op = COUNT_RULES[rule.key]
+        return f"{op} {getattr(thresholds, attribute)}"
+    return rule.threshold_text
+
+
+def shown_label(rule: RuleResult) -> str:
+    labels = {"agreement_floor": "agreement (floor)", "agreement_ceiling": "agreement (ceiling)"}
+    return labels.get(rule.key, rule.label)
+
+
 def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
     """The rules as the page shows them: numbers as percentages with one decimal, thresholds alike; a
     rule that does not apply to this evidence says why instead of a threshold."""
@@ -395,25 +415,17 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
     shown = []
     for rule in rules:
         if rule.key in RATE_RULES:
-            attribute, op = RATE_RULES[rule.key]
-            value, threshold = pct(rule.value), f"{op} {pct(getattr(thresholds, attribute))}"
-            if rule.key == "agreement_ceiling":
-                threshold += " (100 % means overfit or sycophantic)"
+            value = pct(rule.value)
         elif rule.key in COUNT_RULES:
-            attribute, op = COUNT_RULES[rule.key]
             value = "—" if rule.value is None else str(rule.value)
-            threshold = f"{op} {getattr(thresholds, attribute)}"
         elif rule.key == "newest_config":
             value = f"v{run.config.version}" + (
                 " (external)" if run.config.external else "" if rule.met else f" (a candidate v{rule.value} exists)"
             )
-            threshold = rule.threshold_text
         elif rule.key == "not_stale":
             value = "; ".join(rule.value) if rule.value else "fresh"
-            threshold = rule.threshold_text
         elif rule.key == "pinned_models":
             value = "aliases: " + ", ".join(rule.value) if rule.value else "all pinned"
-            threshold = rule.threshold_text
         elif rule.key == "judge_above_reviewers":
             test = rule.value or {}
             value = (
@@ -422,18 +434,12 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
             )
             if test.get("z") is not None:
                 value += f" (z = {test['z']:.2f})"
-            threshold = rule.threshold_text
         elif rule.key == "min_cases_per_kind":
             value = ", ".join(f"{kind} {count}" for kind, count in rule.value.items())
-            threshold = rule.threshold_text
         else:  # a rule added later (probes): its own texts
-            value, threshold = str(rule.value), rule.threshold_text
-        if not rule.applies:
-            threshold = rule.threshold_text
-        label = {"agreement_floor": "agreement (floor)", "agreement_ceiling": "agreement (ceiling)"}.get(
-            rule.key, rule.label
-        )
-        shown.append(ShownRule(rule.key, label, rule.met, value, threshold, rule.applies))
+            value = str(rule.value)
+        shown.append(ShownRule(rule.key, shown_label(rule), rule.met, value, shown_threshold(rule, thresholds),
+                               rule.applies))
     return shown
 
 

@@ -26,29 +26,37 @@ DRIFT_SHOWN = 60  # checks drawn on the promotion page's chart, newest last
 # A rubric's evidence is promotion's word (judges.promotion), read here because drift re-judges it and
 # sits below promotion in the stack.
 EVIDENCE_KINDS = (RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW)
+# Entries that choose the config CI runs: evidence, or a config named at observe (entering it, or a switch).
+CI_KINDS = (*EVIDENCE_KINDS, RubricEvent.Kind.SWITCH)
 
 
-def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
-    """The promotion or renewal event holding each promoted rubric's evidence, with its run, config and
-    author.
+def ci_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
+    """The entry that chose the config CI runs for each rubric above draft, with its run or config and author.
 
-    One query: a promotion or renewal is the evidence while no later one and no later demotion to draft
-    exists for its rubric (ids grow with time, so "later" is a greater id).
+    One query: the newest promotion, renewal or switch of each rubric, unless a demotion to draft came
+    after it (ids grow with time, so "later" is a greater id). An entry with a run is the rubric's
+    evidence; one naming only a config (observe without evidence) has none.
     """
     later = RubricEvent.objects.filter(rubric=OuterRef("rubric"), pk__gt=OuterRef("pk"))
     events = (
-        RubricEvent.objects.filter(kind__in=EVIDENCE_KINDS)
+        RubricEvent.objects.filter(kind__in=CI_KINDS)
         .exclude(rubric__stage=Rubric.Stage.DRAFT)
         .annotate(
-            superseded=Exists(later.filter(kind__in=EVIDENCE_KINDS)),
+            superseded=Exists(later.filter(kind__in=CI_KINDS)),
             reset=Exists(later.filter(kind=RubricEvent.Kind.DEMOTE, to_stage=Rubric.Stage.DRAFT)),
         )
         .filter(superseded=False, reset=False)
-        .select_related("rubric", "run__config", "run__dataset", "by")
+        .select_related("rubric", "run__config", "run__dataset", "config", "by")
     )
     if rubric_ids is not None:
         events = events.filter(rubric_id__in=rubric_ids)
     return events.order_by("rubric__slug")
+
+
+def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
+    """The promotion or renewal event holding each promoted rubric's evidence (`ci_events` with a run): none for
+    a rubric observed without evidence, or whose CI config was switched since."""
+    return ci_events(rubric_ids=rubric_ids).filter(run__isnull=False)
 
 
 def old_case_ids(*, rubric: Rubric, dataset_id: int, since: datetime) -> set[int]:
@@ -108,11 +116,12 @@ def drift_reason(*, check: DriftCheck | None, rubric: Rubric) -> str | None:
 
 
 def drift_history(*, rubric: Rubric, evidence_run_id: int, since: datetime) -> list[DriftCheck]:
-    """The recorded checks of this evidence since it was granted, oldest first, at most DRIFT_SHOWN. One query."""
+    """The recorded checks of this evidence since it was granted, oldest first, at most DRIFT_SHOWN, with their runs
+    (what each left out). One query."""
     newest = list(
         DriftCheck.objects.filter(rubric=rubric, evidence_run_id=evidence_run_id, checked_at__isnull=False,
                                   started_at__gte=since)
-        .defer("figures").order_by("-checked_at", "-id")[:DRIFT_SHOWN]
+        .select_related("run").defer("figures").order_by("-checked_at", "-id")[:DRIFT_SHOWN]
     )
     return newest[::-1]
 

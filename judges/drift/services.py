@@ -16,7 +16,7 @@ from django.utils import timezone
 from judges.calibration.metrics import calibration_figures
 from judges.drift.selectors import drift_frames, evidence_events
 from judges.models import DriftCheck, Run, RunChunk
-from judges.runs.services import RunError, queue_run_work
+from judges.runs.services import RunError, judged_case_ids, queue_run_work
 
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 
@@ -44,13 +44,11 @@ def _drift_start_one(*, evidence: Run, rubric_id: int, by) -> DriftCheck | None:
             return None
         if evidence.config.external:
             raise RunError("An imported (external) config cannot judge.")
-        case_ids = list(evidence.dataset.cases.order_by("id").values_list("id", flat=True))
-        if not case_ids:
-            raise RunError(f"The dataset of run {evidence.pk} has no cases.")
+        case_ids, unanswered = judged_case_ids(dataset=evidence.dataset)
         run = Run.objects.create(
             config=evidence.config, dataset_id=evidence.dataset_id, repeats=evidence.repeats,
             concurrency=evidence.concurrency, spend_cap_usd=evidence.spend_cap_usd, created_by=by,
-            total=len(case_ids) * evidence.repeats, parent=evidence,
+            total=len(case_ids) * evidence.repeats, parent=evidence, unanswered=unanswered,
         )
         size = settings.EVALHUB_CHUNK_CASES
         RunChunk.objects.bulk_create(

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn
 
 from judges.engine import FolderCache
+from judges.gate import VERSION
 from judges.gate.config import (
     ENV_ALLOW_ENV,
     allowed_env_names,
@@ -95,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run evalhub's calibrated judges on new agent outputs in CI. "
         "Exit 0 pass, 1 fail, 3 not evaluated, 2 usage or config error.",
     )
+    # Compared with the gate config's requires_cli (judges.gate.versions).
+    parser.add_argument("--version", action="version", version=f"evalhub-gate {VERSION}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     cases = commands.add_parser(
         "cases", help="write a dataset's cases (for the agent to answer) to a JSONL file",

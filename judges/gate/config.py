@@ -13,6 +13,7 @@ from judges.engine import JudgeConfig, env_name_refusals, parse_env_allow
 from judges.engine.providers import endpoint_env_problems
 from judges.gate.messages import ConfigError, one_line
 from judges.gate.server import checked_url, http_request
+from judges.gate.versions import check_versions
 from labeling.importing.reading import json_error, parse_json
 
 GATES_SCHEMA = "evalhub.gates/v1"
@@ -80,13 +81,15 @@ def _prices(value: Any, where: str) -> dict[str, dict[str, float]]:
 def parse_gate_config(data: Any) -> list[GateRubric]:
     """Check the gate config whole before anything is judged; a ConfigError names the field at fault.
 
-    Each judge goes through the engine's own validation, which also checks that its config_hash
+    A field this command does not know is refused first (judges.gate.versions). Each judge goes through the
+    engine's own validation, which also checks that its config_hash
     still matches its content: CI runs exactly the judge that was calibrated, or nothing.
     """
     if not isinstance(data, dict):
         raise ConfigError("the gate config: expected a JSON object")
     if data.get("schema") != GATES_SCHEMA:
         raise ConfigError(f"schema: expected {GATES_SCHEMA!r}, got {data.get('schema')!r}")
+    check_versions(data)
     rubrics = data.get("rubrics")
     if not isinstance(rubrics, list):
         raise ConfigError("rubrics: expected a list")

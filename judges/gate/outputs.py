@@ -5,7 +5,9 @@ the expectations come from the cases file (every case field but `output`, as `ev
 writes it) and an outputs line carries only what the agent produced: `external_id`, `output`, `trace`
 and optionally `metadata` (never an expectation, so not `metadata.references`). Lines are read and
 checked by labeling's Django-free case reader, the one the imports use: strict JSON, the camelCase
-golden-dataset names, the case's fields and their types.
+golden-dataset names, the agent's reply carried flat (answer, retrievedSources, toolCalls, context), the
+case's fields and their types. A judged line needs its answer, and a `humanVerdict` is refused: a pipeline
+never writes the verdicts calibration is measured against.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from judges.gate.messages import ConfigError, one_line
 from labeling.importing.reading import (
+    HUMAN_VERDICT,
+    HUMAN_VERDICT_REFUSED,
     Format,
     RowError,
     normalize_case_fields,
@@ -45,14 +49,26 @@ def _records(path: str, what: str, errors: list[str]) -> list[tuple[int, Any]]:
     return records
 
 
+def _judged_problems(obj: dict, *, with_output: bool) -> list[str]:
+    """What a line the check judges may not be: without the answer to judge, or carrying a human verdict."""
+    problems = []
+    if with_output and obj.get("output") is None:
+        problems.append("output: is required: the agent's answer to judge (null means no answer yet)")
+    if HUMAN_VERDICT in obj:
+        problems.append(f"humanVerdict: refused: {HUMAN_VERDICT_REFUSED}")
+    return problems
+
+
 def _case_problems(obj: Any, *, with_output: bool) -> list[str]:
     """What is wrong with one case line, as "field: message" strings (labeling's checks)."""
     if not isinstance(obj, dict):
         return ["expected a JSON object (one case per line)"]
     obj = dict(obj)
-    problems = []
+    problems = _judged_problems(obj, with_output=with_output)
+    obj.pop(HUMAN_VERDICT, None)
     if not with_output:
-        if "output" in obj:
+        # A cases line carries no answer; "output": null (no answer yet, as an export writes it) says the same.
+        if obj.get("output") is not None:
             problems.append("output: a cases line carries no output (the agent's answer is in the outputs file)")
         obj["output"] = ""
     _, found = validate_case(obj)
@@ -118,8 +134,8 @@ def read_outputs(path: str) -> list[dict[str, Any]]:
 def _output_problems(obj: Any) -> list[str]:
     if not isinstance(obj, dict):
         return ["expected a JSON object (one output per line)"]
-    problems = []
-    extra = [name for name in obj if name not in OUTPUT_FIELDS]
+    problems = _judged_problems(obj, with_output=True)
+    extra = [name for name in obj if name not in (*OUTPUT_FIELDS, HUMAN_VERDICT)]
     if extra:
         problems.append(
             f"{', '.join(one_line(name, 60) for name in extra)}: not allowed in an outputs line with --cases "

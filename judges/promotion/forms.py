@@ -1,9 +1,9 @@
-"""Forms of the promotion page: promote, renew, demote, thresholds. They validate; judges.promotion.services
+"""Forms of the promotion page: observe, promote, renew, demote, thresholds. They validate; judges.promotion.services
 writes."""
 
 from django import forms
 
-from judges.models import Run
+from judges.models import JudgeConfig, Run
 from judges.promotion.services import (
     COUNT_THRESHOLDS,
     OPTIONAL_COUNT_THRESHOLDS,
@@ -29,6 +29,28 @@ class EvidenceChoiceField(forms.ModelChoiceField):
         external = " (external)" if run.config.external else ""
         finished = f"{run.finished_at:%Y-%m-%d %H:%M}" if run.finished_at else "—"
         return f"run {run.pk} · v{run.config.version}{external} on {run.dataset.slug} · K={run.repeats} · {finished}"
+
+
+class ConfigChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, config: JudgeConfig) -> str:
+        note = f" · {config.note}" if config.note else ""
+        return f"v{config.version} · saved {config.created_at:%Y-%m-%d %H:%M}{note}"
+
+
+class ObserveForm(_ReasonForm):
+    """The config version CI runs at observe, no evidence needed: entering observe, or switching at observe."""
+
+    ENTER, SWITCH = "enter", "switch"
+    # What the lead saw: if another lead moved the rubric meanwhile, the service refuses instead of
+    # turning an entry into a switch (or the reverse).
+    action = forms.ChoiceField(choices=[(ENTER, ENTER), (SWITCH, SWITCH)], widget=forms.HiddenInput)
+    config = ConfigChoiceField(queryset=JudgeConfig.objects.none(), label="Judge config CI runs", empty_label=None)
+
+    field_order = ["action", "config", "reason"]
+
+    def __init__(self, *args, configs, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["config"].queryset = configs
 
 
 class PromoteForm(_ReasonForm):

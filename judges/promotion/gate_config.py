@@ -3,8 +3,11 @@
 `judge` is the config of the rubric's evidence run — the judge that was calibrated — not a newer
 version; `calibration` is the snapshot the promotion (or renewal) was granted on; `recalibration_needed`
 and its reasons say whether that evidence still holds today, exactly as the promotion pages show it
-(evidence stale, a rule its figures now break, drift on new cases: judges.drift). Draft rubrics are left out.
-Served by GET /api/gates (gates:read) and written by `manage.py export_gates`.
+(evidence stale, a rule its figures now break, drift on new cases: judges.drift). A rubric at observe
+with no evidence ships the kept config last named at observe with `calibration: null`: nothing to
+recalibrate yet. Draft rubrics are left out. `requires_cli` is the lowest evalhub-gate that knows every
+field used (judges.gate.versions.FIELD_VERSIONS). Served by GET /api/gates (gates:read) and written by
+`manage.py export_gates`.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from judges.drift.selectors import evidence_events
+from judges.drift.selectors import ci_events
 from judges.engine import JudgeConfig as EngineConfig
 from judges.gate.config import GATES_SCHEMA
+from judges.gate.versions import requires_cli
 from judges.models import ModelPrice
 from judges.promotion.selectors import evidence_checks
 
@@ -34,14 +38,14 @@ def _judge_models(judge: dict[str, Any]) -> list[str]:
 
 
 def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
-    """The gate config (docs/gate.md) as a JSON-able dict. Seven queries however many rubrics: the evidence
-    (rubric, run, config, who promoted), whether it still holds (`evidence_checks`: five, the drift
-    check's included) and the prices of the models those judges name."""
-    events = list(evidence_events())
-    checks = evidence_checks(events)
+    """The gate config (docs/gate.md) as a JSON-able dict. Seven queries however many rubrics: the entries
+    choosing each rubric's CI config (rubric, run or config, who promoted), whether the evidence still holds
+    (`evidence_checks`: five, the drift check's included) and the prices of the models those judges name."""
+    events = list(ci_events())
+    checks = evidence_checks([event for event in events if event.run_id is not None])
     judges = {}
     for event in events:
-        config = event.run.config
+        config = event.ci_config
         # Through the engine: the spec with its defaults and the hash CI will verify.
         judge = EngineConfig.from_dict(config.spec).to_dict(include_hash=True)
         if judge["config_hash"] != config.config_hash:  # a stored config never changes; if it did, stop here
@@ -53,6 +57,11 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
     for event in events:
         judge = judges[event.pk]
         snapshot = event.figures or {}
+        # No evidence yet (observe from day one): no figures, so nothing that could need recalibrating.
+        _, reasons = checks.get(event.rubric_id, ([], []))
+        calibration = None if event.run_id is None else (
+            {key: snapshot.get(key) for key in CALIBRATION_KEYS} | {"run": event.run_id, "repeats": event.run.repeats}
+        )
         rubrics.append(
             {
                 "slug": event.rubric.slug,
@@ -61,16 +70,14 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "fail_closed": event.rubric.fail_closed,
                 "judge": judge,
                 "prices": {m: prices[m] for m in _judge_models(judge) if m in prices},
-                "calibration": {key: snapshot.get(key) for key in CALIBRATION_KEYS}
-                | {"run": event.run_id, "repeats": event.run.repeats},
-                "recalibration_needed": bool(checks[event.rubric_id][1]),
-                "recalibration_reasons": checks[event.rubric_id][1],
+                "calibration": calibration,
+                "recalibration_needed": bool(reasons),
+                "recalibration_reasons": reasons,
                 "promoted_by": event.by.get_username(),
                 "promoted_at": event.at.isoformat(),
             }
         )
-    return {
-        "schema": GATES_SCHEMA,
-        "generated_at": (now or timezone.now()).isoformat(),
-        "rubrics": rubrics,
-    }
+    config: dict[str, Any] = {"schema": GATES_SCHEMA, "generated_at": (now or timezone.now()).isoformat(),
+                              "requires_cli": None, "rubrics": rubrics}
+    config["requires_cli"] = requires_cli(config)  # the field itself counts: it is one the command must know
+    return config

@@ -23,16 +23,19 @@ from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figure
 from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
     NOT_FINISHED,
+    ShownRule,
     case_frame,
     criteria_stale_reasons,
     evidence_figures,
     not_evaluated_judgments,
     policy_stale_reasons,
     rubric_thresholds,
+    shown_label,
     shown_relaxed,
     shown_rules,
+    shown_threshold,
 )
-from judges.drift.selectors import drift_reason, evidence_events, newest_checks
+from judges.drift.selectors import ci_events, drift_reason, evidence_events, newest_checks
 from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.disputes.agreement import paired_labels
@@ -191,6 +194,8 @@ def evidence_checks(events: list[RubricEvent]) -> dict[int, tuple[list[RuleResul
 class PromotionRow:
     rubric: Rubric
     evidence: RubricEvent | None
+    # The entry that chose the config CI runs: the evidence, or a config named at observe (then no evidence).
+    ci: RubricEvent | None = None
     recalibration: list[str] = field(default_factory=list)
     rules: list[RuleResult] = field(default_factory=list)
     last_ci: CiResult | None = None
@@ -216,20 +221,23 @@ def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
 
 
 def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
-    """Each rubric with its evidence, what breaks it now, and its latest CI result. Eight queries
-    however many rubrics (evidence, staleness, human verdicts, judgments, reviewers' labels, drift checks,
+    """Each rubric with the entry choosing its CI config, its evidence, what breaks it now, and its latest CI
+    result. Eight queries however many rubrics (CI entries, staleness, human verdicts, judgments, reviewers'
+    labels, drift checks,
     latest CI results)."""
     ids = [r.pk for r in rubrics]
-    events = {e.rubric_id: e for e in evidence_events(rubric_ids=ids)} if ids else {}
+    chosen = {e.rubric_id: e for e in ci_events(rubric_ids=ids)} if ids else {}
     by_pk = {r.pk: r for r in rubrics}
-    for event in events.values():
+    for event in chosen.values():
         event.rubric = by_pk[event.rubric_id]  # the caller's rubric objects
+    events = {rubric_id: e for rubric_id, e in chosen.items() if e.run_id is not None}
     checks = evidence_checks(list(events.values()))
     latest = _latest_ci(ids) if ids else {}
     rows = []
     for rubric in rubrics:
         event = events.get(rubric.pk)
-        row = PromotionRow(rubric=rubric, evidence=event, last_ci=latest.get(rubric.pk), relaxed=shown_relaxed(rubric))
+        row = PromotionRow(rubric=rubric, evidence=event, ci=chosen.get(rubric.pk), last_ci=latest.get(rubric.pk),
+                           relaxed=shown_relaxed(rubric))
         if event is not None:
             row.rules, row.recalibration = checks[rubric.pk]
         rows.append(row)
@@ -268,9 +276,28 @@ def default_evidence_run(*, rubric: Rubric, runs: QuerySet[Run]) -> Run | None:
     return next((run for run in mine if not stale[run.pk]), None)
 
 
+def kept_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
+    """The rubric's kept (not external) config versions, newest first: what CI may run at observe."""
+    return JudgeConfig.objects.filter(rubric=rubric, external=False).order_by("-version")
+
+
+def warn_needs(*, rubric: Rubric, config: JudgeConfig | None) -> list[ShownRule]:
+    """The rules a promotion to warn will check, each with what it needs under this rubric's thresholds, as the
+    refusal shows them, for a run of `config` (deterministic or not); those that would not apply are left out.
+    No query."""
+    thresholds = rubric_thresholds(rubric)
+    rules = evaluate_rules(
+        figures={}, repeats=0, thresholds=thresholds, is_newest_config=True, stale_reasons=[],
+        deterministic=config is not None and config.deterministic,
+        models=config_models(config.spec if config is not None else {}),
+    )
+    return [ShownRule(rule.key, shown_label(rule), False, "", shown_threshold(rule, thresholds))
+            for rule in rules if rule.applies]
+
+
 def rubric_events(*, rubric: Rubric | None = None) -> QuerySet[RubricEvent]:
     """The audit log, newest first, with who, the rubric and the run; one query per page."""
-    events = RubricEvent.objects.select_related("rubric", "by", "run__config").order_by("-id")
+    events = RubricEvent.objects.select_related("rubric", "by", "run__config", "config").order_by("-id")
     return events if rubric is None else events.filter(rubric=rubric)
 
 

@@ -1,9 +1,11 @@
 """Promotion: the only writes of a rubric's stage, thresholds and fail_closed, each one audited.
 
-docs/promotion.md: stages go one step at a time (draft → observe → warn → gate) on the evidence of a
-run that meets every rule; a renewal puts new evidence under the current stage by the same rules;
-demotion is always allowed, to any earlier stage. Every change leaves a RubricEvent in the same
-transaction as the change itself, so the audit log can never miss one.
+docs/promotion.md: stages go one step at a time (draft → observe → warn → gate). Observe needs no
+evidence: entering it names a kept config version for CI (and at observe a lead may switch CI to another
+one the same way); warn and gate need the evidence of a run that meets every rule; a renewal puts new
+evidence under the current stage by the same rules; demotion is always allowed, to any earlier stage.
+Every change leaves a RubricEvent in the same transaction as the change itself, so the audit log can
+never miss one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from django.utils import timezone
 
 from judges.calibration.rules import RuleResult, needs_human_evidence, promotable
 from judges.calibration.selectors import rubric_thresholds, run_figures, run_rules
-from judges.models import RubricEvent, Run
+from judges.drift.selectors import ci_events
+from judges.models import JudgeConfig, RubricEvent, Run
 from labeling.models import Rubric
 
 STAGES: tuple[str, ...] = tuple(Rubric.Stage.values)  # draft, observe, warn, gate, in order
@@ -129,8 +132,26 @@ def _evidence_event(*, rubric: Rubric, kind: str, from_stage: str, run: Run, fig
     )
 
 
-def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) -> RubricEvent:
-    """Move `rubric` one stage up with `run` as its evidence, or raise PromotionRefused.
+def _kept_config(*, rubric: Rubric, config: JudgeConfig) -> JudgeConfig:
+    """The config reloaded, or PromotionError unless it is a kept (not external) version of this rubric."""
+    config = JudgeConfig.objects.select_related("rubric").get(pk=config.pk)
+    if config.rubric_id != rubric.pk:
+        raise PromotionError(f"Config v{config.version} is a config of {config.rubric.slug}, not {rubric.slug}.")
+    if config.external:
+        raise PromotionError(
+            f"Config v{config.version} holds verdicts imported from another tool: CI cannot run it."
+        )
+    return config
+
+
+def rubric_promote(
+    *, rubric: Rubric, to_stage: str, reason: str, by, run: Run | None = None, config: JudgeConfig | None = None,
+) -> RubricEvent:
+    """Move `rubric` one stage up, or raise PromotionError / PromotionRefused.
+
+    Entering observe needs no evidence: it names the kept `config` version CI runs from now on (the audit
+    entry holds that config and no run). Naming a `run` instead enters observe with that run as evidence,
+    checked by every rule like a promotion to warn or gate, which always needs one.
 
     Together or not at all: the rubric is locked and its stage re-read, the run's figures and every
     rule are computed inside the lock (thresholds as they stand now), and the new stage and the
@@ -150,13 +171,59 @@ def rubric_promote(*, rubric: Rubric, to_stage: str, run: Run, reason: str, by) 
                 f"A promotion goes one stage at a time: {rubric.slug} is at {rubric.stage}, so the next stage "
                 f"is {expected}, not {to_stage}."
             )
-        run, figures, results = _checked_evidence(rubric=rubric, run=run)
+        if run is not None and config is not None:
+            raise PromotionError("Name either the evidence run or the config version, not both.")
+        if run is None and to_stage != Rubric.Stage.OBSERVE:
+            raise PromotionError(
+                f"A promotion to {to_stage} names the run that is its evidence: choose a finished run."
+            )
+        if run is None and config is None:
+            raise PromotionError("Entering observe names the judge config version CI runs: choose one.")
         from_stage = rubric.stage
-        rubric.stage = to_stage
-        rubric.updated_at = timezone.now()
-        rubric.save(update_fields=["stage", "updated_at"])
+        if run is None:  # observe from day one: the config CI runs, no evidence
+            config = _kept_config(rubric=rubric, config=config)
+            _set_stage(rubric, to_stage)
+            return RubricEvent.objects.create(
+                rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, to_stage=to_stage,
+                config=config, reason=reason, by=by,
+            )
+        run, figures, results = _checked_evidence(rubric=rubric, run=run)
+        _set_stage(rubric, to_stage)
         return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, run=run,
                                figures=figures, results=results, reason=reason, by=by)
+
+
+def _set_stage(rubric: Rubric, stage: str) -> None:
+    rubric.stage = stage
+    rubric.updated_at = timezone.now()
+    rubric.save(update_fields=["stage", "updated_at"])
+
+
+def rubric_switch_config(*, rubric: Rubric, config: JudgeConfig, reason: str, by) -> RubricEvent:
+    """At observe, make CI run another kept config version of `rubric`, with no evidence (audited).
+
+    The rubric is locked and its stage re-read; the audit entry (kind `switch`, holding the config and no
+    run) is written in the same transaction. From then on the gate config ships that config with
+    `calibration: null`, until a renewal or a promotion names a run again. Only at observe: at warn and
+    gate CI runs the judge that was calibrated, and only new evidence changes it.
+    """
+    reason = _reason(reason)
+    with transaction.atomic():
+        rubric = _locked(rubric)
+        if rubric.stage != Rubric.Stage.OBSERVE:
+            raise PromotionError(
+                f"{rubric.slug} is at {rubric.stage}: CI's config is switched without evidence only at observe."
+            )
+        config = _kept_config(rubric=rubric, config=config)
+        current = ci_events(rubric_ids=[rubric.pk]).first()
+        if current is not None and current.ci_config == config:
+            raise PromotionError(f"CI already runs v{config.version} of {rubric.slug}: nothing changed.")
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=["updated_at"])
+        return RubricEvent.objects.create(
+            rubric=rubric, kind=RubricEvent.Kind.SWITCH, from_stage=rubric.stage, to_stage=rubric.stage,
+            config=config, reason=reason, by=by,
+        )
 
 
 def rubric_renew(*, rubric: Rubric, run: Run, reason: str, by) -> RubricEvent:

@@ -27,16 +27,18 @@ from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
 from judges.models import CiResult, RubricEvent, Run
 from judges.promotion import services as promotion
-from judges.promotion.forms import DemoteForm, PromoteForm, RenewForm, ThresholdsForm
+from judges.promotion.forms import DemoteForm, ObserveForm, PromoteForm, RenewForm, ThresholdsForm
 from judges.promotion.selectors import (
     CI_PERIODS,
     candidate_runs,
     ci_results,
     default_evidence_run,
+    kept_configs,
     promotion_overview,
     promotion_rows,
     rubric_events,
     stand_in_hashes,
+    warn_needs,
 )
 from labeling.models import Rubric
 
@@ -143,6 +145,7 @@ def _page(
     request: HtmxHttpRequest,
     rubric: Rubric,
     *,
+    observe_form: ObserveForm | None = None,
     promote_form: PromoteForm | None = None,
     renew_form: RenewForm | None = None,
     demote_form: DemoteForm | None = None,
@@ -153,12 +156,22 @@ def _page(
     [row] = promotion_rows(rubrics=[rubric])
     runs = candidate_runs(rubric=rubric)
     next_stage = promotion.next_stage(rubric.stage)
+    # Observe needs no evidence: entering it, and switching CI's config at it, name a config version.
+    observing = rubric.stage in (Rubric.Stage.DRAFT, Rubric.Stage.OBSERVE)
+    configs = kept_configs(rubric=rubric)
+    if rubric.stage == Rubric.Stage.OBSERVE and row.ci is not None:
+        configs = configs.exclude(pk=row.ci.ci_config.pk)  # a switch goes to another version
+    if observing and observe_form is None:
+        action = ObserveForm.ENTER if rubric.stage == Rubric.Stage.DRAFT else ObserveForm.SWITCH
+        observe_form = ObserveForm(initial={"action": action}, configs=configs)
+    # Entering observe is the observe form's; a promotion form posted for it (with a run) still shows its errors.
+    show_promote = bool(next_stage) and (next_stage != Rubric.Stage.OBSERVE or promote_form is not None)
     promoted = rubric.stage != Rubric.Stage.DRAFT
-    if (next_stage and promote_form is None) or (promoted and renew_form is None):
+    if (show_promote and promote_form is None) or (promoted and renew_form is None):
         # The menu lists every finished run, newest first; the forms start on the newest one that can be evidence.
         evidence = default_evidence_run(rubric=rubric, runs=runs)
         initial = {"run": evidence.pk} if evidence is not None else {}
-        if next_stage and promote_form is None:
+        if show_promote and promote_form is None:
             promote_form = PromoteForm(initial={"to_stage": next_stage, **initial}, runs=runs)
         if promoted and renew_form is None:
             renew_form = RenewForm(initial=initial, runs=runs)
@@ -170,7 +183,11 @@ def _page(
         "evidence_rules": shown_rules(row.evidence.run, row.rules) if row.evidence else [],
         "next_stage": next_stage,
         "stages": promotion.STAGES,
-        "promote_form": promote_form if next_stage else None,
+        "observe_form": observe_form if observing else None,
+        "has_configs": configs.exists(),
+        "ci_config": row.ci.ci_config if row.ci else None,
+        "warn_needs": warn_needs(rubric=rubric, config=row.ci.ci_config if row.ci else None) if observing else [],
+        "promote_form": promote_form if show_promote else None,
         "renew_form": renew_form if promoted else None,
         "has_candidates": runs.exists(),
         "demote_form": demote_form if promoted else None,
@@ -198,6 +215,30 @@ def _refused(refusal: promotion.PromotionRefused, run: Run, action: str) -> dict
     rules = shown_rules(run, refusal.results)
     return {"run": run, "action": action, "rules": [(i, rule) for i, rule in enumerate(rules, start=1)],
             "failing": [(i, rule) for i, rule in enumerate(rules, start=1) if not rule.met]}
+
+
+@lead_required
+@require_POST
+def rubric_observe(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """Enter observe, or switch CI's config at observe: a kept config version and a reason, no evidence."""
+    rubric = _get_rubric(slug)
+    form = ObserveForm(request.POST, configs=kept_configs(rubric=rubric))
+    if not form.is_valid():
+        return _page(request, rubric, observe_form=form, status=400)
+    config, reason = form.cleaned_data["config"], form.cleaned_data["reason"]
+    try:
+        if form.cleaned_data["action"] == ObserveForm.ENTER:
+            promotion.rubric_promote(rubric=rubric, to_stage=Rubric.Stage.OBSERVE, config=config, reason=reason,
+                                     by=request.user)
+            done = f"{rubric.slug} entered observe: CI runs v{config.version} and records its verdicts, never failing."
+        else:
+            promotion.rubric_switch_config(rubric=rubric, config=config, reason=reason, by=request.user)
+            done = f"CI now runs v{config.version} of {rubric.slug} at observe."
+    except promotion.PromotionError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, rubric, observe_form=form, status=400)
+    messages.success(request, done)
+    return redirect("judges:promotion_rubric", slug=rubric.slug)
 
 
 @lead_required

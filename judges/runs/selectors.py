@@ -238,7 +238,7 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset, needin
     semantic = spec.get("semantic")
     if not semantic:
         return Decimal(0)
-    chars = dataset.cases.aggregate(chars=Sum(Length("output")) + Sum(Length("golden_answer")))["chars"] or 0
+    chars = dataset.cases.answered().aggregate(chars=Sum(Length("output")) + Sum(Length("golden_answer")))["chars"] or 0
     estimate.embedding_tokens = round(chars / CHARS_PER_TOKEN)
     keys_by_case = [
         {
@@ -309,13 +309,18 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted.
     """
     spec = config.spec
-    cases = dataset.cases.count()
+    cases = dataset.cases.answered().count()
     estimate = Estimate(cases=cases, judgments=cases * repeats, concurrency=concurrency)
+    if unanswered := dataset.cases.unanswered().count():
+        estimate.notes.append(
+            f"{unanswered} case{'' if unanswered == 1 else 's'} with no answer yet (a golden set's, say) "
+            f"{'is' if unanswered == 1 else 'are'} left out: nothing to judge."
+        )
     engine_config = EngineConfig.from_dict(spec)
     # The (case, repeat) pairs that would reach a model: not cached, no contract check failed.
     judged: list[tuple[dict, int]] = []
     if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
-        all_cases = [engine_case(case) for case in dataset.cases.order_by("id")]
+        all_cases = [engine_case(case) for case in dataset.cases.answered().order_by("id")]
         keys = {
             (i, repeat): cache_key(case, config.config_hash, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
@@ -337,7 +342,9 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
                 "they call no model and cost nothing."
             )
     else:  # too many pairs to look up: every pair counts
-        judged = [(engine_case(case), r) for case in dataset.cases.order_by("id") for r in range(1, repeats + 1)]
+        judged = [
+            (engine_case(case), r) for case in dataset.cases.answered().order_by("id") for r in range(1, repeats + 1)
+        ]
     needing = list({case["external_id"]: case for case, _ in judged}.values())  # each case once, whatever the repeats
     embedding_cost = _embedding_estimate(estimate, spec, dataset, needing)
     if "behavioral" not in spec.get("layers", []):
@@ -348,7 +355,7 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         return estimate
 
     sample = [
-        engine_case(case) for case in dataset.cases.order_by("id")[:ESTIMATE_SAMPLE]
+        engine_case(case) for case in dataset.cases.answered().order_by("id")[:ESTIMATE_SAMPLE]
     ]
     if sample:
         chars = [

@@ -23,6 +23,18 @@ class RunError(Exception):
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 
 
+def judged_case_ids(*, dataset: Dataset) -> tuple[list[int], int]:
+    """The ids of the dataset's cases a run judges, in order, and how many it leaves out for having no answer
+    yet (output null: nothing to judge); RunError when none is left. Two queries."""
+    case_ids = list(dataset.cases.answered().order_by("id").values_list("id", flat=True))
+    unanswered = dataset.cases.unanswered().count()
+    if not case_ids and unanswered:
+        raise RunError(f"The dataset {dataset.slug} has no answer to judge yet: its {unanswered} case(s) have none.")
+    if not case_ids:
+        raise RunError(f"The dataset {dataset.slug} has no cases.")
+    return case_ids, unanswered
+
+
 def run_start(
     *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int, spend_cap_usd: Decimal | None, by,
     start_token: uuid.UUID | None = None,
@@ -43,12 +55,11 @@ def run_start(
         return started
     try:
         with transaction.atomic():
-            case_ids = list(dataset.cases.order_by("id").values_list("id", flat=True))
-            if not case_ids:
-                raise RunError(f"The dataset {dataset.slug} has no cases.")
+            case_ids, unanswered = judged_case_ids(dataset=dataset)
             run = Run.objects.create(
                 config=config, dataset=dataset, repeats=repeats, concurrency=concurrency,
                 spend_cap_usd=spend_cap_usd, created_by=by, total=len(case_ids) * repeats, start_token=start_token,
+                unanswered=unanswered,
             )
             size = settings.EVALHUB_CHUNK_CASES
             RunChunk.objects.bulk_create(

@@ -93,6 +93,12 @@ class CaseImportForm(_UploadForm):
         required=False, label="Update existing cases",
         help_text="Cases whose external_id exists already are updated; without this they are errors.",
     )
+    rubric = forms.ModelChoiceField(
+        queryset=Rubric.objects.order_by("slug"), to_field_name="slug", required=False,
+        label="Rubric of the humanVerdict column",
+        help_text="Only for a file whose rows carry a humanVerdict (pass or fail): each becomes your label of "
+        "this rubric on its case.",
+    )
 
 
 class LabelImportForm(_UploadForm):

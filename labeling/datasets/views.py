@@ -152,8 +152,9 @@ def dataset_import(request: HttpRequest, slug: str) -> HttpResponse:
         data = form.cleaned_data
         try:
             if kind == "cases":
+                # A humanVerdict column becomes the importing person's labels of the rubric named.
                 result = cases_import(dataset=dataset, stream=data["file"], fmt=data["fmt"],
-                                      update=data["update"])
+                                      update=data["update"], rubric=data["rubric"], by=request.user)
             else:
                 result = labels_import(dataset=dataset, rubric_slug=data["rubric"].slug, stream=data["file"],
                                        fmt=data["fmt"])

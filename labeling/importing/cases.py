@@ -20,6 +20,8 @@ from labeling.importing.reading import (
     CASE_ALIASES,
     CASE_FIELDS,
     CASE_REQUIRED,
+    CASE_ROW_FIELDS,
+    HUMAN_VERDICT_REFUSED,
     JUDGED_FIELDS,
     LOOKUP_CHUNK,
     CaseData,
@@ -32,7 +34,7 @@ from labeling.importing.reading import (
     read_records,
     validated_cases,
 )
-from labeling.models import Case, Dataset
+from labeling.models import Case, Dataset, Label, Rubric
 
 BATCH_SIZE = 2_000  # rows per INSERT (off PostgreSQL's COPY path): 16 parameters each, far below 65,535
 
@@ -42,23 +44,35 @@ class CaseImportResult:
     created: int
     updated: int
     unchanged: int
+    # Labels from the rows' humanVerdict, by the person importing.
+    labeled: int = 0
 
     def __str__(self) -> str:
-        return f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged"
+        text = f"{self.created} created, {self.updated} updated, {self.unchanged} unchanged"
+        return text + (f"; {self.labeled} human verdict(s) imported as labels" if self.labeled else "")
 
 
 def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bool = False,
-                 max_bytes: int | None = None) -> CaseImportResult:
-    """Import a JSONL or CSV file of cases into `dataset`, all or nothing (raises ImportRejected)."""
+                 max_bytes: int | None = None, rubric: Rubric | None = None, by=None) -> CaseImportResult:
+    """Import a JSONL or CSV file of cases into `dataset`, all or nothing (raises ImportRejected).
+
+    Rows with a humanVerdict also become labels of `rubric` by `by`, the signed-in person importing (the
+    import page, `import_cases --by`): a file with such rows and no rubric is refused.
+    """
     errors: list[RowError] = []
     records = read_records(
-        stream, fmt, errors, known=CASE_FIELDS, required=CASE_REQUIRED, aliases=CASE_ALIASES, from_csv=case_from_csv,
-        max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
+        stream, fmt, errors, known=CASE_ROW_FIELDS, required=CASE_REQUIRED, aliases=CASE_ALIASES,
+        from_csv=case_from_csv, max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
     )
     rows = validated_cases(records, errors)
     if not rows and not errors:
         errors.append(RowError(None, None, "the file has no cases"))
-    return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update)
+    verdicts = [row for row, data in rows if data.human_verdict is not None]
+    if verdicts and (rubric is None or by is None):
+        errors.append(RowError(None, "rubric", f"{len(verdicts)} row(s) carry a humanVerdict (first at line "
+                                               f"{verdicts[0]}): name the rubric they answer (on the import page; "
+                                               "import_cases --rubric RUBRIC --by USER)"))
+    return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update, rubric=rubric, by=by)
 
 
 def cases_import_objects(*, dataset: Dataset, objects: list, update: bool = False) -> CaseImportResult:
@@ -68,8 +82,12 @@ def cases_import_objects(*, dataset: Dataset, objects: list, update: bool = Fals
 
 def cases_import_items(*, dataset: Dataset, items: list[tuple[int, Any]], errors: list[RowError],
                        update: bool = False) -> CaseImportResult:
-    """The ingest API's import: (index, object) items, after `errors` the body's reading found (by index)."""
+    """The ingest API's import: (index, object) items, after `errors` the body's reading found (by index).
+
+    A token never writes human verdicts: an item with a humanVerdict is an error."""
     rows = validated_cases(items, errors)
+    errors.extend(RowError(row, "humanVerdict", HUMAN_VERDICT_REFUSED) for row, data in rows
+                  if data.human_verdict is not None)
     if not items and not errors:
         errors.append(RowError(None, None, "the batch has no cases"))
     return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update)
@@ -90,8 +108,9 @@ def _model_values(data: CaseData) -> dict:
 
 
 def _cases_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]], errors: list[RowError],
-                 update: bool) -> CaseImportResult:
-    """Check the rows against the dataset, then create, update or leave each case.
+                 update: bool, rubric: Rubric | None = None, by=None) -> CaseImportResult:
+    """Check the rows against the dataset, then create, update or leave each case, and write the rows' human
+    verdicts as `by`'s labels of `rubric`.
 
     One transaction: either every row is written or none. The dataset row is locked so two imports
     into the same dataset cannot both create the same external_id.
@@ -127,7 +146,39 @@ def _cases_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]], errors: 
                 changed.append((pk, data, old.signature(JUDGED_FIELDS) != data.signature(JUDGED_FIELDS)))
         _insert_cases(dataset=dataset, cases=new, now=now)
         _update_cases(dataset=dataset, cases=changed, now=now)
-    return CaseImportResult(created=len(new), updated=len(changed), unchanged=len(existing) - len(changed))
+        labeled = _verdict_labels_write(dataset=dataset, rows=rows, rubric=rubric, by=by, now=now)
+    return CaseImportResult(created=len(new), updated=len(changed), unchanged=len(existing) - len(changed),
+                            labeled=labeled)
+
+
+def _verdict_labels_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]], rubric: Rubric | None, by,
+                          now) -> int:
+    """`by`'s label of `rubric` on each case whose row carries a humanVerdict, against the case's content as
+    just written; an existing label of theirs is revised. How many rows carried one."""
+    verdicts = {data.external_id: data.human_verdict for _, data in rows if data.human_verdict is not None}
+    if not verdicts or rubric is None or by is None:
+        return 0
+    cases: dict[str, tuple[int, str]] = {}
+    for chunk in chunks(list(verdicts), LOOKUP_CHUNK):
+        found = Case.objects.filter(dataset=dataset, external_id__in=chunk)
+        rows = found.values_list("pk", "external_id", "content_hash")
+        cases.update((external_id, (pk, content)) for pk, external_id, content in rows)
+    current = {
+        label.case_id: label
+        for chunk in chunks([pk for pk, _ in cases.values()], LOOKUP_CHUNK)
+        for label in Label.objects.filter(rubric=rubric, reviewer=by, case_id__in=chunk)
+    }
+    new = []
+    for external_id, verdict in verdicts.items():
+        case_id, content_hash = cases[external_id]
+        label = current.get(case_id)
+        if label is None:
+            new.append(Label(case_id=case_id, rubric=rubric, reviewer=by, verdict=verdict, content_hash=content_hash,
+                             created_at=now, updated_at=now))
+        elif (label.verdict, label.content_hash) != (verdict, content_hash):
+            label.revise(verdict=verdict, note=label.note, content_hash=content_hash)
+    Label.objects.bulk_create(new, batch_size=BATCH_SIZE)
+    return len(verdicts)
 
 
 def _existing_cases(*, dataset: Dataset, external_ids: list[str]) -> dict[str, tuple[int, CaseData]]:

@@ -30,8 +30,20 @@ CASE_FIELDS = (
 # The calibration kind of a case (docs/cases.md), or empty: clearly good, clearly bad, plausible but
 # incomplete, an adversarial prompt injection, a right answer in other words. Not judged content.
 CASE_KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
-CASE_REQUIRED = ("external_id", "input", "output")
-CASE_JSON_CSV_COLUMNS = ("trace", "metadata", "expected_tool_argument")  # JSON text in their CSV cells
+# `output` may be absent or null: no answer yet (a golden-set case), distinct from an empty answer.
+CASE_REQUIRED = ("external_id", "input")
+# The agent's reply carried flat, beside `answer`: read into `trace` (docs/cases.md).
+REPLY_TRACE_FIELDS = ("retrievedSources", "toolCalls", "context")
+# A reviewer's verdict riding on a case row (`humanVerdict`): imported as their label, only by a signed-in person.
+HUMAN_VERDICT = "human_verdict"
+# What a case line or row may name: the case's fields, its reply flat, a human verdict.
+CASE_ROW_FIELDS = (*CASE_FIELDS, *REPLY_TRACE_FIELDS, HUMAN_VERDICT)
+HUMAN_VERDICT_REFUSED = (
+    "a human verdict is imported only by a signed-in person (the import page, import_cases --by USER), "
+    "never with a token: it is what calibration is measured against"
+)
+# JSON text in their CSV cells.
+CASE_JSON_CSV_COLUMNS = ("trace", "metadata", "expected_tool_argument", "retrievedSources", "toolCalls")
 # What a judge sees: a change to any of these makes earlier runs stale (content_changed_at).
 # category and the rest of metadata only group and describe a case, so changing them does not; but
 # metadata.references (more acceptable answers for the semantic layer) is judged like the golden answer.
@@ -44,7 +56,7 @@ CASE_ALIASES = {
     "id": "external_id", "question": "input", "answer": "output", "goldenAnswer": "golden_answer",
     "expectedBehaviour": "expected_behaviour", "expectedBehavior": "expected_behaviour",
     "expectedTool": "expected_tool", "expectedToolArgument": "expected_tool_argument",
-    "expectedSource": "expected_source",
+    "expectedSource": "expected_source", "humanVerdict": HUMAN_VERDICT,
 }
 ID_ALIASES = {"id": "external_id"}  # labels and judgments name their case as cases do
 
@@ -64,8 +76,28 @@ def normalize_fields(obj: dict, aliases: dict[str, str]) -> dict:
 
 
 def normalize_case_fields(obj: dict) -> dict:
-    """A case with the camelCase names (id, question, answer, goldenAnswer, …) renamed to snake_case."""
-    return normalize_fields(obj, CASE_ALIASES)
+    """A case with the camelCase names (id, question, answer, goldenAnswer, …) renamed to snake_case, and a
+    reply carried flat (retrievedSources, toolCalls, context) moved into `trace`; ValueError when one field
+    is named two ways."""
+    obj = normalize_fields(obj, CASE_ALIASES)
+    flat = [key for key in REPLY_TRACE_FIELDS if key in obj]
+    if not flat:
+        return obj
+    trace = obj.get("trace")
+    if trace is not None and not isinstance(trace, dict):
+        raise ValueError(f"trace must be an object to hold {', '.join(flat)} as well")
+    trace = dict(trace or {})
+    for key in flat:
+        if key in trace:
+            raise ValueError(f"{key} is given twice, as {key!r} and as 'trace.{key}'")
+        trace[key] = obj[key]
+    return {key: value for key, value in obj.items() if key not in flat} | {"trace": trace}
+
+
+def human_verdict(value: Any) -> str | None:
+    """A humanVerdict cell as pass or fail, whatever its case or punctuation ("PASS", "Fail."); None otherwise."""
+    word = re.sub(r"[\W_]+", "", value).lower() if isinstance(value, str) else ""
+    return word if word in ("pass", "fail") else None
 
 
 def case_split(external_id: str) -> str:
@@ -80,7 +112,7 @@ def sample_key(seed: str, external_id: str) -> str:
     return hashlib.sha256((seed + external_id).encode()).hexdigest()
 
 
-def labeled_content_hash(*, input: str, output: str, trace: dict) -> str:
+def labeled_content_hash(*, input: str, output: str | None, trace: dict) -> str:
     """What a reviewer judged: a label stops counting when this changes under it."""
     payload = json.dumps([input, output, trace], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
@@ -141,7 +173,7 @@ class CaseData:
 
     external_id: str
     input: str
-    output: str
+    output: str | None  # None: no answer yet
     trace: dict
     golden_answer: str = ""
     expected_behaviour: str = ""
@@ -153,6 +185,8 @@ class CaseData:
     category: str = ""
     kind: str = ""
     metadata: dict = field(default_factory=dict)
+    # A row's humanVerdict (pass or fail): a label by whoever imports it, never a case field.
+    human_verdict: str | None = None
 
     @property
     def content_hash(self) -> str:
@@ -269,7 +303,7 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
     except ValueError as exc:
         return None, [(None, str(exc))]
     problems: list[tuple[str | None, str]] = []
-    unknown = [key for key in obj if key not in CASE_FIELDS]
+    unknown = [key for key in obj if key not in (*CASE_FIELDS, HUMAN_VERDICT)]
     for key in unknown:
         problems.append((str(key), f"is not a case field (known fields: {', '.join(CASE_FIELDS)})"))
     external_id = text_field(obj, "external_id", problems, required=True, max_chars=200)
@@ -278,7 +312,8 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
     data = CaseData(
         external_id=external_id or "",
         input=text_field(obj, "input", problems, required=True) or "",
-        output=text_field(obj, "output", problems, required=True) or "",
+        # Absent or null: no answer yet; "" stays an empty answer (answer_present fails it).
+        output=None if obj.get("output") is None else text_field(obj, "output", problems),
         trace=_validate_trace(obj.get("trace"), problems),
         golden_answer=text_field(obj, "golden_answer", problems) or "",
         expected_behaviour=text_field(obj, "expected_behaviour", problems) or "",
@@ -305,6 +340,13 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
     ):
         problems.append(("metadata", "references must be a list of strings (more acceptable answers)"))
     data.metadata = metadata if isinstance(metadata, dict) else {}
+    if obj.get(HUMAN_VERDICT) is not None:
+        data.human_verdict = human_verdict(obj[HUMAN_VERDICT])
+        if data.human_verdict is None:
+            problems.append(("humanVerdict", f"must be pass or fail (any case or punctuation), not "
+                                             f"{_clip(str(obj[HUMAN_VERDICT]))!r}"))
+        elif data.output is None:
+            problems.append(("humanVerdict", "judges the agent's answer, and this case has none (output)"))
     return (None, problems) if problems else (data, [])
 
 
@@ -600,8 +642,8 @@ def case_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | No
             except ValueError as exc:
                 errors.append(RowError(number, name, f"must be JSON text in its CSV cell: {json_error(exc)}"))
                 ok = False
-        elif name in ("expected_tool", "expected_source") and cell == "":
-            continue
+        elif name in ("expected_tool", "expected_source", "context", HUMAN_VERDICT) and cell == "":
+            continue  # none expected; no context; no verdict on this row
         else:
             obj[name] = cell
     return obj if ok else None

@@ -36,6 +36,7 @@ SELECT c.*, q.tier AS queue_tier,
     SELECT l.case_id AS case_id, 0 AS tier, 0 AS k1, l.case_id AS k2
     FROM labeling_label l
     WHERE l.reviewer_id = %(me)s AND l.rubric_id = %(rubric)s AND l.dataset_id = %(dataset)s AND {changed}
+      AND {answered_l}
       AND NOT EXISTS (SELECT 1 FROM labeling_skip s
                       WHERE s.case_id = l.case_id AND s.rubric_id = l.rubric_id AND s.reviewer_id = l.reviewer_id)
     ORDER BY l.case_id LIMIT 1
@@ -60,7 +61,7 @@ SELECT c.*, q.tier AS queue_tier,
     SELECT s.case_id, 2, 0, 0 FROM labeling_skip s
     JOIN labeling_casetally t ON t.case_id = s.case_id AND t.rubric_id = s.rubric_id
     LEFT JOIN labeling_label l ON l.case_id = s.case_id AND l.rubric_id = s.rubric_id AND l.reviewer_id = s.reviewer_id
-    WHERE s.reviewer_id = %(me)s AND s.rubric_id = %(rubric)s AND t.dataset_id = %(dataset)s
+    WHERE s.reviewer_id = %(me)s AND s.rubric_id = %(rubric)s AND t.dataset_id = %(dataset)s AND {answered}
       AND ({changed} OR (l.id IS NULL AND t.labels < %(per_case)s + t.requested AND {free}))
     ORDER BY s.created_at, s.case_id LIMIT 1 {lock}
   ) skipped
@@ -70,7 +71,10 @@ ORDER BY q.tier, q.k1, q.k2
 LIMIT 1
 """
 _FREE = "(t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s)"
-_OPEN = f"""NOT EXISTS (SELECT 1 FROM labeling_label m
+# A case with no answer yet (output null: a golden-set case) has nothing to label: never served.
+_ANSWERED = "EXISTS (SELECT 1 FROM labeling_case a WHERE a.id = {case} AND a.output IS NOT NULL)"
+_OPEN = f"""{_ANSWERED.format(case="t.case_id")}
+      AND NOT EXISTS (SELECT 1 FROM labeling_label m
                   WHERE m.case_id = t.case_id AND m.rubric_id = t.rubric_id AND m.reviewer_id = %(me)s)
       AND NOT EXISTS (SELECT 1 FROM labeling_skip s
                       WHERE s.case_id = t.case_id AND s.rubric_id = t.rubric_id AND s.reviewer_id = %(me)s)
@@ -102,7 +106,9 @@ def _next_case_sql(*, lock: bool, queue_order: str = Dataset.QueueOrder.FEWEST_L
     lock_clause = _SKIP_LOCKED if lock and connection.features.has_select_for_update_skip_locked else ""
     keys, order = _NEEDED_ORDER.get(queue_order, _NEEDED_ORDER[Dataset.QueueOrder.FEWEST_LABELS])
     return _NEXT_CASE_SQL.format(open=_OPEN, free=_FREE, lock=lock_clause, keys=keys, order=order,
-                                 changed=LABEL_STOPPED_COUNTING_SQL.format(label="l"))
+                                 changed=LABEL_STOPPED_COUNTING_SQL.format(label="l"),
+                                 answered=_ANSWERED.format(case="t.case_id"),
+                                 answered_l=_ANSWERED.format(case="l.case_id"))
 
 
 def next_case(
@@ -189,9 +195,12 @@ def progress_of(*, dataset: Dataset, rubric: Rubric, reviewer: User) -> Progress
 
 def _needing_label_from(reviewer: User) -> QuerySet[CaseTally]:
     """Tallies of cases that still need a label (under labels_per_case plus a lead's requests) that this
-    reviewer has not given: with their labels that stopped counting, what is left for them."""
+    reviewer has not given: with their labels that stopped counting, what is left for them. A case with no
+    answer yet is never served."""
     mine = Label.objects.filter(case=OuterRef("case"), rubric=OuterRef("rubric"), reviewer=reviewer)
-    return CaseTally.objects.filter(labels__lt=F("rubric__labels_per_case") + F("requested")).exclude(Exists(mine))
+    return CaseTally.objects.filter(
+        labels__lt=F("rubric__labels_per_case") + F("requested"), case__output__isnull=False,
+    ).exclude(Exists(mine))
 
 
 def held_elsewhere(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetime | None = None) -> dict:
@@ -204,7 +213,8 @@ def held_elsewhere(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: dat
 
 def dataset_tallies(*, dataset: Dataset, rubric: Rubric) -> dict:
     """{"cases", "done", "labels"} of a (dataset, rubric) from CaseTally, in one query."""
-    row = CaseTally.objects.filter(dataset=dataset, rubric=rubric).aggregate(
+    # Cases with no answer yet are never served, so they are no part of the work.
+    row = CaseTally.objects.filter(dataset=dataset, rubric=rubric, case__output__isnull=False).aggregate(
         cases=Count("id"),
         done=Count("id", filter=Q(labels__gte=rubric.labels_per_case + F("requested"))),
         labels=Sum("labels"),

@@ -1,4 +1,5 @@
-"""A lead tries to promote on weak evidence, reads why it is refused, then promotes on good evidence.
+"""A lead puts a rubric at observe with no evidence, tries to promote it to warn on weak evidence, reads why it is
+refused, then promotes on good evidence.
 
 Headless Chromium against pytest-django's live server; runs and labels are written straight to the
 test database. Screenshots of the refused promotion, the promoted rubric with its CI results, the
@@ -50,36 +51,38 @@ def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubri
     page.click(f"tr[data-rubric={rubric.slug}] >> text=Promote / demote")
     page.wait_for_url(f"{live_server.url}/rubrics/{rubric.slug}/promotion/")
 
+    # Observe needs no evidence: a config version and a reason.
+    page.select_option("[data-testid=observe] #id_config", str(config.pk))
+    page.fill("[data-testid=observe] #id_reason", "Start recording its verdicts in CI.")
+    page.click("[data-testid=observe] button[type=submit]")
+    page.wait_for_selector("text=entered observe")
+    assert "calibration: null" in page.inner_text("[data-testid=ci-config]")
+
     # On the weak run: refused, with each failing rule's number, the run's figure and the threshold.
-    page.select_option("#id_run", str(weak.pk))
-    page.fill("#id_reason", "Looks fine to me.")
+    page.select_option("[data-testid=promote] #id_run", str(weak.pk))
+    page.fill("[data-testid=promote] #id_reason", "Looks fine to me.")
     page.click("[data-testid=promote] button[type=submit]")
     refusal = page.locator("[data-testid=refusal]")
     refusal.wait_for()
-    assert "Promotion to observe refused: 2 of 11 rules not met" in refusal.inner_text()
+    assert "Promotion to warn refused: 2 of 11 rules not met" in refusal.inner_text()
     reasons = page.locator("[data-testid=refusal-reasons] li").all_inner_texts()
     assert reasons == [
         f"Rule 4: repeats K — run {weak.pk} has 1, needs ≥ 2",
         f"Rule 5: agreement (floor) — run {weak.pk} has 75.0 %, needs ≥ 80.0 %",
     ]
-    assert "draft" in page.inner_text("[data-testid=stage-now]")
+    assert "observe" in page.inner_text("[data-testid=stage-now]")
     # The form keeps what was typed, so the lead can pick another run.
-    assert page.input_value("#id_reason") == "Looks fine to me."
+    assert page.input_value("[data-testid=promote] #id_reason") == "Looks fine to me."
     shot(page, "promotion_refused.png")
 
-    # On the good run: promoted, and the page shows the evidence.
-    page.select_option("#id_run", str(good.pk))
-    page.fill("#id_reason", f"Run {good.pk}: 95 % agreement over 40 cases, K = 2.")
-    page.click("[data-testid=promote] button[type=submit]")
-    page.wait_for_selector("text=promoted from draft to observe")
-    assert f"run {good.pk}" in page.inner_text("[data-testid=evidence]")
-    assert "observe" in page.inner_text("[data-testid=stage-now]")
-
-    # Warn, then a week of CI results on the page (the chart swaps by htmx when the period changes).
-    page.select_option("#id_run", str(good.pk))
-    page.fill("#id_reason", "A week in observe without surprises.")
+    # On the good run: promoted, and the page shows the evidence; then a week of CI results on the page (the
+    # chart swaps by htmx when the period changes).
+    page.select_option("[data-testid=promote] #id_run", str(good.pk))
+    page.fill("[data-testid=promote] #id_reason", f"Run {good.pk}: 95 % agreement over 40 cases, K = 2.")
     page.click("[data-testid=promote] button[type=submit]")
     page.wait_for_selector("text=promoted from observe to warn")
+    assert f"run {good.pk}" in page.inner_text("[data-testid=evidence]")
+    assert "warn" in page.inner_text("[data-testid=stage-now]")
     ci_history(rubric, good.config.config_hash)
     page.reload()
     assert page.locator(".ci-bar").count() == 5

@@ -33,6 +33,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Demo behavioral runs {lenient.pk} (return-policy v{lenient.config.version}, a lenient judge: refused as "
             f"evidence) and {strict.pk} (v{strict.config.version}: promoted to warn), judged by the scripted "
-            f"stand-in, not a model; tool-use gated on run {load_demo_run(dataset_slug=DATASET_SLUG).pk}"
+            f"stand-in, not a model; tool-use gated on run {load_demo_run(dataset_slug=DATASET_SLUG).pk}; "
+            "grounded-answer at observe from day one, with no evidence yet"
             + (f"; {story['ci_results']} CI results posted by evalhub-gate." if story["ci_results"] else ".")
         )

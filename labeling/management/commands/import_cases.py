@@ -3,6 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.core.validators import validate_slug
 from django.db import transaction
 
+from evalhub.models import User
 from labeling.datasets.forms import RESERVED_SLUGS
 from labeling.importing import ImportRejected
 from labeling.importing.cases import cases_import
@@ -12,7 +13,7 @@ from labeling.management.commands._files import (
     report_rejection,
     resolve_format,
 )
-from labeling.models import Dataset
+from labeling.models import Dataset, Rubric
 
 
 class Command(BaseCommand):
@@ -28,9 +29,12 @@ class Command(BaseCommand):
         parser.add_argument("--update", action="store_true",
                             help="update cases whose external_id exists already (otherwise an error)")
         parser.add_argument("--name", help="the dataset's name, if this creates it")
+        parser.add_argument("--rubric", help="the rubric a humanVerdict column answers (required when rows carry one)")
+        parser.add_argument("--by", metavar="USER",
+                            help="the reviewer whose labels the humanVerdict column becomes (required with it)")
 
     def handle(self, *args, dataset: str, file: str, format: str | None, update: bool, name: str | None,
-               **options) -> None:
+               rubric: str | None, by: str | None, **options) -> None:
         try:
             validate_slug(dataset)
         except ValidationError:
@@ -38,14 +42,32 @@ class Command(BaseCommand):
         if dataset in RESERVED_SLUGS:  # the dataset's pages would be the page that creates one
             raise CommandError(f"{dataset!r} is reserved; choose another slug.")
         fmt = resolve_format(file, format)
+        answers, reviewer = self._verdict_owner(rubric, by)
         try:
             # The dataset is created in the same transaction: a rejected file leaves no empty dataset.
             with open_input(file) as stream, transaction.atomic():
                 target, created = Dataset.objects.get_or_create(
                     slug=dataset, defaults={"name": name or dataset}
                 )
-                result = cases_import(dataset=target, stream=stream, fmt=fmt, update=update)
+                result = cases_import(dataset=target, stream=stream, fmt=fmt, update=update, rubric=answers,
+                                      by=reviewer)
         except ImportRejected as rejected:
             raise report_rejection(self, file, rejected) from None
         made = " (a new dataset)" if created else ""
         self.stdout.write(self.style.SUCCESS(f"Imported {file} into {dataset}{made}: {result}."))
+
+    @staticmethod
+    def _verdict_owner(rubric: str | None, by: str | None) -> tuple[Rubric | None, User | None]:
+        """The rubric and the reviewer a humanVerdict column is imported as: both named, or neither."""
+        if (rubric is None) != (by is None):
+            raise CommandError("--rubric and --by go together: the rubric a humanVerdict answers, and whose labels "
+                               "they become.")
+        if rubric is None:
+            return None, None
+        found = Rubric.objects.filter(slug=rubric).first()
+        if found is None:
+            raise CommandError(f"No rubric {rubric!r}.")
+        user = User.objects.filter(username=by, is_active=True).first()
+        if user is None:
+            raise CommandError(f"No active user {by!r}.")
+        return found, user

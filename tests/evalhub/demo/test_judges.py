@@ -64,3 +64,22 @@ def test_load_demo_makes_a_semantic_run_through_the_stand_in_once():
     assert not judgments.filter(similarity__isnull=True).exists()
     assert set(judgments.values_list("layer", flat=True)) == {"semantic", "behavioral"}
     assert "scripted stand-in" in judgments.filter(layer="behavioral").first().reason
+
+
+@pytest.mark.django_db
+def test_load_demo_puts_a_rubric_at_observe_with_no_evidence_once():
+    from evalhub.demo.judges import OBSERVED_NOTE, OBSERVED_SLUG
+    from judges.models import CiResult, RubricEvent
+    from judges.promotion.gate_config import gate_config
+
+    call_command("load_demo", stdout=StringIO())
+    call_command("load_demo", stdout=StringIO())
+
+    rubric = Rubric.objects.get(slug=OBSERVED_SLUG)
+    [event] = RubricEvent.objects.filter(rubric=rubric)
+    assert (rubric.stage, event.run, event.config.note) == ("observe", None, OBSERVED_NOTE)
+    assert not Run.objects.filter(config__rubric=rubric).exists()
+    [shipped] = [r for r in gate_config()["rubrics"] if r["slug"] == OBSERVED_SLUG]
+    assert shipped["calibration"] is None and shipped["judge"]["config_hash"] == event.config.config_hash
+    # The demo's CI check recorded its verdicts at observe.
+    assert CiResult.objects.get(rubric=rubric).outcome == "recorded"

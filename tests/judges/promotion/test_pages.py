@@ -54,19 +54,30 @@ def test_the_forms_start_on_the_newest_run_that_can_be_evidence(lead_client, lea
     assert chosen_runs(lead_client.get(page_url(rubric)).text) == []
 
 
-def test_it_promotes_through_the_page(lead_client, lead, rubric, dataset, reviewer):
+def test_it_enters_observe_with_a_config_then_promotes_with_a_run_through_the_page(
+    lead_client, lead, rubric, dataset, reviewer
+):
     run = evidence_run(rubric, dataset, lead, reviewer)
     page = lead_client.get(page_url(rubric))
     assert page.status_code == 200
-    assert f'value="{run.pk}"' in page.text and "Promote to observe" in page.text
-    response = post_promote(lead_client, rubric, run)
+    # At draft the page offers observe with a config version, never an evidence run.
+    assert "Enter observe" in page.text and f'<option value="{run.config.pk}"' in page.text
+    assert "Promote to observe" not in page.text
+    response = lead_client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+                                {"action": "enter", "config": run.config.pk, "reason": REASON})
     assert response.status_code == 302 and response["Location"] == page_url(rubric)
     rubric.refresh_from_db()
     assert rubric.stage == "observe"
-    event = RubricEvent.objects.get()
+    page = lead_client.get(page_url(rubric))
+    assert "entered observe" in page.text and "Promote to warn" in page.text
+    response = post_promote(lead_client, rubric, run, to_stage="warn")
+    assert response.status_code == 302
+    rubric.refresh_from_db()
+    assert rubric.stage == "warn"
+    event = RubricEvent.objects.order_by("id").last()
     assert (event.by, event.run, event.reason) == (lead, run, REASON)
     page = lead_client.get(page_url(rubric))
-    assert "promoted from draft to observe" in page.text
+    assert "promoted from observe to warn" in page.text
     assert f"run {run.pk}</a>" in page.text and "The evidence still holds" in page.text
 
 
@@ -244,7 +255,8 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     # judgments, the reviewers' labels on cases labeled twice, the newest drift check, latest CI, whether runs
     # exist, the promote and the renew forms' evidence menus (twice each: Django's ModelChoiceIterator queries
     # on each pass over the choices), the run they start on (the newest kept version, its runs, their
-    # staleness), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
+    # staleness), at observe whether another kept config exists to switch CI to (none here: the switch form is
+    # not shown), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
     # checks over time and the drift run at work.
-    with django_assert_num_queries(24):
+    with django_assert_num_queries(25):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -46,7 +46,7 @@ def test_it_lists_each_bad_item_by_index_and_writes_nothing(client, dataset, tok
     assert response.status_code == 400
     errors = response.json()["errors"]
     assert [(e["index"], e["field"]) for e in errors] == [
-        (1, "output"), (2, "input"), (2, "output"), (3, "external_id"), (4, None), (5, "trace.retrievedSources"),
+        (1, "output"), (2, "input"), (3, "external_id"), (4, None), (5, "trace.retrievedSources"),
     ]
     assert errors[0]["message"] == "must be a string, not a number"
     assert not Case.objects.exists()

@@ -96,8 +96,6 @@ def test_it_keeps_a_json_null_argument_apart_from_an_unchecked_one(dataset):
         (json.dumps(case(external_id="  ")), "external_id", "must not be empty"),
         (json.dumps(case(external_id=7)), "external_id", "must be a string, not a number"),
         (json.dumps(case(input=...)), "input", "is required"),
-        (json.dumps(case(output=...)), "output", "is required"),
-        (json.dumps(case(output=None)), "output", "must be a string, not null"),
         (json.dumps(case(output=["a"])), "output", "must be a string, not a list"),
         (json.dumps(case(trace="calls: none")), "trace", "must be an object, not a string"),
         (json.dumps(case(trace={"toolCalls": {"name": "x"}})), "trace.toolCalls", "must be a list of objects"),
@@ -142,14 +140,14 @@ def test_an_external_id_of_exactly_200_characters_is_stored_whole(dataset):
 def test_it_lists_every_error_of_the_file(dataset):
     content = jsonl(
         case(external_id="a"),
-        case(external_id="b", output=...),
+        case(external_id="b", input=...),
         "{not json",
         case(external_id="a"),
         case(external_id="c", trace=[], metadata=1),
     )
     errors = rejected(dataset, content)
     assert [(row, field) for row, field, _ in errors] == [
-        (2, "output"), (3, None), (4, "external_id"), (5, "trace"), (5, "metadata"),
+        (2, "input"), (3, None), (4, "external_id"), (5, "trace"), (5, "metadata"),
     ]
     assert "appears twice" in errors[2][2] and "first at 1" in errors[2][2]
     assert not Case.objects.exists()
@@ -279,7 +277,7 @@ def test_it_reports_csv_errors_with_the_line_each_row_starts_on(dataset):
 @pytest.mark.parametrize(
     ("header", "message"),
     [
-        ("external_id,input", "lacks the required column(s) output"),
+        ("external_id,output", "lacks the required column(s) input"),
         ("external_id,input,output,reply", "unknown column(s) reply"),
         ("external_id,input,output,input", "repeats the column(s) input"),
         # `answer` is the camelCase golden-dataset name of output (docs/cases.md)
@@ -316,13 +314,13 @@ def test_the_command_creates_the_dataset_and_reports_counts(db, tmp_path, capsys
 
 def test_the_command_lists_every_error_and_creates_nothing(db, tmp_path, capsys):
     path = tmp_path / "cases.data"
-    path.write_bytes(jsonl(case(external_id="a", output=...), "nope"))
+    path.write_bytes(jsonl(case(external_id="a", input=...), "nope"))
 
     with pytest.raises(CommandError, match="rejected with 2 error"):
         call_command("import_cases", "new-set", str(path), "--format", "jsonl")
 
     err = capsys.readouterr().err
-    assert "line 1: output: is required" in err and "line 2: is not valid JSON" in err
+    assert "line 1: input: is required" in err and "line 2: is not valid JSON" in err
     assert not Dataset.objects.filter(slug="new-set").exists()
 
 

@@ -1,0 +1,102 @@
+"""requires_cli: the one table from gate config field to the evalhub-gate version that first reads it; an older
+command meeting a field it does not know exits 2 naming the field and the version that knows it."""
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from judges.engine import JudgeConfig
+from judges.gate import VERSION
+from judges.gate.config import GATES_SCHEMA, parse_gate_config
+from judges.gate.messages import ConfigError
+from judges.gate.versions import FIELD_VERSIONS, check_versions, requires_cli, version_key
+
+GATE = Path(sys.executable).parent / "evalhub-gate"
+SPEC = {"rubric": "safe", "criteria": "No secrets.", "layers": ["contract"], "contract_checks": ["no_secrets"]}
+
+
+def config(**rubric_extra) -> dict:
+    judge = JudgeConfig.from_dict(SPEC).to_dict(include_hash=True)
+    rubric = {"slug": "safe", "criteria": "No secrets.", "stage": "observe", "fail_closed": False, "judge": judge,
+              "prices": {}, "calibration": None, "recalibration_needed": False, "recalibration_reasons": [],
+              "promoted_by": "lena", "promoted_at": "2026-01-01T00:00:00+00:00", **rubric_extra}
+    data = {"schema": GATES_SCHEMA, "generated_at": "2026-01-01T00:00:00+00:00", "rubrics": [rubric]}
+    return data | {"requires_cli": requires_cli(data | {"requires_cli": ""})}
+
+
+def test_every_field_the_engine_writes_is_in_the_table():
+    # A judge field added to the engine without a version would make the server's requires_cli raise.
+    judge = JudgeConfig.from_dict(SPEC).to_dict(include_hash=True)
+    assert {f"rubrics[].judge.{name}" for name in judge} <= set(FIELD_VERSIONS)
+
+
+def test_no_field_needs_a_newer_command_than_this_package():
+    assert max(FIELD_VERSIONS.values(), key=version_key) == VERSION
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "judges.gate.VERSION"}
+
+
+def test_requires_cli_is_the_highest_version_among_the_fields_used():
+    assert config()["requires_cli"] == "0.2.0"  # requires_cli itself is 0.2.0's
+    assert requires_cli({"schema": GATES_SCHEMA, "rubrics": []}) == "0.1.0"
+    with pytest.raises(ValueError, match=r"rubrics\[\]\.gate_on"):
+        requires_cli({"schema": GATES_SCHEMA, "rubrics": [{"slug": "x", "gate_on": "pass_rate"}]})
+
+
+def test_this_command_reads_what_its_table_knows():
+    [rubric] = parse_gate_config(config())
+    assert rubric.slug == "safe" and rubric.calibration is None
+
+
+@pytest.mark.parametrize("where", ["top", "rubric", "judge"])
+def test_an_unknown_field_is_refused_naming_it_and_the_version_that_knows_it(where):
+    data = config()
+    data["requires_cli"] = "0.9.0"
+    target = {"top": data, "rubric": data["rubrics"][0], "judge": data["rubrics"][0]["judge"]}[where]
+    target["gate_on"] = "pass_rate"
+    path = {"top": "gate_on", "rubric": "rubrics[0].gate_on", "judge": "rubrics[0].judge.gate_on"}[where]
+    with pytest.raises(ConfigError) as caught:
+        parse_gate_config(data)
+    message = caught.value.message
+    assert message.startswith(f"{path}: a gate config field evalhub-gate {VERSION} does not know")
+    assert "evalhub-gate 0.9.0 or newer knows it" in message
+
+
+def test_a_newer_requires_cli_is_refused_even_when_every_field_is_known():
+    with pytest.raises(ConfigError, match=rf"needs evalhub-gate 1\.0\.0 or newer; this is {VERSION}"):
+        check_versions(config() | {"requires_cli": "1.0.0"})
+    check_versions(config() | {"requires_cli": "0.10.0"}, version="0.10.0")  # compared as numbers, not text
+    with pytest.raises(ConfigError, match="needs evalhub-gate 0.10.0"):
+        check_versions(config() | {"requires_cli": "0.10.0"}, version="0.9.0")
+
+
+@pytest.mark.parametrize("bad", ["latest", "1.0", 2, "1.0.0\n", "1.0.0\n::error::x"])
+def test_a_requires_cli_that_is_not_a_version_is_a_config_error(bad):
+    with pytest.raises(ConfigError, match="requires_cli: expected a version"):
+        check_versions(config() | {"requires_cli": bad})
+
+
+def test_a_server_without_requires_cli_still_gets_the_field_named():
+    data = config()
+    del data["requires_cli"]
+    data["rubrics"][0]["gate_on"] = "pass_rate"
+    with pytest.raises(ConfigError, match=r"rubrics\[0\]\.gate_on: .* a newer evalhub-gate may know it"):
+        check_versions(data)
+
+
+def test_the_installed_command_exits_2_naming_the_field_and_the_version(tmp_path):
+    data = config() | {"requires_cli": "0.3.0"}
+    data["rubrics"][0]["min_agent_pass_rate"] = 0.9
+    (tmp_path / "gates.json").write_text(json.dumps(data))
+    (tmp_path / "outputs.jsonl").write_text(json.dumps({"id": "a", "question": "q", "answer": "fine"}) + "\n")
+    done = subprocess.run([str(GATE), "check", "--config", "gates.json", "--outputs", "outputs.jsonl"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert ("rubrics[0].min_agent_pass_rate: a gate config field evalhub-gate "
+            f"{VERSION} does not know; evalhub-gate 0.3.0 or newer knows it") in done.stderr
+    version = subprocess.run([str(GATE), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    assert version.stdout.strip() == f"evalhub-gate {VERSION}"
