@@ -7,6 +7,7 @@ from judges.drift import views as drift_views
 from judges.probes import views as probe_views
 from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
+from judges.runs import api as run_api
 from judges.runs import views as run_views
 
 app_name = "judges"
@@ -28,6 +29,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", run_views.run_retry, name="run_retry"),
     path("runs/<int:run_id>/judgments.<str:fmt>", run_views.run_export, name="run_export"),
+    path("api/datasets/<slug:slug>/ci-runs", run_api.ci_runs, name="api_ci_runs"),
     # Calibration report
     path("runs/<int:run_id>/report/", calibration_views.run_report, name="run_report"),
     path("runs/<int:run_id>/agreement/", calibration_views.run_agreement, name="run_agreement"),
