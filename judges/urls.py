@@ -9,6 +9,7 @@ from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
 from judges.runs import api as run_api
 from judges.runs import views as run_views
+from judges.traffic import views as traffic_views
 
 app_name = "judges"
 
@@ -48,6 +49,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/renew/", promotion_views.rubric_renew, name="promotion_renew"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
+    path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
     path("api/gates", promotion_api.gates, name="api_gates"),
     path("api/ci-results", promotion_api.ci_results_create, name="api_ci_results"),

@@ -36,6 +36,8 @@ from judges.promotion.selectors import (
     rubric_events,
     stand_in_hashes,
 )
+from judges.traffic.forms import TrafficJudgingForm
+from judges.traffic.selectors import traffic_pairs
 from labeling.models import Rubric
 
 EVENTS_PER_PAGE = 50
@@ -174,6 +176,8 @@ def _page(
         "events": rubric_events(rubric=rubric)[:RECENT_EVENTS],
         **_ci_context(request, rubric),
         **_drift_context(rubric, row),
+        "traffic_pairs": traffic_pairs(rubric=rubric),
+        "traffic_form": TrafficJudgingForm(),
     }
     if request.htmx and request.htmx.target == "ci-results":
         return render(request, "judges/promotion/promotion_rubric.html#ci", context)
