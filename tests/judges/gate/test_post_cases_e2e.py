@@ -140,6 +140,9 @@ def test_it_posts_the_judged_cases_as_ci_runs_once_and_a_reviewers_label_counts(
     assert "0 new, 0 changed, 6 already there" in again.stdout
     assert Case.objects.filter(dataset__slug="ci-traffic").count() == 6
     assert Judgment.objects.filter(run__in=runs).count() == 24 and Run.objects.filter(source="ci").count() == 2
+    for run in runs:
+        run.refresh_from_db()
+        assert run.total == run.done == 12
 
     # A reviewer finds a posted case in the queue and labels it; the CI run's report counts the label.
     assert run_figures(run=safety_run)["n"] == 0
