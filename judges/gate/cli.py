@@ -38,9 +38,9 @@ from typing import NoReturn
 from judges.engine import FolderCache
 from judges.gate.config import (
     ENV_ALLOW_ENV,
+    STAGES,
     allowed_env_names,
     check_calibrated,
-    STAGES,
     check_env_names,
     check_environment,
     check_prices,
@@ -220,7 +220,9 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     server = ref = None
     if args.post_cases:
         if not token:
-            raise ConfigError(f"--post-cases needs a token with cases:write and results:write (--token or ${TOKEN_ENV})")
+            raise ConfigError(
+                f"--post-cases needs a token with cases:write and results:write (--token or ${TOKEN_ENV})"
+            )
         server, ref = server_of(args.server, args.config), resolve_ref(args.ref, env)
     elif args.base_ref or args.server or args.ref:
         raise ConfigError("--server, --ref and --base-ref go with --post-cases DATASET (the dataset CI runs are "

@@ -89,7 +89,8 @@ def write_summary(
                   f"{one_line(case.reason)}", file=out)
     for r in results:
         counts = ", ".join(
-            f"{one_line(category or '(none)', 40)} {c['passed']}/{sum(c.values())}" for category, c in r.by_category().items()
+            f"{one_line(category or '(none)', 40)} {c['passed']}/{sum(c.values())}"
+            for category, c in r.by_category().items()
         )
         print(f"  pass by category, {one_line(r.rubric.slug, 80)}: {counts or 'no cases'}", file=out)
     for slug, changes in (against_base or {}).items():
@@ -144,12 +145,12 @@ def write_recalibration(rubrics: Sequence[GateRubric], out: TextIO, *, github: b
 
 
 def markdown_text(text: str, limit: int = 120) -> str:
-    """Untrusted text as inert Markdown on one line: every character but letters, digits and spaces as an
+    """Untrusted text as inert Markdown on one line: every character but letters, digits, spaces and `-` as an
     HTML character reference (no table break, tag, link, emphasis or autolink), and a zero-width space
     after each `@`, which GitHub would otherwise read as a mention once the references are decoded."""
     flat = one_line(text, limit)
     return "".join(
-        c if c.isalnum() or c == " " else f"&#{ord(c)};" + ("\u200b" if c == "@" else "") for c in flat
+        c if c.isalnum() or c in " -" else f"&#{ord(c)};" + ("\u200b" if c == "@" else "") for c in flat
     )
 
 
@@ -184,7 +185,8 @@ def write_step_summary(
         lines += [f"#### against {markdown_text(changes.base_ref, 80)}: {markdown_text(slug)}", "",
                   f"{len(changes.new_failures)} passed there and fail now; "
                   f"{len(changes.new_passes)} failed there and pass now.", ""]
-        lines += [f"- fails now: {markdown_text(external_id)}" for external_id in changes.new_failures[:MAX_LISTED_CASES]]
+        lines += [f"- fails now: {markdown_text(external_id)}"
+                  for external_id in changes.new_failures[:MAX_LISTED_CASES]]
         lines.append("")
     lines += ["#### where the budget went", "", f"| rubric | {' | '.join(BUDGET_HEADERS)} |",
               "| --- |" + " ---: |" * len(BUDGET_HEADERS)]
@@ -276,7 +278,7 @@ def results_payload(
     `per_case` (the JSON file) adds each rubric's cases with their repeats and the pass counts per category;
     `--post` sends the counts only (its body has a size limit), and `--post-cases` the cases themselves.
     """
-    payload = {
+    payload: dict[str, Any] = {
         "schema": RESULTS_SCHEMA,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "exit_code": code,
@@ -308,7 +310,8 @@ def results_payload(
             for r in results
         ],
     }
-    for item, r in zip(payload["rubrics"], results, strict=True):
+    items: list[dict[str, Any]] = payload["rubrics"]
+    for item, r in zip(items, results, strict=True):
         changes = (against_base or {}).get(r.rubric.slug)
         if changes is not None:
             item["against_base"] = {"ref": changes.base_ref, "new_failures": changes.new_failures,

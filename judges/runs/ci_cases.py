@@ -203,8 +203,9 @@ def ci_cases_store(*, dataset: Dataset, payload: Any, by) -> CiCasesStored:
             except ImportRejected as rejected:
                 raise CiCasesRejected([error.as_api() for error in rejected.errors]) from None
             created, updated = imported.created, imported.updated
-            cases = {c.external_id: c for c in Case.objects.filter(
-                dataset=dataset, external_id__in=[case["external_id"] for _, case, _ in fresh]).only("pk", "external_id")}
+            fresh_ids = [case["external_id"] for _, case, _ in fresh]
+            cases = {c.external_id: c for c in
+                     Case.objects.filter(dataset=dataset, external_id__in=fresh_ids).only("pk", "external_id")}
             recorded = judgments_record(
                 run=run, results=[(cases[case["external_id"]], j) for _, case, judgments in fresh for j in judgments]
             )

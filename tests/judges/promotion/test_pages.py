@@ -194,6 +194,6 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     # judgments, the newest drift check, latest CI, whether runs exist, the promote and the renew forms' evidence
     # menus (twice each: Django's ModelChoiceIterator queries on each pass over the choices), recent audit
     # entries, CI results, which of their judges is the scripted stand-in, the drift checks over time and the drift
-    # run at work.
-    with django_assert_num_queries(20):
+    # run at work, the traffic judging pairs and the traffic form's dataset menu.
+    with django_assert_num_queries(22):
         assert lead_client.get(page_url(rubric)).status_code == 200
