@@ -102,20 +102,18 @@ class CaseSource:
         return cls(ref=ref, branch=branch or None, run_url=context["run_url"])
 
 
-def _chunks(result: RubricResult, cases: Mapping[str, dict[str, Any]], source: CaseSource, repeats: int,
-            size: int) -> list[dict[str, Any]]:
-    bodies = []
-    for start in range(0, len(result.cases), size):
-        bodies.append({
-            "schema": CASES_SCHEMA, "ref": source.ref, "branch": source.branch, "run_url": source.run_url,
-            "rubric": result.rubric.slug, "config_hash": result.rubric.judge.config_hash, "repeats": repeats,
-            "cases": [
-                {"case": cases[case.external_id], "verdict": case.verdict,
-                 "judgments": [j.to_dict() for j in case.judgments]}
-                for case in result.cases[start : start + size]
-            ],
-        })
-    return bodies
+def _chunk(result: RubricResult, cases: Mapping[str, dict[str, Any]], source: CaseSource, repeats: int,
+           start: int, size: int) -> dict[str, Any]:
+    """One request's body: built when it is sent, so the posting holds one chunk at a time."""
+    return {
+        "schema": CASES_SCHEMA, "ref": source.ref, "branch": source.branch, "run_url": source.run_url,
+        "rubric": result.rubric.slug, "config_hash": result.rubric.judge.config_hash, "repeats": repeats,
+        "cases": [
+            {"case": cases[case.external_id], "verdict": case.verdict,
+             "judgments": [j.to_dict() for j in case.judgments]}
+            for case in result.cases[start : start + size]
+        ],
+    }
 
 
 def post_cases(
@@ -131,17 +129,17 @@ def post_cases(
     by_id = {case["external_id"]: case for case in cases}
     for result in results:
         slug = one_line(result.rubric.slug, 80)
-        bodies = _chunks(result, by_id, source, repeats, chunk_cases)
+        starts = range(0, len(result.cases), chunk_cases)
         totals = {"created": 0, "updated": 0, "unchanged": 0}
         run = None
-        for index, body in enumerate(bodies, start=1):
-            what = f"posting the cases of {slug}: chunk {index} of {len(bodies)}"
+        for index, start in enumerate(starts, start=1):
+            what = f"posting the cases of {slug}: chunk {index} of {len(starts)}"
+            body = _chunk(result, by_id, source, repeats, start, chunk_cases)
             try:
                 answer = post_case_chunk(server, dataset, token, body, what)
             except ConfigError as exc:
-                posted = sum(len(b["cases"]) for b in bodies[: index - 1])
                 raise ConfigError(
-                    f"{exc} (nothing of this chunk was written; {posted} case(s) of {slug} were posted before "
+                    f"{exc} (nothing of this chunk was written; {start} case(s) of {slug} were posted before "
                     f"it, in {index - 1} chunk(s); post the same ref again to finish)"
                 ) from None
             run = answer.get("run")
