@@ -102,7 +102,7 @@ class CaseSource:
         return cls(ref=ref, branch=branch or None, run_url=context["run_url"])
 
 
-def _chunk(result: RubricResult, cases: Mapping[str, dict[str, Any]], source: CaseSource, repeats: int,
+def chunk_body(result: RubricResult, cases: Mapping[str, dict[str, Any]], source: CaseSource, repeats: int,
            start: int, size: int) -> dict[str, Any]:
     """One request's body: built when it is sent, so the posting holds one chunk at a time."""
     return {
@@ -134,7 +134,7 @@ def post_cases(
         run = None
         for index, start in enumerate(starts, start=1):
             what = f"posting the cases of {slug}: chunk {index} of {len(starts)}"
-            body = _chunk(result, by_id, source, repeats, start, chunk_cases)
+            body = chunk_body(result, by_id, source, repeats, start, chunk_cases)
             try:
                 answer = post_case_chunk(server, dataset, token, body, what)
             except ConfigError as exc:

@@ -64,3 +64,17 @@ def test_load_demo_makes_a_semantic_run_through_the_stand_in_once():
     assert not judgments.filter(similarity__isnull=True).exists()
     assert set(judgments.values_list("layer", flat=True)) == {"semantic", "behavioral"}
     assert "scripted stand-in" in judgments.filter(layer="behavioral").first().reason
+
+
+@pytest.mark.django_db
+def test_load_demo_posts_ci_traffic_back_into_a_reviewers_queue_once(client):
+    call_command("load_demo", stdout=StringIO())
+    call_command("load_demo", stdout=StringIO())
+
+    run = Run.objects.select_related("config__rubric", "dataset").get(source=Run.Source.CI)
+    assert (run.dataset.slug, run.ref, run.config.rubric.slug) == ("ci-traffic", "demo-nightly", "tool-use")
+    assert run.judgments.count() == run.total == Case.objects.filter(dataset=run.dataset).count() == 12
+    reviewer = run.dataset.reviewers.order_by("username").first()
+    client.force_login(reviewer)
+    page = client.get("/label/ci-traffic/tool-use/").content.decode()
+    assert "demo-nightly/" in page
