@@ -72,3 +72,16 @@ def method_not_allowed(allowed: str) -> JsonResponse:
     response = JsonResponse({"error": f"Use {allowed}."}, status=405)
     response["Allow"] = allowed
     return response
+
+
+def bounded_body(request: HttpRequest, limit: int) -> bytes | None:
+    """An API request's body, or None when it is over `limit` bytes (declared or sent): read from the stream,
+    since request.body stops at DATA_UPLOAD_MAX_MEMORY_SIZE, which is meant for forms."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return None
+    body = request.read(limit + 1)
+    return None if len(body) > limit else body

@@ -4,7 +4,7 @@ a base ref's verdicts (a token with cases:write and results:write)."""
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from evalhub.access import token_required
+from evalhub.access import bounded_body, token_required
 from evalhub.models import Scope
 from judges.runs.ci_cases import CiCasesRejected, ci_cases_store
 from judges.runs.selectors import ci_run_verdicts
@@ -38,12 +38,8 @@ def ci_runs(request: HttpRequest, slug: str) -> HttpResponse:
         response["Allow"] = "GET, POST"
         return response
     limit = settings.EVALHUB_IMPORT_MAX_BYTES
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    body = request.read(limit + 1) if declared <= limit else b""
-    if declared > limit or len(body) > limit:
+    body = bounded_body(request, limit)
+    if body is None:
         return _errors(413, f"The body is over the limit of {limit:,} bytes: send smaller chunks.")
     try:
         payload = parse_json(body.decode("utf-8"))

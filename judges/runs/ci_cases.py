@@ -210,5 +210,6 @@ def ci_cases_store(*, dataset: Dataset, payload: Any, by) -> CiCasesStored:
                 run=run, results=[(cases[case["external_id"]], j) for _, case, judgments in fresh for j in judgments]
             )
             Run.objects.filter(pk=run.pk).update(total=F("total") + len(fresh) * chunk.repeats, finished_at=now)
+        run.refresh_from_db()  # the counters as this chunk left them
     return CiCasesStored(run=run, created=created, updated=updated, unchanged=len(posted) - created - updated,
                          judgments=recorded)

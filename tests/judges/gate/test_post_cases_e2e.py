@@ -19,6 +19,7 @@ from evalhub.models import ApiToken, Role, Scope
 from judges.calibration.selectors import run_figures
 from judges.configs.services import judge_config_save
 from judges.models import Judgment, RubricEvent, Run
+from judges.runs.services import RunError, run_retry_not_evaluated
 from labeling.models import Case, Dataset, Rubric, case_split
 from tests.conftest import PASSWORD, make_user
 from tests.judges.gate.test_pipeline_e2e import gate
@@ -156,6 +157,13 @@ def test_it_posts_the_judged_cases_as_ci_runs_once_and_a_reviewers_label_counts(
     })
     assert response.status_code in (200, 302)
     assert run_figures(run=safety_run)["n"] == 1
+
+    # The run page says what the run is; a CI run has nothing to re-run.
+    client.login(username="lena", password=PASSWORD)
+    page = client.get(f"/runs/{safety_run.pk}/").content.decode()
+    assert "A CI run" in page and "feature/x@abc123" in page and "/retry/" not in page
+    with pytest.raises(RunError):
+        run_retry_not_evaluated(run=safety_run)
 
 
 def test_it_compares_with_the_base_ref(live_server, world, tmp_path):
