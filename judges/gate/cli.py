@@ -262,17 +262,26 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print_error(ConfigError("; ".join(f"the key for rubric {one_line(slug)} was refused: {one_line(why)}"
                                           for slug, why in refused)))
         return code
+    problems = []
     try:
         against_base = _against_base(args, server, token, results, env)
-        write_summary(results, code, sys.stdout, against_base=against_base)
-        if github:
-            write_github_annotations(results, sys.stdout)
+    except ConfigError as exc:  # the verdicts are still summarised and reported, without the comparison
+        against_base = None
+        problems.append(exc)
+    write_summary(results, code, sys.stdout, against_base=against_base)
+    if github:
+        write_github_annotations(results, sys.stdout)
+    try:
         if env.get("GITHUB_STEP_SUMMARY"):
             write_step_summary(results, code, env["GITHUB_STEP_SUMMARY"], against_base=against_base)
         _report(args, token, results, code, cases=cases, env=env, server=server, ref=ref, against_base=against_base)
     except ConfigError as exc:
-        # A report asked for (a file, a post) that could not be made is a config error the pipeline must see.
-        print_error(exc)
+        problems.append(exc)
+    if problems:
+        # A report asked for (a comparison, a file, a post) that could not be made is a config error the
+        # pipeline must see.
+        for problem in problems:
+            print_error(problem)
         return exit_code(results, report_failed=True)
     return code
 

@@ -41,7 +41,7 @@ def test_load_demo_creates_the_demo_run_once():
     call_command("load_demo", stdout=StringIO())
     call_command("load_demo", stdout=StringIO())
 
-    run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE)
+    run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE, source=Run.Source.WORKER)
     cases = Case.objects.filter(dataset=run.dataset).count()
     assert run.config.rubric == Rubric.objects.get(slug="tool-use")
     assert run.status == Run.Status.FINISHED
