@@ -28,8 +28,8 @@ def lead_required(view: Callable) -> Callable:
     return wrapper
 
 
-def token_required(scope: str) -> Callable:
-    """An API view reachable only with a bearer token that carries `scope`.
+def token_required(*scopes: str) -> Callable:
+    """An API view reachable only with a bearer token that carries every one of `scopes` (none: any token).
 
     The view gets the token as `request.api_token`. Sessions do not count: scripts hold tokens,
     people hold sessions, and neither reaches the other's endpoints.
@@ -47,8 +47,10 @@ def token_required(scope: str) -> Callable:
             token = ApiToken.objects.filter(token_hash=hash_token(raw.strip()), revoked_at__isnull=True).first()
             if token is None:
                 return _api_error(401, "The API token is unknown or revoked.")
-            if scope not in token.scopes:
-                return _api_error(403, f"This token lacks the scope '{scope}'.")
+            missing = [scope for scope in scopes if scope not in token.scopes]
+            if missing:
+                named = " and ".join(f"'{scope}'" for scope in missing)
+                return _api_error(403, f"This token lacks the scope{'s' if len(missing) > 1 else ''} {named}.")
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
             request.api_token = token
             return view(request, *args, **kwargs)
@@ -70,3 +72,16 @@ def method_not_allowed(allowed: str) -> JsonResponse:
     response = JsonResponse({"error": f"Use {allowed}."}, status=405)
     response["Allow"] = allowed
     return response
+
+
+def bounded_body(request: HttpRequest, limit: int) -> bytes | None:
+    """An API request's body, or None when it is over `limit` bytes (declared or sent): read from the stream,
+    since request.body stops at DATA_UPLOAD_MAX_MEMORY_SIZE, which is meant for forms."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return None
+    body = request.read(limit + 1)
+    return None if len(body) > limit else body

@@ -7,5 +7,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalhub.settings")
 app = Celery("evalhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The judges app keeps its tasks with the runs they work on (judges/runs/tasks.py) and the drift check's
-# beside it (judges/drift/tasks.py).
-app.autodiscover_tasks(["judges.runs", "judges.drift"])
+# and traffic judging's beside it (judges/drift/tasks.py, judges/traffic/tasks.py).
+app.autodiscover_tasks(["judges.runs", "judges.drift", "judges.traffic"])

@@ -295,9 +295,12 @@ EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)
 # The sweep requeues runs whose lease ran out; a worker started with -B (scripts/start.sh) runs it.
 # The drift check (docs/promotion.md) judges each promoted rubric's current cases; daily by default.
 EVALHUB_DRIFT_INTERVAL_SECONDS = env_int("EVALHUB_DRIFT_INTERVAL_SECONDS", 24 * 60 * 60)
+# How often traffic judging looks for new cases of the (rubric, dataset) pairs a lead turned on.
+EVALHUB_TRAFFIC_INTERVAL_SECONDS = env_int("EVALHUB_TRAFFIC_INTERVAL_SECONDS", 5 * 60)
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},
     "drift-check": {"task": "judges.drift_check", "schedule": float(EVALHUB_DRIFT_INTERVAL_SECONDS)},
+    "traffic-judge": {"task": "judges.traffic_judge", "schedule": float(EVALHUB_TRAFFIC_INTERVAL_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 

@@ -83,6 +83,13 @@ class Run(models.Model):
         FINISHED = "finished", "finished"
         CANCELLED = "cancelled", "cancelled"
 
+    class Source(models.TextChoices):
+        # Who wrote the judgments: the app's worker, CI posting back what it judged (evalhub-gate check
+        # --post-cases), or the periodic traffic judging of a (rubric, dataset) pair.
+        WORKER = "worker", "worker"
+        CI = "ci", "CI"
+        TRAFFIC = "traffic", "traffic"
+
     class Probe(models.TextChoices):
         VERBOSITY = "verbosity", "verbosity"
         SYCOPHANCY = "sycophancy", "sycophancy"
@@ -124,10 +131,18 @@ class Run(models.Model):
     lease_until = models.DateTimeField(null=True, blank=True)
     # The start form's idempotency token: a double click or a resubmitted form starts one run.
     start_token = models.UUIDField(null=True, blank=True, unique=True)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.WORKER, db_default="worker")
+    # A CI run's commit (or any ref the pipeline names): one CI run per (config, dataset, ref).
+    ref = models.CharField(max_length=100, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["config", "-created_at"], name="run_config_recent")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["config", "dataset", "ref"], condition=models.Q(source="ci"), name="run_one_ci_run_per_ref"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk}"
@@ -240,6 +255,7 @@ class RubricEvent(models.Model):
         DEMOTE = "demote", "demotion"
         THRESHOLDS = "thresholds", "thresholds change"
         FAIL_CLOSED = "fail_closed", "fail_closed change"
+        TRAFFIC = "traffic", "traffic judging change"  # on or off for a dataset, in `changes`
 
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=12, choices=Kind.choices)
@@ -363,3 +379,25 @@ class DriftCheck(models.Model):
 
     def __str__(self) -> str:
         return f"drift check of {self.rubric} on run {self.evidence_run_id}"
+
+
+class TrafficJudging(models.Model):
+    """A lead's switch that has the periodic task judge a dataset's new cases for a rubric (docs/gate.md,
+    "Traffic without CI"): each traffic run covers the cases created since the pair's last one, with the
+    config the gate config gives the rubric. Turning it on or off is audited (a RubricEvent)."""
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="traffic_judging")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="traffic_judging")
+    enabled = models.BooleanField(default=True)
+    # The highest case id a traffic run of this pair has taken: the next run takes the cases above it.
+    last_case_id = models.BigIntegerField(default=0)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    changed_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rubric", "dataset"], name="trafficjudging_one_per_pair"),
+        ]
+
+    def __str__(self) -> str:
+        return f"traffic judging of {self.rubric} on {self.dataset}"

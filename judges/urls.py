@@ -7,7 +7,9 @@ from judges.drift import views as drift_views
 from judges.probes import views as probe_views
 from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
+from judges.runs import api as run_api
 from judges.runs import views as run_views
+from judges.traffic import views as traffic_views
 
 app_name = "judges"
 
@@ -28,6 +30,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", run_views.run_retry, name="run_retry"),
     path("runs/<int:run_id>/judgments.<str:fmt>", run_views.run_export, name="run_export"),
+    path("api/datasets/<slug:slug>/ci-runs", run_api.ci_runs, name="api_ci_runs"),
     # Calibration report
     path("runs/<int:run_id>/report/", calibration_views.run_report, name="run_report"),
     path("runs/<int:run_id>/agreement/", calibration_views.run_agreement, name="run_agreement"),
@@ -47,6 +50,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/renew/", promotion_views.rubric_renew, name="promotion_renew"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
+    path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
     path("api/gates", promotion_api.gates, name="api_gates"),
     path("api/ci-results", promotion_api.ci_results_create, name="api_ci_results"),

@@ -27,7 +27,7 @@ DJANGO_FREE_MODULES = (
 STACK = (
     ("judges.engine", "judges.gate"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift"),
+    ("judges.probes", "judges.drift", "judges.traffic"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )

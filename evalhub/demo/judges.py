@@ -24,12 +24,16 @@ from django.db import transaction
 from evalhub.demo.labeling import RETURNS_POLICY_SLUG
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
+from judges.gate.config import parse_gate_config
+from judges.gate.judging import judge_all
+from judges.gate.posting import CaseSource, chunk_body
 from judges.models import CiResult, JudgeConfig, ModelPrice, Run, RunChunk
 from judges.probes.services import probes_start
 from judges.promotion import services as promotion_services
 from judges.promotion.ci_results import ci_results_store
 from judges.promotion.gate_config import gate_config
 from judges.runs import services, worker
+from judges.runs.ci_cases import ci_cases_store
 from judges.runs.variants import PROBE_KINDS
 from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, PolicyDocument, Rubric
@@ -228,6 +232,11 @@ LENIENT_NOTE = "demo: behavioral judge by the scripted stand-in (not a model) th
 STRICT_NOTE = "demo: behavioral judge by the scripted stand-in (not a model), with a stand-in second opinion"
 CI_TOKEN_NAME = "demo: evalhub-gate run by load_demo"
 CI_DEMO_CASES = 12  # enough for a few failures to show, few enough to stay quick
+# The living dataset the demo's nightly CI posts its judged traffic back into, for the reviewers.
+CI_TRAFFIC_DATASET = "ci-traffic"
+CI_DEMO_REF = "demo-nightly"
+CI_CASE_FIELDS = ("external_id", "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
+                  "expected_tool_argument", "expected_source", "category")
 
 
 def _behavioral_spec(model: str, *, second_opinion: bool) -> dict:
@@ -275,8 +284,7 @@ def _post_ci_results(*, dataset: Dataset) -> int:
     if CiResult.objects.exists():
         return 0
     cases = [engine_case(case) for case in dataset.cases.order_by("external_id")[:CI_DEMO_CASES]]
-    fields = ("external_id", "input", "output", "trace", "golden_answer", "expected_behaviour", "expected_tool",
-              "expected_tool_argument", "expected_source", "category")
+    fields = CI_CASE_FIELDS
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         (work / "gates.json").write_text(json.dumps(gate_config()))
@@ -322,6 +330,28 @@ def _observe_from_day_one(*, by) -> Rubric:
     return rubric
 
 
+def _post_ci_cases(*, dataset: Dataset, by) -> Run | None:
+    """The loop: the nightly check's judged cases posted back into the living dataset ci-traffic, as
+    `evalhub-gate check --post-cases` does (the same request body, stored by the same service, without the
+    HTTP): its cases in the demo reviewers' queue, its verdicts the CI run of tool-use's gated judge."""
+    traffic, _ = Dataset.objects.get_or_create(
+        slug=CI_TRAFFIC_DATASET, defaults={"name": "CI traffic", "description": "What the nightly CI judged, "
+                                           "posted back by evalhub-gate check --post-cases for the reviewers."},
+    )
+    if Run.objects.filter(source=Run.Source.CI, dataset=traffic).exists():
+        return None
+    traffic.reviewers.add(*dataset.reviewers.all())
+    [rubric] = [r for r in parse_gate_config(gate_config()) if r.slug == "tool-use"]
+    cases = [{k: v for k, v in engine_case(case).items() if k in CI_CASE_FIELDS}
+             for case in dataset.cases.order_by("-external_id")[:CI_DEMO_CASES]]
+    for case in cases:  # the newest agent's answers: the same, this time
+        case["metadata"] = {"agent_model": "demo-agent-nightly"}
+    [result] = judge_all([rubric], cases, repeats=1, concurrency=4, cache=None, env={})
+    body = chunk_body(result, {c["external_id"]: c for c in cases},
+                      CaseSource(ref=CI_DEMO_REF, branch="main", run_url=None), 1, 0, len(cases))
+    return ci_cases_store(dataset=traffic, payload=body, by=by).run
+
+
 def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dict:
     """load_demo's call, after the two runs above: the story a lead's day starts from.
 
@@ -360,4 +390,5 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
                     reason="demo: the order tool contract is deterministic and agrees with the reviewers")
         _observe_from_day_one(by=lena)
         posted = _post_ci_results(dataset=dataset)
-    return {"lenient": lenient, "strict": strict, "ci_results": posted}
+        ci_run = _post_ci_cases(dataset=dataset, by=lena)
+    return {"lenient": lenient, "strict": strict, "ci_results": posted, "ci_run": ci_run}

@@ -5,6 +5,8 @@
     evalhub-gate check --config URL_OR_FILE [--token TOKEN] [--cases cases.jsonl] --outputs FILE.jsonl
                        [--repeats K] [--max-cost-usd X] [--require-calibrated] [--junit FILE] [--json FILE]
                        [--post URL] [--cache-dir DIR] [--concurrency N]
+                       [--rubric SLUG]… [--stage STAGE]… [--layers contract]
+                       [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]]
 
 Plain Python with no Django import: a pipeline runs it with the package installed and no server or
 database. `cases` writes the cases a pipeline runs its agent on (a cases:read token); `check` reads the
@@ -39,6 +41,7 @@ from judges.engine import FolderCache
 from judges.gate import VERSION
 from judges.gate.config import (
     ENV_ALLOW_ENV,
+    STAGES,
     allowed_env_names,
     check_calibrated,
     check_env_names,
@@ -46,11 +49,22 @@ from judges.gate.config import (
     check_prices,
     load_gate_config,
     parse_gate_config,
+    select_rubrics,
 )
 from judges.gate.judging import EXIT_CONFIG, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
 from judges.gate.messages import ConfigError, one_line, print_error
 from judges.gate.outputs import read_cases, read_cases_and_outputs, read_outputs
+from judges.gate.posting import (
+    CaseSource,
+    changes_against_base,
+    check_post_scopes,
+    default_base_ref,
+    post_cases,
+    resolve_ref,
+    server_of,
+)
 from judges.gate.report import (
+    BaseChanges,
     junit_xml,
     results_payload,
     write_github_annotations,
@@ -148,6 +162,25 @@ def build_parser() -> argparse.ArgumentParser:
                        help="let a judge read this variable too (repeatable; also $" + ENV_ALLOW_ENV + ", "
                        "comma-separated); OPENAI_*/ANTHROPIC_* keys and URLs and EVALHUB_JUDGE_* need no "
                        "leave, and GITHUB_*, ACTIONS_*, RUNNER_*, CI_* and the app's own are never allowed")
+    scope = check.add_argument_group("scope", "judge only some of the gate config's rubrics (a scope that selects "
+                                              "none is a config error)")
+    scope.add_argument("--rubric", action="append", default=[], metavar="SLUG",
+                       help="only this rubric (repeatable; a slug the gate config lacks is a config error)")
+    scope.add_argument("--stage", action="append", default=[], choices=STAGES, help="only rubrics at this stage "
+                                                                                     "(repeatable)")
+    scope.add_argument("--layers", choices=("contract",),
+                       help="contract: only deterministic rubrics (contract checks, no model): the fast job")
+    loop = check.add_argument_group("posting back", "what the check judged becomes cases of a living dataset for "
+                                                    "reviewers, and the judgments of a CI run of each rubric")
+    loop.add_argument("--post-cases", metavar="DATASET",
+                      help="post the judged cases to this dataset (a token with cases:write and results:write)")
+    loop.add_argument("--server", metavar="URL", help="evalhub's address (default: the origin of a --config URL)")
+    loop.add_argument("--ref", metavar="REF",
+                      help="the ref the cases are named after, <ref>/<external_id> (default: $GITHUB_SHA, else the "
+                           "git commit)")
+    loop.add_argument("--base-ref", metavar="REF",
+                      help="name the cases that passed at this posted ref and fail now, and the reverse (default: a "
+                           "pull request's base commit on GitHub Actions, when it was posted)")
     return parser
 
 
@@ -212,8 +245,22 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         checked_url(args.post, given_as="--post")  # before any judging: a bad address would waste the calls
         if not token:
             raise ConfigError(f"--post needs a token with results:write (--token or ${TOKEN_ENV})")
+    server = ref = None
+    if args.post_cases:
+        if not token:
+            raise ConfigError(
+                f"--post-cases needs a token with cases:write and results:write (--token or ${TOKEN_ENV})"
+            )
+        server = checked_url(server_of(args.server, args.config), given_as="--server")
+        ref = resolve_ref(args.ref, env)
+    elif args.base_ref or args.server or args.ref:
+        raise ConfigError("--server, --ref and --base-ref go with --post-cases DATASET (the dataset CI runs are "
+                          "posted to)")
     allowed_env = allowed_env_names(args.allow_env, env)
-    rubrics = parse_gate_config(load_gate_config(args.config, token=token))
+    rubrics = select_rubrics(
+        parse_gate_config(load_gate_config(args.config, token=token)),
+        slugs=args.rubric, stages=args.stage, contract_only=args.layers == "contract",
+    )
     check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
     if args.require_calibrated:
         check_calibrated(rubrics)
@@ -221,6 +268,9 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         check_prices(rubrics)
     cases = read_cases_and_outputs(args.cases, args.outputs) if args.cases else read_outputs(args.outputs)
     check_environment(rubrics, env)
+    if server is not None:
+        assert token is not None
+        check_post_scopes(server, token)  # a token that cannot post is refused before anything is judged
     cache = None if args.no_cache else _cache(args.cache_dir)
     github = env.get("GITHUB_ACTIONS") == "true"
 
@@ -241,14 +291,24 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print_error(ConfigError("; ".join(f"the key for rubric {one_line(slug)} was refused: {one_line(why)}"
                                           for slug, why in refused)))
         return code
-    write_summary(results, code, sys.stdout)
+    problems = []
+    try:
+        against_base = _against_base(args, server, token, results, env)
+    except ConfigError as exc:  # the verdicts are still summarised and reported, without the comparison
+        against_base = None
+        problems.append(exc)
+    write_summary(results, code, sys.stdout, against_base=against_base)
     if github:
         write_github_annotations(results, sys.stdout)
     try:
-        _report(args, token, results, code, n_cases=len(cases), env=env, github=github)
+        _report(args, token, results, code, cases=cases, env=env, server=server, ref=ref, against_base=against_base)
     except ConfigError as exc:
-        # A report asked for (a file, a post) that could not be made is a config error the pipeline must see.
-        print_error(exc)
+        problems.append(exc)
+    if problems:
+        # A report asked for (a comparison, a file, a post) that could not be made is a config error the
+        # pipeline must see.
+        for problem in problems:
+            print_error(problem)
         return exit_code(results, report_failed=True)
     return code
 
@@ -260,9 +320,22 @@ def _cache(path: str) -> FolderCache:
         raise ConfigError(f"--cache-dir {path}: {exc.strerror or exc}") from None
 
 
+def _against_base(
+    args: argparse.Namespace, server: str | None, token: str | None, results: list[RubricResult],
+    env: Mapping[str, str],
+) -> dict[str, BaseChanges] | None:
+    """The cases that changed verdict against the base ref's CI runs, read from the server (--post-cases)."""
+    base_ref = args.base_ref or default_base_ref(env)
+    if server is None or token is None or not base_ref:
+        return None
+    return changes_against_base(results, server=server, dataset=args.post_cases, token=token, base_ref=base_ref,
+                                out=sys.stdout)
+
+
 def _report(
-    args: argparse.Namespace, token: str | None, results: list[RubricResult], code: int, *, n_cases: int,
-    env: Mapping[str, str], github: bool,
+    args: argparse.Namespace, token: str | None, results: list[RubricResult], code: int, *,
+    cases: list[dict], env: Mapping[str, str], server: str | None, ref: str | None,
+    against_base: dict[str, BaseChanges] | None,
 ) -> None:
     summary = env.get("GITHUB_STEP_SUMMARY")
     if github and summary:
@@ -270,18 +343,28 @@ def _report(
             write_step_summary(results, code, summary)
         except OSError as exc:
             raise ConfigError(f"writing $GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}") from None
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            write_step_summary(results, code, summary, against_base=against_base)
+        except OSError as exc:
+            raise ConfigError(f"writing $GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}") from None
     if args.junit:
         _write(args.junit, junit_xml(results))
-    payload = results_payload(
-        results, code=code, repeats=args.repeats, n_cases=n_cases, env=env, max_cost_usd=args.max_cost_usd
-    )
+    common = {"code": code, "repeats": args.repeats, "n_cases": len(cases), "env": env,
+              "max_cost_usd": args.max_cost_usd, "against_base": against_base}
     if args.json:
-        _write(args.json, json.dumps(payload, indent=2).encode())
+        _write(args.json, json.dumps(results_payload(results, per_case=True, **common), indent=2).encode())
     if args.post:
         sys.stdout.flush()
         assert token is not None  # _check refuses --post without a token
-        post_results(args.post, token, payload)
+        post_results(args.post, token, results_payload(results, **common))
         print(f"evalhub-gate: results posted to {one_line(args.post)}", file=sys.stdout)
+    if server is not None and ref is not None:
+        sys.stdout.flush()
+        assert token is not None  # _check refuses --post-cases without a token
+        post_cases(results, cases, server=server, dataset=args.post_cases, token=token,
+                   source=CaseSource.of(ref, env), repeats=args.repeats, out=sys.stdout)
 
 
 def _write(path: str, data: bytes) -> None:

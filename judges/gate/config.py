@@ -170,6 +170,33 @@ def check_prices(rubrics: Sequence[GateRubric]) -> None:
         )
 
 
+def select_rubrics(
+    rubrics: Sequence[GateRubric], *, slugs: Sequence[str], stages: Sequence[str], contract_only: bool
+) -> list[GateRubric]:
+    """The rubrics a scoped check judges (--rubric, --stage, --layers contract), in the gate config's order.
+
+    A slug the gate config does not have is a config error (a typo must not pass as "nothing to judge"),
+    and so is a scope that selects no rubric.
+    """
+    known = {r.slug for r in rubrics}
+    unknown = [slug for slug in dict.fromkeys(slugs) if slug not in known]
+    if unknown:
+        raise ConfigError(
+            "--rubric: the gate config has no rubric " + ", ".join(one_line(s, 80) for s in unknown)
+            + " (it lists " + (", ".join(one_line(s, 80) for s in sorted(known)) or "none") + ")"
+        )
+    chosen = [
+        r for r in rubrics
+        if (not slugs or r.slug in slugs) and (not stages or r.stage in stages)
+        and (not contract_only or list(r.judge.layers) == ["contract"])
+    ]
+    if not chosen:
+        scope = [f"--rubric {' '.join(slugs)}" if slugs else "", f"--stage {' '.join(stages)}" if stages else "",
+                 "--layers contract" if contract_only else ""]
+        raise ConfigError(f"the scope {one_line(' '.join(s for s in scope if s))} selects no rubric of the gate config")
+    return chosen
+
+
 def check_calibrated(rubrics: Sequence[GateRubric]) -> None:
     """--require-calibrated: a rubric marked recalibration needed is a config error."""
     marked = [r for r in rubrics if r.recalibration_needed]

@@ -49,16 +49,42 @@ def budget(judgments: Iterable[Judgment]) -> dict[str, Any]:
     }
 
 
+def repeat_summary(judgment: Judgment) -> dict[str, Any]:
+    """One repeat as the JSON, JUnit and the posted cases show it: what decided, and why."""
+    return {
+        "repeat": judgment.repeat,
+        "verdict": judgment.outcome,
+        "layer": judgment.layer,
+        "failed_checks": [check.get("name") for check in judgment.checks if not check.get("passed")],
+        "scores": judgment.scores,
+        "similarity": judgment.similarity,
+        "reason": judgment.reason,
+    }
+
+
 @dataclass
 class CaseResult:
     external_id: str
     verdict: str  # pass | fail | not_evaluated, after the majority of repeats
     reason: str
     judgments: list[Judgment]
+    category: str = ""
 
     @property
     def seconds(self) -> float:
         return sum(j.latency_ms for j in self.judgments) / 1000
+
+    @property
+    def flipped(self) -> bool:
+        """Whether the evaluated repeats disagreed (one said pass, another fail)."""
+        return len({j.outcome for j in self.judgments if j.evaluated}) > 1
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "external_id": self.external_id, "category": self.category, "verdict": self.verdict,
+            "flipped": self.flipped, "reason": self.reason,
+            "repeats": [repeat_summary(j) for j in self.judgments],
+        }
 
 
 @dataclass
@@ -96,6 +122,16 @@ class RubricResult:
     @property
     def judgments(self) -> list[Judgment]:
         return [j for case in self.cases for j in case.judgments]
+
+    def by_category(self) -> dict[str, dict[str, int]]:
+        """{category: {passed, failed, not_evaluated}} of the case verdicts, categories in name order."""
+        counts: dict[str, Counter[str]] = {}
+        for case in self.cases:
+            counts.setdefault(case.category, Counter())[case.verdict] += 1
+        return {
+            category: {"passed": c["pass"], "failed": c["fail"], "not_evaluated": c["not_evaluated"]}
+            for category, c in sorted(counts.items())
+        }
 
     @property
     def budget(self) -> dict[str, Any]:
@@ -190,7 +226,7 @@ def judge_all(
         for case in cases:
             mine = [judgments[(index, case["external_id"], repeat)] for repeat in range(1, repeats + 1)]
             verdict, reason = case_verdict(mine, gate=rubric.stage == "gate")
-            result.cases.append(CaseResult(case["external_id"], verdict, reason, mine))
+            result.cases.append(CaseResult(case["external_id"], verdict, reason, mine, case.get("category") or ""))
         results.append(result)
     return results
 

@@ -3,18 +3,30 @@ results JSON that `--json` writes and `--post` sends."""
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from judges.gate.config import GateRubric
-from judges.gate.judging import BUDGET_FIELDS, OVERALL, RubricResult, budget
-from judges.gate.messages import one_line
+from judges.gate.judging import BUDGET_FIELDS, OVERALL, RubricResult, budget, repeat_summary
+from judges.gate.messages import ConfigError, one_line
 
 RESULTS_SCHEMA = "evalhub.ci-results/v1"
+
+
+@dataclass(frozen=True)
+class BaseChanges:
+    """One rubric's cases against the base ref's CI run: passed there and fail now, and the reverse."""
+
+    base_ref: str
+    new_failures: list[str]
+    new_passes: list[str]
+
 # The results posted back name at most this many failed or not-evaluated cases per rubric.
 MAX_LISTED_CASES = 100
 _XML_INVALID_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -50,9 +62,12 @@ def totals(results: Sequence[RubricResult]) -> dict[str, Any]:
     return budget(j for r in results for j in r.judgments)
 
 
-def write_summary(results: Sequence[RubricResult], code: int, out: TextIO) -> None:
-    """The verdicts per rubric, a line per case that failed or was not evaluated, then where the budget
-    went per rubric, ending with the totals and the exit code."""
+def write_summary(
+    results: Sequence[RubricResult], code: int, out: TextIO, *, against_base: Mapping[str, BaseChanges] | None = None
+) -> None:
+    """The verdicts per rubric, a line per case that failed or was not evaluated, the pass counts per
+    category, what changed against the base ref, then where the budget went per rubric, ending with the
+    totals and the exit code."""
     rows = [
         (
             one_line(r.rubric.slug, 80),
@@ -72,6 +87,18 @@ def write_summary(results: Sequence[RubricResult], code: int, out: TextIO) -> No
             closed = " (fail_closed: counts as fail)" if case.verdict == "not_evaluated" and tag == "FAIL" else ""
             print(f"  {tag} {one_line(r.rubric.slug, 80)} {one_line(case.external_id, 120)}{closed}: "
                   f"{one_line(case.reason)}", file=out)
+    for r in results:
+        counts = ", ".join(
+            f"{one_line(category or '(none)', 40)} {c['passed']}/{sum(c.values())}"
+            for category, c in r.by_category().items()
+        )
+        print(f"  pass by category, {one_line(r.rubric.slug, 80)}: {counts or 'no cases'}", file=out)
+    for slug, changes in (against_base or {}).items():
+        print(f"  against base {one_line(changes.base_ref, 80)}, {one_line(slug, 80)}: "
+              f"{len(changes.new_failures)} passed there and fail now, {len(changes.new_passes)} failed there and "
+              "pass now", file=out)
+        for external_id in changes.new_failures[:MAX_LISTED_CASES]:
+            print(f"    NEWLY FAILING {one_line(external_id, 120)}", file=out)
     budget_rows = [(one_line(r.rubric.slug, 80), *_budget_cells(r.budget)) for r in results]
     budget_rows.append(("total", *_budget_cells(totals(results))))
     print("where the budget went:", file=out)
@@ -91,12 +118,16 @@ def workflow_command(level: str, title: str, message: str) -> str:
 
 
 def write_github_annotations(results: Sequence[RubricResult], out: TextIO) -> None:
-    """`::warning` for a warn-stage failure, `::error` for a gate-stage one (GITHUB_ACTIONS=true)."""
+    """`::warning` for a warn-stage failure and for a gate-stage case not evaluated (that does not count as
+    a failure), `::error` for a gate-stage failure (GITHUB_ACTIONS=true)."""
     for r in results:
         for case in r.cases:
-            if not r.counts_as_failure(case):
+            if r.counts_as_failure(case):
+                level = "error" if r.rubric.stage == "gate" else "warning"
+            elif r.rubric.stage == "gate" and case.verdict == "not_evaluated":
+                level = "warning"
+            else:
                 continue
-            level = "error" if r.rubric.stage == "gate" else "warning"
             message = f"{one_line(case.external_id, 120)}: {case.verdict}: {one_line(case.reason)}"
             print(workflow_command(level, f"evalhub {r.rubric.stage} {r.rubric.slug}", message), file=out)
 
@@ -113,28 +144,59 @@ def write_recalibration(rubrics: Sequence[GateRubric], out: TextIO, *, github: b
             print(workflow_command("warning", f"evalhub recalibration needed {rubric.slug}", reasons), file=out)
 
 
-def write_step_summary(results: Sequence[RubricResult], code: int, path: str) -> None:
-    """A markdown table for the GitHub Actions job page (GITHUB_STEP_SUMMARY)."""
+def markdown_text(text: str, limit: int = 120) -> str:
+    """Untrusted text as inert Markdown on one line: every character but letters, digits, spaces and `-` as an
+    HTML character reference (no table break, tag, link, emphasis or autolink), and a zero-width space
+    after each `@`, which GitHub would otherwise read as a mention once the references are decoded."""
+    flat = one_line(text, limit)
+    return "".join(
+        c if c.isalnum() or c in " -" else f"&#{ord(c)};" + ("\u200b" if c == "@" else "") for c in flat
+    )
 
-    def cell(text: str) -> str:
-        return one_line(text, 120).replace("|", "\\|").replace("<", "&lt;")
 
-    lines = [
-        f"### evalhub-gate: {OVERALL[code].replace('_', ' ')} (exit {code})",
-        "",
-        "| rubric | stage | pass | fail | not evaluated | outcome |",
-        "| --- | --- | ---: | ---: | ---: | --- |",
-    ]
-    lines += [
-        f"| {cell(r.rubric.slug)} | {r.rubric.stage} | {r.passed} | {r.failed} | {r.not_evaluated} | "
-        f"{r.outcome.replace('_', ' ')} |"
-        for r in results
-    ]
-    lines += ["", f"| rubric | {' | '.join(BUDGET_HEADERS)} |", "| --- |" + " ---: |" * len(BUDGET_HEADERS)]
-    lines += [f"| {cell(r.rubric.slug)} | {' | '.join(_budget_cells(r.budget))} |" for r in results]
+def write_step_summary(
+    results: Sequence[RubricResult], code: int, path: str, *, against_base: Mapping[str, BaseChanges] | None = None,
+) -> None:
+    """Markdown for the GitHub Actions job page (GITHUB_STEP_SUMMARY): a table per stage, the failures with
+    their reasons, what changed against the base ref, and where the budget went."""
+    lines = [f"### evalhub-gate: {OVERALL[code].replace('_', ' ')} (exit {code})", ""]
+    for stage in ("gate", "warn", "observe"):
+        staged = [r for r in results if r.rubric.stage == stage]
+        if not staged:
+            continue
+        lines += [f"#### {stage}", "", "| rubric | pass | fail | not evaluated | outcome | pass by category |",
+                  "| --- | ---: | ---: | ---: | --- | --- |"]
+        for r in staged:
+            categories = ", ".join(
+                f"{markdown_text(category or '(none)', 40)} {c['passed']}/{sum(c.values())}"
+                for category, c in r.by_category().items()
+            )
+            lines.append(f"| {markdown_text(r.rubric.slug)} | {r.passed} | {r.failed} | {r.not_evaluated} | "
+                         f"{r.outcome.replace('_', ' ')} | {categories} |")
+        lines.append("")
+    failures = [(r, case) for r in results for case in r.cases if r.counts_as_failure(case)]
+    if failures:
+        lines += ["#### failures", "", "| rubric | case | verdict | reason |", "| --- | --- | --- | --- |"]
+        lines += [f"| {markdown_text(r.rubric.slug)} | {markdown_text(case.external_id)} | "
+                  f"{case.verdict.replace('_', ' ')} | {markdown_text(case.reason, 300)} |"
+                  for r, case in failures[:MAX_LISTED_CASES]]
+        lines.append("")
+    for slug, changes in (against_base or {}).items():
+        lines += [f"#### against {markdown_text(changes.base_ref, 80)}: {markdown_text(slug)}", "",
+                  f"{len(changes.new_failures)} passed there and fail now; "
+                  f"{len(changes.new_passes)} failed there and pass now.", ""]
+        lines += [f"- fails now: {markdown_text(external_id)}"
+                  for external_id in changes.new_failures[:MAX_LISTED_CASES]]
+        lines.append("")
+    lines += ["#### where the budget went", "", f"| rubric | {' | '.join(BUDGET_HEADERS)} |",
+              "| --- |" + " ---: |" * len(BUDGET_HEADERS)]
+    lines += [f"| {markdown_text(r.rubric.slug)} | {' | '.join(_budget_cells(r.budget))} |" for r in results]
     lines.append(f"| **total** | {' | '.join(_budget_cells(totals(results)))} |")
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write("\n".join(lines) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"writing the step summary {path}: {exc.strerror or exc}") from None
 
 
 def _xml_text(text: str) -> str:
@@ -165,6 +227,12 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
                 suite, "testcase", classname=classname, name=_xml_text(case.external_id), time=f"{case.seconds:.3f}"
             )
             counts["tests"] += 1
+            case_properties = ET.SubElement(element, "properties")
+            for name, value in (("verdict", case.verdict), ("category", case.category),
+                                ("flipped", str(case.flipped).lower()),
+                                *((f"repeat.{j.repeat}", json.dumps(repeat_summary(j), ensure_ascii=False))
+                                  for j in case.judgments)):
+                ET.SubElement(case_properties, "property", name=name, value=_xml_text(value))
             reason = _xml_text(case.reason)
             if r.counts_as_failure(case):
                 counts["failures"] += 1
@@ -188,7 +256,7 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
     return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
-def _ci_context(env: Mapping[str, str]) -> dict[str, str | None]:
+def ci_context(env: Mapping[str, str]) -> dict[str, str | None]:
     """Which commit and pipeline run these results belong to (GitHub Actions, GitLab CI or plain env)."""
     run_url = env.get("EVALHUB_RUN_URL") or env.get("CI_JOB_URL")
     if not run_url and env.get("GITHUB_RUN_ID") and env.get("GITHUB_REPOSITORY"):
@@ -203,17 +271,21 @@ def _ci_context(env: Mapping[str, str]) -> dict[str, str | None]:
 
 def results_payload(
     results: Sequence[RubricResult], *, code: int, repeats: int, n_cases: int, env: Mapping[str, str],
-    max_cost_usd: float | None = None,
+    max_cost_usd: float | None = None, per_case: bool = False, against_base: Mapping[str, BaseChanges] | None = None,
 ) -> dict[str, Any]:
-    """What `--post` sends and `--json` writes: counts and the budget per rubric, never a key or a token."""
-    return {
+    """What `--post` sends and `--json` writes: counts and the budget per rubric, never a key or a token.
+
+    `per_case` (the JSON file) adds each rubric's cases with their repeats and the pass counts per category;
+    `--post` sends the counts only (its body has a size limit), and `--post-cases` the cases themselves.
+    """
+    payload: dict[str, Any] = {
         "schema": RESULTS_SCHEMA,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "exit_code": code,
         "outcome": OVERALL[code],
         "repeats": repeats,
         "cases": n_cases,
-        **_ci_context(env),
+        **ci_context(env),
         "max_cost_usd": max_cost_usd,
         "totals": totals(results),
         "rubrics": [
@@ -238,4 +310,14 @@ def results_payload(
             for r in results
         ],
     }
+    items: list[dict[str, Any]] = payload["rubrics"]
+    for item, r in zip(items, results, strict=True):
+        changes = (against_base or {}).get(r.rubric.slug)
+        if changes is not None:
+            item["against_base"] = {"ref": changes.base_ref, "new_failures": changes.new_failures,
+                                    "new_passes": changes.new_passes}
+        if per_case:
+            item["categories"] = r.by_category()
+            item["cases"] = [case.as_json() for case in r.cases]
+    return payload
 

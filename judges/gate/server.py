@@ -180,3 +180,52 @@ def fetch_cases(
         os.unlink(partial)
         raise
     return partial
+
+
+def _json_request(url: str, token: str, what: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """GET (or, with a payload, POST) JSON with the bearer token; the response's JSON object."""
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {token}"}
+    data = None
+    if payload is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode()
+    body = http_request(urllib.request.Request(url, data=data, method="POST" if data else "GET", headers=headers),
+                        what)
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        raise ConfigError(f"{what}: the server's answer is not JSON") from None
+    if not isinstance(answer, dict):
+        raise ConfigError(f"{what}: the server's answer is not a JSON object")
+    return answer
+
+
+def token_scopes(server: str, token: str) -> list[str]:
+    """The scopes the server says the token carries (GET /api/token)."""
+    answer = _json_request(f"{server.rstrip('/')}/api/token", token, f"asking {server} about the token")
+    scopes = answer.get("scopes")
+    if not isinstance(scopes, list):
+        raise ConfigError(f"asking {server} about the token: the answer lists no scopes")
+    return [str(scope) for scope in scopes]
+
+
+def ci_runs_url(server: str, dataset: str) -> str:
+    return f"{server.rstrip('/')}/api/datasets/{urllib.parse.quote(dataset, safe='')}/ci-runs"
+
+
+def post_case_chunk(server: str, dataset: str, token: str, chunk: dict[str, Any], what: str) -> dict[str, Any]:
+    """POST one chunk of judged cases (POST /api/datasets/<slug>/ci-runs): written whole or not at all."""
+    return _json_request(ci_runs_url(server, dataset), token, what, chunk)
+
+
+def fetch_ci_verdicts(server: str, dataset: str, token: str, *, ref: str, config_hash: str) -> dict[str, str] | None:
+    """{external_id: verdict} of the CI run that posted `ref` with this config, or None when none did."""
+    query = urllib.parse.urlencode({"ref": ref, "config_hash": config_hash})
+    answer = _json_request(f"{ci_runs_url(server, dataset)}?{query}", token,
+                           f"reading the CI run of {one_line(ref, 80)} from {server}")
+    if answer.get("run") is None:
+        return None
+    cases = answer.get("cases")
+    if not isinstance(cases, dict):
+        raise ConfigError(f"reading the CI run of {one_line(ref, 80)}: the answer lists no cases")
+    return {str(k): str(v) for k, v in cases.items()}

@@ -2,7 +2,7 @@
 
 from django.http import HttpRequest, JsonResponse
 
-from evalhub.access import method_not_allowed, token_required
+from evalhub.access import bounded_body, method_not_allowed, token_required
 from evalhub.models import Scope
 from judges.promotion.ci_results import CI_RESULTS_MAX_BYTES, CiResultsRejected, ci_results_store
 from judges.promotion.gate_config import gate_config
@@ -25,12 +25,8 @@ def ci_results_create(request: HttpRequest) -> JsonResponse:
     """
     if request.method != "POST":
         return method_not_allowed("POST")
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    body = request.read(CI_RESULTS_MAX_BYTES + 1) if declared <= CI_RESULTS_MAX_BYTES else b""
-    if declared > CI_RESULTS_MAX_BYTES or len(body) > CI_RESULTS_MAX_BYTES:
+    body = bounded_body(request, CI_RESULTS_MAX_BYTES)
+    if body is None:
         message = f"The body is over the limit of {CI_RESULTS_MAX_BYTES:,} bytes."
         return JsonResponse({"errors": [{"field": None, "message": message}]}, status=413)
     try:

@@ -40,6 +40,8 @@ from judges.promotion.selectors import (
     stand_in_hashes,
     warn_needs,
 )
+from judges.traffic.forms import TrafficJudgingForm
+from judges.traffic.selectors import traffic_pairs
 from labeling.models import Rubric
 
 EVENTS_PER_PAGE = 50
@@ -196,6 +198,8 @@ def _page(
         "events": rubric_events(rubric=rubric)[:RECENT_EVENTS],
         **_ci_context(request, rubric),
         **_drift_context(rubric, row),
+        "traffic_pairs": traffic_pairs(rubric=rubric),
+        "traffic_form": TrafficJudgingForm(),
     }
     if request.htmx and request.htmx.target == "ci-results":
         return render(request, "judges/promotion/promotion_rubric.html#ci", context)

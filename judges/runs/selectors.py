@@ -399,3 +399,27 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, estimate.second_calls[0])
     estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, estimate.second_calls[1])
     return estimate
+
+
+def ci_run_verdicts(*, dataset: Dataset, ref: str, config_hash: str) -> dict:
+    """The CI run that posted `ref` to `dataset` with the config of this hash: {"run": id or None, "cases":
+    {original external_id: verdict}}, each verdict the majority of its evaluated repeats (a tie, or none
+    evaluated, is not evaluated), as the check decided it."""
+    run = (Run.objects.filter(dataset=dataset, source=Run.Source.CI, ref=ref, config__config_hash=config_hash)
+           .order_by("-pk").first())
+    if run is None:
+        return {"run": None, "cases": {}}
+    votes: dict[str, dict[str, int]] = {}
+    rows = (Judgment.objects.filter(run=run, outcome__in=(Outcome.PASS, Outcome.FAIL))
+            .values("case__external_id", "outcome").annotate(n=Count("id")))
+    for row in rows:
+        votes.setdefault(row["case__external_id"], {})[row["outcome"]] = row["n"]
+    for external_id in Judgment.objects.filter(run=run).values_list("case__external_id", flat=True).distinct():
+        votes.setdefault(external_id, {})
+    prefix = f"{ref}/"
+    cases = {}
+    for external_id, count in votes.items():
+        passed, failed = count.get("pass", 0), count.get("fail", 0)
+        verdict = "pass" if passed > failed else "fail" if failed > passed else "not_evaluated"
+        cases[external_id.removeprefix(prefix)] = verdict
+    return {"run": run.pk, "cases": cases}

@@ -91,6 +91,8 @@ def run_retry_not_evaluated(*, run: Run) -> int:
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.source == Run.Source.CI:
+            raise RunError("A CI run holds the verdicts CI posted; it has nothing to re-run here.")
         if run.status not in {Run.Status.FINISHED, Run.Status.CANCELLED}:
             raise RunError("Only a finished or cancelled run can re-run its not-evaluated judgments.")
         retry = run.judgments.filter(outcome="not_evaluated")

@@ -29,7 +29,6 @@ from labeling.importing.reading import (
     ImportRejected,
     RowError,
     case_from_csv,
-    case_split,
     chunks,
     read_records,
     validated_cases,
@@ -234,7 +233,7 @@ def _insert_cases(*, dataset: Dataset, cases: list[CaseData], now) -> None:
         return
     if not copy_path_available():
         Case.objects.bulk_create(
-            [Case(dataset=dataset, split=case_split(data.external_id), content_hash=data.content_hash,
+            [Case(dataset=dataset, split=data.split, content_hash=data.content_hash,
                   created_at=now, content_changed_at=now, **_model_values(data)) for data in cases],
             batch_size=BATCH_SIZE,
         )
@@ -243,7 +242,7 @@ def _insert_cases(*, dataset: Dataset, cases: list[CaseData], now) -> None:
     sql = f"COPY {quote(Case._meta.db_table)} ({', '.join(map(quote, COPY_INSERT_COLUMNS))}) FROM STDIN"
     with connection.cursor() as cursor, cursor.cursor.copy(sql) as copy:
         for data in cases:
-            copy.write_row((dataset.pk, data.external_id, *_content_cells(data), case_split(data.external_id),
+            copy.write_row((dataset.pk, data.external_id, *_content_cells(data), data.split,
                             data.content_hash, now, now))
 
 

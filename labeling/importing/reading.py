@@ -193,6 +193,14 @@ class CaseData:
         return labeled_content_hash(input=self.input, output=self.output, trace=self.trace)
 
     @property
+    def split(self) -> str:
+        """A case posted back from CI (`<ref>/<external_id>`) takes the split of its original external_id,
+        kept in metadata.ci.external_id, so the copies of one case never straddle splits."""
+        ci = self.metadata.get("ci")
+        original = ci.get("external_id") if isinstance(ci, dict) else None
+        return case_split(original if isinstance(original, str) and original else self.external_id)
+
+    @property
     def references(self) -> list:
         """metadata.references; absent reads as none, as the judge reads it."""
         return self.metadata.get("references") or []

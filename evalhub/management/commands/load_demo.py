@@ -37,3 +37,7 @@ class Command(BaseCommand):
             "grounded-answer at observe from day one, with no evidence yet"
             + (f"; {story['ci_results']} CI results posted by evalhub-gate." if story["ci_results"] else ".")
         )
+        if story["ci_run"] is not None:
+            ci_run = story["ci_run"]
+            self.stdout.write(f"The loop: CI run {ci_run.pk} posted {ci_run.total} judged cases of ref {ci_run.ref} back "
+                              f"into dataset {ci_run.dataset.slug}, now in its reviewers' queue.")

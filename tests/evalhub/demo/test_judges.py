@@ -41,7 +41,7 @@ def test_load_demo_creates_the_demo_run_once():
     call_command("load_demo", stdout=StringIO())
     call_command("load_demo", stdout=StringIO())
 
-    run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE)
+    run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE, source=Run.Source.WORKER)
     cases = Case.objects.filter(dataset=run.dataset).count()
     assert run.config.rubric == Rubric.objects.get(slug="tool-use")
     assert run.status == Run.Status.FINISHED
@@ -83,3 +83,16 @@ def test_load_demo_puts_a_rubric_at_observe_with_no_evidence_once():
     assert shipped["calibration"] is None and shipped["judge"]["config_hash"] == event.config.config_hash
     # The demo's CI check recorded its verdicts at observe.
     assert CiResult.objects.get(rubric=rubric).outcome == "recorded"
+
+
+def test_load_demo_posts_ci_traffic_back_into_a_reviewers_queue_once(client):
+    call_command("load_demo", stdout=StringIO())
+    call_command("load_demo", stdout=StringIO())
+
+    run = Run.objects.select_related("config__rubric", "dataset").get(source=Run.Source.CI)
+    assert (run.dataset.slug, run.ref, run.config.rubric.slug) == ("ci-traffic", "demo-nightly", "tool-use")
+    assert run.judgments.count() == run.total == Case.objects.filter(dataset=run.dataset).count() == 12
+    reviewer = run.dataset.reviewers.order_by("username").first()
+    client.force_login(reviewer)
+    page = client.get("/label/ci-traffic/tool-use/").content.decode()
+    assert "demo-nightly/" in page

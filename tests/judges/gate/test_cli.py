@@ -129,7 +129,8 @@ def test_it_never_fails_on_warn_and_writes_github_warnings(workdir, judge, capsy
     warnings = [line for line in out.splitlines() if line.startswith("::warning")]
     assert len(warnings) == 1
     assert warnings[0].startswith("::warning title=evalhub warn return-policy::bad-1: fail: ")
-    assert "| return-policy | warn | 3 | 1 | 0 | warning |" in summary.read_text()
+    markdown = summary.read_text()
+    assert "#### warn" in markdown and "| return-policy | 3 | 1 | 0 | warning |" in markdown
 
 
 def test_it_only_records_on_observe(workdir, judge, capsys, monkeypatch):

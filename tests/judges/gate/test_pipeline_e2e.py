@@ -98,11 +98,12 @@ def world(eager, fake_provider):
     return {"lead": lead, "token": token, "fake": fake_provider, "policy": policy}
 
 
-def gate(workdir: Path, *args: str, token: str) -> subprocess.CompletedProcess:
+def gate(workdir: Path, *args: str, token: str, extra_env: dict | None = None) -> subprocess.CompletedProcess:
     """The installed command as CI runs it: its own process, the token in EVALHUB_TOKEN."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("GITHUB_", "EVALHUB_")) or k.startswith("EVALHUB_JUDGE_")}
     env["EVALHUB_TOKEN"] = token
+    env.update(extra_env or {})
     return subprocess.run([str(GATE), *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120,
                           check=False)
 
