@@ -338,12 +338,6 @@ def _report(
     against_base: dict[str, BaseChanges] | None,
 ) -> None:
     summary = env.get("GITHUB_STEP_SUMMARY")
-    if github and summary:
-        try:
-            write_step_summary(results, code, summary)
-        except OSError as exc:
-            raise ConfigError(f"writing $GITHUB_STEP_SUMMARY {summary}: {exc.strerror or exc}") from None
-    summary = env.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             write_step_summary(results, code, summary, against_base=against_base)

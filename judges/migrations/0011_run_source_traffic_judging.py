@@ -37,7 +37,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='rubricevent',
             name='kind',
-            field=models.CharField(choices=[('promote', 'promotion'), ('renew', 'renewal'), ('demote', 'demotion'), ('thresholds', 'thresholds change'), ('fail_closed', 'fail_closed change'), ('traffic', 'traffic judging change')], max_length=12),
+            field=models.CharField(choices=[('promote', 'promotion'), ('renew', 'renewal'), ('switch', 'CI config switch'), ('demote', 'demotion'), ('thresholds', 'thresholds change'), ('fail_closed', 'fail_closed change'), ('traffic', 'traffic judging change')], max_length=12),
         ),
         migrations.AddConstraint(
             model_name='run',

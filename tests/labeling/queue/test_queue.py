@@ -257,7 +257,7 @@ def test_it_says_when_the_case_left_is_open_in_another_reviewers_tab_and_when_it
     assert response.context["held"] == {"count": 1, "frees_at": shown_at + services.CLAIM_LEASE}
     body = response.content.decode()
     frees = (shown_at + services.CLAIM_LEASE).strftime("%H:%M")
-    assert f"1 case left for you is open in another reviewer's tab; it frees at" in body
+    assert "1 case left for you is open in another reviewer's tab; it frees at" in body
     assert f"{frees} UTC</time> if they leave it" in body
     assert "Nothing left to label here" not in body
     # Once the hold runs out, the case is served again and the notice is gone.
