@@ -175,3 +175,15 @@ def run_pass_rate(*, run: Run, history: bool = False) -> dict[str, Any]:
     if history:
         figures["history"] = interval_history(loaded)
     return figures
+
+
+
+def latest_estimates(*, rubric_ids: list[int]) -> dict[int, tuple[Run, dict[str, Any]]]:
+    """{rubric id: (its newest run with an audit sample, that run's pass-rate figures)}. One query lists the
+    runs that have a sample (few: a lead draws one by hand); each rubric's newest then costs run_pass_rate's
+    four queries."""
+    newest: dict[int, Run] = {}
+    for run in (Run.objects.filter(config__rubric_id__in=rubric_ids, audit_draws__isnull=False)
+                .select_related("config__rubric", "dataset").order_by("-created_at", "-pk").distinct()):
+        newest.setdefault(run.config.rubric_id, run)
+    return {rubric_id: (run, run_pass_rate(run=run)) for rubric_id, run in newest.items()}

@@ -159,3 +159,11 @@ def test_reviewers_may_not_draw(reviewer_client, run):
     response = reviewer_client.post(reverse("judges:audit_sample_create", args=[run.pk]), {"size": "3"})
     assert response.status_code in (403, 404)
     assert not AuditDraw.objects.exists()
+
+
+def test_the_overview_shows_each_rubrics_latest_estimate(lead_client, labeled_run, rubric):
+    run, *_ = labeled_run
+    page = lead_client.get(reverse("judges:promotion_overview")).content.decode()
+    figures = run_pass_rate(run=run)
+    assert f"{figures['estimate'] * 100:.1f} %" in page
+    assert f"run {run.pk}</a>, 24 of 30 labeled" in page
