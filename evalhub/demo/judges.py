@@ -23,6 +23,7 @@ from django.db import transaction
 
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
+from judges.estimates.services import audit_sample_draw
 from judges.models import CiResult, JudgeConfig, Run, RunChunk
 from judges.probes.services import probes_start
 from judges.promotion import services as promotion_services
@@ -270,12 +271,15 @@ def _post_ci_results(*, dataset: Dataset) -> int:
     return len(ci_results_store(payload=payload, token_name=CI_TOKEN_NAME))
 
 
+DEMO_AUDIT_SIZE, DEMO_AUDIT_SEED = 30, 31
+
+
 def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dict:
     """load_demo's call, after the two runs above: the story a lead's day starts from.
 
     return-policy gets a behavioral judge in two versions through the stand-in (v-lenient refused for
-    its true fail rate, v-strict promoted to warn, with bias probes and a second opinion that contests
-    some verdicts); tool-use's contract judge is gated, its true fail rate threshold relaxed (audited, and
+    its true fail rate, v-strict promoted to warn, with bias probes, a second opinion that contests some
+    verdicts and an audit sample for the agent's pass rate); tool-use's contract judge is gated, its true fail rate threshold relaxed (audited, and
     shown as relaxed); then one `evalhub-gate check` posts CI results. Each step is skipped once done.
     """
     dataset = Dataset.objects.get(slug=dataset_slug)
@@ -286,6 +290,10 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
                                   note=LENIENT_NOTE, second_opinion=False)
         strict = _behavioral_run(rubric=return_policy, dataset=dataset, by=lena, model=STRICT_MODEL,
                                  note=STRICT_NOTE, second_opinion=True)
+        if not strict.audit_draws.exists():
+            # How good is the agent? An audit sample of the strict run: its drawn cases already labeled count at
+            # once, the rest go first in the return-policy queue.
+            audit_sample_draw(run=strict, size=DEMO_AUDIT_SIZE, method="uniform", seed=DEMO_AUDIT_SEED, by=lena)
         if not Run.objects.filter(parent=strict).exists():
             for probe in probes_start(run=strict, kinds=PROBE_KINDS, by=lena):
                 _judge_here(probe)

@@ -333,10 +333,10 @@ def narrowing_chart(*, history: list[dict[str, Any]], judge_pass_rate: float | N
     left, top = NARROWING_PLOT["left"], NARROWING_PLOT["top"]
     width = CHART_WIDTH - left - NARROWING_PLOT["right"]
     height = NARROWING_HEIGHT - top - NARROWING_PLOT["bottom"]
-    most = history[-1]["labels"]
+    first, most = history[0]["labels"], history[-1]["labels"]
 
     def x(labels: int) -> float:
-        return round(left + width * labels / most, 1)
+        return round(left + width * (labels - first) / (most - first), 1)
 
     def y(value: float) -> float:
         return round(top + (1 - min(max(value, 0.0), 1.0)) * height, 1)
