@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
+from benchmarks.bench_report import timed  # noqa: E402
 
 CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
 
@@ -82,15 +83,6 @@ def build(n_cases: int, repeats: int, drawn: int, labeled: int):
         for e in sample.external_ids[:labeled]
     ])
     return run, lead
-
-
-def timed(fn, times: int) -> list[float]:
-    samples = []
-    for _ in range(times):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return samples
 
 
 def main() -> None:

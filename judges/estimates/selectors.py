@@ -47,13 +47,14 @@ class RunCases:
 
 
 def run_cases(*, run: Run) -> RunCases:
-    """One grouped query over the run's judgments (cases without an output are not in N)."""
+    """One query over the run's judgments, grouped by case (cases without an output are not in N)."""
+    in_run = Q(judgments__run=run)
     rows = list(
-        Judgment.objects.filter(run=run, case__output__isnull=False).order_by("case_id")
-        .values("case_id", "case__external_id", "case__category")
-        .annotate(evaluated=Count("pk", filter=Q(outcome__in=[Outcome.PASS, Outcome.FAIL])),
-                  passes=Count("pk", filter=Q(outcome=Outcome.PASS)), similarity=Min("similarity"))
-        .values_list("case_id", "case__external_id", "case__category", "evaluated", "passes", "similarity")
+        Case.objects.filter(in_run, output__isnull=False)
+        .annotate(evaluated=Count("judgments", filter=in_run & Q(judgments__outcome__in=[Outcome.PASS, Outcome.FAIL])),
+                  passes=Count("judgments", filter=in_run & Q(judgments__outcome=Outcome.PASS)),
+                  lowest_similarity=Min("judgments__similarity", filter=in_run))
+        .order_by("pk").values_list("pk", "external_id", "category", "evaluated", "passes", "lowest_similarity")
     )
     evaluated = np.array([row[3] for row in rows], dtype=float)
     passes = np.array([row[4] for row in rows], dtype=float)

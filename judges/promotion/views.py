@@ -24,8 +24,8 @@ from evalhub.tables import table_query
 from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
-from judges.models import CiResult, RubricEvent, Run
 from judges.estimates.selectors import latest_estimates
+from judges.models import CiResult, RubricEvent, Run
 from judges.promotion import services as promotion
 from judges.promotion.forms import DemoteForm, PromoteForm, RenewForm, ThresholdsForm
 from judges.promotion.selectors import (
