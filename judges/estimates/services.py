@@ -45,28 +45,30 @@ def audit_sample_draw(*, run: Run, size: int, method: str, by: User | None, seed
     seed = secrets.randbits(32) if seed is None else seed
     if not 0 <= seed < 2**63:
         raise AuditSampleError("the seed must be a whole number from 0 to 2^63 - 1")
-    cases = run_cases(run=run)
-    already = set(AuditSampleCase.objects.filter(run=run).values_list("case_id", flat=True))
-    eligible = np.flatnonzero([int(case_id) not in already for case_id in cases.case_id.tolist()])
-    if not len(eligible):
-        raise AuditSampleError("every judged case of this run with an output is drawn already")
-    budget = min(size, len(eligible))
-    rng = np.random.default_rng(seed)
-    source = AuditDraw.Uncertainty.NONE
-    if method == AuditDraw.Method.UNIFORM:
-        chosen = np.sort(rng.choice(eligible, size=budget, replace=False))
-        probability = np.full(len(chosen), budget / len(eligible))
-        scale, share = budget / len(eligible), 1.0
-    else:
-        source = uncertainty_source(run=run)
-        if source == AuditDraw.Uncertainty.NONE:
-            raise AuditSampleError(NO_UNCERTAINTY)
-        u = uncertainty(run=run, cases=cases, source=source)[eligible]
-        pi, scale = inclusion_probabilities(u, budget=budget, uniform_share=MIN_UNIFORM_SHARE)
-        hit = rng.random(len(eligible)) < pi
-        chosen, probability, share = eligible[hit], pi[hit], MIN_UNIFORM_SHARE
-    order = rng.permutation(len(chosen))
     with transaction.atomic():
+        # One draw of a run at a time: a second one waits here, then sees the first's cases as drawn.
+        Run.objects.select_for_update().filter(pk=run.pk).first()
+        cases = run_cases(run=run)
+        already = set(AuditSampleCase.objects.filter(run=run).values_list("case_id", flat=True))
+        eligible = np.flatnonzero([int(case_id) not in already for case_id in cases.case_id.tolist()])
+        if not len(eligible):
+            raise AuditSampleError("every judged case of this run with an output is drawn already")
+        budget = min(size, len(eligible))
+        rng = np.random.default_rng(seed)
+        source = AuditDraw.Uncertainty.NONE
+        if method == AuditDraw.Method.UNIFORM:
+            chosen = np.sort(rng.choice(eligible, size=budget, replace=False))
+            probability = np.full(len(chosen), budget / len(eligible))
+            scale, share = budget / len(eligible), 1.0
+        else:
+            source = uncertainty_source(run=run)
+            if source == AuditDraw.Uncertainty.NONE:
+                raise AuditSampleError(NO_UNCERTAINTY)
+            u = uncertainty(run=run, cases=cases, source=source)[eligible]
+            pi, scale = inclusion_probabilities(u, budget=budget, uniform_share=MIN_UNIFORM_SHARE)
+            hit = rng.random(len(eligible)) < pi
+            chosen, probability, share = eligible[hit], pi[hit], MIN_UNIFORM_SHARE
+        order = rng.permutation(len(chosen))
         start = (AuditSampleCase.objects.filter(run=run).aggregate(last=Max("position"))["last"] or 0) + 1
         draw = AuditDraw.objects.create(run=run, method=method, uncertainty=source, size=size, eligible=len(eligible),
                                         scale=float(min(scale, 1e300)), uniform_share=share, seed=seed, created_by=by)
