@@ -29,7 +29,7 @@ from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Case
 
 # How far from the pass threshold the judge is still unsure: two points of a 1-5 score, 0.1 of a cosine
-# similarity (docs/estimates.md, "Active samples").
+# similarity (docs/estimates.md, "Drawing a sample").
 SCORE_DISTANCE, SIMILARITY_DISTANCE = 2.0, 0.1
 HISTORY_POINTS = 20  # the interval's history: at most this many points, evenly spaced over the labels
 HISTORY_FIRST = 10  # ...from this many labels on: a handful of labels gives an interval that means little
