@@ -6,16 +6,21 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from evalhub.selectors import lead_overview
+from judges.estimates.selectors import latest_estimates
 from judges.models import Run
 from labeling.models import Dataset
 
 
 def home(request: HttpRequest) -> HttpResponse:
     """Reviewers land on their labeling queues; leads on the overview they start the day from: each
-    rubric's stage, evidence, recalibration, CI, disputes and labeling, and what needs attention first."""
+    rubric's stage, evidence, recalibration, CI, the agent's latest estimated pass rate, disputes and labeling,
+    and what needs attention first."""
     if not request.user.is_lead:
         return redirect("labeling:queue_start")
     rows, attention = lead_overview()
+    estimates = latest_estimates(rubric_ids=[row.rubric.pk for row in rows])
+    for row in rows:
+        row.promotion.pass_rate = estimates.get(row.rubric.pk)
     return render(
         request,
         "home.html",

@@ -401,3 +401,61 @@ class TrafficJudging(models.Model):
 
     def __str__(self) -> str:
         return f"traffic judging of {self.rubric} on {self.dataset}"
+
+
+class AuditDraw(models.Model):
+    """One draw of a run's audit sample (docs/estimates.md): cases drawn at random for human labels, so
+    the judge's verdicts on every case can be corrected into the agent's pass rate.
+
+    A draw is over the run's cases not drawn before. Case i's probability of being drawn in it is
+    min(1, scale * ((1 - uniform_share) * u_i + uniform_share)), u_i the judge's uncertainty on the case;
+    a uniform draw has uniform_share 1 (every case scale = size / eligible). Kept so the estimate can
+    combine several draws, and so a draw can be replayed from its seed.
+    """
+
+    class Method(models.TextChoices):
+        UNIFORM = "uniform", "uniform"
+        ACTIVE = "active", "active"
+
+    class Uncertainty(models.TextChoices):
+        NONE = "", "none (uniform)"
+        REPEATS = "repeats", "split repeats"
+        SCORES = "scores", "scores near the pass score"
+        SIMILARITY = "similarity", "similarity near pass_at"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="audit_draws")
+    method = models.CharField(max_length=8, choices=Method.choices)
+    uncertainty = models.CharField(max_length=10, choices=Uncertainty.choices, blank=True, default="")
+    size = models.PositiveIntegerField(help_text="The budget: how many cases the draw asked for.")
+    eligible = models.PositiveIntegerField(help_text="The run's cases with an output not drawn before.")
+    scale = models.FloatField()
+    uniform_share = models.FloatField()
+    seed = models.BigIntegerField()
+    # Empty when drawn from the command line (manage.py audit_sample).
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.method} draw of {self.size} on run {self.run_id}"
+
+
+class AuditSampleCase(models.Model):
+    """A case drawn into a run's audit sample: its inclusion probability when drawn and its place in the
+    sample's seeded random order (the order the labeling queue serves it in)."""
+
+    draw = models.ForeignKey(AuditDraw, on_delete=models.CASCADE, related_name="cases")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="+")
+    inclusion_probability = models.FloatField()
+    position = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [models.UniqueConstraint(fields=["run", "case"], name="auditsamplecase_once_per_run")]
+
+    def __str__(self) -> str:
+        return f"case {self.case_id} in run {self.run_id}'s audit sample"

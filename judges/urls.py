@@ -4,6 +4,8 @@ from judges.calibration import api as calibration_api
 from judges.calibration import views as calibration_views
 from judges.configs import views as config_views
 from judges.drift import views as drift_views
+from judges.estimates import api as estimate_api
+from judges.estimates import views as estimate_views
 from judges.probes import views as probe_views
 from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
@@ -41,6 +43,8 @@ urlpatterns = [
     path("runs/<int:run_id>/probes/start/", probe_views.probes_create, name="probes_start"),
     path("runs/compare/", calibration_views.run_compare, name="run_compare"),
     path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
+    path("runs/<int:run_id>/audit-sample/", estimate_views.audit_sample_create, name="audit_sample_create"),
+    path("api/runs/<int:run_id>/pass-rate", estimate_api.run_pass_rate_api, name="api_run_pass_rate"),
     # Promotion, the gate config and CI results
     path("promotion/", promotion_views.overview, name="promotion_overview"),
     path("promotion/audit/", promotion_views.audit_log, name="audit_log"),

@@ -294,6 +294,16 @@ class LabelRequest(models.Model):
         indexes = [models.Index(fields=["rubric", "case"], name="labelrequest_rubric_case")]
 
 
+class QueuePriority(models.IntegerChoices):
+    """How far ahead of other needed cases the queue serves a (case, rubric), highest first (docs/words.md,
+    queue order). `labeling` never imports `judges`: what judges know about a case reaches the queue as
+    one of these levels, written on its tally by `judges`."""
+
+    NONE = 0, "other cases that need labels"
+    CONTESTED = 10, "contested judgments"
+    AUDIT_SAMPLE = 20, "drawn audit-sample cases"
+
+
 class CaseTally(models.Model):
     """What the labeling queue knows about one (case, rubric): how many labels and requests it has.
 
@@ -314,6 +324,11 @@ class CaseTally(models.Model):
     claimed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     claimed_until = models.DateTimeField(null=True, blank=True)
+    # Served ahead of the rest while it needs labels: higher priority first, then priority_order (an audit
+    # sample's seeded random order). db_default: the triggers insert rows without naming these columns.
+    priority = models.PositiveSmallIntegerField(choices=QueuePriority.choices, default=QueuePriority.NONE,
+                                                db_default=QueuePriority.NONE)
+    priority_order = models.PositiveIntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["case", "rubric"], name="casetally_one_per_case_rubric")]
@@ -325,6 +340,9 @@ class CaseTally(models.Model):
             models.Index(fields=["dataset", "rubric", "labels", "case"], condition=models.Q(requested__gt=0),
                          name="casetally_requested"),
             models.Index(fields=["claimed_by"], condition=models.Q(claimed_by__isnull=False), name="casetally_claimed"),
+            # The queue's prioritized branch: only the few rows above NONE.
+            models.Index(fields=["dataset", "rubric", "-priority", "priority_order", "case"],
+                         condition=models.Q(priority__gt=0), name="casetally_priority"),
         ]
 
     def __str__(self) -> str:

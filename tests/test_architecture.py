@@ -20,6 +20,7 @@ DJANGO_FREE_MODULES = (
     "judges.calibration.metrics",
     "judges.calibration.rules",
     "judges.calibration.explorer",
+    "judges.calibration.estimates",
 )
 # The domain packages, bottom first. A package's services, selectors, tasks and other modules that are not
 # pages import only packages of its own level or below (a package above wires itself in through
@@ -27,7 +28,7 @@ DJANGO_FREE_MODULES = (
 STACK = (
     ("judges.engine", "judges.gate"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift", "judges.traffic"),
+    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )

@@ -24,6 +24,7 @@ from django.db import transaction
 from evalhub.demo.labeling import RETURNS_POLICY_SLUG
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
+from judges.estimates.services import audit_sample_draw
 from judges.gate.config import parse_gate_config
 from judges.gate.judging import judge_all
 from judges.gate.posting import CaseSource, chunk_body
@@ -352,14 +353,17 @@ def _post_ci_cases(*, dataset: Dataset, by) -> Run | None:
     return ci_cases_store(dataset=traffic, payload=body, by=by).run
 
 
+DEMO_AUDIT_SIZE, DEMO_AUDIT_SEED = 30, 31
+
+
 def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dict:
     """load_demo's call, after the two runs above: the story a lead's day starts from.
 
     return-policy gets a behavioral judge in two versions through the stand-in (v-lenient refused for
-    its true fail rate, v-strict promoted to warn, with bias probes and a second opinion that contests
-    some verdicts); tool-use's contract judge is gated, its true fail rate threshold relaxed (audited, and
-    shown as relaxed); grounded-answer enters observe from day one with a config and no evidence; then one
-    `evalhub-gate check` posts CI results. Each step is skipped once done.
+    its true fail rate, v-strict promoted to warn, with bias probes, a second opinion that contests some
+    verdicts and an audit sample for the agent's pass rate); tool-use's contract judge is gated, its true fail
+    rate threshold relaxed (audited, and shown as relaxed); grounded-answer enters observe from day one with a
+    config and no evidence; then one `evalhub-gate check` posts CI results. Each step is skipped once done.
     """
     dataset = Dataset.objects.get(slug=dataset_slug)
     lena = get_user_model().objects.get(username=by_username)
@@ -369,6 +373,10 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
                                   note=LENIENT_NOTE, second_opinion=False)
         strict = _behavioral_run(rubric=return_policy, dataset=dataset, by=lena, model=STRICT_MODEL,
                                  note=STRICT_NOTE, second_opinion=True)
+        if not strict.audit_draws.exists():
+            # How good is the agent? An audit sample of the strict run: its drawn cases already labeled count at
+            # once, the rest go first in the return-policy queue.
+            audit_sample_draw(run=strict, size=DEMO_AUDIT_SIZE, method="uniform", seed=DEMO_AUDIT_SEED, by=lena)
         if not Run.objects.filter(parent=strict).exists():
             for probe in probes_start(run=strict, kinds=PROBE_KINDS, by=lena):
                 _judge_here(probe)

@@ -304,3 +304,57 @@ def threshold_chart(
         legend=[{"x": left + 150 * i, "y": legend_y, "label": label, "css": css}
                 for i, (_, label, css) in enumerate(EXPLORER_SERIES)],
     )
+
+
+# ---- how the agent's pass-rate interval narrowed as labels came in (the run page) -----------------
+
+NARROWING_PLOT = {"left": 56, "right": 130, "top": 16, "bottom": 44}
+NARROWING_HEIGHT = 240
+
+
+@dataclass
+class NarrowingChart:
+    width: int
+    height: int
+    title: str
+    plot: dict  # x, y, right, bottom
+    gridlines: list[dict]  # y, label
+    ticks: list[dict]  # x, label: labeled drawn cases
+    band: str  # the 95 % interval as one polygon's points
+    line: str  # the estimate as a polyline's points
+    judge: dict | None  # y, label: the judge's raw pass rate, for comparison
+
+
+def narrowing_chart(*, history: list[dict[str, Any]], judge_pass_rate: float | None) -> NarrowingChart | None:
+    """history: [{"labels", "estimate", "ci95"}] with labels increasing (judges.estimates.selectors);
+    None with fewer than two points (nothing has narrowed yet)."""
+    if len(history) < 2:
+        return None
+    left, top = NARROWING_PLOT["left"], NARROWING_PLOT["top"]
+    width = CHART_WIDTH - left - NARROWING_PLOT["right"]
+    height = NARROWING_HEIGHT - top - NARROWING_PLOT["bottom"]
+    first, most = history[0]["labels"], history[-1]["labels"]
+
+    def x(labels: int) -> float:
+        return round(left + width * (labels - first) / (most - first), 1)
+
+    def y(value: float) -> float:
+        return round(top + (1 - min(max(value, 0.0), 1.0)) * height, 1)
+
+    upper = [f"{x(p['labels'])},{y(p['ci95'][1])}" for p in history]
+    lower = [f"{x(p['labels'])},{y(p['ci95'][0])}" for p in reversed(history)]
+    last = history[-1]
+    title = (f"The agent's pass rate as labels came in: {pct(last['estimate'])} (95 % CI {pct(last['ci95'][0])} – "
+             f"{pct(last['ci95'][1])}) after {most} labeled drawn cases, from "
+             f"{pct(history[0]['ci95'][0])} – {pct(history[0]['ci95'][1])} after {history[0]['labels']}")
+    ticks = sorted({history[0]["labels"], history[len(history) // 2]["labels"], most})
+    return NarrowingChart(
+        width=CHART_WIDTH, height=NARROWING_HEIGHT, title=title,
+        plot={"x": left, "y": top, "right": left + width, "bottom": top + height},
+        gridlines=[{"y": y(t / 10), "label": f"{t * 10} %"} for t in range(0, 11, 2)],
+        ticks=[{"x": x(t), "label": str(t)} for t in ticks],
+        band=" ".join(upper + lower),
+        line=" ".join(f"{x(p['labels'])},{y(p['estimate'])}" for p in history),
+        judge=None if judge_pass_rate is None else {"y": y(judge_pass_rate),
+                                                    "label": f"judge {pct(judge_pass_rate)}"},
+    )

@@ -200,6 +200,8 @@ class PromotionRow:
     rules: list[RuleResult] = field(default_factory=list)
     last_ci: CiResult | None = None
     relaxed: list[str] = field(default_factory=list)  # thresholds looser than the defaults
+    # (its newest run with an audit sample, the agent's pass rate on it): filled by the overview page
+    pass_rate: tuple[Run, dict] | None = None
 
     @property
     def agreement_now(self) -> float | None:

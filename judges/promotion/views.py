@@ -25,6 +25,7 @@ from evalhub.templatetags.display import usd
 from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
+from judges.estimates.selectors import latest_estimates
 from judges.models import CiResult, RubricEvent, Run
 from judges.promotion import services as promotion
 from judges.promotion.forms import DemoteForm, ObserveForm, PromoteForm, RenewForm, ThresholdsForm
@@ -139,8 +140,13 @@ def _drift_context(rubric: Rubric, row) -> dict:
 
 @lead_required
 def overview(request: HttpRequest) -> HttpResponse:
-    """Every rubric: its stage, its evidence, "recalibration needed", its latest CI result."""
-    return render(request, "judges/promotion/promotion_overview.html", {"rows": promotion_overview()})
+    """Every rubric: its stage, its evidence, "recalibration needed", its latest CI result and the agent's
+    latest estimated pass rate."""
+    rows = promotion_overview()
+    estimates = latest_estimates(rubric_ids=[row.rubric.pk for row in rows])
+    for row in rows:
+        row.pass_rate = estimates.get(row.rubric.pk)
+    return render(request, "judges/promotion/promotion_overview.html", {"rows": rows})
 
 
 def _page(

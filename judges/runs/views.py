@@ -21,7 +21,11 @@ from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
 from evalhub.params import real_number
 from evalhub.tables import table_query
+from judges.calibration.charts import narrowing_chart
+from judges.calibration.estimates import ASSUMPTION
 from judges.configs import selectors as config_selectors
+from judges.estimates.forms import AuditSampleForm
+from judges.estimates.selectors import run_pass_rate
 from judges.models import JudgeConfig, Outcome, Run
 from judges.runs import selectors, services
 from judges.runs.banners import banner_runs, live_message, parse_run_ids
@@ -192,6 +196,10 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         return render(request, "judges/runs/run_detail.html#judgments", context)
     context |= _progress_context(run, None)
     context["config"] = run.config
+    pass_rate = run_pass_rate(run=run, history=True)
+    context |= {"pass_rate": pass_rate, "audit_form": AuditSampleForm(), "assumption": ASSUMPTION,
+                "narrowing_chart": narrowing_chart(history=pass_rate["history"],
+                                                   judge_pass_rate=pass_rate["judge_pass_rate"])}
     return render(request, "judges/runs/run_detail.html", context)
 
 

@@ -22,9 +22,10 @@ CHANGED, NEEDED, SKIPPED = "changed", "needed", "skipped"
 _REASONS = {0: CHANGED, 1: NEEDED, 2: SKIPPED}
 
 # Each branch is cheap on its own index and returns at most one row; the outer ORDER BY picks among
-# them: tier 0 the reviewer's labels that stopped counting, tier 1 cases that need labels (fewest
-# first, in two branches: under labels_per_case, and above it because a lead asked), tier 2 their
-# skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
+# them: tier 0 the reviewer's labels that stopped counting, tier 1 cases that need labels — first those
+# `judges` gave a priority (CaseTally.priority, highest first, then its priority_order: k0 = -priority),
+# then the rest (fewest first, in two branches: under labels_per_case, and above it because a lead
+# asked) — tier 2 their skipped cases. Branches are wrapped in sub-selects because SQLite allows LIMIT only there.
 # A case shown to another reviewer who has not answered yet is held for them (the claim, until it
 # runs out; their label clears it, migration 0006): reviewers working at once spread over the cases
 # instead of all labeling the first one. So a case is on one screen at a time, which is never more
@@ -33,7 +34,7 @@ _NEXT_CASE_SQL = """
 SELECT c.*, q.tier AS queue_tier,
        own.id AS own_id, own.verdict AS own_verdict, own.note AS own_note, own.stale AS own_stale FROM (
   SELECT * FROM (
-    SELECT l.case_id AS case_id, 0 AS tier, 0 AS k1, l.case_id AS k2
+    SELECT l.case_id AS case_id, 0 AS tier, 0 AS k0, 0 AS k1, l.case_id AS k2
     FROM labeling_label l
     WHERE l.reviewer_id = %(me)s AND l.rubric_id = %(rubric)s AND l.dataset_id = %(dataset)s AND {changed}
       AND {answered_l}
@@ -43,14 +44,22 @@ SELECT c.*, q.tier AS queue_tier,
   ) changed
   UNION ALL
   SELECT * FROM (
-    SELECT t.case_id, 1, {keys} FROM labeling_casetally t
+    SELECT t.case_id, 1, -t.priority, t.priority_order, t.case_id FROM labeling_casetally t
+    WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.priority > 0
+      AND t.labels < %(per_case)s + t.requested
+      AND {open}
+    ORDER BY t.priority DESC, t.priority_order, t.case_id LIMIT 1 {lock}
+  ) prioritized
+  UNION ALL
+  SELECT * FROM (
+    SELECT t.case_id, 1, 0, {keys} FROM labeling_casetally t
     WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.labels < %(per_case)s
       AND {open}
     ORDER BY {order} LIMIT 1 {lock}
   ) needed
   UNION ALL
   SELECT * FROM (
-    SELECT t.case_id, 1, {keys} FROM labeling_casetally t
+    SELECT t.case_id, 1, 0, {keys} FROM labeling_casetally t
     WHERE t.dataset_id = %(dataset)s AND t.rubric_id = %(rubric)s AND t.requested > 0
       AND t.labels >= %(per_case)s AND t.labels < %(per_case)s + t.requested
       AND {open}
@@ -58,7 +67,7 @@ SELECT c.*, q.tier AS queue_tier,
   ) requested
   UNION ALL
   SELECT * FROM (
-    SELECT s.case_id, 2, 0, 0 FROM labeling_skip s
+    SELECT s.case_id, 2, 0, 0, 0 FROM labeling_skip s
     JOIN labeling_casetally t ON t.case_id = s.case_id AND t.rubric_id = s.rubric_id
     LEFT JOIN labeling_label l ON l.case_id = s.case_id AND l.rubric_id = s.rubric_id AND l.reviewer_id = s.reviewer_id
     WHERE s.reviewer_id = %(me)s AND s.rubric_id = %(rubric)s AND t.dataset_id = %(dataset)s AND {answered}
@@ -67,7 +76,7 @@ SELECT c.*, q.tier AS queue_tier,
   ) skipped
 ) q JOIN labeling_case c ON c.id = q.case_id
 LEFT JOIN labeling_label own ON own.case_id = q.case_id AND own.rubric_id = %(rubric)s AND own.reviewer_id = %(me)s
-ORDER BY q.tier, q.k1, q.k2
+ORDER BY q.tier, q.k0, q.k1, q.k2
 LIMIT 1
 """
 _FREE = "(t.claimed_until IS NULL OR t.claimed_until <= %(now)s OR t.claimed_by_id = %(me)s)"
@@ -98,7 +107,7 @@ _SHARE_KEYS = (f"CASE WHEN {_IN_SHARE} THEN -1 ELSE t.labels END, "
 _NEEDED_ORDER = {
     Dataset.QueueOrder.FEWEST_LABELS: ("t.labels, t.case_id", "t.labels, t.case_id"),
     Dataset.QueueOrder.NEWEST: ("0, -t.case_id", "t.case_id DESC"),
-    Dataset.QueueOrder.SHARE: (_SHARE_KEYS, "3, 4"),  # by those two keys: the select list's 3rd and 4th
+    Dataset.QueueOrder.SHARE: (_SHARE_KEYS, "4, 5"),  # by those two keys: the select list's 4th and 5th
 }
 
 
@@ -117,7 +126,8 @@ def next_case(
     """The case to label next, with `.queue_reason` (changed, needed, skipped) and `.own_label`, or None.
 
     Order: first their labels that stopped counting ("changed since you labeled"), then cases
-    that still need labels — fewer than labels_per_case, or a lead's request for another — the fewest
+    that still need labels — fewer than labels_per_case, or a lead's request for another — those with a
+    priority first (CaseTally.priority: drawn audit-sample cases in their seeded order), then the fewest
     labels first (or, where the dataset says so, the newest ingested first), never one they labeled; skipped
     cases only after the rest. Ties go by case id. A case
     on another reviewer's screen (held, see services.case_claim) waits until they answer or the hold ends.

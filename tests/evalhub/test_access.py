@@ -27,9 +27,9 @@ def test_it_shows_reviewers_only_their_datasets(reviewer_client, dataset, other_
 
 def test_it_gives_leads_an_overview_in_constant_queries(lead_client, dataset, rubric, django_assert_num_queries):
     # session, user, rubrics, their evidence events and latest CI results, open disputes, labeling progress,
-    # datasets with counts, runs (no evidence here: its checks add a fixed few; tests/evalhub/test_home.py
-    # shows the count does not grow with rubrics)
-    with django_assert_num_queries(9):
+    # datasets with counts, runs, the runs with an audit sample (no evidence here: its checks add a fixed few;
+    # tests/evalhub/test_home.py shows the count does not grow with rubrics)
+    with django_assert_num_queries(10):
         body = lead_client.get(reverse("home")).content.decode()
     assert dataset.name in body and rubric.name in body
 

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from judges.calibration.rules import promotable
 from judges.calibration.selectors import pct, run_figures, run_rules, shown_rules
+from judges.estimates.selectors import run_pass_rate
 from judges.models import Run
 
 
@@ -14,7 +15,7 @@ def _kappa(figures: dict) -> str:
 class Command(BaseCommand):
     help = (
         "A run's calibration figures against its rubric's current human verdicts: a readable summary, "
-        "or with --json the same JSON as GET /api/runs/<id>/report."
+        "or with --json the same JSON as GET /api/runs/<id>/report (with the agent's pass rate on the run)."
     )
 
     def add_arguments(self, parser) -> None:
@@ -27,7 +28,7 @@ class Command(BaseCommand):
             raise CommandError(f"No run {run}.")
         figures = run_figures(run=target)
         if as_json:
-            self.stdout.write(_dumps(figures))
+            self.stdout.write(_dumps({**figures, "pass_rate": run_pass_rate(run=target)}))
             return
         self.stdout.write(self._summary(target, figures))
 

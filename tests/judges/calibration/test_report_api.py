@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
 from judges.calibration.selectors import run_figures
+from judges.estimates.selectors import run_pass_rate
 from judges.models import Run
 from labeling.models import Case
 from tests.judges.report_factories import label, make_cases, make_config, make_run
@@ -58,7 +59,9 @@ def test_it_returns_the_figures_with_designs_keys(client, run, lead):
     assert response.status_code == 200
     body = response.json()
     assert DESIGN_KEYS <= set(body)
-    assert body == json.loads(json.dumps(run_figures(run=Run.objects.get(pk=run.pk))))
+    stored = Run.objects.get(pk=run.pk)
+    assert body == json.loads(json.dumps({**run_figures(run=stored), "pass_rate": run_pass_rate(run=stored)}))
+    assert body["pass_rate"]["N"] == 3 and body["pass_rate"]["n_drawn"] == 0  # no audit sample yet
     # 4 matching of 6 evaluated judgments; JSON is unrounded.
     assert body["agreement"] == 4 / 6
     assert body["run"] == run.pk and body["repeats"] == 2

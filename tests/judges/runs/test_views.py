@@ -553,8 +553,9 @@ def test_it_shows_a_run_page_in_constant_queries(
                                  by=lead)
     url = reverse("judges:run_detail", args=[run.pk])
     # session, user, the run with config/rubric/dataset/creator, the cases' count and page, the page's
-    # judgments, the layers and the errors present
-    with django_assert_num_queries(8):
+    # judgments, the layers and the errors present; the agent's pass rate: each case's judgment counts, the
+    # audit draws and the drawn cases (no sample yet, so no human verdicts to read)
+    with django_assert_num_queries(11):
         lead_client.get(url)
     # session, user, run
     with django_assert_num_queries(3):

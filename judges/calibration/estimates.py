@@ -1,0 +1,286 @@
+"""The agent's pass rate on a run's traffic: judge verdicts on every case, corrected by a random human
+audit sample (docs/estimates.md). Plain Python and numpy, no Django.
+
+Words, per case i of the N cases of a run that have an output:
+- f_i in [0, 1]: the fraction of its evaluated repeats that pass (a case with none gets the mean f);
+- Y_i in {0, 1}: its human verdict (pass = 1), known only for the labeled drawn cases;
+- pi_i^(d): its inclusion probability in draw d of the audit sample, min(1, c_d * ((1 - w_d) * u_i + w_d)),
+  with u_i the judge's uncertainty on the case, w_d the draw's uniform share (1 for a uniform draw) and
+  c_d the scale that makes the probabilities add up to the draw's budget;
+- pi~_i: the probability that case i was drawn and labeled,
+      pi~_i = sum_d pi_i^(d) * prod_{e<d} (1 - pi_i^(e)) * labeled_d / drawn_d.
+
+The estimate, for a tuning weight lambda in [0, 1]:
+      theta = lambda * mean(f over N) + (1/N) * sum over labeled drawn i of (Y_i - lambda * f_i) / pi~_i.
+
+When every draw is uniform, pi~ is the same for every case and this is PPI++ (Angelopoulos, Duchi &
+Zrnic 2024) exactly as `ppi_py.ppi_mean_ci` computes it, with n labeled cases:
+      lambda = cov(Y, f_lab) / ((1 + n/N) * var([f_lab, f_all]))          (cov ddof 0, var ddof 1)
+      Var(theta) = lambda^2 * var(f_all) / N + var(Y - lambda * f_lab) / n  (ddof 0).
+Otherwise (an active draw) it is the inverse-probability-weighted estimator of active inference (Zrnic &
+Candès 2024): theta is the mean over all N cases of Z_i = A_i + lambda * B_i with A_i = xi_i * Y_i / pi~_i and
+B_i = f_i * (1 - xi_i / pi~_i) (xi_i = 1 for a labeled drawn case), Var(theta) = var(Z) / N (ddof 0), and
+lambda = -cov(A, B) / var(B), the value that minimises that variance. Either lambda is clipped to [0, 1].
+The 95 % interval is theta +- 1.96 * sqrt(Var(theta)), clipped to [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
+MIN_UNIFORM_SHARE = 0.2  # every active pi_i >= 0.2 * n / N: no case is left nearly impossible to draw
+MIN_CATEGORY_LABELS = 10  # a category's estimate is reported only with this many labeled drawn cases
+ASSUMPTION = "Assumes the drawn cases were drawn at random, as recorded."
+RATE_ASSUMPTION = "Assumes the judge errs on these outputs as it did on the evidence's cases."
+
+
+def uncertainty_from_repeats(f: np.ndarray) -> np.ndarray:
+    """1 - |2f - 1|: 1 where the repeats split evenly, 0 where they all agree."""
+    return 1.0 - np.abs(2.0 * f - 1.0)
+
+
+def uncertainty_from_distance(distance: np.ndarray, scale: float) -> np.ndarray:
+    """1 at the pass threshold, falling linearly to 0 at `scale` away from it (a score or a similarity)."""
+    return np.clip(1.0 - np.abs(distance) / scale, 0.0, 1.0)
+
+
+def inclusion_probabilities(uncertainty: np.ndarray, *, budget: int, uniform_share: float) -> tuple[np.ndarray, float]:
+    """Each eligible case's probability of being drawn, and the scale c behind it.
+
+    pi_i = min(1, c * ((1 - w) * u_i + w)), with c chosen so that the probabilities add up to the budget
+    (cases capped at 1 give their excess to the others). w = 1 is a uniform draw: pi = n / N.
+    """
+    weight = (1.0 - uniform_share) * np.asarray(uncertainty, dtype=float) + uniform_share
+    if budget >= len(weight):
+        return np.ones(len(weight)), math.inf
+    capped = np.zeros(len(weight), dtype=bool)
+    while True:
+        scale = (budget - capped.sum()) / weight[~capped].sum()
+        newly = ~capped & (scale * weight >= 1.0)
+        if not newly.any():
+            return np.where(capped, 1.0, scale * weight), float(scale)
+        capped |= newly
+
+
+def probability_in_draw(uncertainty: np.ndarray, *, scale: float, uniform_share: float) -> np.ndarray:
+    """pi_i^(d) of a stored draw, for any case (drawn in it or not)."""
+    return np.minimum(1.0, scale * ((1.0 - uniform_share) * np.asarray(uncertainty, dtype=float) + uniform_share))
+
+
+def drawn_and_labeled_probability(probabilities: np.ndarray, labeled_share: np.ndarray) -> np.ndarray:
+    """pi~_i from an (cases x draws) matrix of pi_i^(d) and each draw's labeled_d / drawn_d."""
+    not_before = np.cumprod(np.hstack([np.ones((len(probabilities), 1)), 1.0 - probabilities[:, :-1]]), axis=1)
+    return (probabilities * not_before * labeled_share).sum(axis=1)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    theta: float
+    variance: float
+    lam: float
+
+
+def _var0(x: np.ndarray) -> float:
+    return float(np.var(x)) if len(x) else 0.0
+
+
+def ppi_uniform(y: np.ndarray, f_labeled: np.ndarray, f_all: np.ndarray, lam: float | None = None) -> Estimate:
+    """PPI++ for a uniform sample (ppi_py's ppi_mean_ci); lam None tunes it as PPI++ does."""
+    n, big_n = len(y), len(f_all)
+    if lam is None:
+        spread = float(np.var(np.concatenate([f_labeled, f_all]), ddof=1))
+        covariance = float(np.mean((y - y.mean()) * (f_labeled - f_labeled.mean())))
+        lam = covariance / ((1 + n / big_n) * spread) if spread > 0 else 0.0
+        lam = min(1.0, max(0.0, lam))
+    theta = lam * float(f_all.mean()) + float((y - lam * f_labeled).mean())
+    variance = lam * lam * _var0(f_all) / big_n + _var0(y - lam * f_labeled) / n
+    return Estimate(theta, variance, lam)
+
+
+def ppi_weighted(labeled: np.ndarray, y: np.ndarray, f_all: np.ndarray, pi: np.ndarray,
+                 lam: float | None = None) -> Estimate:
+    """The inverse-probability-weighted estimate over all N cases; `labeled` marks the labeled drawn
+    cases, `y` and `pi` are their verdicts and pi~ (in the same order)."""
+    big_n = len(f_all)
+    a = np.zeros(big_n)
+    a[labeled] = y / pi
+    b = f_all.copy()
+    b[labeled] = f_all[labeled] * (1.0 - 1.0 / pi)
+    if lam is None:
+        spread = _var0(b)
+        lam = -float(np.mean((a - a.mean()) * (b - b.mean()))) / spread if spread > 0 else 0.0
+        lam = min(1.0, max(0.0, lam))
+    z = a + lam * b
+    return Estimate(float(z.mean()), _var0(z) / big_n, lam)
+
+
+def humans_only(y: np.ndarray, pi: np.ndarray) -> Estimate:
+    """The Hájek mean of the labeled drawn cases (the plain mean when pi~ is equal), and its linearised
+    variance sum((Y_i - theta)^2 / pi~_i^2) / (sum 1/pi~_i)^2 — var(Y)/n (ddof 0) for a uniform sample."""
+    weights = 1.0 / pi
+    theta = float((weights * y).sum() / weights.sum())
+    variance = float((weights * weights * (y - theta) ** 2).sum() / weights.sum() ** 2)
+    return Estimate(theta, variance, 0.0)
+
+
+def interval(estimate: Estimate) -> list[float]:
+    half = Z95 * math.sqrt(max(estimate.variance, 0.0))
+    return [max(0.0, estimate.theta - half), min(1.0, estimate.theta + half)]
+
+
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What the estimate reads, one entry per case of N (cases with an output).
+
+    f: fraction of evaluated repeats that pass, NaN where none; category: the case's category;
+    draw: the index of the draw that drew it, -1 if never drawn; human: 1.0 / 0.0 / NaN (no verdict yet);
+    probabilities: (N x draws) pi_i^(d), read only for drawn cases; uniform: every draw was uniform.
+    """
+
+    f: np.ndarray
+    category: np.ndarray
+    draw: np.ndarray
+    human: np.ndarray
+    probabilities: np.ndarray
+    uniform: bool
+
+
+def _figures(sample: Sample, f_all: np.ndarray, labeled: np.ndarray, pi_tilde: np.ndarray,
+             subset: np.ndarray | None = None) -> tuple[Estimate | None, Estimate | None]:
+    """The estimate and the humans-only estimate within `subset` (all cases when None)."""
+    if subset is not None:
+        f_all, labeled, pi_tilde = f_all[subset], labeled[subset], pi_tilde[subset]
+        human = sample.human[subset]
+    else:
+        human = sample.human
+    y = human[labeled]
+    if not len(y):
+        return None, None
+    pi = pi_tilde[labeled]
+    if sample.uniform:
+        estimate = ppi_uniform(y, f_all[labeled], f_all)
+    else:
+        estimate = ppi_weighted(labeled, y, f_all, pi)
+    return estimate, humans_only(y, pi)
+
+
+def _labeled_share(sample: Sample, labeled: np.ndarray) -> np.ndarray:
+    draws = sample.probabilities.shape[1]
+    drawn = np.bincount(sample.draw[sample.draw >= 0], minlength=draws)
+    done = np.bincount(sample.draw[labeled], minlength=draws)
+    return np.divide(done, drawn, out=np.zeros(draws), where=drawn > 0)
+
+
+def _pi_tilde(sample: Sample, labeled: np.ndarray) -> np.ndarray:
+    pi = np.ones(len(sample.f))
+    drawn = sample.draw >= 0
+    if drawn.any():
+        pi[drawn] = drawn_and_labeled_probability(sample.probabilities[drawn], _labeled_share(sample, labeled))
+    return pi
+
+
+def filled_f(f: np.ndarray) -> np.ndarray:
+    """f with each case that has no evaluated repeat given the mean f (0.5 when none has one)."""
+    known = ~np.isnan(f)
+    return np.where(known, f, float(f[known].mean()) if known.any() else 0.5)
+
+
+def estimate_at(sample: Sample, labeled: np.ndarray) -> Estimate | None:
+    """The estimate counting only the `labeled` drawn cases (the interval's history replays this)."""
+    return _figures(sample, filled_f(sample.f), labeled, _pi_tilde(sample, labeled))[0]
+
+
+def _effective_labels(estimate: Estimate, human: Estimate) -> float | None:
+    spread = human.theta * (1.0 - human.theta)
+    if spread <= 0 or estimate.variance <= 0:
+        return None
+    return spread / estimate.variance
+
+
+def pass_rate(sample: Sample) -> dict[str, Any]:
+    """Every figure of the agent's pass rate, as plain JSON-ready values (docs/estimates.md)."""
+    f_all = filled_f(sample.f)
+    big_n = len(f_all)
+    drawn = sample.draw >= 0
+    labeled = drawn & ~np.isnan(sample.human)
+    pending = drawn & np.isnan(sample.human)
+    pi_tilde = _pi_tilde(sample, labeled)
+    estimate, human = _figures(sample, f_all, labeled, pi_tilde)
+    result: dict[str, Any] = {
+        "estimate": None, "ci95": None, "method": ("uniform" if sample.uniform else "active") if drawn.any() else None,
+        "lambda": None, "n_drawn": int(drawn.sum()), "n_labeled": int(labeled.sum()), "n_pending": int(pending.sum()),
+        "N": big_n, "judge_pass_rate": float(f_all.mean()) if big_n else None,
+        "human_only": {"estimate": None, "ci95": None}, "effective_labels": None,
+        "provisional": None, "by_category": {},
+    }
+    if estimate is not None and human is not None:
+        result.update({
+            "estimate": _clip(estimate.theta), "ci95": interval(estimate), "lambda": estimate.lam,
+            "human_only": {"estimate": human.theta, "ci95": interval(human)},
+            "effective_labels": _effective_labels(estimate, human),
+        })
+    if pending.any():
+        result["provisional"] = {verdict: _bound(sample, f_all, drawn, pending, value)
+                                 for verdict, value in (("all_pass", 1.0), ("all_fail", 0.0))}
+    for category in sorted({str(c) for c in sample.category[drawn]}):
+        within = sample.category == category
+        count = int((labeled & within).sum())
+        figures: dict[str, Any] = {"estimate": None, "ci95": None, "n_labeled": count}
+        if count >= MIN_CATEGORY_LABELS:
+            category_estimate, _ = _figures(sample, f_all, labeled, pi_tilde, within)
+            if category_estimate is not None:
+                figures.update(estimate=_clip(category_estimate.theta), ci95=interval(category_estimate))
+        result["by_category"][category] = figures
+    return result
+
+
+def _bound(sample: Sample, f_all: np.ndarray, drawn: np.ndarray, pending: np.ndarray, verdict: float) -> float:
+    """The estimate if every pending drawn case had the given verdict."""
+    completed = Sample(sample.f, sample.category, sample.draw, np.where(pending, verdict, sample.human),
+                       sample.probabilities, sample.uniform)
+    estimate, _ = _figures(completed, f_all, drawn, _pi_tilde(completed, drawn))
+    assert estimate is not None  # every drawn case now has a verdict
+    return _clip(estimate.theta)
+
+
+def rogan_gladen(*, passed: int, judged: int, tp: int, fn: int, fp: int, tn: int) -> dict[str, Any]:
+    """The judge's pass rate p = passed / judged corrected with the evidence's true pass and fail rates.
+
+    theta = (p + TFR - 1) / (TPR + TFR - 1), clipped to [0, 1]. With J = TPR + TFR - 1 and FPR = 1 - TFR,
+    the delta method gives
+        Var(theta) = [p(1-p)/judged + theta^2 TPR(1-TPR)/(tp+fn) + (1-theta)^2 FPR(1-FPR)/(fp+tn)] / J^2
+    (theta unclipped), counting the CI sample and the evidence's case counts as independent binomials.
+    `status`: "ok"; "undefined" when J <= 0 or a count is missing; "unbounded" when J's own lower 95 %
+    bound is <= 0 (the correction could be anything).
+    """
+    positives, negatives = tp + fn, fp + tn
+    result: dict[str, Any] = {"status": "undefined", "estimate": None, "ci95": None,
+                              "judge_pass_rate": passed / judged if judged else None,
+                              "true_pass_rate": tp / positives if positives else None,
+                              "true_fail_rate": tn / negatives if negatives else None}
+    if not judged or not positives or not negatives:
+        return result
+    p, tpr, fpr = passed / judged, tp / positives, fp / negatives
+    youden = tpr - fpr
+    if youden <= 0:
+        return result
+    theta = (p - fpr) / youden
+    result["estimate"] = _clip(theta)
+    youden_se = math.sqrt(tpr * (1 - tpr) / positives + fpr * (1 - fpr) / negatives)
+    if youden - Z95 * youden_se <= 0:
+        result["status"] = "unbounded"
+        return result
+    variance = (p * (1 - p) / judged + theta * theta * tpr * (1 - tpr) / positives
+                + (1 - theta) ** 2 * fpr * (1 - fpr) / negatives) / youden ** 2
+    half = Z95 * math.sqrt(variance)
+    result.update(status="ok", ci95=[_clip(theta - half), _clip(theta + half)])
+    return result

@@ -1,0 +1,243 @@
+"""The agent's pass rate (judges.calibration.estimates): against ppi_py, the reference implementation of
+PPI++; hand-worked probabilities and Rogan–Gladen figures; coverage by seeded simulation. No database."""
+
+import math
+
+import numpy as np
+import pytest
+from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+from judges.calibration.estimates import (
+    MIN_CATEGORY_LABELS,
+    Sample,
+    drawn_and_labeled_probability,
+    inclusion_probabilities,
+    interval,
+    pass_rate,
+    ppi_uniform,
+    ppi_weighted,
+    rogan_gladen,
+    uncertainty_from_repeats,
+)
+
+
+def _random_run(rng: np.random.Generator, big_n: int, n: int):
+    """f over N cases (3 repeats of a judge that leans to pass) and human verdicts on n drawn uniformly."""
+    truth = rng.random(big_n) < 0.6
+    f = rng.binomial(3, np.where(truth, 0.85, 0.35)) / 3
+    drawn = rng.choice(big_n, size=n, replace=False)
+    return f, truth.astype(float), drawn
+
+
+def _uniform_sample(f, truth, drawn, categories=None, pending=()):
+    big_n = len(f)
+    draw = np.full(big_n, -1)
+    draw[drawn] = 0
+    human = np.full(big_n, np.nan)
+    human[drawn] = truth[drawn]
+    human[list(pending)] = np.nan
+    probabilities = np.full((big_n, 1), len(drawn) / big_n)
+    category = np.array(categories if categories is not None else ["all"] * big_n, dtype=object)
+    return Sample(f=f, category=category, draw=draw, human=human, probabilities=probabilities, uniform=True)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_it_equals_ppi_py_for_a_uniform_sample(seed):
+    rng = np.random.default_rng(seed)
+    big_n, n = int(rng.integers(200, 3000)), int(rng.integers(20, 150))
+    f, truth, drawn = _random_run(rng, big_n, n)
+    figures = pass_rate(_uniform_sample(f, truth, drawn))
+    # Yhat_unlabeled is f over all N cases, the labeled ones included (docs/estimates.md).
+    y, yhat = truth[drawn], f[drawn]
+    expected = float(ppi_mean_pointestimate(y, yhat, f)[0])
+    low, high = ppi_mean_ci(y, yhat, f, alpha=0.05)
+    assert figures["estimate"] == pytest.approx(expected, abs=1e-9)
+    assert figures["ci95"][0] == pytest.approx(max(0.0, float(low[0])), abs=1e-9)
+    assert figures["ci95"][1] == pytest.approx(min(1.0, float(high[0])), abs=1e-9)
+    assert 0.0 <= figures["lambda"] <= 1.0
+    assert figures["n_labeled"] == n and figures["N"] == big_n and figures["n_pending"] == 0
+
+
+@pytest.mark.parametrize("lam", [0.0, 1.0])
+def test_it_gives_the_classical_interval_at_lambda_0_and_plain_ppi_at_1(lam):
+    rng = np.random.default_rng(7)
+    f, truth, drawn = _random_run(rng, 1000, 80)
+    y, yhat = truth[drawn], f[drawn]
+    estimate = ppi_uniform(y, yhat, f, lam=lam)
+    if lam == 0.0:
+        assert estimate.theta == pytest.approx(y.mean(), abs=1e-12)
+        assert estimate.variance == pytest.approx(y.var() / len(y), abs=1e-12)
+    else:
+        assert estimate.theta == pytest.approx(f.mean() + (y - yhat).mean(), abs=1e-12)
+    low, high = ppi_mean_ci(y, yhat, f, alpha=0.05, lam=lam)
+    assert interval(estimate) == pytest.approx([max(0.0, low[0]), min(1.0, high[0])], abs=1e-9)
+
+
+def test_the_weighted_estimate_equals_the_uniform_one_at_equal_probabilities():
+    rng = np.random.default_rng(3)
+    f, truth, drawn = _random_run(rng, 500, 50)
+    labeled = np.zeros(500, dtype=bool)
+    labeled[drawn] = True
+    weighted = ppi_weighted(labeled, truth[labeled], f, np.full(50, 50 / 500), lam=0.6)
+    uniform = ppi_uniform(truth[labeled], f[labeled], f, lam=0.6)
+    assert weighted.theta == pytest.approx(uniform.theta, abs=1e-12)
+
+
+def test_it_gives_effective_labels_equal_to_the_labeled_count_at_lambda_0():
+    # A judge that says nothing (constant f) gets lambda 0; then the estimate is the humans' mean.
+    rng = np.random.default_rng(5)
+    truth = (rng.random(400) < 0.5).astype(float)
+    drawn = rng.choice(400, size=60, replace=False)
+    figures = pass_rate(_uniform_sample(np.full(400, 0.5), truth, drawn))
+    assert figures["lambda"] == 0.0
+    assert figures["effective_labels"] == pytest.approx(60, abs=1e-9)
+    assert figures["estimate"] == pytest.approx(figures["human_only"]["estimate"], abs=1e-12)
+
+
+def test_an_informative_judge_is_worth_more_labels_than_were_given():
+    rng = np.random.default_rng(11)
+    f, truth, drawn = _random_run(rng, 5000, 100)
+    figures = pass_rate(_uniform_sample(f, truth, drawn))
+    assert figures["effective_labels"] > 100
+    width = figures["ci95"][1] - figures["ci95"][0]
+    human_width = figures["human_only"]["ci95"][1] - figures["human_only"]["ci95"][0]
+    assert width < human_width
+
+
+def test_pending_cases_give_provisional_bounds_and_stay_out_of_the_estimate():
+    rng = np.random.default_rng(2)
+    f, truth, drawn = _random_run(rng, 800, 60)
+    pending = drawn[:15]
+    figures = pass_rate(_uniform_sample(f, truth, drawn, pending=pending))
+    assert (figures["n_drawn"], figures["n_labeled"], figures["n_pending"]) == (60, 45, 15)
+    # The labeled part of a uniform sample is a uniform sample: the estimate uses just those 45.
+    expected = float(ppi_mean_pointestimate(truth[drawn[15:]], f[drawn[15:]], f)[0])
+    assert figures["estimate"] == pytest.approx(expected, abs=1e-9)
+    bounds = figures["provisional"]
+    assert bounds["all_fail"] < figures["estimate"] < bounds["all_pass"]
+    all_pass = truth.copy()
+    all_pass[pending] = 1.0
+    assert bounds["all_pass"] == pytest.approx(float(ppi_mean_pointestimate(all_pass[drawn], f[drawn], f)[0]))
+
+
+def test_categories_need_ten_labeled_drawn_cases():
+    rng = np.random.default_rng(4)
+    f, truth, _ = _random_run(rng, 600, 0)
+    categories = ["policy"] * 300 + ["tools"] * 300
+    drawn = np.concatenate([np.arange(0, MIN_CATEGORY_LABELS), np.arange(300, 300 + MIN_CATEGORY_LABELS - 1)])
+    figures = pass_rate(_uniform_sample(f, truth, drawn, categories=categories))
+    policy, tools = figures["by_category"]["policy"], figures["by_category"]["tools"]
+    assert policy["n_labeled"] == MIN_CATEGORY_LABELS and policy["estimate"] is not None
+    expected = float(ppi_mean_pointestimate(truth[:MIN_CATEGORY_LABELS], f[:MIN_CATEGORY_LABELS], f[:300])[0])
+    assert policy["estimate"] == pytest.approx(min(1.0, max(0.0, expected)), abs=1e-9)
+    assert tools == {"estimate": None, "ci95": None, "n_labeled": MIN_CATEGORY_LABELS - 1}
+
+
+def test_nothing_labeled_gives_only_the_judges_rate():
+    figures = pass_rate(_uniform_sample(np.array([1.0, 0.0, np.nan, 1.0]), np.ones(4), np.array([], dtype=int)))
+    assert figures["estimate"] is None and figures["ci95"] is None and figures["method"] is None
+    assert figures["judge_pass_rate"] == pytest.approx(2 / 3)  # the case with no repeat gets the mean f
+
+
+def test_two_uniform_draws_give_every_case_the_same_probability():
+    # N = 100: 20 drawn (pi 0.2), then 10 of the other 80 (pi 0.125); 15 and 5 of them labeled:
+    # pi~ = 0.2 * 15/20 + 0.8 * 0.125 * 5/10 = 0.15 + 0.05 = 0.2 = 20 labeled / 100.
+    probabilities = np.array([[0.2, 0.125]] * 3)
+    assert drawn_and_labeled_probability(probabilities, np.array([0.75, 0.5])) == pytest.approx([0.2] * 3)
+
+
+def test_active_probabilities_add_up_to_the_budget_with_a_uniform_floor():
+    rng = np.random.default_rng(0)
+    uncertainty = rng.random(1000) ** 4
+    uncertainty[:5] = 1.0
+    pi, scale = inclusion_probabilities(uncertainty, budget=600, uniform_share=0.2)
+    assert pi.sum() == pytest.approx(600)
+    assert pi.max() <= 1.0 and (pi[:5] == 1.0).all()  # the most uncertain cases are capped, others take the rest
+    assert pi.min() >= 0.2 * 600 / 1000
+    uncapped = pi < 1.0
+    assert uncapped.sum() > 500
+    assert scale * (0.8 * uncertainty[uncapped] + 0.2) == pytest.approx(pi[uncapped])  # proportional to the weight
+    uniform, _ = inclusion_probabilities(uncertainty, budget=300, uniform_share=1.0)
+    assert uniform == pytest.approx(np.full(1000, 0.3))
+
+
+# Coverage by simulation: a superpopulation where 65 % of answers truly pass. Easy cases (80 %, 74 % of
+# them truly pass): the judge's five repeats agree with the truth 97 % of the time. Hard cases (20 %, 30 %
+# of them truly pass): its repeats pass 60 % of the time whatever the truth. So the judge is too generous
+# (it passes about 70 %), and its split repeats say where it errs.
+TRUE_RATE, N_CASES, BUDGET, REPETITIONS, REPEATS = 0.65, 4000, 250, 1000, 5
+
+
+def _population(rng):
+    hard = rng.random(N_CASES) < 0.2
+    truth = rng.random(N_CASES) < np.where(hard, 0.3, (TRUE_RATE - 0.2 * 0.3) / 0.8)
+    repeat_pass = np.where(hard, 0.6, np.where(truth, 0.97, 0.03))
+    return rng.binomial(REPEATS, repeat_pass) / REPEATS, truth.astype(float)
+
+
+def _active_sample(rng, f, truth):
+    pi, _ = inclusion_probabilities(uncertainty_from_repeats(f), budget=BUDGET, uniform_share=0.2)
+    drawn = rng.random(N_CASES) < pi
+    draw = np.where(drawn, 0, -1)
+    human = np.where(drawn, truth, np.nan)
+    return Sample(f=f, category=np.full(N_CASES, "all", dtype=object), draw=draw, human=human,
+                  probabilities=pi[:, None], uniform=False)
+
+
+def test_the_interval_covers_the_true_rate_95_percent_of_the_time_uniform_and_active():
+    rng = np.random.default_rng(20261202)
+    covered = {"uniform": 0, "active": 0}
+    widths: dict[str, list[float]] = {"uniform": [], "active": []}
+    judge_rates = []
+    for _ in range(REPETITIONS):
+        f, truth = _population(rng)
+        judge_rates.append(f.mean())
+        drawn = rng.choice(N_CASES, size=BUDGET, replace=False)
+        samples = {"uniform": _uniform_sample(f, truth, drawn), "active": _active_sample(rng, f, truth)}
+        for method, sample in samples.items():
+            low, high = pass_rate(sample)["ci95"]
+            covered[method] += low <= TRUE_RATE <= high
+            widths[method].append(high - low)
+    assert np.mean(judge_rates) > TRUE_RATE + 0.04  # the judge alone would overstate the agent
+    assert 0.93 <= covered["uniform"] / REPETITIONS <= 0.97, covered
+    assert 0.93 <= covered["active"] / REPETITIONS <= 0.97, covered
+    # The judge's uncertainty says where it errs, so labels spent there narrow the interval.
+    assert np.mean(widths["active"]) < 0.9 * np.mean(widths["uniform"]), {k: np.mean(v) for k, v in widths.items()}
+
+
+def test_rogan_gladen_matches_the_hand_worked_example():
+    # p = 70/100, TPR = 90/100, TFR = 80/100 (FPR 0.2): theta = (0.7 - 0.2) / 0.7 = 5/7.
+    # Var = [0.7*0.3/100 + (5/7)^2 * 0.9*0.1/100 + (2/7)^2 * 0.2*0.8/100] / 0.7^2
+    #     = [0.0021 + 0.000459184 + 0.000130612] / 0.49 = 0.005489380; se = 0.0740904.
+    figures = rogan_gladen(passed=70, judged=100, tp=90, fn=10, fp=20, tn=80)
+    assert figures["status"] == "ok"
+    assert figures["estimate"] == pytest.approx(5 / 7, abs=1e-12)
+    half = 1.959963984540054 * math.sqrt(0.005489380)
+    assert figures["ci95"] == pytest.approx([5 / 7 - half, 5 / 7 + half], abs=1e-6)
+    assert figures["ci95"] == pytest.approx([0.569075, 0.859496], abs=1e-5)
+
+
+def test_rogan_gladen_is_undefined_or_unbounded_when_the_judge_says_too_little():
+    assert rogan_gladen(passed=50, judged=100, tp=50, fn=50, fp=50, tn=50)["status"] == "undefined"
+    assert rogan_gladen(passed=50, judged=100, tp=40, fn=60, fp=50, tn=50)["estimate"] is None
+    assert rogan_gladen(passed=50, judged=100, tp=0, fn=0, fp=5, tn=5)["status"] == "undefined"
+    # TPR 0.6, TFR 0.7 on ten cases each: J = 0.3, but its lower bound 0.3 - 1.96 * 0.212 is below 0.
+    unbounded = rogan_gladen(passed=50, judged=100, tp=6, fn=4, fp=3, tn=7)
+    assert unbounded["status"] == "unbounded" and unbounded["ci95"] is None
+    assert unbounded["estimate"] == pytest.approx((0.5 - 0.3) / 0.3)
+
+
+def test_rogan_gladen_covers_the_true_rate_under_label_shift():
+    # The evidence was labeled where half the answers pass; CI's new outputs pass 75 % of the time. The
+    # judge's error rates stay (TPR 0.9, FPR 0.25): the shift is in the labels only.
+    rng = np.random.default_rng(31)
+    covered = 0
+    for _ in range(REPETITIONS):
+        positives = rng.binomial(300, 0.5)
+        tp, fp = rng.binomial(positives, 0.9), rng.binomial(300 - positives, 0.25)
+        truth = rng.random(500) < 0.75
+        passed = int((rng.random(500) < np.where(truth, 0.9, 0.25)).sum())
+        low, high = rogan_gladen(passed=passed, judged=500, tp=tp, fn=positives - tp, fp=fp,
+                                 tn=300 - positives - fp)["ci95"]
+        covered += low <= 0.75 <= high
+    assert 0.93 <= covered / REPETITIONS <= 0.97, covered

@@ -1,0 +1,169 @@
+"""The agent's pass rate of a stored run: the figures from the database against ppi_py, the API
+(`runs:read`), `manage.py pass_rate`, and the run page with its draw form."""
+
+import json
+from io import StringIO
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+from evalhub.models import ApiToken, Scope
+from judges.estimates.selectors import run_cases, run_pass_rate
+from judges.estimates.services import audit_sample_draw
+from judges.models import AuditDraw
+from labeling.models import Case
+from tests.judges.estimates.factories import make_sampled_run
+from tests.judges.report_factories import label, make_cases, make_config, make_run
+
+pytestmark = pytest.mark.django_db
+DESIGN_KEYS = {"estimate", "ci95", "method", "lambda", "n_drawn", "n_labeled", "n_pending", "N", "judge_pass_rate",
+               "human_only", "effective_labels", "by_category"}
+
+
+def truth(external_id: str) -> str:
+    return "fail" if int(external_id[1:]) % 3 == 0 else "pass"
+
+
+@pytest.fixture
+def run(dataset, rubric, lead):
+    return make_sampled_run(dataset, rubric, lead)
+
+
+@pytest.fixture
+def labeled_run(run, rubric, reviewer, lead):
+    """30 of 60 cases drawn uniformly, 24 of them labeled (6 pending): (run, drawn ids, verdicts)."""
+    drawn = audit_sample_draw(run=run, size=30, method="uniform", seed=4, by=lead)
+    verdicts = {}
+    for i, external_id in enumerate(drawn.external_ids[:24]):
+        verdicts[external_id] = "fail" if i % 3 == 0 else "pass"  # in the order labeled: a mix from the start
+        label(Case.objects.get(dataset=run.dataset, external_id=external_id), rubric, reviewer, verdicts[external_id])
+    return run, drawn.external_ids, verdicts
+
+
+def test_the_figures_equal_ppi_py_on_the_labeled_drawn_cases(labeled_run):
+    run, drawn, verdicts = labeled_run
+    figures = run_pass_rate(run=run)
+    cases = run_cases(run=run)
+    f = dict(zip(cases.external_id, cases.f, strict=True))
+    labeled = drawn[:24]
+    y = np.array([1.0 if verdicts[e] == "pass" else 0.0 for e in labeled])
+    yhat = np.array([f[e] for e in labeled])
+    assert figures["estimate"] == pytest.approx(float(ppi_mean_pointestimate(y, yhat, cases.f)[0]), abs=1e-9)
+    low, high = ppi_mean_ci(y, yhat, cases.f, alpha=0.05)
+    assert figures["ci95"] == pytest.approx([max(0, low[0]), min(1, high[0])], abs=1e-9)
+    assert (figures["n_drawn"], figures["n_labeled"], figures["n_pending"], figures["N"]) == (30, 24, 6, 60)
+    assert figures["human_only"]["estimate"] == pytest.approx(y.mean())
+    assert figures["judge_pass_rate"] == pytest.approx(cases.f.mean())
+    assert figures["method"] == "uniform"
+
+
+def test_labels_outside_the_sample_never_enter_the_estimate(labeled_run, rubric, second_reviewer):
+    run, drawn, _ = labeled_run
+    before = run_pass_rate(run=run)
+    for case in Case.objects.filter(dataset=run.dataset).exclude(external_id__in=drawn)[:10]:
+        label(case, rubric, second_reviewer, "fail")
+    assert run_pass_rate(run=run) == before
+
+
+def test_the_history_replays_the_labels_in_order_and_ends_at_the_estimate(labeled_run):
+    run, *_ = labeled_run
+    figures = run_pass_rate(run=run, history=True)
+    history = figures["history"]
+    assert history[-1]["labels"] == 24 and history[-1]["estimate"] == pytest.approx(figures["estimate"])
+    assert history[0]["labels"] == 10
+    assert [p["labels"] for p in history] == sorted({p["labels"] for p in history})
+    assert history[0]["ci95"][1] - history[0]["ci95"][0] > history[-1]["ci95"][1] - history[-1]["ci95"][0]
+
+
+def test_an_active_sample_is_weighted(run, rubric, reviewer, lead):
+    drawn = audit_sample_draw(run=run, size=25, method="active", seed=2, by=lead)
+    for external_id in drawn.external_ids:
+        label(Case.objects.get(dataset=run.dataset, external_id=external_id), rubric, reviewer, truth(external_id))
+    figures = run_pass_rate(run=run)
+    assert figures["method"] == "active" and figures["n_pending"] == 0 and figures["provisional"] is None
+    assert 0 <= figures["ci95"][0] <= figures["estimate"] <= figures["ci95"][1] <= 1
+
+
+def _token(lead) -> str:
+    return ApiToken.issue(name="ci", scopes=[Scope.RUNS_READ], created_by=lead)[1]
+
+
+def test_the_api_returns_designs_fields_and_the_command_the_same(client, labeled_run, lead):
+    run, *_ = labeled_run
+    url = reverse("judges:api_run_pass_rate", args=[run.pk])
+    assert client.get(url).status_code == 401
+    wrong = ApiToken.issue(name="ci", scopes=[Scope.GATES_READ], created_by=lead)[1]
+    assert client.get(url, headers={"Authorization": f"Bearer {wrong}"}).status_code == 403
+    response = client.get(url, headers={"Authorization": f"Bearer {_token(lead)}"})
+    assert response.status_code == 200
+    body = response.json()
+    assert DESIGN_KEYS <= set(body) and set(body["human_only"]) == {"estimate", "ci95"}
+    assert body["provisional"]["all_fail"] <= body["estimate"] <= body["provisional"]["all_pass"]
+    out = StringIO()
+    call_command("pass_rate", str(run.pk), "--json", stdout=out)
+    assert json.loads(out.getvalue()) == body
+    missing = client.get(reverse("judges:api_run_pass_rate", args=[999999]),
+                         headers={"Authorization": f"Bearer {_token(lead)}"})
+    assert missing.status_code == 404 and "error" in missing.json()
+
+
+def test_the_command_prints_a_readable_summary(labeled_run):
+    run, *_ = labeled_run
+    out = StringIO()
+    call_command("pass_rate", str(run.pk), stdout=out)
+    text = out.getvalue()
+    assert "agent's pass rate" in text and "95 % CI" in text
+    assert "6 of 30 drawn cases still unlabeled" in text
+    assert "drawn at random, as recorded" in text
+
+
+def test_the_run_page_shows_the_estimate_and_how_it_narrowed(lead_client, labeled_run):
+    run, *_ = labeled_run
+    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    figures = run_pass_rate(run=run)
+    assert f"{figures['estimate'] * 100:.1f} %" in page
+    assert "6 of 30 drawn cases still unlabeled" in page
+    assert 'data-testid="pass-rate-chart"' in page
+    assert "drawn at random, as recorded" in page
+
+
+def test_the_run_page_draws_a_sample_for_a_lead(lead_client, run):
+    url = reverse("judges:audit_sample_create", args=[run.pk])
+    response = lead_client.post(url, {"size": "12", "method": "uniform"}, follow=True)
+    assert response.status_code == 200
+    assert "12 cases drawn" in response.content.decode()
+    assert AuditDraw.objects.get().size == 12
+
+
+@pytest.mark.parametrize("data", [{"size": "0", "method": "uniform"}, {"size": "many", "method": "uniform"},
+                                  {"size": "5", "method": "<script>"}, {}])
+def test_bad_input_draws_nothing_and_says_why(lead_client, run, data):
+    response = lead_client.post(reverse("judges:audit_sample_create", args=[run.pk]), data, follow=True)
+    assert response.status_code == 200
+    assert "No cases drawn" in response.content.decode() and "<script>" not in response.content.decode()
+    assert not AuditDraw.objects.exists()
+
+
+def test_active_without_uncertainty_is_refused_on_the_page(lead_client, dataset, rubric, lead):
+    cases = make_cases(dataset, [("a", "policy")])
+    run = make_run(make_config(rubric, lead), dataset, lead, {cases[0]: ["pass"]})
+    response = lead_client.post(reverse("judges:audit_sample_create", args=[run.pk]),
+                                {"size": "1", "method": "active"}, follow=True)
+    assert "draw a uniform sample instead" in response.content.decode()
+
+
+def test_reviewers_may_not_draw(reviewer_client, run):
+    response = reviewer_client.post(reverse("judges:audit_sample_create", args=[run.pk]), {"size": "3"})
+    assert response.status_code in (403, 404)
+    assert not AuditDraw.objects.exists()
+
+
+def test_the_overview_shows_each_rubrics_latest_estimate(lead_client, labeled_run, rubric):
+    run, *_ = labeled_run
+    page = lead_client.get(reverse("judges:promotion_overview")).content.decode()
+    figures = run_pass_rate(run=run)
+    assert f"{figures['estimate'] * 100:.1f} %" in page
+    assert f"run {run.pk}</a>, 24 of 30 labeled" in page
