@@ -26,7 +26,7 @@ from judges.models import JudgeConfig, Judgment, Run
 from judges.runs.worker import judgments_record
 from labeling.importing import ImportRejected
 from labeling.importing.cases import cases_import_items
-from labeling.models import Case, Dataset
+from labeling.models import Case, CaseTally, Dataset, QueuePriority
 
 MAX_CHUNK_CASES = 1_000
 MAX_REPEATS = 20
@@ -210,6 +210,11 @@ def ci_cases_store(*, dataset: Dataset, payload: Any, by) -> CiCasesStored:
                 run=run, results=[(cases[case["external_id"]], j) for _, case, judgments in fresh for j in judgments]
             )
             Run.objects.filter(pk=run.pk).update(total=F("total") + len(fresh) * chunk.repeats, finished_at=now)
+            # A contested verdict needs humans before other needed cases (docs/words.md, queue order).
+            contested = [cases[case["external_id"]].pk for _, case, judgments in fresh
+                         if any(judgment.contested for judgment in judgments)]
+            CaseTally.objects.filter(case_id__in=contested, rubric=config.rubric,
+                                     priority__lt=QueuePriority.CONTESTED).update(priority=QueuePriority.CONTESTED)
         run.refresh_from_db()  # the counters as this chunk left them
     return CiCasesStored(run=run, created=created, updated=updated, unchanged=len(posted) - created - updated,
                          judgments=recorded)

@@ -10,7 +10,7 @@ from judges.configs.services import judge_config_save
 from judges.engine import Judgment as EngineJudgment
 from judges.gate.posting import CASES_SCHEMA
 from judges.models import Judgment, Run
-from labeling.models import Case, Dataset, Label, Rubric, case_split
+from labeling.models import Case, CaseTally, Dataset, Label, QueuePriority, Rubric, case_split
 from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +61,16 @@ def test_it_writes_the_cases_and_the_ci_run_and_a_changed_answer_stops_the_label
     assert post(client, world["token"], body(other, outputs=("Never.",))).json()["updated"] == 1
     assert not Label.objects.counting().filter(pk=label.pk).exists()
     assert Run.objects.filter(source=Run.Source.CI, ref="abc").count() == 2
+
+
+def test_a_contested_ci_judgment_comes_before_other_needed_cases_in_the_queue(client, world):
+    payload = body(world["config"], outputs=("Within 30 days.", "Refund issued."))
+    payload["cases"][1]["judgments"][0]["contested"] = True
+    assert post(client, world["token"], payload).status_code == 201
+
+    priorities = dict(CaseTally.objects.filter(rubric=world["config"].rubric)
+                      .values_list("case__external_id", "priority"))
+    assert priorities == {"abc/c0": QueuePriority.NONE, "abc/c1": QueuePriority.CONTESTED}
 
 
 @pytest.mark.parametrize(("change", "status", "field"), [
