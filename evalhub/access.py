@@ -28,8 +28,8 @@ def lead_required(view: Callable) -> Callable:
     return wrapper
 
 
-def token_required(scope: str) -> Callable:
-    """An API view reachable only with a bearer token that carries `scope`.
+def token_required(*scopes: str) -> Callable:
+    """An API view reachable only with a bearer token that carries one of `scopes`.
 
     The view gets the token as `request.api_token`. Sessions do not count: scripts hold tokens,
     people hold sessions, and neither reaches the other's endpoints.
@@ -47,8 +47,9 @@ def token_required(scope: str) -> Callable:
             token = ApiToken.objects.filter(token_hash=hash_token(raw.strip()), revoked_at__isnull=True).first()
             if token is None:
                 return _api_error(401, "The API token is unknown or revoked.")
-            if scope not in token.scopes:
-                return _api_error(403, f"This token lacks the scope '{scope}'.")
+            if not any(scope in token.scopes for scope in scopes):
+                wanted = " or ".join(f"'{scope}'" for scope in scopes)
+                return _api_error(403, f"This token lacks the scope {wanted}.")
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
             request.api_token = token
             return view(request, *args, **kwargs)

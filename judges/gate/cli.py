@@ -4,7 +4,7 @@
                        [--kind K] --out cases.jsonl [--token TOKEN]
     evalhub-gate check --config URL_OR_FILE [--token TOKEN] [--cases cases.jsonl] --outputs FILE.jsonl
                        [--repeats K] [--max-cost-usd X] [--require-calibrated] [--junit FILE] [--json FILE]
-                       [--post URL] [--cache-dir DIR] [--concurrency N]
+                       [--post URL] [--cache-dir DIR] [--concurrency N] [--redact KIND…]
 
 Plain Python with no Django import: a pipeline runs it with the package installed and no server or
 database. `cases` writes the cases a pipeline runs its agent on (a cases:read token); `check` reads the
@@ -57,6 +57,7 @@ from judges.gate.report import (
 )
 from judges.gate.server import TOKEN_ENV, fetch_cases, post_results
 from labeling.importing.reading import CASE_KINDS
+from labeling.importing.redaction import REDACT_KINDS, Redactor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -139,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true", help="ask the judges again even for cached work")
     check.add_argument("--concurrency", type=_positive, default=4, metavar="N",
                        help="judge calls in flight at once, all rubrics together (default: 4)")
+    check.add_argument("--redact", nargs="+", choices=REDACT_KINDS, default=[], metavar="KIND",
+                       help=f"replace these kinds of personal data in the cases by placeholders before anything is "
+                            f"judged or posted ({', '.join(REDACT_KINDS)})")
     check.add_argument("--allow-env", action="append", default=[], metavar="NAME",
                        help="let a judge read this variable too (repeatable; also $" + ENV_ALLOW_ENV + ", "
                        "comma-separated); OPENAI_*/ANTHROPIC_* keys and URLs and EVALHUB_JUDGE_* need no "
@@ -192,6 +196,8 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.max_cost_usd is not None:
         check_prices(rubrics)
     cases = read_cases_and_outputs(args.cases, args.outputs) if args.cases else read_outputs(args.outputs)
+    redactor = Redactor(args.redact)
+    cases = [redactor.fields(case) for case in cases]  # before a judge, the cache or a report sees them
     check_environment(rubrics, env)
     cache = None if args.no_cache else FolderCache(args.cache_dir)
     github = env.get("GITHUB_ACTIONS") == "true"

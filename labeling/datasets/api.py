@@ -1,5 +1,6 @@
 """The cases API: scripts push cases with a `cases:write` token, through the file import's own rules;
-pipelines fetch a dataset's cases (to run their agent on) with a `cases:read` token."""
+pipelines fetch a dataset's cases (to run their agent on) with a `cases:read` token, and what the dataset
+does to cases on the way in (its redaction) with either."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -20,6 +21,23 @@ from labeling.models import Dataset
 TRUE_VALUES = {"1", "true", "yes", "on"}
 CASE_FILTERS = ("category", "split", "kind", "sample", "seed")
 MAX_SEED_CHARS = 200
+
+
+@token_required(Scope.CASES_READ.value, Scope.CASES_WRITE.value)
+def dataset_read(request: HttpRequest, slug: str) -> JsonResponse:
+    """GET /api/datasets/<slug>: the dataset's name and what it redacts from incoming cases.
+
+    The CI command redacts with these kinds before it judges what it will post, so the posted case and its
+    judgments are of the same text (docs/gate.md).
+    """
+    if request.method != "GET":
+        response = JsonResponse({"error": "Use GET."}, status=405)
+        response["Allow"] = "GET"
+        return response
+    dataset = Dataset.objects.filter(slug=slug).first()
+    if dataset is None:
+        return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
+    return JsonResponse({"dataset": dataset.slug, "name": dataset.name, "redact": list(dataset.redact_kinds)})
 
 
 @login_not_required  # each method's view checks its own token scope

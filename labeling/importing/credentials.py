@@ -1,0 +1,83 @@
+"""Credentials in text, found by the rules of a maintained secret scanner. No Django: `no_secrets` (the
+engine, the CI command) and the `secret` redaction use it.
+
+The rules are Yelp's detect-secrets plugins, used as a library (docs/security.md, "Finding credentials"
+says why this one): every plugin it ships that matches a credential's own shape, so a new release's
+plugins count at once. Left out: high-entropy strings (ordinary ids, digests and hashes are random too),
+the keyword plugin (`password = …` in source files; it reads file types, not prose) and public IP
+addresses (not a credential; `ip` is a redaction kind of its own). A few shapes the plugins do not cover
+yet are added below; each is anchored on a vendor's fixed prefix or a labelled context, so order
+numbers, UUIDs and hex digests never look like one.
+"""
+
+import re
+from collections.abc import Iterator
+from functools import cache
+
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.plugins.base import BasePlugin
+
+LEFT_OUT = {"Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword", "Public IP (ipv4)"}
+
+# (kind, shape) for credentials the plugins do not know yet.
+ADDED_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Anthropic API Key", re.compile(r"\bsk-ant-[A-Za-z0-9]{2,10}-[A-Za-z0-9_-]{20,}")),
+    ("OpenAI API Key", re.compile(r"\bsk-(?!ant-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}")),
+    ("AWS Secret Access Key",
+     re.compile(r"(?i)\baws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])")),
+    ("GitHub Fine-grained Token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
+    ("Google API Key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("Bearer Token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*")),
+)
+
+
+@cache
+def scanner_plugins() -> tuple[BasePlugin, ...]:
+    """One instance of each detect-secrets plugin that `no_secrets` uses, by kind."""
+    mapping = get_mapping_from_secret_type_to_class()
+    return tuple(plugin() for kind, plugin in sorted(mapping.items()) if kind not in LEFT_OUT)
+
+
+def scanner_kinds() -> list[str]:
+    """Every kind of credential found: the plugins' and the added shapes'."""
+    return [plugin.secret_type for plugin in scanner_plugins()] + [kind for kind, _ in ADDED_SHAPES]
+
+
+# A plugin's pattern may take in the space, quote or `=` around a credential: those stay in the text.
+_EDGES = " \t\r\n\"'=:/"
+# A pattern may also stop inside its token (JSON Web Token's ends lazily before the signature): a
+# credential runs on to the end of its token.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def _plugin_spans(plugin: BasePlugin, text: str) -> Iterator[tuple[int, int]]:
+    """Where the plugin's patterns match, whole: a plugin reports only a pattern's group (GitHub's reports
+    `ghp`), which is not the credential's extent. A match counts when the plugin confirms it (a JWT must
+    decode, for one)."""
+    for pattern in getattr(plugin, "denylist", ()):
+        for m in pattern.finditer(text):
+            value = m.group()
+            if value and any(plugin.analyze_string(value)):
+                start = m.start() + len(value) - len(value.lstrip(_EDGES))
+                end = m.end() - len(value) + len(value.rstrip(_EDGES))
+                if start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
+                    end = _TOKEN_RUN.match(text, end).end()
+                if start < end:
+                    yield start, end
+
+
+def credential_spans(text: str) -> list[tuple[str, int, int]]:
+    """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
+    found: list[tuple[str, int, int]] = []
+    for plugin in scanner_plugins():
+        found += [(plugin.secret_type, start, end) for start, end in _plugin_spans(plugin, text)]
+    for kind, shape in ADDED_SHAPES:
+        for m in shape.finditer(text):
+            if not any(start < m.end() and m.start() < end for _, start, end in found):
+                found.append((kind, *m.span()))
+    return found
+
+
+def credential_kinds(text: str) -> list[str]:
+    """The kinds of credential `text` carries, each once, in the order first found. Never the values."""
+    return list(dict.fromkeys(kind for kind, _, _ in credential_spans(text)))
