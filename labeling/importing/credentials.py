@@ -48,6 +48,9 @@ _EDGES = " \t\r\n\"'=:/"
 # A pattern may also stop inside its token (JSON Web Token's ends lazily before the signature): a
 # credential runs on to the end of its token.
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
+# The private-key plugin matches the block's first line only: the key is the block, to its END line or to
+# the last of its base64 lines.
+_KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
 
 
 def _plugin_spans(plugin: BasePlugin, text: str) -> Iterator[tuple[int, int]]:
@@ -60,7 +63,9 @@ def _plugin_spans(plugin: BasePlugin, text: str) -> Iterator[tuple[int, int]]:
             if value and any(plugin.analyze_string(value)):
                 start = m.start() + len(value) - len(value.lstrip(_EDGES))
                 end = m.end() - len(value) + len(value.rstrip(_EDGES))
-                if start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
+                if plugin.secret_type == "Private Key":
+                    end = _KEY_BLOCK.match(text, end).end()
+                elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
                     end = _TOKEN_RUN.match(text, end).end()
                 if start < end:
                     yield start, end

@@ -40,6 +40,7 @@ _EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-
 _CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
 # A country code, check digits, then up to 30 letters or digits, optionally in groups of four.
 _IBAN = re.compile(r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
+_PHONE = re.compile(r"(?<![\w+])\+\d(?:[ .()-]{0,2}\d){6,18}")
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w.]|\.\d)")
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
 
@@ -94,10 +95,20 @@ def _ips(text: str) -> Iterator[tuple[int, int]]:
 
 def _phones(text: str) -> Iterator[tuple[int, int]]:
     # International form only (a leading +): without its country, "4155550132" reads as well as an order
-    # number as a phone number. libphonenumber's metadata decides what a valid number of that country is.
-    if "+" in text:
-        for match in phonenumbers.PhoneNumberMatcher(text, None, leniency=phonenumbers.Leniency.VALID):
-            yield match.start, match.end
+    # number as a phone number. A candidate may run on into the digits after it ("+44 20 7946 0958 4111…"),
+    # so the longest prefix that libphonenumber's metadata calls a valid number is the number.
+    for m in _PHONE.finditer(text):
+        candidate = m.group()
+        for end in range(len(candidate), 7, -1):
+            if not candidate[end - 1].isdigit() or (end < len(candidate) and candidate[end].isdigit()):
+                continue
+            try:
+                number = phonenumbers.parse(candidate[:end], None)
+            except phonenumbers.NumberParseException:
+                continue
+            if phonenumbers.is_valid_number(number):
+                yield m.start(), m.start() + end
+                break
 
 
 def _secrets(text: str) -> Iterator[tuple[int, int]]:
