@@ -36,8 +36,9 @@ REDACT_KIND_HELP = {
 }
 
 _EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![\w-])")
-# 13 to 19 digits, optionally grouped by single spaces or dashes; never part of a longer run of digits.
-_CARD = re.compile(r"(?<![\w-])\d(?:[ -]?\d){12,18}(?![\w-])")
+# Groups of digits joined by single spaces or dashes, never inside a word: where card numbers are.
+_DIGIT_RUN = re.compile(r"(?<![\w-])\d+(?:[ -]\d+)*(?![\w-])")
+_DIGITS = re.compile(r"\d+")
 # A country code, check digits, then up to 30 letters or digits, optionally in groups of four.
 _IBAN = re.compile(r"(?<![\w])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}")
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ .()-]{0,2}\d){6,18}")
@@ -62,10 +63,22 @@ def _emails(text: str) -> Iterator[tuple[int, int]]:
 
 
 def _cards(text: str) -> Iterator[tuple[int, int]]:
-    for m in _CARD.finditer(text):
-        digits = re.sub(r"[ -]", "", m.group())
-        if 13 <= len(digits) <= 19 and luhn_valid(digits):
-            yield m.span()
+    # A run of digit groups may hold more than a card ("+44 20 7946 0958 4111 1111 1111 1111"): from each
+    # group, the longest Luhn-valid stretch of 13 to 19 digits is a candidate, and where candidates overlap
+    # the earliest wins (Redactor.text), so a phone number before a card leaves the card whole.
+    for m in _DIGIT_RUN.finditer(text):
+        groups = [g.span() for g in _DIGITS.finditer(m.group())]
+        for i, (start, _) in enumerate(groups):
+            digits = ""
+            best = None
+            for g_start, g_end in groups[i:]:
+                digits += m.group()[g_start:g_end]
+                if len(digits) > 19:
+                    break
+                if len(digits) >= 13 and luhn_valid(digits):
+                    best = g_end
+            if best is not None:
+                yield m.start() + start, m.start() + best
 
 
 def _ibans(text: str) -> Iterator[tuple[int, int]]:
