@@ -67,7 +67,7 @@ class DatasetCreateForm(forms.ModelForm):
 
 class RedactionForm(forms.Form):
     redact = forms.MultipleChoiceField(
-        choices=[(kind, f"{kind}: {REDACT_KIND_HELP[kind]}") for kind in REDACT_KINDS],
+        choices=[(kind, REDACT_KIND_HELP[kind]) for kind in REDACT_KINDS],
         widget=forms.CheckboxSelectMultiple, required=False, label="Redact from cases on the way in",
     )
 

@@ -179,14 +179,37 @@ class Redactor:
         """A case as a dict (the CI command's), redacted through one map. external_id, category and kind are
         the dataset's own names for the case and stay. Fields are redacted in the case format's order,
         whatever the dict's, so the server and the CI command number the same case's values alike."""
-        if not self.finders:
+        content = [value for name, value in case.items() if name not in KEPT_FIELDS]
+        narrowed = self._narrowed("\n".join(_strings(content)))
+        if not narrowed:
             return case
         p = Placeholders()
         order = {name: i for i, name in enumerate(CASE_FIELDS)}
         redacted = {}
         for name in sorted(case, key=lambda name: order.get(name, len(order))):
-            redacted[name] = case[name] if name in KEPT_FIELDS else self.value(case[name], p)
+            redacted[name] = case[name] if name in KEPT_FIELDS else narrowed.value(case[name], p)
         return {name: redacted[name] for name in case}
+
+    def _narrowed(self, texts: str) -> "Redactor":
+        """This redactor with only the kinds found in `texts` (a case's strings, joined): a case carries few
+        kinds, and one pass over the joined text costs far less than a pass over each string. A value found
+        in one string is found in the joined text too (a line break ends a value as a string's end does)."""
+        narrowed = Redactor(())
+        narrowed.finders = [(kind, find) for kind, find in self.finders if next(iter(find(texts)), None)]
+        return narrowed
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, object keys too."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 class Placeholders:
