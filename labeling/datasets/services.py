@@ -33,9 +33,10 @@ def dataset_set_redaction(*, dataset: Dataset, kinds: list[str], by) -> bool:
         locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
         if locked.redact == redact:
             return False
+        was = ", ".join(locked.redact.split()) or "nothing"
         DatasetEvent.objects.create(
             dataset=locked, kind=DatasetEvent.Kind.REDACTION_SET, by=by,
-            detail=f"redact {', '.join(redact.split()) or 'nothing'} (was {', '.join(locked.redact.split()) or 'nothing'})",
+            detail=f"redact {', '.join(redact.split()) or 'nothing'} (was {was})",
         )
         locked.redact = redact
         locked.save(update_fields=["redact"])

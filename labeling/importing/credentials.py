@@ -11,8 +11,10 @@ numbers, UUIDs and hex digests never look like one.
 """
 
 import re
+import re._parser as sre_parse  # the standard library's own reader of patterns (see _required_literals)
 from collections.abc import Iterator
 from functools import cache
+from typing import Any
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import BasePlugin
@@ -38,6 +40,47 @@ def scanner_plugins() -> tuple[BasePlugin, ...]:
     return tuple(plugin() for kind, plugin in sorted(mapping.items()) if kind not in LEFT_OUT)
 
 
+def _required(items: Any) -> list[set[str]]:
+    """Sets of literal text, one of which every match of the parsed pattern `items` must contain."""
+    found: list[set[str]] = []
+    run = ""
+    for op, arg in list(items) + [(None, None)]:
+        if op is sre_parse.LITERAL:
+            run += chr(arg)
+            continue
+        if run:
+            found.append({run})
+            run = ""
+        if op is sre_parse.SUBPATTERN:
+            found += _required(arg[3])
+        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
+            found += _required(arg[2])
+        elif op is sre_parse.BRANCH:
+            branches = [_best(branch) for branch in arg[1]]
+            if all(branches):
+                found.append(set().union(*branches))
+    return found
+
+
+def _best(items: Any) -> set[str] | None:
+    options = _required(items)
+    return max(options, key=lambda texts: min(map(len, texts))) if options else None
+
+
+@cache
+def _required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
+    """Lowercased texts one of which is in every match of `pattern` (None: no such text of 2+ characters).
+
+    Checking for them with `in` first spares running the pattern over text that cannot match: some rules
+    begin with lookbehinds or optional groups, which the regular-expression engine tries at every position.
+    Lowercased both sides, so a case-insensitive rule is checked soundly too.
+    """
+    best = _best(sre_parse.parse(pattern.pattern, pattern.flags))
+    if not best or min(map(len, best)) < 2:
+        return None
+    return frozenset(text.lower() for text in best)
+
+
 def scanner_kinds() -> list[str]:
     """Every kind of credential found: the plugins' and the added shapes'."""
     return [plugin.secret_type for plugin in scanner_plugins()] + [kind for kind, _ in ADDED_SHAPES]
@@ -53,31 +96,47 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
 _KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
 
 
-def _plugin_spans(plugin: BasePlugin, text: str) -> Iterator[tuple[int, int]]:
-    """Where the plugin's patterns match, whole: a plugin reports only a pattern's group (GitHub's reports
-    `ghp`), which is not the credential's extent. A match counts when the plugin confirms it (a JWT must
-    decode, for one)."""
-    for pattern in getattr(plugin, "denylist", ()):
-        for m in pattern.finditer(text):
-            value = m.group()
-            if value and any(plugin.analyze_string(value)):
-                start = m.start() + len(value) - len(value.lstrip(_EDGES))
-                end = m.end() - len(value) + len(value.rstrip(_EDGES))
-                if plugin.secret_type == "Private Key":
-                    end = _KEY_BLOCK.match(text, end).end()
-                elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
-                    end = _TOKEN_RUN.match(text, end).end()
-                if start < end:
-                    yield start, end
+# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with the texts
+# one of which the pattern needs (None: it may match anything).
+Rule = tuple[str, re.Pattern[str], BasePlugin | None, frozenset[str] | None]
+
+
+@cache
+def scanner_rules() -> tuple[Rule, ...]:
+    """Every pattern of the plugins, then the added shapes: what credential_spans runs, in order."""
+    rules = [(plugin.secret_type, pattern, plugin, _required_literals(pattern))
+             for plugin in scanner_plugins() for pattern in getattr(plugin, "denylist", ())]
+    rules += [(kind, shape, None, _required_literals(shape)) for kind, shape in ADDED_SHAPES]
+    return tuple(rules)
+
+
+def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
+    """Where the pattern matches, whole: a plugin reports only a pattern's group (GitHub's reports `ghp`),
+    which is not the credential's extent. A match counts when the plugin confirms it (a JWT must decode)."""
+    for m in pattern.finditer(text):
+        value = m.group()
+        if value and any(plugin.analyze_string(value)):
+            start = m.start() + len(value) - len(value.lstrip(_EDGES))
+            end = m.end() - len(value) + len(value.rstrip(_EDGES))
+            if plugin.secret_type == "Private Key":
+                end = _KEY_BLOCK.match(text, end).end()
+            elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
+                end = _TOKEN_RUN.match(text, end).end()
+            if start < end:
+                yield start, end
 
 
 def credential_spans(text: str) -> list[tuple[str, int, int]]:
     """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
     found: list[tuple[str, int, int]] = []
-    for plugin in scanner_plugins():
-        found += [(plugin.secret_type, start, end) for start, end in _plugin_spans(plugin, text)]
-    for kind, shape in ADDED_SHAPES:
-        for m in shape.finditer(text):
+    lowered = text.lower()
+    for kind, pattern, plugin, literals in scanner_rules():
+        if literals is not None and not any(literal in lowered for literal in literals):
+            continue
+        if plugin is not None:
+            found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
+            continue
+        for m in pattern.finditer(text):
             if not any(start < m.end() and m.start() < end for _, start, end in found):
                 found.append((kind, *m.span()))
     return found

@@ -13,7 +13,7 @@ Luhn-checked here, addresses checked by `ipaddress`.
 import dataclasses
 import ipaddress
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import phonenumbers
@@ -82,18 +82,35 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
 
 
 def _ibans(text: str) -> Iterator[tuple[int, int]]:
-    for m in _IBAN.finditer(text):
-        # The pattern may run on into the next word: try the longest valid IBAN from its start.
+    # The pattern may run on into what follows (another IBAN, a word): the longest prefix schwifty accepts
+    # is the IBAN, and the search goes on after it.
+    yield from _longest_valid(_IBAN, text, _iban_valid, shortest=15)
+
+
+def _iban_valid(candidate: str) -> bool:
+    if candidate.endswith(" "):
+        return False
+    try:
+        IBAN(candidate)
+    except SchwiftyException:
+        return False
+    return True
+
+
+def _longest_valid(pattern: re.Pattern[str], text: str, valid: Callable[[str], bool], *,
+                   shortest: int) -> Iterator[tuple[int, int]]:
+    """Spans of the longest prefix of each match of `pattern` that `valid` accepts and that does not end
+    inside a word or a run of digits, searching on after it (or after the match's first character)."""
+    at = 0
+    while m := pattern.search(text, at):
         candidate = m.group()
-        for end in range(len(candidate), 14, -1):
-            if candidate[end - 1] == " ":
-                continue
-            try:
-                IBAN(candidate[:end])
-            except SchwiftyException:
-                continue
-            yield m.start(), m.start() + end
-            break
+        end = next((end for end in range(len(candidate), shortest - 1, -1)
+                    if not candidate[end:end + 1].isalnum() and valid(candidate[:end])), None)
+        if end is None:
+            at = m.start() + 1
+            continue
+        yield m.start(), m.start() + end
+        at = m.start() + end
 
 
 def _ips(text: str) -> Iterator[tuple[int, int]]:
@@ -110,18 +127,16 @@ def _phones(text: str) -> Iterator[tuple[int, int]]:
     # International form only (a leading +): without its country, "4155550132" reads as well as an order
     # number as a phone number. A candidate may run on into the digits after it ("+44 20 7946 0958 4111…"),
     # so the longest prefix that libphonenumber's metadata calls a valid number is the number.
-    for m in _PHONE.finditer(text):
-        candidate = m.group()
-        for end in range(len(candidate), 7, -1):
-            if not candidate[end - 1].isdigit() or (end < len(candidate) and candidate[end].isdigit()):
-                continue
-            try:
-                number = phonenumbers.parse(candidate[:end], None)
-            except phonenumbers.NumberParseException:
-                continue
-            if phonenumbers.is_valid_number(number):
-                yield m.start(), m.start() + end
-                break
+    yield from _longest_valid(_PHONE, text, _phone_valid, shortest=8)
+
+
+def _phone_valid(candidate: str) -> bool:
+    if not candidate[-1].isdigit():
+        return False
+    try:
+        return phonenumbers.is_valid_number(phonenumbers.parse(candidate, None))
+    except phonenumbers.NumberParseException:
+        return False
 
 
 def _secrets(text: str) -> Iterator[tuple[int, int]]:
@@ -139,37 +154,28 @@ class Redactor:
         finders = {"secret": _secrets, "email": _emails, "iban": _ibans, "card": _cards, "ip": _ips,
                    "phone": _phones}
         # Secrets first: where two kinds overlap, the earlier kind here wins (a key is not a phone number).
-        self.finders = [(kind, finders[kind]) for kind in finders if kind in set(kinds)]
+        self.finders: list[tuple[str, Callable[[str], Iterator[tuple[int, int]]]]] = [
+            (kind, finders[kind]) for kind in finders if kind in set(kinds)]
         self.kinds = tuple(kind for kind, _ in self.finders)
 
     def __bool__(self) -> bool:
         return bool(self.finders)
 
-    def text(self, text: str, placeholders: "Placeholders") -> str:
-        spans: list[tuple[int, int, int, str]] = []
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """(start, end, kind) of what to replace in `text`, in order, never overlapping: where two finds
+        overlap, the one that starts first wins (then the longer, then the kind listed first)."""
+        found: list[tuple[int, int, int, str]] = []
         for rank, (kind, find) in enumerate(self.finders):
-            spans += [(start, -(end - start), rank, kind) for start, end in find(text)]
-        if not spans:
-            return text
-        out, at = [], 0
-        for start, negative_length, _, kind in sorted(spans):
-            if start < at:
-                continue  # overlaps a span already replaced
-            end = start - negative_length
-            out += [text[at:start], placeholders.of(kind, text[start:end])]
-            at = end
-        out.append(text[at:])
-        return "".join(out)
+            found += [(start, -(end - start), rank, kind) for start, end in find(text)]
+        spans, at = [], 0
+        for start, negative_length, _, kind in sorted(found):
+            if start >= at:
+                spans.append((start, start - negative_length, kind))
+                at = start - negative_length
+        return spans
 
-    def value(self, value: Any, placeholders: "Placeholders") -> Any:
-        """A JSON value with every string (object keys too) redacted."""
-        if isinstance(value, str):
-            return self.text(value, placeholders)
-        if isinstance(value, dict):
-            return {self.text(k, placeholders): self.value(v, placeholders) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.value(v, placeholders) for v in value]
-        return value
+    def text(self, text: str, placeholders: "Placeholders") -> str:
+        return _replaced(text, self.spans(text), placeholders)
 
     def case(self, data: CaseData) -> CaseData:
         """The case with its content and expectations redacted through one map."""
@@ -178,25 +184,63 @@ class Redactor:
     def fields(self, case: dict[str, Any]) -> dict[str, Any]:
         """A case as a dict (the CI command's), redacted through one map. external_id, category and kind are
         the dataset's own names for the case and stay. Fields are redacted in the case format's order,
-        whatever the dict's, so the server and the CI command number the same case's values alike."""
-        content = [value for name, value in case.items() if name not in KEPT_FIELDS]
-        narrowed = self._narrowed("\n".join(_strings(content)))
-        if not narrowed:
+        whatever the dict's, so the server and the CI command number the same case's values alike.
+
+        The case's strings are searched as one text, joined by line breaks (a line break ends a value as a
+        string's end does): one pass a kind instead of one a string. A find that crosses from one string
+        into the next (none of the kinds spans a line break on its own) is replaced in both."""
+        if not self.finders:
+            return case
+        order = {name: i for i, name in enumerate(CASE_FIELDS)}
+        names = sorted((name for name in case if name not in KEPT_FIELDS), key=lambda n: order.get(n, len(order)))
+        strings = list(_strings([case[name] for name in names]))
+        joined = "\n".join(strings)
+        spans = self.spans(joined)
+        if not spans:
             return case
         p = Placeholders()
-        order = {name: i for i, name in enumerate(CASE_FIELDS)}
-        redacted = {}
-        for name in sorted(case, key=lambda name: order.get(name, len(order))):
-            redacted[name] = case[name] if name in KEPT_FIELDS else narrowed.value(case[name], p)
-        return {name: redacted[name] for name in case}
+        for start, end, kind in spans:
+            p.of(kind, joined[start:end])  # numbered in the order of the case's fields
+        redacted, offset, i = [], 0, 0
+        for text in strings:
+            inside = []
+            while i < len(spans) and spans[i][0] < offset + len(text):
+                start, end, kind = spans[i]
+                inside.append((max(start, offset) - offset, min(end, offset + len(text)) - offset,
+                               kind, joined[start:end]))
+                if end > offset + len(text):
+                    break  # it goes on into the next string
+                i += 1
+            redacted.append(_replaced(text, inside, p))
+            offset += len(text) + 1
+        values = iter(redacted)
+        rebuilt = {name: _rebuilt(case[name], values) for name in names}
+        return {name: rebuilt.get(name, case[name]) for name in case}
 
-    def _narrowed(self, texts: str) -> "Redactor":
-        """This redactor with only the kinds found in `texts` (a case's strings, joined): a case carries few
-        kinds, and one pass over the joined text costs far less than a pass over each string. A value found
-        in one string is found in the joined text too (a line break ends a value as a string's end does)."""
-        narrowed = Redactor(())
-        narrowed.finders = [(kind, find) for kind, find in self.finders if next(iter(find(texts)), None)]
-        return narrowed
+
+def _replaced(text: str, spans: Iterable[tuple], placeholders: "Placeholders") -> str:
+    """`text` with each (start, end, kind[, value]) span replaced by the value's placeholder."""
+    out, at = [], 0
+    for start, end, kind, *value in spans:
+        out += [text[at:start], placeholders.of(kind, value[0] if value else text[start:end])]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _rebuilt(value: Any, strings: Iterator[str]) -> Any:
+    """`value` with its strings taken, in _strings' order, from `strings`."""
+    if isinstance(value, str):
+        return next(strings)
+    if isinstance(value, dict):
+        rebuilt = {}
+        for item in value.values():
+            key = next(strings)  # a key comes before its value, as in _strings
+            rebuilt[key] = _rebuilt(item, strings)
+        return rebuilt
+    if isinstance(value, list):
+        return [_rebuilt(item, strings) for item in value]
+    return value
 
 
 def _strings(value: Any) -> Iterator[str]:
