@@ -7,7 +7,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from evalhub.access import token_required
+from evalhub.access import method_not_allowed, token_required
 from evalhub.models import Scope
 from evalhub.params import MAX_ID, whole
 from labeling.datasets.exporting import case_lines
@@ -31,9 +31,7 @@ def dataset_read(request: HttpRequest, slug: str) -> JsonResponse:
     judgments are of the same text (docs/gate.md).
     """
     if request.method != "GET":
-        response = JsonResponse({"error": "Use GET."}, status=405)
-        response["Allow"] = "GET"
-        return response
+        return method_not_allowed("GET")
     dataset = Dataset.objects.filter(slug=slug).first()
     if dataset is None:
         return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
