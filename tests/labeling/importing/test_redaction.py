@@ -51,6 +51,12 @@ def test_near_misses_are_left_alone(text):
     assert redact(text) == text
 
 
+def test_a_value_right_after_another_is_found_too():
+    # A candidate runs on into what follows; the search goes on after the value, not after the candidate.
+    assert redact("DE89 3704 0044 0532 0130 00 0 DE89 3704 0044 0532 0130 00", "iban") == "[IBAN_1] 0 [IBAN_1]"
+    assert redact("+44 20 7946 0958 4111 1111 1111 1111") == "[PHONE_1] [CARD_1]"
+
+
 def test_placeholders_are_numbered_per_kind_and_stable_within_a_case():
     text = "a@example.com wrote to b@example.com; a@example.com again, from 192.0.2.1"
     assert redact(text) == "[EMAIL_1] wrote to [EMAIL_2]; [EMAIL_1] again, from [IP_1]"
