@@ -164,7 +164,6 @@ class Redactor:
         # Secrets first: where two kinds overlap, the earlier kind here wins (a key is not a phone number).
         self.finders: list[tuple[str, Callable[[str], Iterator[tuple[int, int]]]]] = [
             (kind, finders[kind]) for kind in finders if kind in set(kinds)]
-        self.kinds = tuple(kind for kind, _ in self.finders)
 
     def __bool__(self) -> bool:
         return bool(self.finders)
