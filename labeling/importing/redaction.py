@@ -218,7 +218,7 @@ class Redactor:
                 if end > offset + len(text):
                     break  # it goes on into the next string
                 i += 1
-            redacted.append(_replaced(text, inside, p))
+            redacted.append(_replaced(text, inside, p) if inside else text)
             offset += len(text) + 1
         values = iter(redacted)
         rebuilt = {name: _rebuilt(case[name], values) for name in names}
