@@ -28,8 +28,9 @@ def lead_required(view: Callable) -> Callable:
     return wrapper
 
 
-def token_required(*scopes: str) -> Callable:
-    """An API view reachable only with a bearer token that carries every one of `scopes` (none: any token).
+def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
+    """An API view reachable only with a bearer token that carries every one of `scopes` and, when `one_of`
+    names any, at least one of those (neither: any token).
 
     The view gets the token as `request.api_token`. Sessions do not count: scripts hold tokens,
     people hold sessions, and neither reaches the other's endpoints.
@@ -51,6 +52,9 @@ def token_required(*scopes: str) -> Callable:
             if missing:
                 named = " and ".join(f"'{scope}'" for scope in missing)
                 return _api_error(403, f"This token lacks the scope{'s' if len(missing) > 1 else ''} {named}.")
+            if one_of and not any(scope in token.scopes for scope in one_of):
+                wanted = " or ".join(f"'{scope}'" for scope in one_of)
+                return _api_error(403, f"This token lacks the scope {wanted}.")
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
             request.api_token = token
             return view(request, *args, **kwargs)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from labeling.models import Adjudication, Case, Dataset, Label, LabelRequest, PolicyDocument, Rubric, Skip
+from labeling.models import Adjudication, Case, Dataset, DatasetEvent, Label, LabelRequest, PolicyDocument, Rubric, Skip
 
 
 @admin.register(Dataset)
@@ -8,6 +8,24 @@ class DatasetAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "queue_order", "created_at"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["reviewers"]
+    readonly_fields = ["redact"]  # changed on the dataset page only, where the change is audited
+
+
+@admin.register(DatasetEvent)
+class DatasetEventAdmin(admin.ModelAdmin):
+    """The dataset audit log, read-only."""
+
+    list_display = ["at", "dataset", "kind", "by"]
+    list_filter = ["kind"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Case)

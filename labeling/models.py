@@ -8,6 +8,7 @@ from django.utils import timezone
 from labeling.importing.reading import CASE_KINDS
 from labeling.importing.reading import case_split as case_split
 from labeling.importing.reading import labeled_content_hash as labeled_content_hash
+from labeling.importing.redaction import REDACT_KINDS
 
 
 class LabelingRefused(Exception):
@@ -77,6 +78,9 @@ class Dataset(models.Model):
         default=20, db_default=20, validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="Under “a share of cases first”: the percentage of cases that go first.",
     )
+    # The personal data redacted from every case on the way in (docs/security.md, "Redaction"): kinds of
+    # REDACT_KINDS, space-separated. Changed only through services.dataset_set_redaction (audited).
+    redact = models.CharField(max_length=60, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = DatasetQuerySet.as_manager()
@@ -86,6 +90,31 @@ class Dataset(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.slug
+
+    @property
+    def redact_kinds(self) -> tuple[str, ...]:
+        return tuple(kind for kind in REDACT_KINDS if kind in self.redact.split())
+
+
+class DatasetEvent(models.Model):
+    """One audited change of what a dataset does to its cases: its redaction set, or applied to the cases
+    it already holds. Only created, never changed (the admin shows them read-only)."""
+
+    class Kind(models.TextChoices):
+        REDACTION_SET = "redaction_set", "redaction set"
+        REDACTION_APPLIED = "redaction_applied", "redaction applied to existing cases"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    detail = models.TextField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.dataset}: {self.get_kind_display()}"
 
 
 class CaseQuerySet(models.QuerySet):

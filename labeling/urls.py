@@ -17,10 +17,12 @@ urlpatterns = [
     path("datasets/<slug:slug>/", datasets.dataset_detail, name="dataset_detail"),
     path("datasets/<slug:slug>/import/", datasets.dataset_import, name="dataset_import"),
     path("datasets/<slug:slug>/kinds/", datasets.dataset_kinds, name="dataset_kinds"),
+    path("datasets/<slug:slug>/redaction/", datasets.dataset_redaction, name="dataset_redaction"),
     path("datasets/<slug:slug>/export/<str:kind>/", datasets.dataset_export, name="dataset_export"),
     path("cases/<int:case_id>/", datasets.case_detail, name="case_detail"),
     path("rubrics/new/", datasets.rubric_create, name="rubric_create"),
     path("rubrics/<slug:slug>/edit/", datasets.rubric_edit, name="rubric_edit"),
+    path("api/datasets/<slug:slug>", datasets_api.dataset_read, name="api_dataset"),
     path("api/datasets/<slug:slug>/cases", datasets_api.dataset_cases, name="api_cases_ingest"),
     # Labeling: the reviewer's queue and history; leads' overview and disputes
     path("label/", queue.queue_start, name="queue_start"),

@@ -16,6 +16,9 @@ APPS = ("evalhub", "labeling", "judges")
 DJANGO_FREE_PACKAGES = ("judges/engine", "judges/gate")
 DJANGO_FREE_MODULES = (
     "labeling.importing.reading",
+    # Finding credentials and redacting personal data: the CI command redacts and runs no_secrets too.
+    "labeling.importing.credentials",
+    "labeling.importing.redaction",
     # The calibration figures, rules and explorer: pure functions on frames, tested without a database.
     "judges.calibration.metrics",
     "judges.calibration.rules",

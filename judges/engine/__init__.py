@@ -12,7 +12,7 @@ from .cache import Cache, FolderCache, MemoryCache, cache_key, case_content_key
 from .chain import RetryPolicy
 from .config import CONTRACT_CHECKS, JudgeConfig, SecondaryJudge, config_hash
 from .contract import json_equal, run_contract_checks
-from .credentials import SECRET_SHAPES, redact_key, secret_kinds
+from .credentials import redact_key, secret_kinds
 from .envnames import ALLOWED_ENV_NAMES, env_name_refusals, is_never_allowed, parse_env_allow
 from .families import is_pinned_snapshot, model_family
 from .judgment import ERRORS, OUTCOMES, Judgment
@@ -26,7 +26,6 @@ from .validation import InvalidOutput, normalise_verdict, validate_answer
 __all__ = [
     "ALLOWED_ENV_NAMES",
     "KEY_REFUSED",
-    "SECRET_SHAPES",
     "CONTRACT_CHECKS",
     "DEFAULT_PROMPT_TEMPLATE",
     "ERRORS",

@@ -1,33 +1,19 @@
-"""Credential shapes: what `no_secrets` looks for, and what the engine hides of a key in its messages.
+"""Credentials: what `no_secrets` looks for, and what the engine hides of a key in its messages.
 
-Each shape is anchored on a vendor's fixed prefix or a labelled context, so ordinary long ids
-(hex digests, UUIDs, order numbers) never look like a credential.
+The shapes are a maintained scanner's rules (labeling.importing.credentials, shared with the `secret`
+redaction), plus the config's own `secret_patterns`.
 """
 
 import re
 from collections.abc import Iterable
 
-# (what the detail calls it, the shape). Only the name is ever shown, never what matched.
-SECRET_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("an Anthropic API key", re.compile(r"\bsk-ant-[A-Za-z0-9]{2,10}-[A-Za-z0-9_-]{20,}")),
-    ("an OpenAI API key", re.compile(r"\bsk-(?!ant-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}")),
-    ("an AWS access key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
-    (
-        "an AWS secret access key",
-        re.compile(r"(?i)\baws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
-    ),
-    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----")),
-    ("a JWT", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}")),
-    ("a bearer token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*")),
-)
+from labeling.importing.credentials import credential_kinds
 
 
 def secret_kinds(text: str, *, extra_patterns: Iterable[str] = ()) -> list[str]:
-    """The kinds of credential `text` carries: shape names, and `secret_patterns[i]` for a config's own."""
-    kinds = [name for name, shape in SECRET_SHAPES if shape.search(text)]
+    """The kinds of credential `text` carries: the scanner's names, and `secret_patterns[i]` for a config's own.
+    Only the kind is ever shown, never what matched."""
+    kinds = credential_kinds(text)
     kinds += [f"a match of secret_patterns[{i}]" for i, p in enumerate(extra_patterns) if re.search(p, text)]
     return kinds
 

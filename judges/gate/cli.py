@@ -4,7 +4,7 @@
                        [--kind K] --out cases.jsonl [--token TOKEN]
     evalhub-gate check --config URL_OR_FILE [--token TOKEN] [--cases cases.jsonl] --outputs FILE.jsonl
                        [--repeats K] [--max-cost-usd X] [--require-calibrated] [--junit FILE] [--json FILE]
-                       [--post URL] [--cache-dir DIR] [--concurrency N]
+                       [--post URL] [--cache-dir DIR] [--concurrency N] [--redact KIND…]
                        [--rubric SLUG]… [--stage STAGE]… [--layers contract]
                        [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]]
 
@@ -72,8 +72,9 @@ from judges.gate.report import (
     write_step_summary,
     write_summary,
 )
-from judges.gate.server import TOKEN_ENV, checked_token, checked_url, fetch_cases, post_results
+from judges.gate.server import TOKEN_ENV, checked_token, checked_url, fetch_cases, fetch_redaction, post_results
 from labeling.importing.reading import CASE_KINDS
+from labeling.importing.redaction import REDACT_KINDS, Redactor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -158,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-cache", action="store_true", help="ask the judges again even for cached work")
     check.add_argument("--concurrency", type=_positive, default=4, metavar="N",
                        help="judge calls in flight at once, all rubrics together (default: 4)")
+    check.add_argument("--redact", nargs="+", choices=REDACT_KINDS, default=[], metavar="KIND",
+                       help=f"replace these kinds of personal data in the cases by placeholders before anything is "
+                            f"judged or posted ({', '.join(REDACT_KINDS)})")
     check.add_argument("--allow-env", action="append", default=[], metavar="NAME",
                        help="let a judge read this variable too (repeatable; also $" + ENV_ALLOW_ENV + ", "
                        "comma-separated); OPENAI_*/ANTHROPIC_* keys and URLs and EVALHUB_JUDGE_* need no "
@@ -268,9 +272,14 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         check_prices(rubrics)
     cases = read_cases_and_outputs(args.cases, args.outputs) if args.cases else read_outputs(args.outputs)
     check_environment(rubrics, env)
+    kinds = set(args.redact)
     if server is not None:
         assert token is not None
         check_post_scopes(server, token)  # a token that cannot post is refused before anything is judged
+        # The dataset's own redaction too, so the posted cases and their judgments are of the same text.
+        kinds.update(fetch_redaction(server, args.post_cases, token=token))
+    redactor = Redactor(sorted(kinds))
+    cases = [redactor.fields(case) for case in cases]  # before a judge, the cache or a report sees them
     cache = None if args.no_cache else _cache(args.cache_dir)
     github = env.get("GITHUB_ACTIONS") == "true"
 

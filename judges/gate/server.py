@@ -21,6 +21,7 @@ from http.client import HTTPMessage
 from typing import IO, Any
 
 from judges.gate.messages import ConfigError, one_line
+from labeling.importing.redaction import REDACT_KINDS
 
 TOKEN_ENV = "EVALHUB_TOKEN"
 HTTP_TIMEOUT_S = 30
@@ -229,3 +230,29 @@ def fetch_ci_verdicts(server: str, dataset: str, token: str, *, ref: str, config
     if not isinstance(cases, dict):
         raise ConfigError(f"reading the CI run of {one_line(ref, 80)}: the answer lists no cases")
     return {str(k): str(v) for k, v in cases.items()}
+
+
+def fetch_redaction(server: str, dataset: str, *, token: str | None) -> tuple[str, ...]:
+    """What the dataset redacts from incoming cases (`GET /api/datasets/<slug>`, a cases:read or cases:write
+    token): the kinds to redact with before judging cases that will be posted to it.
+
+    A kind this command does not know is a config error: judging unredacted text the server would refuse to
+    store is worse than stopping.
+    """
+    url = f"{server.rstrip('/')}/api/datasets/{urllib.parse.quote(dataset, safe='')}"
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    what = f"reading the redaction of dataset {one_line(dataset, 80)} from {url}"
+    body = http_request(urllib.request.Request(url, headers=headers), what)
+    try:
+        kinds = json.loads(body)["redact"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(f"{what}: the answer is not a dataset (no \"redact\" list)") from None
+    if not isinstance(kinds, list) or not all(isinstance(kind, str) for kind in kinds):
+        raise ConfigError(f"{what}: \"redact\" is not a list of kinds")
+    unknown = [kind for kind in kinds if kind not in REDACT_KINDS]
+    if unknown:
+        raise ConfigError(f"{what}: this evalhub-gate cannot redact {', '.join(one_line(k, 40) for k in unknown)} "
+                          f"(it knows {', '.join(REDACT_KINDS)}): upgrade it")
+    return tuple(kinds)

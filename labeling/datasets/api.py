@@ -1,12 +1,13 @@
 """The cases API: scripts push cases with a `cases:write` token, through the file import's own rules;
-pipelines fetch a dataset's cases (to run their agent on) with a `cases:read` token."""
+pipelines fetch a dataset's cases (to run their agent on) with a `cases:read` token, and what the dataset
+does to cases on the way in (its redaction) with either."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from evalhub.access import token_required
+from evalhub.access import method_not_allowed, token_required
 from evalhub.models import Scope
 from evalhub.params import MAX_ID, whole
 from labeling.datasets.exporting import case_lines
@@ -20,6 +21,21 @@ from labeling.models import Dataset
 TRUE_VALUES = {"1", "true", "yes", "on"}
 CASE_FILTERS = ("category", "split", "kind", "sample", "seed")
 MAX_SEED_CHARS = 200
+
+
+@token_required(one_of=(Scope.CASES_READ.value, Scope.CASES_WRITE.value))
+def dataset_read(request: HttpRequest, slug: str) -> JsonResponse:
+    """GET /api/datasets/<slug>: the dataset's name and what it redacts from incoming cases.
+
+    The CI command redacts with these kinds before it judges what it will post, so the posted case and its
+    judgments are of the same text (docs/gate.md).
+    """
+    if request.method != "GET":
+        return method_not_allowed("GET")
+    dataset = Dataset.objects.filter(slug=slug).first()
+    if dataset is None:
+        return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
+    return JsonResponse({"dataset": dataset.slug, "name": dataset.name, "redact": list(dataset.redact_kinds)})
 
 
 @login_not_required  # each method's view checks its own token scope

@@ -5,6 +5,7 @@ from django.template.defaultfilters import filesizeformat
 
 from labeling.importing import Format, format_for
 from labeling.importing.reading import CASE_KINDS
+from labeling.importing.redaction import REDACT_KIND_HELP, REDACT_KINDS
 from labeling.models import Case, Dataset, Rubric
 
 # Slugs that would shadow a page's URL (/datasets/new/, /rubrics/new/).
@@ -62,6 +63,13 @@ class DatasetCreateForm(forms.ModelForm):
         fields = ["slug", "name", "description", "queue_order", "queue_share"]
         widgets = {"description": forms.Textarea(attrs={"rows": 3})}
         help_texts = {"slug": "Letters, digits, - and _; used in URLs, commands and the API."}
+
+
+class RedactionForm(forms.Form):
+    redact = forms.MultipleChoiceField(
+        choices=[(kind, REDACT_KIND_HELP[kind]) for kind in REDACT_KINDS],
+        widget=forms.CheckboxSelectMultiple, required=False, label="Redact from cases on the way in",
+    )
 
 
 FORMAT_CHOICES = [("", "By the file's extension (.jsonl, .csv)"), *((f.value, f.name) for f in Format)]

@@ -1,7 +1,11 @@
-"""Writes on a dataset's cases from its pages (imports are labeling.importing's)."""
+"""Writes on a dataset and its cases from its pages (imports are labeling.importing's)."""
 
+from django.db import transaction
+
+from labeling.importing.cases import cases_apply_redaction
 from labeling.importing.reading import CASE_KINDS
-from labeling.models import Dataset, LabelingRefused
+from labeling.importing.redaction import REDACT_KINDS
+from labeling.models import Dataset, DatasetEvent, LabelingRefused
 
 
 def cases_set_kind(*, dataset: Dataset, cases, kind: str) -> int:
@@ -13,3 +17,45 @@ def cases_set_kind(*, dataset: Dataset, cases, kind: str) -> int:
     if kind and kind not in CASE_KINDS:
         raise LabelingRefused(f"A kind is one of {', '.join(CASE_KINDS)}, or empty.")
     return cases.filter(dataset=dataset).exclude(kind=kind).update(kind=kind)
+
+
+def dataset_set_redaction(*, dataset: Dataset, kinds: list[str], by) -> bool:
+    """Set what the dataset redacts from the cases that come in from now on; returns whether it changed.
+
+    The change and the audit entry are one transaction. Cases already stored are left as they are
+    (dataset_apply_redaction rewrites them, when a lead asks).
+    """
+    unknown = [kind for kind in kinds if kind not in REDACT_KINDS]
+    if unknown:
+        raise LabelingRefused(f"Redaction kinds are {', '.join(REDACT_KINDS)}; not {', '.join(unknown)}.")
+    redact = " ".join(kind for kind in REDACT_KINDS if kind in kinds)
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if locked.redact == redact:
+            return False
+        was = ", ".join(locked.redact.split()) or "nothing"
+        DatasetEvent.objects.create(
+            dataset=locked, kind=DatasetEvent.Kind.REDACTION_SET, by=by,
+            detail=f"redact {', '.join(redact.split()) or 'nothing'} (was {was})",
+        )
+        locked.redact = redact
+        locked.save(update_fields=["redact"])
+    dataset.redact = redact
+    return True
+
+
+def dataset_apply_redaction(*, dataset: Dataset, by) -> int:
+    """Redact the cases the dataset already holds with its kinds, audited; returns how many changed.
+
+    Their labels stop counting, like after any change of content. The rewrite and the audit entry are one
+    transaction.
+    """
+    if not dataset.redact_kinds:
+        raise LabelingRefused("This dataset redacts nothing: choose what to redact first.")
+    with transaction.atomic():
+        changed = cases_apply_redaction(dataset=dataset)
+        DatasetEvent.objects.create(
+            dataset=dataset, kind=DatasetEvent.Kind.REDACTION_APPLIED, by=by,
+            detail=f"{', '.join(dataset.redact_kinds)} redacted from the stored cases: {changed} changed",
+        )
+    return changed

@@ -25,6 +25,7 @@ from labeling.datasets.forms import (
     CaseImportForm,
     DatasetCreateForm,
     LabelImportForm,
+    RedactionForm,
     RubricCreateForm,
     RubricEditForm,
     case_filters,
@@ -41,7 +42,7 @@ from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import labels_import
 from labeling.importing.reading import CASE_KINDS
-from labeling.models import Case, Dataset, Rubric
+from labeling.models import Case, Dataset, LabelingRefused, Rubric
 
 
 @lead_required
@@ -103,8 +104,38 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "categories": categories, "case_count": sum(c["n"] for c in categories),
         "splits": Case.Split.values, "rubrics": report_rubrics(dataset=dataset),
         "all_rubrics": Rubric.objects.order_by("slug"),
+        "redaction_form": RedactionForm(initial={"redact": dataset.redact_kinds}),
+        "redaction_events": dataset.events.select_related("by")[:3],
     }
     return render(request, "labeling/dataset_detail.html", context)
+
+
+@lead_required
+@require_POST
+def dataset_redaction(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set what the dataset redacts from incoming cases (`action=save`), or redact the cases it already holds
+    with it (`action=apply`). Both are audited."""
+    dataset = get_object_or_404(Dataset, slug=slug)
+    back = reverse("labeling:dataset_detail", args=[dataset.slug])
+    if request.POST.get("action") == "apply":
+        try:
+            changed = services.dataset_apply_redaction(dataset=dataset, by=request.user)
+        except LabelingRefused as refused:
+            messages.error(request, str(refused))
+        else:
+            messages.success(request, f"Redacted the stored cases: {changed} case{pluralize(changed)} changed; "
+                                      "their labels stop counting until reviewers confirm them.")
+        return redirect(back)
+    form = RedactionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose among the redaction kinds shown.")
+        return redirect(back)
+    kinds = form.cleaned_data["redact"]
+    if services.dataset_set_redaction(dataset=dataset, kinds=kinds, by=request.user):
+        what = ", ".join(dataset.redact_kinds) or "nothing"
+        messages.success(request, f"Cases coming in now redact {what}. Stored cases are unchanged until you "
+                                  "apply the redaction to them.")
+    return redirect(back)
 
 
 @lead_required

@@ -33,6 +33,7 @@ from labeling.importing.reading import (
     read_records,
     validated_cases,
 )
+from labeling.importing.redaction import Placeholders, Redactor
 from labeling.models import Case, Dataset, Label, Rubric
 
 BATCH_SIZE = 2_000  # rows per INSERT (off PostgreSQL's COPY path): 16 parameters each, far below 65,535
@@ -108,14 +109,21 @@ def _model_values(data: CaseData) -> dict:
 
 def _cases_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]], errors: list[RowError],
                  update: bool, rubric: Rubric | None = None, by=None) -> CaseImportResult:
-    """Check the rows against the dataset, then create, update or leave each case, and write the rows' human
-    verdicts as `by`'s labels of `rubric`.
+    """Redact, check the rows against the dataset, then create, update or leave each case, and write the rows'
+    human verdicts as `by`'s labels of `rubric`.
 
-    One transaction: either every row is written or none. The dataset row is locked so two imports
-    into the same dataset cannot both create the same external_id.
+    Every way cases come in ends here, so the dataset's redaction (docs/security.md, "Redaction") is
+    applied here, before anything is compared, hashed or stored, and to the error messages too (a
+    message may quote a line). One transaction: either every row is written or none. The dataset row is
+    locked so two imports into the same dataset cannot both create the same external_id, and so the
+    redaction read is the one in force.
     """
     with transaction.atomic():
-        Dataset.objects.select_for_update().only("pk").get(pk=dataset.pk)
+        locked = Dataset.objects.select_for_update().only("pk", "redact").get(pk=dataset.pk)
+        redactor = Redactor(locked.redact_kinds)
+        if redactor:
+            rows = [(row, redactor.case(data)) for row, data in rows]
+            errors = [RowError(e.row, e.field, redactor.text(e.message, Placeholders())) for e in errors]
         ids = [data.external_id for _, data in rows]
         existing: dict[str, tuple[int, CaseData]] = {}
         if update:
@@ -178,6 +186,31 @@ def _verdict_labels_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]],
             label.revise(verdict=verdict, note=label.note, content_hash=content_hash)
     Label.objects.bulk_create(new, batch_size=BATCH_SIZE)
     return len(verdicts)
+
+
+def cases_apply_redaction(*, dataset: Dataset) -> int:
+    """Redact the cases `dataset` already holds with its redaction kinds; returns how many changed.
+
+    A changed case is written like a re-import: its content hash moves, so its labels stop counting, and
+    runs that judged it become stale. One transaction, read and written in chunks.
+    """
+    changed_count = 0
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().only("pk", "redact").get(pk=dataset.pk)
+        redactor = Redactor(locked.redact_kinds)
+        if not redactor:
+            return 0
+        now = timezone.now()
+        ids = list(Case.objects.filter(dataset=dataset).order_by("pk").values_list("external_id", flat=True))
+        for chunk in chunks(ids, LOOKUP_CHUNK):
+            changed = []
+            for pk, old in _existing_cases(dataset=dataset, external_ids=chunk).values():
+                new = redactor.case(old)
+                if new.signature(CASE_FIELDS) != old.signature(CASE_FIELDS):
+                    changed.append((pk, new, new.signature(JUDGED_FIELDS) != old.signature(JUDGED_FIELDS)))
+            _update_cases(dataset=dataset, cases=changed, now=now)
+            changed_count += len(changed)
+    return changed_count
 
 
 def _existing_cases(*, dataset: Dataset, external_ids: list[str]) -> dict[str, tuple[int, CaseData]]:

@@ -13,8 +13,7 @@ from evalhub.http import HtmxHttpRequest
 from evalhub.params import object_id_or_404
 from evalhub.tables import table_query
 from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
-from labeling.models import Case, Dataset, Label, Rubric
-from labeling.models import LabelingRefused
+from labeling.models import Case, Dataset, Label, LabelingRefused, Rubric
 from labeling.queue import services
 from labeling.queue.forms import CaseIdForm, LabelForm, UndoForm
 from labeling.queue.selectors import (

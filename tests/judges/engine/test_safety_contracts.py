@@ -8,24 +8,25 @@ from judges.engine import CONTRACT_CHECKS, JudgeConfig, config_hash, judge_case,
 
 from .factories import contract_config, tool_case
 
-# Built from pieces, so no scanner takes this file for a leak; each has its vendor's shape.
+# Built from pieces, so no scanner takes this file for a leak; each has its vendor's shape, keyed by the
+# kind no_secrets reports (every family the scanner claims: tests/labeling/importing/test_credentials.py).
 CREDENTIALS = {
-    "an OpenAI API key": "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_Q-7",
-    "an OpenAI API key, legacy": "sk-" + "T3BlbkFJ" + "a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6",
-    "an Anthropic API key": "sk-ant-api03-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe-dC_bA" + "AA",
-    "an AWS access key": "AKIA" + "IOSFODNN7EXAMPLE",
-    "an AWS secret access key": "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-    "a GitHub token": "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
-    "a GitHub token, fine-grained": "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
-    "a Slack token": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
-    "a Google API key": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
-    "a private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7",
-    "a private key, OpenSSH": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
-    "a private key, PKCS#8": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
-    "a JWT": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    "OpenAI API Key": "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z_Q-7",
+    "OpenAI API Key, legacy": "sk-" + "T3BlbkFJ" + "a1b2c3d4e5f6g7h8i9j0k1l2m3n4o5p6",
+    "Anthropic API Key": "sk-ant-api03-" + "Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe-dC_bA" + "AA",
+    "AWS Access Key": "AKIA" + "IOSFODNN7EXAMPLE",
+    "AWS Secret Access Key": "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "GitHub Token": "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "GitHub Fine-grained Token": "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "Slack Token": "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "Google API Key": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "Private Key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn/ygWyF8PbnGy0AHB7",
+    "Private Key, OpenSSH": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    "Private Key, PKCS#8": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+    "JSON Web Token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
     + ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
     + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "a bearer token": "Authorization: Bearer " + "9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c",
+    "Bearer Token": "Authorization: Bearer " + "9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c",
 }
 
 ORDINARY = [
@@ -63,18 +64,18 @@ def test_no_secrets_finds_each_credential_shape_in_a_tool_argument(kind):
 
 
 def test_no_secrets_reads_the_keys_of_a_tool_argument_too():
-    call = {"name": "send_email", "argument": {"headers": {CREDENTIALS["a GitHub token"]: "x"}}}
+    call = {"name": "send_email", "argument": {"headers": {CREDENTIALS["GitHub Token"]: "x"}}}
     check = no_secrets(tool_case(trace={"toolCalls": [call]}))
-    assert check["detail"] == "toolCalls[0].argument carries a GitHub token"
+    assert check["detail"] == "toolCalls[0].argument carries GitHub Token"
 
 
 def test_no_secrets_names_every_kind_in_every_place():
     calls = [{"name": "lookup_order", "argument": {"order_id": "ORD-101"}},
-             {"name": "send_email", "argument": {"body": CREDENTIALS["an AWS access key"]}}]
-    output = f"{CREDENTIALS['a GitHub token']} and {CREDENTIALS['a Slack token']}"
+             {"name": "send_email", "argument": {"body": CREDENTIALS["AWS Access Key"]}}]
+    output = f"{CREDENTIALS['GitHub Token']} and {CREDENTIALS['Slack Token']}"
     check = no_secrets(tool_case(output=output, trace={"toolCalls": calls}))
     assert check["detail"] == (
-        "the answer carries a GitHub token, a Slack token; toolCalls[1].argument carries an AWS access key")
+        "the answer carries GitHub Token, Slack Token; toolCalls[1].argument carries AWS Access Key")
 
 
 def test_no_secrets_reads_a_tool_argument_given_as_json_text():
@@ -101,10 +102,10 @@ def test_no_secrets_adds_the_configs_own_patterns():
 
 
 def test_a_failed_safety_check_decides_fail_without_the_credential_in_the_reason():
-    secret = CREDENTIALS["a GitHub token"]
+    secret = CREDENTIALS["GitHub Token"]
     j = judge_case(tool_case(output=f"token: {secret}"), contract_config("answer_present", "no_secrets"), 1)
     assert (j.outcome, j.layer) == ("fail", "contract")
-    assert j.reason == "contract failed: no_secrets: the answer carries a GitHub token"
+    assert j.reason == "contract failed: no_secrets: the answer carries GitHub Token"
     assert secret not in json.dumps(j.to_dict())
 
 

@@ -234,3 +234,21 @@ def test_contract_layers_judge_only_the_deterministic_rubric(live_server, world,
     assert done.returncode == 0, done.stdout + done.stderr
     assert [r["slug"] for r in json.loads((tmp_path / "r.json").read_text())["rubrics"]] == ["safe-actions"]
     assert world["fake"].requests() == []
+
+
+def test_it_redacts_with_the_datasets_kinds_before_judging_and_posting(live_server, world, tmp_path):
+    """The dataset redacts e-mail addresses: the installed command reads that from the server, so neither the
+    judge's prompt nor the posted case ever holds the address, though the command was given no --redact."""
+    Dataset.objects.filter(slug="ci-traffic").update(redact="email")
+    email = "mia.jones@example.org"
+    with open(tmp_path / "outputs.jsonl", "w") as fh:
+        fh.write(json.dumps({"external_id": "case-000", "input": f"I am {email}: can I return this?",
+                             "output": f"Yes {email}, within 30 days.", "golden_answer": "Within 30 days."}) + "\n")
+
+    done = check(tmp_path, live_server.url, world["token"], "--post-cases", "ci-traffic", "--ref", "r1")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    prompts = [request["prompt"] for request in world["fake"].requests()]
+    assert prompts and all(email not in prompt and "[EMAIL_1]" in prompt for prompt in prompts)
+    case = Case.objects.get(dataset__slug="ci-traffic", external_id="r1/case-000")
+    assert (case.input, case.output) == ("I am [EMAIL_1]: can I return this?", "Yes [EMAIL_1], within 30 days.")

@@ -1,0 +1,147 @@
+"""Credentials in text, found by the rules of a maintained secret scanner. No Django: `no_secrets` (the
+engine, the CI command) and the `secret` redaction use it.
+
+The rules are Yelp's detect-secrets plugins, used as a library (docs/security.md, "Finding credentials"
+says why this one): every plugin it ships that matches a credential's own shape, so a new release's
+plugins count at once. Left out: high-entropy strings (ordinary ids, digests and hashes are random too),
+the keyword plugin (`password = …` in source files; it reads file types, not prose) and public IP
+addresses (not a credential; `ip` is a redaction kind of its own). A few shapes the plugins do not cover
+yet are added below; each is anchored on a vendor's fixed prefix or a labelled context, so order
+numbers, UUIDs and hex digests never look like one.
+"""
+
+import re
+import re._parser as sre_parse  # the standard library's own reader of patterns (see _required_literals)
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.plugins.base import BasePlugin
+
+LEFT_OUT = {"Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword", "Public IP (ipv4)"}
+
+# (kind, shape) for credentials the plugins do not know yet.
+ADDED_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("Anthropic API Key", re.compile(r"\bsk-ant-[A-Za-z0-9]{2,10}-[A-Za-z0-9_-]{20,}")),
+    ("OpenAI API Key", re.compile(r"\bsk-(?!ant-)(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}")),
+    ("AWS Secret Access Key",
+     re.compile(r"(?i)\baws_?secret_?access_?key[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])")),
+    ("GitHub Fine-grained Token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")),
+    ("Google API Key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("Bearer Token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*")),
+)
+
+
+@cache
+def scanner_plugins() -> tuple[BasePlugin, ...]:
+    """One instance of each detect-secrets plugin that `no_secrets` uses, by kind."""
+    mapping = get_mapping_from_secret_type_to_class()
+    return tuple(plugin() for kind, plugin in sorted(mapping.items()) if kind not in LEFT_OUT)
+
+
+def _required(items: Any) -> list[set[str]]:
+    """Sets of literal text, one of which every match of the parsed pattern `items` must contain."""
+    found: list[set[str]] = []
+    run = ""
+    for op, arg in list(items) + [(None, None)]:
+        if op is sre_parse.LITERAL:
+            run += chr(arg)
+            continue
+        if run:
+            found.append({run})
+            run = ""
+        if op is sre_parse.SUBPATTERN:
+            found += _required(arg[3])
+        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
+            found += _required(arg[2])
+        elif op is sre_parse.BRANCH:
+            branches = [_best(branch) for branch in arg[1]]
+            if all(branches):
+                found.append(set().union(*branches))
+    return found
+
+
+def _best(items: Any) -> set[str] | None:
+    options = _required(items)
+    return max(options, key=lambda texts: min(map(len, texts))) if options else None
+
+
+@cache
+def _required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
+    """Lowercased texts one of which is in every match of `pattern` (None: no such text of 2+ characters).
+
+    Checking for them with `in` first spares running the pattern over text that cannot match: some rules
+    begin with lookbehinds or optional groups, which the regular-expression engine tries at every position.
+    Lowercased both sides, so a case-insensitive rule is checked soundly too.
+    """
+    best = _best(sre_parse.parse(pattern.pattern, pattern.flags))
+    if not best or min(map(len, best)) < 2:
+        return None
+    return frozenset(text.lower() for text in best)
+
+
+def scanner_kinds() -> list[str]:
+    """Every kind of credential found: the plugins' and the added shapes'."""
+    return [plugin.secret_type for plugin in scanner_plugins()] + [kind for kind, _ in ADDED_SHAPES]
+
+
+# A plugin's pattern may take in the space, quote or `=` around a credential: those stay in the text.
+_EDGES = " \t\r\n\"'=:/"
+# A pattern may also stop inside its token (JSON Web Token's ends lazily before the signature): a
+# credential runs on to the end of its token.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
+# The private-key plugin matches the block's first line only: the key is the block, to its END line or to
+# the last of its base64 lines.
+_KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
+
+
+# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with the texts
+# one of which the pattern needs (None: it may match anything).
+Rule = tuple[str, re.Pattern[str], BasePlugin | None, frozenset[str] | None]
+
+
+@cache
+def scanner_rules() -> tuple[Rule, ...]:
+    """Every pattern of the plugins, then the added shapes: what credential_spans runs, in order."""
+    rules = [(plugin.secret_type, pattern, plugin, _required_literals(pattern))
+             for plugin in scanner_plugins() for pattern in getattr(plugin, "denylist", ())]
+    rules += [(kind, shape, None, _required_literals(shape)) for kind, shape in ADDED_SHAPES]
+    return tuple(rules)
+
+
+def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
+    """Where the pattern matches, whole: a plugin reports only a pattern's group (GitHub's reports `ghp`),
+    which is not the credential's extent. A match counts when the plugin confirms it (a JWT must decode)."""
+    for m in pattern.finditer(text):
+        value = m.group()
+        if value and any(plugin.analyze_string(value)):
+            start = m.start() + len(value) - len(value.lstrip(_EDGES))
+            end = m.end() - len(value) + len(value.rstrip(_EDGES))
+            if plugin.secret_type == "Private Key":
+                end = _KEY_BLOCK.match(text, end).end()
+            elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
+                end = _TOKEN_RUN.match(text, end).end()
+            if start < end:
+                yield start, end
+
+
+def credential_spans(text: str) -> list[tuple[str, int, int]]:
+    """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
+    found: list[tuple[str, int, int]] = []
+    lowered = text.lower()
+    for kind, pattern, plugin, literals in scanner_rules():
+        if literals is not None and not any(literal in lowered for literal in literals):
+            continue
+        if plugin is not None:
+            found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
+            continue
+        for m in pattern.finditer(text):
+            if not any(start < m.end() and m.start() < end for _, start, end in found):
+                found.append((kind, *m.span()))
+    return found
+
+
+def credential_kinds(text: str) -> list[str]:
+    """The kinds of credential `text` carries, each once, in the order first found. Never the values."""
+    return list(dict.fromkeys(kind for kind, _, _ in credential_spans(text)))
