@@ -64,7 +64,7 @@ def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubri
     page.click("[data-testid=promote] button[type=submit]")
     refusal = page.locator("[data-testid=refusal]")
     refusal.wait_for()
-    assert "Promotion to warn refused: 2 of 11 rules not met" in refusal.inner_text()
+    assert "Promotion to warn refused: 2 of 12 rules not met" in refusal.inner_text()
     reasons = page.locator("[data-testid=refusal-reasons] li").all_inner_texts()
     assert reasons == [
         f"Rule 4: repeats K — run {weak.pk} has 1, needs ≥ 2",

@@ -55,7 +55,7 @@ def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_ser
     verdict = page.inner_text("[data-testid=verdict]")
     # case-010's two reviewers disagree (a dispute: no human verdict), so 39 cases, 116 evaluated judgments;
     # wrong: 9 false passes, 6 false fails and 3 flipped repeats → 98 / 116. Only the flip rule fails (3 / 39).
-    assert "Not promotable: 1 of 11 rules not met" in verdict
+    assert "Not promotable: 1 of 12 rules not met" in verdict
     assert page.inner_text("[data-testid=agreement]") == "84.5 %"
     assert page.inner_text("[data-testid=false-pass]") == "9"
     assert page.inner_text("[data-testid=reviewer-agreement]").startswith("87.5 %")

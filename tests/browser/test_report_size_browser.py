@@ -93,7 +93,7 @@ def test_the_report_of_a_large_run_fits_folded_and_loses_nothing(live_server, pa
     for testid in ("verdict", "agreement-band", "agreement", "false-pass", "false-fail", "flips"):
         box = page.locator(f"[data-testid={testid}]").bounding_box()
         assert box["y"] + box["height"] < 1000, f"{testid} is below the first view"
-    assert "Not promotable: 3 of 11 rules not met" in page.inner_text("[data-testid=verdict]")
+    assert "Not promotable: 3 of 12 rules not met" in page.inner_text("[data-testid=verdict]")
 
     # Every panel folds with its key figure in view, and opens on what it folded.
     summaries = {

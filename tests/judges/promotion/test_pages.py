@@ -221,7 +221,7 @@ def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, 
     # session + user, rubrics, evidence events, staleness, judgments counted per case, human verdicts (one
     # UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice, the newest drift check
     # of each evidence, latest CI, the runs with an audit sample (none here).
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         assert lead_client.get(reverse("judges:promotion_overview")).status_code == 200
 
 
