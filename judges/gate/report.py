@@ -196,7 +196,7 @@ def write_step_summary(
         with open(path, "a", encoding="utf-8") as fh:
             fh.write("\n".join(lines) + "\n")
     except OSError as exc:
-        raise ConfigError(f"writing the step summary {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"writing $GITHUB_STEP_SUMMARY {path}: {exc.strerror or exc}") from None
 
 
 def _xml_text(text: str) -> str:

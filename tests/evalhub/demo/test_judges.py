@@ -85,6 +85,7 @@ def test_load_demo_puts_a_rubric_at_observe_with_no_evidence_once():
     assert CiResult.objects.get(rubric=rubric).outcome == "recorded"
 
 
+@pytest.mark.django_db
 def test_load_demo_posts_ci_traffic_back_into_a_reviewers_queue_once(client):
     call_command("load_demo", stdout=StringIO())
     call_command("load_demo", stdout=StringIO())
