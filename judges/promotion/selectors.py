@@ -219,7 +219,7 @@ class PromotionRow:
 
 def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
     newest = CiResult.objects.filter(rubric=OuterRef("rubric")).order_by("-received_at", "-id").values("pk")[:1]
-    latest = CiResult.objects.filter(rubric_id__in=rubric_ids, pk=Subquery(newest))
+    latest = CiResult.objects.filter(rubric_id__in=rubric_ids, pk=Subquery(newest)).defer("cases")
     return {result.rubric_id: result for result in latest}
 
 
