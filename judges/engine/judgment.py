@@ -1,7 +1,6 @@
 """One judgment of one (case, repeat): the outcome and everything needed to trust or audit it."""
 
 import dataclasses
-import functools
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,22 +65,15 @@ class Judgment:
         is a miss, never a verdict."""
         if not isinstance(d, dict) or d.get("outcome") not in OUTCOMES:
             return None
-        checks = _field_checks(cls)
-        if not all(name in d and fits(d[name]) for name, fits in checks):
+        if not all(name in d and fits(d[name]) for name, fits in _FIELD_CHECKS):
             return None
-        return cls(**{name: d[name] for name, _ in checks})
+        return cls(**{name: d[name] for name, _ in _FIELD_CHECKS})
 
 
-@functools.cache
-def _field_checks(cls: type) -> tuple[tuple[str, Callable[[Any], bool]], ...]:
-    return tuple((f.name, _fits_check(f.type)) for f in dataclasses.fields(cls))
-
-
-@functools.cache
 def _fits_check(kind: Any) -> Callable[[Any], bool]:
     """Whether a JSON value fits a field's annotation (the few kinds Judgment's fields use), as a function
-    built once per annotation: every posted or cached judgment is checked field by field, so the
-    annotation is read once, not per value."""
+    built once per field: every posted or cached judgment is checked field by field, so the annotation
+    is read once, not per value."""
     origin, args = get_origin(kind), get_args(kind)
     if origin in (Union, types.UnionType):
         alternatives = [_fits_check(a) for a in args]
@@ -104,3 +96,8 @@ def _fits_check(kind: Any) -> Callable[[Any], bool]:
         return lambda value: False
     # JSON's true is not a count, nor a string.
     return lambda value: isinstance(value, kind) and not isinstance(value, bool)
+
+
+_FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
+    (f.name, _fits_check(f.type)) for f in dataclasses.fields(Judgment)
+)
