@@ -326,6 +326,8 @@ class CiResult(models.Model):
     repeats = models.PositiveSmallIntegerField(default=1)
     failed_cases = models.JSONField(default=list, blank=True)
     not_evaluated_cases = models.JSONField(default=list, blank=True)
+    # Every case as `--json` writes it (verdict, flipped, repeats); empty when an older command sent counts only.
+    cases = models.JSONField(default=list, blank=True)
     commit = models.CharField(max_length=100, blank=True)
     ref = models.CharField(max_length=255, blank=True)
     run_url = models.URLField(max_length=500, blank=True)

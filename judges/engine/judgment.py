@@ -2,6 +2,7 @@
 
 import dataclasses
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union, get_args, get_origin
 
@@ -64,27 +65,39 @@ class Judgment:
         is a miss, never a verdict."""
         if not isinstance(d, dict) or d.get("outcome") not in OUTCOMES:
             return None
-        fields = dataclasses.fields(cls)
-        if not all(f.name in d and _fits(d[f.name], f.type) for f in fields):
+        if not all(name in d and fits(d[name]) for name, fits in _FIELD_CHECKS):
             return None
-        return cls(**{f.name: d[f.name] for f in fields})
+        return cls(**{name: d[name] for name, _ in _FIELD_CHECKS})
 
 
-def _fits(value: Any, kind: Any) -> bool:
-    """Whether a JSON value fits a field's annotation (the few kinds Judgment's fields use)."""
+def _fits_check(kind: Any) -> Callable[[Any], bool]:
+    """Whether a JSON value fits a field's annotation (the few kinds Judgment's fields use), as a function
+    built once per field: every posted or cached judgment is checked field by field, so the annotation
+    is read once, not per value."""
     origin, args = get_origin(kind), get_args(kind)
     if origin in (Union, types.UnionType):
-        return any(_fits(value, a) for a in args)
+        alternatives = [_fits_check(a) for a in args]
+        return lambda value: any(check(value) for check in alternatives)
     if kind is Any:
-        return True
+        return lambda value: True
     if kind is type(None):
-        return value is None
-    if isinstance(value, bool) and kind is not bool:  # JSON's true is not a count
-        return False
+        return lambda value: value is None
+    if kind is bool:
+        return lambda value: isinstance(value, bool)
     if kind is float:
-        return isinstance(value, int | float)
+        return lambda value: isinstance(value, int | float) and not isinstance(value, bool)
     if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+        item = _fits_check(args[0])
+        return lambda value: isinstance(value, list) and all(item(v) for v in value)
     if origin is dict:
-        return isinstance(value, dict) and all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
-    return isinstance(kind, type) and isinstance(value, kind)
+        key, val = _fits_check(args[0]), _fits_check(args[1])
+        return lambda value: isinstance(value, dict) and all(key(k) and val(v) for k, v in value.items())
+    if not isinstance(kind, type):
+        return lambda value: False
+    # JSON's true is not a count, nor a string.
+    return lambda value: isinstance(value, kind) and not isinstance(value, bool)
+
+
+_FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
+    (f.name, _fits_check(f.type)) for f in dataclasses.fields(Judgment)
+)

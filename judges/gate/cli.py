@@ -357,7 +357,7 @@ def _report(
     if args.post:
         sys.stdout.flush()
         assert token is not None  # _check refuses --post without a token
-        post_results(args.post, token, results_payload(results, **common))
+        post_results(args.post, token, results_payload(results, per_case=True, **common))
         print(f"evalhub-gate: results posted to {one_line(args.post)}", file=sys.stdout)
     if server is not None and ref is not None:
         sys.stdout.flush()

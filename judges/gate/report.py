@@ -275,8 +275,8 @@ def results_payload(
 ) -> dict[str, Any]:
     """What `--post` sends and `--json` writes: counts and the budget per rubric, never a key or a token.
 
-    `per_case` (the JSON file) adds each rubric's cases with their repeats and the pass counts per category;
-    `--post` sends the counts only (its body has a size limit), and `--post-cases` the cases themselves.
+    `per_case` (the JSON file and `--post`) adds each rubric's cases with their repeats and the pass counts
+    per category; `--post-cases` sends the cases themselves (outputs and judgments) to a dataset.
     """
     payload: dict[str, Any] = {
         "schema": RESULTS_SCHEMA,

@@ -9,6 +9,7 @@ with the token, and the results would not be posted).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -129,6 +130,7 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
             401: f"the token was not accepted (pass --token or set {TOKEN_ENV})",
             403: "the token lacks the scope this needs",
             404: "nothing at that URL",
+            413: "the request is larger than the server accepts; nothing was stored",
         }.get(exc.code, "a redirect the gate does not follow" if 300 <= exc.code < 400 else "the server refused")
         message = f"{what}: HTTP {exc.code}, {hint}"
         raise ConfigError(f"{message}: {one_line(detail)}" if detail else message) from None
@@ -141,11 +143,14 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
 
 
 def post_results(url: str, token: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """POST the results, cases and all, gzip-compressed: the server bounds the body (sent and unpacked) and
+    refuses a larger one whole."""
     request = urllib.request.Request(
         url,
-        data=json.dumps(payload).encode(),
+        data=gzip.compress(json.dumps(payload, ensure_ascii=False).encode(), compresslevel=6, mtime=0),
         method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json", "Authorization": f"Bearer {token}"},
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip", "Accept": "application/json",
+                 "Authorization": f"Bearer {token}"},
     )
     body = http_request(request, f"results not posted to {url}")
     try:

@@ -1,10 +1,17 @@
 """The gate config and CI results API, for CI holding a `gates:read` / `results:write` token."""
 
+import zlib
+
 from django.http import HttpRequest, JsonResponse
 
 from evalhub.access import bounded_body, method_not_allowed, token_required
 from evalhub.models import Scope
-from judges.promotion.ci_results import CI_RESULTS_MAX_BYTES, CiResultsRejected, ci_results_store
+from judges.promotion.ci_results import (
+    CI_RESULTS_MAX_BYTES,
+    CI_RESULTS_MAX_INFLATED,
+    CiResultsRejected,
+    ci_results_store,
+)
 from judges.promotion.gate_config import gate_config
 from labeling.importing.reading import json_error, parse_json
 
@@ -17,18 +24,48 @@ def gates(request: HttpRequest) -> JsonResponse:
     return JsonResponse(gate_config(), json_dumps_params={"allow_nan": False})
 
 
+def _error(message: str, status: int) -> JsonResponse:
+    return JsonResponse({"errors": [{"field": None, "message": message}]}, status=status)
+
+
+def _gunzipped(body: bytes) -> bytes | None:
+    """A gzip body unpacked, or None when it unpacks to more than CI_RESULTS_MAX_INFLATED; ValueError when
+    it is not gzip. Unpacked a bounded step at a time, so a small body that unpacks to gigabytes costs nothing."""
+    unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = unpacker.decompress(body, CI_RESULTS_MAX_INFLATED + 1)
+    except zlib.error as exc:
+        raise ValueError(str(exc)) from None
+    if len(out) > CI_RESULTS_MAX_INFLATED:
+        return None
+    if not unpacker.eof or unpacker.unused_data:
+        raise ValueError("the gzip stream is cut short or followed by other bytes")
+    return out
+
+
 @token_required(Scope.RESULTS_WRITE)
 def ci_results_create(request: HttpRequest) -> JsonResponse:
-    """POST /api/ci-results: what `evalhub-gate check --post` sends; kept per rubric.
+    """POST /api/ci-results: what `evalhub-gate check --post` sends (plain or gzip JSON); kept per rubric.
 
     201 with the stored ids, or 400 with every error as {"field", "message"}; nothing is stored then.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return _error(f"Content-Encoding {encoding[:40]!r} is not accepted: send gzip or plain JSON.", 415)
     body = bounded_body(request, CI_RESULTS_MAX_BYTES)
     if body is None:
-        message = f"The body is over the limit of {CI_RESULTS_MAX_BYTES:,} bytes."
-        return JsonResponse({"errors": [{"field": None, "message": message}]}, status=413)
+        return _error(f"The body is over the limit of {CI_RESULTS_MAX_BYTES:,} bytes (after gzip); nothing was "
+                      "stored. Post fewer cases per check (split the cases file or scope it with --rubric).", 413)
+    if encoding == "gzip":
+        try:
+            unpacked = _gunzipped(body)
+        except ValueError as exc:
+            return _error(f"The body is not gzip: {exc}", 400)
+        if unpacked is None:
+            return _error(f"The body unpacks to over {CI_RESULTS_MAX_INFLATED:,} bytes; nothing was stored.", 413)
+        body = unpacked
     try:
         payload = parse_json(body.decode("utf-8"))
     except UnicodeDecodeError:

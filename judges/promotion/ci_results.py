@@ -1,5 +1,10 @@
 """CI results posted back by `evalhub-gate check --post` (results:write): checked whole, stored per rubric.
 
+Each rubric's result may carry its cases as `--json` writes them (verdict, flipped, and every repeat's
+verdict, layer, failed checks, scores, similarity and reason), kept on the CiResult for the CI results
+page; the command sends the body gzip-compressed: CI_RESULTS_MAX_BYTES bounds the body as sent and
+CI_RESULTS_MAX_INFLATED what it unpacks to.
+
 Each rubric's result may carry where the budget went (docs/gate.md: calls, cache hits, tokens,
 cost, contested judgments, latency p50/p95); a command older than those fields sends none, and each
 may be null (no price for a model, no provider call to time), so every one is optional.
@@ -16,12 +21,20 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from evalhub.params import MAX_INT, has_nul
+from judges.engine.config import LAYERS
+from judges.engine.judgment import OUTCOMES
 from judges.gate.config import STAGES
 from judges.gate.report import MAX_LISTED_CASES, RESULTS_SCHEMA
 from judges.models import CiResult
 from labeling.models import Rubric
 
-CI_RESULTS_MAX_BYTES = 1024 * 1024
+# The body as sent (gzip) and unpacked: room for about 10,000 cases of 3 repeats with a judge's reasons.
+CI_RESULTS_MAX_BYTES = 8 * 1024 * 1024
+CI_RESULTS_MAX_INFLATED = 32 * 1024 * 1024
+MAX_POSTED_CASES = 100_000  # per rubric
+MAX_CASE_REPEATS = 100
+MAX_REASON_CHARS = 20_000
+_REPEAT_FIELDS = ("repeat", "verdict", "layer", "failed_checks", "scores", "similarity", "reason")
 MAX_RUBRICS = 500
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _COUNTS = ("passed", "failed", "not_evaluated", "total")
@@ -85,6 +98,85 @@ def _case_ids(item: dict, name: str, where: str, errors: list) -> list[str]:
         errors.append({"field": f"{where}.{name}", "message": f"expected at most {MAX_LISTED_CASES} case ids"})
         return []
     return value
+
+
+def _is_text(value: Any, limit: int) -> bool:
+    return isinstance(value, str) and len(value) <= limit
+
+
+def _repeat_problem(value: Any, number: int) -> str | None:
+    """Why a posted repeat is not one `--json` writes, or None."""
+    if not isinstance(value, dict):
+        return "expected an object"
+    similarity = value.get("similarity")
+    scores = value.get("scores")
+    checks = value.get("failed_checks")
+    problems = [
+        (value.get("repeat") == number and not isinstance(value.get("repeat"), bool),
+         f"expected repeat {number} (repeats are numbered from 1, in order)"),
+        (value.get("verdict") in OUTCOMES, f"verdict: expected one of {', '.join(OUTCOMES)}"),
+        (value.get("layer") in LAYERS, f"layer: expected one of {', '.join(LAYERS)}"),
+        (isinstance(checks, list) and len(checks) <= 1000 and all(c is None or _is_text(c, 200) for c in checks),
+         "failed_checks: expected a list of check names"),
+        (scores is None or (isinstance(scores, dict) and len(scores) <= 100 and all(
+            _is_text(k, 200) and isinstance(v, int) and not isinstance(v, bool) and -MAX_INT <= v <= MAX_INT
+            for k, v in scores.items())), "scores: expected null or {criterion: whole number}"),
+        (similarity is None or (isinstance(similarity, int | float) and not isinstance(similarity, bool)
+                                and math.isfinite(similarity)), "similarity: expected null or a finite number"),
+        (_is_text(value.get("reason"), MAX_REASON_CHARS), f"reason: expected text of at most {MAX_REASON_CHARS:,} "
+                                                          "characters"),
+    ]
+    return next((message for ok, message in problems if not ok), None)
+
+
+def _cases(item: dict, where: str, errors: list) -> list[dict[str, Any]]:
+    """The rubric's posted cases, each checked as `--json` writes it, and their verdicts against the counts."""
+    value = item.get("cases", [])
+    if not isinstance(value, list) or len(value) > MAX_POSTED_CASES:
+        errors.append({"field": f"{where}.cases", "message": f"expected a list of at most {MAX_POSTED_CASES:,} cases"})
+        return []
+    before = len(errors)
+    for i, case in enumerate(value):
+        at = f"{where}.cases[{i}]"
+        if not isinstance(case, dict):
+            errors.append({"field": at, "message": "expected an object"})
+            continue
+        problems = [
+            (_is_text(case.get("external_id"), 200) and case["external_id"], "external_id",
+             "expected the case's id (at most 200 characters)"),
+            (_is_text(case.get("category", ""), 200), "category", "expected text of at most 200 characters"),
+            (case.get("verdict") in OUTCOMES, "verdict", f"expected one of {', '.join(OUTCOMES)}"),
+            (isinstance(case.get("flipped"), bool), "flipped", "expected true or false"),
+            (_is_text(case.get("reason"), MAX_REASON_CHARS), "reason",
+             f"expected text of at most {MAX_REASON_CHARS:,} characters"),
+            (isinstance(case.get("repeats"), list) and 1 <= len(case["repeats"]) <= MAX_CASE_REPEATS, "repeats",
+             f"expected a list of 1 to {MAX_CASE_REPEATS} repeats"),
+        ]
+        bad = [(name, message) for ok, name, message in problems if not ok]
+        errors += [{"field": f"{at}.{name}", "message": message} for name, message in bad]
+        if bad:
+            continue
+        for number, repeat in enumerate(case["repeats"], start=1):
+            problem = _repeat_problem(repeat, number)
+            if problem:
+                errors.append({"field": f"{at}.repeats[{number - 1}]", "message": problem})
+        if len(errors) > 50:  # enough to fix the command; a payload of 10,000 bad cases needs no 10,000 lines
+            return []
+    if value and len(errors) == before and all(_is_count(item.get(name)) for name in _COUNTS):
+        verdicts = [case["verdict"] for case in value]
+        counted = (verdicts.count("pass"), verdicts.count("fail"), verdicts.count("not_evaluated"), len(value))
+        if counted != tuple(item[name] for name in _COUNTS):
+            errors.append({"field": f"{where}.cases", "message": "the cases' verdicts do not add up to passed, failed, "
+                                                                 "not_evaluated and total"})
+    if errors:
+        return []
+    # Only the fields the page shows are kept: anything else a sender adds is not stored.
+    return [
+        {"external_id": case["external_id"], "category": case.get("category", ""), "verdict": case["verdict"],
+         "flipped": case["flipped"], "reason": case["reason"],
+         "repeats": [{name: repeat[name] for name in _REPEAT_FIELDS} for repeat in case["repeats"]]}
+        for case in value
+    ]
 
 
 def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -151,6 +243,7 @@ def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]
                 **{name: item.get(name) for name in _COUNTS},
                 "failed_cases": _case_ids(item, "failed_cases", where, errors),
                 "not_evaluated_cases": _case_ids(item, "not_evaluated_cases", where, errors),
+                "cases": _cases(item, where, errors),
                 **_budget(item, where, errors),
             }
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import pandas as pd
 from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySet, Subquery
@@ -218,7 +219,7 @@ class PromotionRow:
 
 def _latest_ci(rubric_ids: list[int]) -> dict[int, CiResult]:
     newest = CiResult.objects.filter(rubric=OuterRef("rubric")).order_by("-received_at", "-id").values("pk")[:1]
-    latest = CiResult.objects.filter(rubric_id__in=rubric_ids, pk=Subquery(newest))
+    latest = CiResult.objects.filter(rubric_id__in=rubric_ids, pk=Subquery(newest)).defer("cases")
     return {result.rubric_id: result for result in latest}
 
 
@@ -313,9 +314,21 @@ def ci_results(*, rubric: Rubric, days: int) -> list[CiResult]:
     """The rubric's CI results of the last `days` days, oldest first (newest last), at most CI_MAX_SHOWN."""
     since = timezone.now() - timedelta(days=days)
     newest = list(
-        CiResult.objects.filter(rubric=rubric, received_at__gte=since).order_by("-received_at", "-id")[:CI_MAX_SHOWN]
+        CiResult.objects.filter(rubric=rubric, received_at__gte=since).defer("cases")  # the chart needs no cases
+        .order_by("-received_at", "-id")[:CI_MAX_SHOWN]
     )
     return newest[::-1]
+
+
+CI_CASES_SHOWN = 500
+_CASE_ORDER = {"fail": 0, "not_evaluated": 1, "pass": 2}
+
+
+def ci_result_cases(*, result: CiResult) -> tuple[list[dict[str, Any]], int]:
+    """(the cases shown, how many the result holds): failures first, then not evaluated, then flips among
+    the passes, then the rest, in the order CI judged them; at most CI_CASES_SHOWN."""
+    ordered = sorted(result.cases, key=lambda case: (_CASE_ORDER[case["verdict"]], not case["flipped"]))
+    return ordered[:CI_CASES_SHOWN], len(result.cases)
 
 
 def stand_in_hashes(*, rubric: Rubric, results: list[CiResult]) -> set[str]:

@@ -30,8 +30,10 @@ from judges.models import CiResult, RubricEvent, Run
 from judges.promotion import services as promotion
 from judges.promotion.forms import DemoteForm, ObserveForm, PromoteForm, RenewForm, ThresholdsForm
 from judges.promotion.selectors import (
+    CI_CASES_SHOWN,
     CI_PERIODS,
     candidate_runs,
+    ci_result_cases,
     ci_results,
     default_evidence_run,
     kept_configs,
@@ -217,6 +219,20 @@ def _page(
 def rubric_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     """One rubric's stage, evidence, promote / demote / thresholds forms, recent audit entries and CI results."""
     return _page(request, _get_rubric(slug))
+
+
+@lead_required
+def ci_result_page(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    """One CI result's cases as the command posted them: each verdict, flip and repeat, failures first."""
+    rubric = _get_rubric(slug)
+    result = CiResult.objects.filter(rubric=rubric, pk=pk).first()
+    if result is None:
+        raise Http404("No such CI result for this rubric.")
+    cases, total = ci_result_cases(result=result)
+    return render(request, "judges/promotion/ci_result.html", {
+        "rubric": rubric, "result": result, "cases": cases, "cases_total": total, "shown_most": CI_CASES_SHOWN,
+        "stand_in": stand_in_hashes(rubric=rubric, results=[result]),
+    })
 
 
 def _refused(refusal: promotion.PromotionRefused, run: Run, action: str) -> dict:

@@ -252,3 +252,33 @@ def test_it_redacts_with_the_datasets_kinds_before_judging_and_posting(live_serv
     assert prompts and all(email not in prompt and "[EMAIL_1]" in prompt for prompt in prompts)
     case = Case.objects.get(dataset__slug="ci-traffic", external_id="r1/case-000")
     assert (case.input, case.output) == ("I am [EMAIL_1]: can I return this?", "Yes [EMAIL_1], within 30 days.")
+
+
+def test_post_sends_each_case_with_its_repeats_and_a_body_over_the_bound_is_refused_whole(
+    live_server, world, tmp_path, monkeypatch
+):
+    from judges.models import CiResult
+    from judges.promotion import api as results_api
+
+    token, server = world["token"], live_server.url
+    write_outputs(tmp_path / "outputs.jsonl", 6, refund={1}, hostile=True)
+    post = ("--post", f"{server}/api/ci-results", "--repeats", "2")
+    done = check(tmp_path, server, token, *post, "--json", "results.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = {item["slug"]: item["cases"] for item in json.loads((tmp_path / "results.json").read_text())["rubrics"]}
+    stored = {result.rubric.slug: result for result in CiResult.objects.select_related("rubric")}
+    assert set(stored) == {"safe-actions", "return-policy"}
+    for slug, result in stored.items():
+        assert result.cases == written[slug]  # what --json writes, case by case and repeat by repeat
+        assert len(result.cases) == result.total == 6 and all(len(c["repeats"]) == 2 for c in result.cases)
+    refund = next(c for c in stored["safe-actions"].cases if c["external_id"] == "case-001")
+    assert refund["verdict"] == "fail" and refund["repeats"][0]["failed_checks"] == ["forbidden_tools"]
+    assert refund["repeats"][0]["layer"] == "contract"
+
+    # A body over the server's bound: a clear error, exit 2, and nothing stored.
+    monkeypatch.setattr(results_api, "CI_RESULTS_MAX_BYTES", 300)
+    over = check(tmp_path, server, token, *post)
+    assert over.returncode == 2, over.stdout + over.stderr
+    assert "HTTP 413" in over.stderr and "over the limit of 300 bytes" in over.stderr
+    assert "nothing was stored" in over.stderr
+    assert CiResult.objects.count() == 2
