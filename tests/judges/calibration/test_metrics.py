@@ -471,7 +471,8 @@ def test_it_counts_each_case_once_with_its_columns():
     assert cases.loc["a", ["category", "split", "human"]].tolist() == ["policy", "dev", "pass"]
     assert cases.loc["a", ["judgments", "passes", "fails", "contested"]].tolist() == [3, 1, 1, 1]
     assert cases.loc["b", ["judgments", "passes", "fails", "contested"]].tolist() == [1, 0, 1, 0]
-    assert cases.loc[["a", "b"], list(FIRST_COLUMNS)].values.tolist() == [[1, 0], [0, 1]]  # a's repeat 1 passed, b's failed
+    # a's repeat 1 passed, b's failed
+    assert cases.loc[["a", "b"], list(FIRST_COLUMNS)].values.tolist() == [[1, 0], [0, 1]]
     assert case_counts(pd.DataFrame()).empty
 
 

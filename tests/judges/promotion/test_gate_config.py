@@ -61,8 +61,9 @@ def test_it_ships_each_promoted_rubric_with_its_pinned_judge(rubric, lead, gated
     config = gate_config()
     assert config["schema"] == "evalhub.gates/v1" and config["generated_at"]
     [entry] = config["rubrics"]  # the draft rubric is left out
-    assert list(entry) == ["slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration", "gate_on",
-                           "min_agent_pass_rate", "recalibration_needed", "recalibration_reasons", "promoted_by", "promoted_at"]
+    assert list(entry) == ["slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration",
+                           "gate_on", "min_agent_pass_rate", "recalibration_needed", "recalibration_reasons",
+                           "promoted_by", "promoted_at"]
     assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])
     assert (entry["slug"], entry["criteria"], entry["stage"], entry["fail_closed"]) == (
         rubric.slug, rubric.criteria, "gate", True,
