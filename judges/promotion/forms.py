@@ -189,7 +189,9 @@ class ThresholdsForm(_ReasonForm):
         data["require_pinned_models"] = not data.pop("allow_unpinned_models", False)
         data["refuse_judge_above_reviewers"] = not data.pop("allow_judge_above_reviewers", False)
         data["gate_on"] = data.get("gate_on") or Rubric.GateOn.EVERY_CASE
-        for name, message in threshold_errors({k: v for k, v in data.items() if v is not None}).items():
+        # A blank minimum is a value here: gating on the rate without one is refused beside the field.
+        checked = {k: v for k, v in data.items() if v is not None or k == "min_agent_pass_rate"}
+        for name, message in threshold_errors(checked).items():
             if name in self.fields and name not in self.errors:
                 self.add_error(name, message)
         return data

@@ -48,6 +48,7 @@ def test_the_page_sets_the_rate_gate_audited_and_the_gate_config_ships_it(lead_c
     # Without a minimum the rate gate has nothing to compare: refused, nothing written.
     response = lead_client.post(url, {**data, "min_agent_pass_rate": "", "reason": "Drop the minimum."})
     assert response.status_code == 400 and "needs the minimum rate" in response.text
+    assert "min_agent_pass_rate: Gating" not in response.text  # said beside the field, not as a raw name
     assert RubricEvent.objects.filter(kind=RubricEvent.Kind.THRESHOLDS).count() == 1
 
 
