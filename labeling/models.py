@@ -183,6 +183,10 @@ class Rubric(models.Model):
         WARN = "warn", "warn"
         GATE = "gate", "gate"
 
+    class GateOn(models.TextChoices):
+        EVERY_CASE = "every_case", "every case"
+        PASS_RATE = "pass_rate", "pass rate"
+
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=300, help_text="The question, e.g. “Does the answer follow the return policy?”")
     criteria = models.TextField(help_text="Labeling instructions for reviewers; copied into each judge config.")
@@ -214,6 +218,10 @@ class Rubric(models.Model):
     # Rule: a judge that agrees with the reviewers' labels more than they agree with each other (a one-sided
     # test, docs/calibration.md) is refused. A lead may turn it off.
     refuse_judge_above_reviewers = models.BooleanField(default=True)
+    # At gate stage CI fails on any failing case, or (a non-deterministic judge only) when the agent's corrected
+    # pass rate's upper 95 % bound is below min_agent_pass_rate (docs/gate.md).
+    gate_on = models.CharField(max_length=10, choices=GateOn.choices, default=GateOn.EVERY_CASE)
+    min_agent_pass_rate = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 

@@ -32,11 +32,12 @@ from typing import Any
 
 import numpy as np
 
-Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
+# One normal quantile for both estimates; the label-free correction (Rogan–Gladen) is the CI command's.
+from judges.gate.rates import Z95
+
 MIN_UNIFORM_SHARE = 0.2  # every active pi_i >= 0.2 * n / N: no case is left nearly impossible to draw
 MIN_CATEGORY_LABELS = 10  # a category's estimate is reported only with this many labeled drawn cases
 ASSUMPTION = "Assumes the drawn cases were drawn at random, as recorded."
-RATE_ASSUMPTION = "Assumes the judge errs on these outputs as it did on the evidence's cases."
 
 
 def uncertainty_from_repeats(f: np.ndarray) -> np.ndarray:
@@ -250,37 +251,3 @@ def _bound(sample: Sample, f_all: np.ndarray, drawn: np.ndarray, pending: np.nda
     estimate, _ = _figures(completed, f_all, drawn, _pi_tilde(completed, drawn))
     assert estimate is not None  # every drawn case now has a verdict
     return _clip(estimate.theta)
-
-
-def rogan_gladen(*, passed: int, judged: int, tp: int, fn: int, fp: int, tn: int) -> dict[str, Any]:
-    """The judge's pass rate p = passed / judged corrected with the evidence's true pass and fail rates.
-
-    theta = (p + TFR - 1) / (TPR + TFR - 1), clipped to [0, 1]. With J = TPR + TFR - 1 and FPR = 1 - TFR,
-    the delta method gives
-        Var(theta) = [p(1-p)/judged + theta^2 TPR(1-TPR)/(tp+fn) + (1-theta)^2 FPR(1-FPR)/(fp+tn)] / J^2
-    (theta unclipped), counting the CI sample and the evidence's case counts as independent binomials.
-    `status`: "ok"; "undefined" when J <= 0 or a count is missing; "unbounded" when J's own lower 95 %
-    bound is <= 0 (the correction could be anything).
-    """
-    positives, negatives = tp + fn, fp + tn
-    result: dict[str, Any] = {"status": "undefined", "estimate": None, "ci95": None,
-                              "judge_pass_rate": passed / judged if judged else None,
-                              "true_pass_rate": tp / positives if positives else None,
-                              "true_fail_rate": tn / negatives if negatives else None}
-    if not judged or not positives or not negatives:
-        return result
-    p, tpr, fpr = passed / judged, tp / positives, fp / negatives
-    youden = tpr - fpr
-    if youden <= 0:
-        return result
-    theta = (p - fpr) / youden
-    result["estimate"] = _clip(theta)
-    youden_se = math.sqrt(tpr * (1 - tpr) / positives + fpr * (1 - fpr) / negatives)
-    if youden - Z95 * youden_se <= 0:
-        result["status"] = "unbounded"
-        return result
-    variance = (p * (1 - p) / judged + theta * theta * tpr * (1 - tpr) / positives
-                + (1 - theta) ** 2 * fpr * (1 - fpr) / negatives) / youden ** 2
-    half = Z95 * math.sqrt(variance)
-    result.update(status="ok", ci95=[_clip(theta - half), _clip(theta + half)])
-    return result

@@ -10,7 +10,8 @@ Pure pandas, no ORM. Two frames describe a run:
 - cases, one row per case the run judged (CASE_COLUMNS): the case's columns and human verdict, and how
   many of its judgments there are, said pass, said fail, and were contested (evaluated ones only).
   `case_counts` reduces judgments to it; the database sums the same per case for a stored run
-  (judges.calibration.selectors), so 100,000 judgments arrive as 20,000 rows.
+  (judges.calibration.selectors), so 100,000 judgments arrive as 20,000 rows. A cases frame may also
+  carry FIRST_COLUMNS, whether its repeat-1 judgment passed / failed (0 or 1), for `cases_single`.
 
 Every figure is counted from the cases frame; only the list of not-evaluated judgments needs judgment
 rows, so a caller holding the cases frame passes just those. Only cases with a human verdict count, in
@@ -37,6 +38,8 @@ COLUMNS = (
 CASE_COLUMNS = (
     "case_id", "external_id", "category", "split", "human", "judgments", "passes", "fails", "contested",
 )
+# Whether a case's repeat-1 judgment said pass / fail (0 or 1 each): what CI's default single run would say.
+FIRST_COLUMNS = ("first_pass", "first_fail")
 VERDICTS = ("pass", "fail")
 # The calibration kinds (docs/cases.md; labeling's CASE_KINDS); a case without one counts under UNSET.
 KINDS = ("good", "bad", "incomplete", "injection", "paraphrase")
@@ -139,15 +142,43 @@ def case_counts(judgments: pd.DataFrame) -> pd.DataFrame:
         # Only an evaluated judgment can be contested (the primary's verdict stands, flagged); eq(True)
         # reads a missing column's NaN, None and False alike as "not contested".
         contested=(frame["contested"].eq(True) & evaluated).astype(int),
+        first_pass=(frame["outcome"].eq("pass") & frame["repeat"].eq(1)).astype(int),
+        first_fail=(frame["outcome"].eq("fail") & frame["repeat"].eq(1)).astype(int),
     )
     cases = counted.groupby("case_id", sort=False, as_index=False).agg(
         external_id=("external_id", "first"), category=("category", "first"), split=("split", "first"),
         human=("human", "first"), judgments=("judgments", "sum"), passes=("passes", "sum"),
-        fails=("fails", "sum"), contested=("contested", "sum"),
+        fails=("fails", "sum"), contested=("contested", "sum"), first_pass=("first_pass", "sum"),
+        first_fail=("first_fail", "sum"),
     )
     human = cases["human"].astype(object)
     cases["human"] = human.where(human.notna(), None)  # "first" gives NaN for a case without a verdict
-    return cases[list(CASE_COLUMNS)]
+    return cases[[*CASE_COLUMNS, *FIRST_COLUMNS]]
+
+
+def _confusion(human: pd.Series, judge_pass: pd.Series, judge_fail: pd.Series) -> dict[str, int]:
+    """{tp, fn, fp, tn} over cases, positive = pass: each case's verdict is pass where `judge_pass`, fail
+    where `judge_fail`, and the case is left out where neither holds."""
+    human_pass, human_fail = human.eq("pass"), human.eq("fail")
+    return {
+        "tp": int((human_pass & judge_pass).sum()), "fn": int((human_pass & judge_fail).sum()),
+        "fp": int((human_fail & judge_pass).sum()), "tn": int((human_fail & judge_fail).sum()),
+    }
+
+
+def case_confusions(cases: pd.DataFrame) -> dict[str, dict[str, int] | None]:
+    """The evidence's confusion over cases, made the way CI makes its verdicts (docs/gate.md):
+
+    `cases`: each case's verdict the majority of its evaluated repeats, ties (and cases with none) left out;
+    `cases_single`: its repeat-1 verdict only, None when the frame has no FIRST_COLUMNS.
+    Only cases with a human verdict count. What the CI command corrects the judge's pass rate with.
+    """
+    frame = cases.reindex(columns=[*CASE_COLUMNS, *FIRST_COLUMNS])
+    passes, fails = frame["passes"].fillna(0), frame["fails"].fillna(0)
+    single = None
+    if set(FIRST_COLUMNS) <= set(cases.columns):
+        single = _confusion(frame["human"], frame["first_pass"].fillna(0).gt(0), frame["first_fail"].fillna(0).gt(0))
+    return {"cases": _confusion(frame["human"], passes > fails, fails > passes), "cases_single": single}
 
 
 def _counted_cases(cases: pd.DataFrame) -> pd.DataFrame:
@@ -312,6 +343,7 @@ def calibration_figures(
         "warnings": warnings,
         "reviewer_agreement": reviewer_agreement,
         "judge_above_reviewers": above,
+        **case_confusions(cases),
     }
 
 

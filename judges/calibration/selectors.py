@@ -20,7 +20,7 @@ from django.db.models import Count, IntegerField, Max, OuterRef, Q, Subquery, Va
 
 from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
-from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
+from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, FIRST_COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
 from judges.models import JudgeConfig, Judgment, Outcome, Run
 from labeling.disputes.agreement import agreement_figures, paired_labels
@@ -39,8 +39,8 @@ def pct(value: float | None | str) -> str:
 
 
 def case_frame(*, runs: list[Run]) -> pd.DataFrame:
-    """One row per case each run judged: `run_id`, metrics.CASE_COLUMNS and the case's calibration `kind`
-    ("" for none), the human verdict being the one for the run's rubric (runs need `config__rubric`
+    """One row per case each run judged: `run_id`, metrics.CASE_COLUMNS, FIRST_COLUMNS and the case's calibration
+    `kind` ("" for none), the human verdict being the one for the run's rubric (runs need `config__rubric`
     loaded). Two queries.
 
     The database counts each (run, case)'s judgments, so 100,000 judgments arrive as 20,000 rows; a
@@ -48,7 +48,7 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
     branch per rubric, so the rule for a human verdict stays labeling's. They meet in pandas.
     """
     if not runs:
-        return pd.DataFrame(columns=["run_id", *CASE_COLUMNS, "kind"])
+        return pd.DataFrame(columns=["run_id", *CASE_COLUMNS, *FIRST_COLUMNS, "kind"])
     evaluated = [Outcome.PASS, Outcome.FAIL]
     counts = (
         Judgment.objects.filter(run__in=[run.pk for run in runs]).order_by().values("run_id", "case_id")
@@ -57,10 +57,12 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
             passes=Count("pk", filter=Q(outcome=Outcome.PASS)),
             fails=Count("pk", filter=Q(outcome=Outcome.FAIL)),
             contested=Count("pk", filter=Q(contested=True, outcome__in=evaluated)),
+            first_pass=Count("pk", filter=Q(repeat=1, outcome=Outcome.PASS)),
+            first_fail=Count("pk", filter=Q(repeat=1, outcome=Outcome.FAIL)),
         )
-        .values_list("run_id", "case_id", "judgments", "passes", "fails", "contested")
+        .values_list("run_id", "case_id", "judgments", "passes", "fails", "contested", *FIRST_COLUMNS)
     )
-    count_columns = ["run_id", "case_id", "judgments", "passes", "fails", "contested"]
+    count_columns = ["run_id", "case_id", "judgments", "passes", "fails", "contested", *FIRST_COLUMNS]
     frame = typed_frame(raw_rows(counts), count_columns, integers=tuple(count_columns))
     rubric_of = {run.pk: run.config.rubric for run in runs}
     datasets: dict[Rubric, set[int]] = {}
@@ -82,7 +84,7 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
     frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
     frame["human"] = _none_for_missing(frame["human"])
     frame["kind"] = frame["kind"].fillna("")
-    return frame[["run_id", *CASE_COLUMNS, "kind"]]
+    return frame[["run_id", *CASE_COLUMNS, *FIRST_COLUMNS, "kind"]]
 
 
 def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
@@ -111,11 +113,11 @@ def _none_for_missing(values: pd.Series) -> pd.Series:
 
 
 def run_frames(*, run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One run's cases frame and its not-evaluated judgments, columns metrics.CASE_COLUMNS (and `kind`)
-    and COLUMNS: what `calibration_figures` and `evidence_figures` read. Three queries (two for a run
+    """One run's cases frame and its not-evaluated judgments, columns metrics.CASE_COLUMNS (and FIRST_COLUMNS,
+    `kind`) and COLUMNS: what `calibration_figures` and `evidence_figures` read. Three queries (two for a run
     without judgments); `run.config.rubric` must be loaded (select_related)."""
     cases = case_frame(runs=[run])
-    return cases[[*CASE_COLUMNS, "kind"]], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
+    return cases[[*CASE_COLUMNS, *FIRST_COLUMNS, "kind"]], not_evaluated_judgments(cases=cases)[list(COLUMNS)]
 
 
 def evidence_figures(cases: pd.DataFrame) -> dict[str, Any]:

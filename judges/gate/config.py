@@ -18,6 +18,7 @@ from labeling.importing.reading import json_error, parse_json
 
 GATES_SCHEMA = "evalhub.gates/v1"
 STAGES = ("observe", "warn", "gate")
+GATE_ON = ("every_case", "pass_rate")
 ENV_ALLOW_ENV = "EVALHUB_JUDGE_ENV_ALLOW"
 
 
@@ -32,6 +33,9 @@ class GateRubric:
     # Set by the server when the evidence no longer holds (stale, a rule now broken, drift).
     recalibration_needed: bool = False
     recalibration_reasons: tuple[str, ...] = ()
+    # At gate stage: fail on any failing case, or on the agent's corrected pass rate (judges.gate.rates).
+    gate_on: str = "every_case"
+    min_agent_pass_rate: float | None = None
 
 
 
@@ -57,6 +61,14 @@ def load_gate_config(source: str, *, token: str | None) -> dict[str, Any]:
     except ValueError as exc:
         line = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise ConfigError(f"the gate config is not JSON{line}: {json_error(exc)}") from None
+
+
+def _is_confusion(value: Any) -> bool:
+    """{tp, fn, fp, tn}, each a whole number ≥ 0 (the evidence's case counts)."""
+    return isinstance(value, dict) and all(
+        not isinstance(value.get(name), bool) and isinstance(value.get(name), int) and value[name] >= 0
+        for name in ("tp", "fn", "fp", "tn")
+    )
 
 
 def _prices(value: Any, where: str) -> dict[str, dict[str, float]]:
@@ -124,6 +136,21 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
         calibration = item.get("calibration")
         if calibration is not None and not isinstance(calibration, dict):
             raise ConfigError(f"{where}.calibration: expected an object")
+        for name in ("cases", "cases_single"):
+            counts = (calibration or {}).get(name)
+            if counts is not None and not _is_confusion(counts):
+                raise ConfigError(f"{where}.calibration.{name}: expected {{tp, fn, fp, tn}}, whole numbers ≥ 0")
+        gate_on = item.get("gate_on", "every_case")
+        if gate_on not in GATE_ON:
+            raise ConfigError(
+                f"{where}.gate_on: expected one of {', '.join(GATE_ON)}, got {one_line(repr(gate_on), 80)}"
+            )
+        minimum = item.get("min_agent_pass_rate")
+        if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, int | float)
+                                    or not 0 <= minimum <= 1):
+            raise ConfigError(f"{where}.min_agent_pass_rate: expected a fraction from 0 to 1 or null")
+        if gate_on == "pass_rate" and minimum is None:
+            raise ConfigError(f"{where}.min_agent_pass_rate: gate_on pass_rate needs the minimum rate")
         needed = item.get("recalibration_needed", False)
         if not isinstance(needed, bool):
             raise ConfigError(f"{where}.recalibration_needed: expected true or false")
@@ -132,7 +159,8 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
             raise ConfigError(f"{where}.recalibration_reasons: expected a list of strings")
         out.append(GateRubric(
             slug, stage, fail_closed, judge, _prices(item.get("prices"), where), calibration,
-            recalibration_needed=needed, recalibration_reasons=tuple(reasons),
+            recalibration_needed=needed, recalibration_reasons=tuple(reasons), gate_on=gate_on,
+            min_agent_pass_rate=None if minimum is None else float(minimum),
         ))
     return out
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker, judge_many
 from judges.engine.providers import ClientPool
 from judges.gate.config import GateRubric
+from judges.gate.rates import pass_rate
 
 EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_NOT_EVALUATED = 0, 1, 2, 3
 # Under a spend cap, gate-stage rubrics spend first.
@@ -91,6 +92,7 @@ class CaseResult:
 class RubricResult:
     rubric: GateRubric
     cases: list[CaseResult] = field(default_factory=list)
+    repeats: int = 1  # CI's --repeats: which evidence counts correct the pass rate
 
     def count(self, verdict: str) -> int:
         return sum(1 for c in self.cases if c.verdict == verdict)
@@ -115,9 +117,34 @@ class RubricResult:
             return "recorded"
         if stage == "warn":
             return "warning" if self.failed else ("not_evaluated" if self.not_evaluated else "pass")
+        if self.gates_on_rate:
+            return self.rate_outcome
         if self.failed or (self.rubric.fail_closed and self.not_evaluated):
             return "fail"
         return "not_evaluated" if self.not_evaluated else "pass"
+
+    @property
+    def gates_on_rate(self) -> bool:
+        """Whether the agent's corrected pass rate, not each case, decides this gate-stage rubric."""
+        return self.rubric.stage == "gate" and self.rubric.gate_on == "pass_rate"
+
+    @property
+    def rate_outcome(self) -> str:
+        """The rate gate: fail when the corrected rate's upper 95 % bound is below min_agent_pass_rate; not
+        evaluated (fail under fail_closed) when the correction cannot be made; pass otherwise."""
+        figures = self.pass_rate
+        if figures["status"] != "ok":
+            return "fail" if self.rubric.fail_closed else "not_evaluated"
+        minimum = cast(float, self.rubric.min_agent_pass_rate)  # parse_gate_config requires it with pass_rate
+        return "fail" if figures["ci95"][1] < minimum else "pass"
+
+    @property
+    def pass_rate(self) -> dict[str, Any]:
+        """The judge's pass rate corrected with the evidence's case counts, per rubric and category
+        (judges.gate.rates)."""
+        categories = {category: (c["passed"], c["failed"]) for category, c in self.by_category().items()}
+        return pass_rate(calibration=self.rubric.calibration, repeats=self.repeats, passed=self.passed,
+                         failed=self.failed, by_category=categories)
 
     @property
     def judgments(self) -> list[Judgment]:
@@ -143,7 +170,9 @@ class RubricResult:
             return False
         if case.verdict == "fail":
             return True
-        return self.rubric.stage == "gate" and self.rubric.fail_closed and case.verdict == "not_evaluated"
+        # Under a rate gate a case not evaluated is only left out of the rate.
+        return (self.rubric.stage == "gate" and self.rubric.fail_closed and not self.gates_on_rate
+                and case.verdict == "not_evaluated")
 
 
 def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str]:
@@ -222,7 +251,7 @@ def judge_all(
         clients.close()
     results = []
     for index, rubric in enumerate(rubrics):
-        result = RubricResult(rubric)
+        result = RubricResult(rubric, repeats=repeats)
         for case in cases:
             mine = [judgments[(index, case["external_id"], repeat)] for repeat in range(1, repeats + 1)]
             verdict, reason = case_verdict(mine, gate=rubric.stage == "gate")
@@ -246,10 +275,12 @@ def exit_code(results: Sequence[RubricResult], *, report_failed: bool = False) -
 
     2 when a provider refused a judge's key, whatever the stages say: a broken key must not pass for an
       outage (exit 3), which a pipeline may tolerate;
-    1 when a gate-stage case failed (or was not evaluated under fail_closed), even when a report could not
-      be made (`report_failed`: a file or a post asked for): no report problem ever hides a failure;
+    1 when a gate-stage case failed (or was not evaluated under fail_closed), or a rate gate failed (its
+      corrected rate too low, or not made under fail_closed), even when a report could not be made
+      (`report_failed`: a file or a post asked for): no report problem ever hides a failure;
     2 when a report could not be made;
-    3 when nothing failed but some gate-stage judgment could not be made; 0 otherwise.
+    3 when nothing failed but some gate-stage judgment could not be made (for a rate gate: the correction);
+      0 otherwise.
     Warn- and observe-stage rubrics never change it.
     """
     if refused_keys(results):

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from judges.gate.config import GateRubric
 from judges.gate.judging import BUDGET_FIELDS, OVERALL, RubricResult, budget, repeat_summary
 from judges.gate.messages import ConfigError, one_line
+from judges.gate.rates import ASSUMPTION, describe
 
 RESULTS_SCHEMA = "evalhub.ci-results/v1"
 
@@ -58,6 +59,42 @@ def _budget_cells(budget: dict[str, Any]) -> list[str]:
 BUDGET_HEADERS = ("calls", "cache hits", "input tokens", "output tokens", "cost USD", "contested", "p50 ms", "p95 ms")
 
 
+def _rate_text(r: RubricResult) -> str:
+    """The rubric's corrected pass rate on one line, saying which evidence counts made it."""
+    figures = r.pass_rate
+    text = describe(figures)
+    if figures["counts"]:
+        text += f"; corrected with the evidence's {figures['counts']} (K={figures['evidence_repeats']})"
+    if figures["approximate"]:
+        text += f", approximate: CI ran {r.repeats} repeats"
+    return text
+
+
+def _rate_gate_text(r: RubricResult) -> str:
+    """What the rate gate decided and why, for a gate-stage rubric with gate_on pass_rate."""
+    figures, minimum = r.pass_rate, r.rubric.min_agent_pass_rate or 0.0
+    outcome = r.outcome.replace("_", " ")
+    if figures["status"] != "ok":
+        closed = " (fail_closed)" if r.rubric.fail_closed else ""
+        return f"{outcome}{closed}: the correction could not be made, so the rate gate is not evaluated"
+    high = figures["ci95"][1]
+    relation = "below" if high < minimum else "at or above"
+    return f"{outcome}: the upper 95 % bound {high * 100:.1f} % is {relation} the minimum {minimum * 100:.1f} %"
+
+
+def pass_rate_lines(results: Sequence[RubricResult]) -> list[str]:
+    """The agent's pass rate per rubric and category (observe stages included: the number is still the
+    team's), with the assumption once."""
+    lines = []
+    for r in results:
+        lines.append(f"  agent's pass rate, {one_line(r.rubric.slug, 80)}: {_rate_text(r)}")
+        if r.gates_on_rate:
+            lines.append(f"    rate gate: {_rate_gate_text(r)}")
+        for category, figures in r.pass_rate["by_category"].items():
+            lines.append(f"    {one_line(category or '(none)', 40)}: {describe(figures)}")
+    return [*lines, f"  ({ASSUMPTION})"] if lines else []
+
+
 def totals(results: Sequence[RubricResult]) -> dict[str, Any]:
     return budget(j for r in results for j in r.judgments)
 
@@ -82,6 +119,7 @@ def write_summary(
         for case in listed:
             if r.counts_as_failure(case):
                 tag = "FAIL" if r.rubric.stage == "gate" else "WARN"
+                tag += " (reported; the pass rate decides)" if r.gates_on_rate else ""
             else:
                 tag = "NOT EVALUATED"
             closed = " (fail_closed: counts as fail)" if case.verdict == "not_evaluated" and tag == "FAIL" else ""
@@ -93,6 +131,8 @@ def write_summary(
             for category, c in r.by_category().items()
         )
         print(f"  pass by category, {one_line(r.rubric.slug, 80)}: {counts or 'no cases'}", file=out)
+    for line in pass_rate_lines(results):
+        print(line, file=out)
     for slug, changes in (against_base or {}).items():
         print(f"  against base {one_line(changes.base_ref, 80)}, {one_line(slug, 80)}: "
               f"{len(changes.new_failures)} passed there and fail now, {len(changes.new_passes)} failed there and "
@@ -174,6 +214,13 @@ def write_step_summary(
             lines.append(f"| {markdown_text(r.rubric.slug)} | {r.passed} | {r.failed} | {r.not_evaluated} | "
                          f"{r.outcome.replace('_', ' ')} | {categories} |")
         lines.append("")
+    lines += ["#### the agent's pass rate", "", "| rubric | category | corrected pass rate |", "| --- | --- | --- |"]
+    for r in results:
+        lines.append(f"| {markdown_text(r.rubric.slug)} | all | {markdown_text(_rate_text(r), 300)} |")
+        lines += [f"| {markdown_text(r.rubric.slug)} | {markdown_text(category or '(none)', 40)} | "
+                  f"{markdown_text(describe(figures), 300)} |"
+                  for category, figures in r.pass_rate["by_category"].items()]
+    lines += ["", ASSUMPTION, ""]
     failures = [(r, case) for r in results for case in r.cases if r.counts_as_failure(case)]
     if failures:
         lines += ["#### failures", "", "| rubric | case | verdict | reason |", "| --- | --- | --- | --- |"]
@@ -203,6 +250,25 @@ def _xml_text(text: str) -> str:
     return _XML_INVALID_RE.sub("\ufffd", str(text))
 
 
+def _rate_properties(r: RubricResult) -> list[tuple[str, str]]:
+    """The corrected pass rate as JUnit properties: `pass_rate.*` for the rubric, `pass_rate.<category>.*`
+    for each category; a figure that could not be made is left out, its status says why."""
+    def props(prefix: str, figures: dict[str, Any]) -> list[tuple[str, str]]:
+        out = [(f"{prefix}.status", figures["status"])]
+        if figures["estimate"] is not None:
+            out.append((f"{prefix}.estimate", repr(figures["estimate"])))
+        if figures["ci95"] is not None:
+            out += [(f"{prefix}.ci95_low", repr(figures["ci95"][0])), (f"{prefix}.ci95_high", repr(figures["ci95"][1]))]
+        return out
+
+    figures = r.pass_rate
+    rows = [*props("pass_rate", figures), ("pass_rate.counts", figures["counts"] or ""),
+            ("pass_rate.approximate", str(figures["approximate"]).lower())]
+    for category, by in figures["by_category"].items():
+        rows += props(f"pass_rate.{_xml_text(category or '(none)')}", by)
+    return rows
+
+
 def junit_xml(results: Sequence[RubricResult]) -> bytes:
     """A testsuite per rubric, a testcase per case: <failure> for what counts as a failure at warn or
     gate, <skipped> for not evaluated, and observe-stage cases passed with their verdict in system-out."""
@@ -219,6 +285,7 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
             ("recalibration_needed", str(r.rubric.recalibration_needed).lower()),
             # Where the budget went; a cost is left out when a model used has no price.
             *((field, str(spent[field])) for field in BUDGET_FIELDS if spent[field] is not None),
+            *_rate_properties(r),
         ):
             ET.SubElement(properties, "property", name=name, value=value)
         counts: Counter[str] = Counter()
@@ -306,6 +373,7 @@ def results_payload(
                 **r.budget,
                 "recalibration_needed": r.rubric.recalibration_needed,
                 "recalibration_reasons": list(r.rubric.recalibration_reasons),
+                "pass_rate": r.pass_rate,
             }
             for r in results
         ],

@@ -1,7 +1,7 @@
 """Which evalhub-gate knows which gate config field (docs/gate.md, "requires_cli").
 
-FIELD_VERSIONS is the one table: every field of the gate config, of each rubric and of each rubric's judge,
-with the evalhub-gate version that first reads it. The server ships `requires_cli`, the highest version
+FIELD_VERSIONS is the one table: every field of the gate config, of each rubric, of each rubric's judge and of
+its calibration, with the evalhub-gate version that first reads it. The server ships `requires_cli`, the highest version
 among the fields a config uses; the command refuses (exit 2) a field missing from its table, naming the
 field and that version, and a config that needs a newer command than itself. A field added to the gate
 config is added here with the next package version (VERSION in judges/gate/__init__.py, bumped with it),
@@ -28,15 +28,24 @@ _RUBRIC_FIELDS = (
     "slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration", "recalibration_needed",
     "recalibration_reasons", "promoted_by", "promoted_at",
 )
+_CALIBRATION_FIELDS = (
+    "run", "n", "repeats", "agreement", "agreement_ci95", "kappa", "false_pass", "false_fail", "true_pass_rate",
+    "true_fail_rate", "flip_rate", "coverage",
+)
 # Field path → the first evalhub-gate version that reads it: `rubrics[].x` is a rubric's field,
-# `rubrics[].judge.x` its judge's.
+# `rubrics[].judge.x` its judge's, `rubrics[].calibration.x` its calibration's.
 FIELD_VERSIONS: dict[str, str] = {
     "schema": _ORIGINAL,
     "generated_at": _ORIGINAL,
     "rubrics": _ORIGINAL,
     **{f"rubrics[].{name}": _ORIGINAL for name in _RUBRIC_FIELDS},
     **{f"rubrics[].judge.{name}": _ORIGINAL for name in _JUDGE_FIELDS},
+    **{f"rubrics[].calibration.{name}": _ORIGINAL for name in _CALIBRATION_FIELDS},
     "requires_cli": "0.2.0",
+    "rubrics[].calibration.cases": "0.3.0",
+    "rubrics[].calibration.cases_single": "0.3.0",
+    "rubrics[].gate_on": "0.3.0",
+    "rubrics[].min_agent_pass_rate": "0.3.0",
 }
 _VERSION_RE = re.compile(r"\d+\.\d+\.\d+")
 
@@ -46,7 +55,7 @@ def version_key(version: str) -> tuple[int, ...]:
 
 
 def fields_used(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """(table path, where it is) of each field the config uses, at the three levels the table covers.
+    """(table path, where it is) of each field the config uses, at the four levels the table covers.
 
     Values of the wrong type are left to the config's own checks."""
     for name in config:
@@ -57,9 +66,10 @@ def fields_used(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
             continue
         for name in rubric:
             yield f"rubrics[].{name}", f"rubrics[{i}].{name}"
-        judge = rubric.get("judge")
-        for name in judge if isinstance(judge, dict) else ():
-            yield f"rubrics[].judge.{name}", f"rubrics[{i}].judge.{name}"
+        for part in ("judge", "calibration"):
+            inner = rubric.get(part)
+            for name in inner if isinstance(inner, dict) else ():
+                yield f"rubrics[].{part}.{name}", f"rubrics[{i}].{part}.{name}"
 
 
 def requires_cli(config: dict[str, Any]) -> str:

@@ -145,6 +145,17 @@ class ThresholdsForm(_ReasonForm):
         "the adjudications)",
     )
 
+    # A form posted without it gates on every case, the safe default.
+    gate_on = forms.ChoiceField(
+        choices=Rubric.GateOn.choices, required=False, label="At gate stage, CI fails on",
+        help_text="every case: any failing case fails the check; pass rate: the agent's pass rate corrected "
+        "for the judge's errors (a non-deterministic judge only), failing cases still reported",
+    )
+    min_agent_pass_rate = PercentField(
+        label="Agent's pass rate, at least (%)", required=False, widget=forms.NumberInput(attrs={"step": 0.1}),
+        help_text="with pass rate: CI fails when the upper 95 % bound of the corrected rate is below it",
+    )
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         for name in COUNT_THRESHOLDS:
@@ -170,14 +181,17 @@ class ThresholdsForm(_ReasonForm):
             )
         self.order_fields([*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
                            "without_human_evidence", "allow_unpinned_models", "allow_judge_above_reviewers",
-                           "fail_closed", "reason"])
+                           "fail_closed", "gate_on", "min_agent_pass_rate", "reason"])
 
     def clean(self) -> dict:
         data = super().clean()
         data["require_human_evidence"] = not data.pop("without_human_evidence", False)
         data["require_pinned_models"] = not data.pop("allow_unpinned_models", False)
         data["refuse_judge_above_reviewers"] = not data.pop("allow_judge_above_reviewers", False)
-        for name, message in threshold_errors({k: v for k, v in data.items() if v is not None}).items():
+        data["gate_on"] = data.get("gate_on") or Rubric.GateOn.EVERY_CASE
+        # A blank minimum is a value here: gating on the rate without one is refused beside the field.
+        checked = {k: v for k, v in data.items() if v is not None or k == "min_agent_pass_rate"}
+        for name, message in threshold_errors(checked).items():
             if name in self.fields and name not in self.errors:
                 self.add_error(name, message)
         return data
@@ -185,7 +199,7 @@ class ThresholdsForm(_ReasonForm):
     @staticmethod
     def initial_for(rubric: Rubric) -> dict:
         fields = (*COUNT_THRESHOLDS, *RATE_THRESHOLDS, *OPTIONAL_COUNT_THRESHOLDS, *OPTIONAL_RATE_THRESHOLDS,
-                  "fail_closed")
+                  "fail_closed", "gate_on", "min_agent_pass_rate")
         return {name: getattr(rubric, name) for name in fields} | {
             "without_human_evidence": not rubric.require_human_evidence,
             "allow_unpinned_models": not rubric.require_pinned_models,

@@ -1,7 +1,8 @@
 """The gate config CI reads (docs/gate.md): every promoted rubric with its pinned judge.
 
 `judge` is the config of the rubric's evidence run — the judge that was calibrated — not a newer
-version; `calibration` is the snapshot the promotion (or renewal) was granted on; `recalibration_needed`
+version; `calibration` is the snapshot the promotion (or renewal) was granted on (an older
+snapshot without the case counts `cases` / `cases_single` ships them null); `recalibration_needed`
 and its reasons say whether that evidence still holds today, exactly as the promotion pages show it
 (evidence stale, a rule its figures now break, drift on new cases: judges.drift). A rubric at observe
 with no evidence ships the kept config last named at observe with `calibration: null`: nothing to
@@ -23,11 +24,12 @@ from judges.gate.config import GATES_SCHEMA
 from judges.gate.versions import requires_cli
 from judges.models import ModelPrice
 from judges.promotion.selectors import evidence_checks
+from labeling.models import Rubric
 
 # The `calibration` keys of docs/gate.md, in its order, taken from the promotion's snapshot.
 CALIBRATION_KEYS: tuple[str, ...] = (
     "run", "n", "repeats", "agreement", "agreement_ci95", "kappa", "false_pass", "false_fail", "true_pass_rate",
-    "true_fail_rate", "flip_rate", "coverage",
+    "true_fail_rate", "flip_rate", "coverage", "cases", "cases_single",
 )
 
 
@@ -71,6 +73,9 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "judge": judge,
                 "prices": {m: prices[m] for m in _judge_models(judge) if m in prices},
                 "calibration": calibration,
+                # A deterministic judge is a safety contract: it gates on every case whatever was chosen.
+                "gate_on": Rubric.GateOn.EVERY_CASE if event.ci_config.deterministic else event.rubric.gate_on,
+                "min_agent_pass_rate": event.rubric.min_agent_pass_rate,
                 "recalibration_needed": bool(reasons),
                 "recalibration_reasons": reasons,
                 "promoted_by": event.by.get_username(),

@@ -39,14 +39,17 @@ OPTIONAL_RATE_THRESHOLDS: tuple[str, ...] = ("max_probe_moved",)  # verdicts mov
 SWITCH_THRESHOLDS: tuple[str, ...] = (
     "require_human_evidence", "require_pinned_models", "refuse_judge_above_reviewers",
 )
+# What CI gates on at gate stage (docs/gate.md): every case, or the agent's corrected pass rate with its minimum.
+GATE_ON_FIELDS: tuple[str, ...] = ("gate_on", "min_agent_pass_rate")
 THRESHOLD_FIELDS: tuple[str, ...] = (
     COUNT_THRESHOLDS + RATE_THRESHOLDS + OPTIONAL_COUNT_THRESHOLDS + OPTIONAL_RATE_THRESHOLDS + SWITCH_THRESHOLDS
+    + GATE_ON_FIELDS
 )
 MAX_REPEATS = 20  # a run has at most 20 repeats, so a higher minimum could never be met
 # The figures a promotion keeps: the gate config's `calibration` and the rates beside them.
 SNAPSHOT_KEYS: tuple[str, ...] = (
     "n", "agreement", "agreement_ci95", "kappa", "kappa_note", "false_pass", "false_fail", "false_pass_rate",
-    "false_fail_rate", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage",
+    "false_fail_rate", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage", "cases", "cases_single",
 )
 
 
@@ -270,6 +273,13 @@ def rubric_demote(*, rubric: Rubric, to_stage: str, reason: str, by) -> RubricEv
         )
 
 
+def _gates_deterministic(rubric: Rubric) -> bool:
+    """Whether the judge CI runs for `rubric` (or, before there is one, its newest config) is deterministic."""
+    event = ci_events(rubric_ids=[rubric.pk]).first()
+    config = event.ci_config if event is not None else rubric.judge_configs.order_by("-version").first()
+    return config is not None and config.deterministic
+
+
 def threshold_errors(values: dict[str, Any]) -> dict[str, str]:
     """{field: message} for the thresholds in `values` that no rule could sensibly use; {} when all fit.
 
@@ -299,6 +309,14 @@ def threshold_errors(values: dict[str, Any]) -> dict[str, str]:
                 errors[name] = "A number from 0 to 1."
             elif not 0 <= value <= 1:
                 errors[name] = "A fraction from 0 to 1 (0.8 is 80 %)."
+    if "gate_on" in values and values["gate_on"] not in Rubric.GateOn.values:
+        errors["gate_on"] = "Every case or pass rate."
+    minimum = values.get("min_agent_pass_rate")
+    if minimum is not None and (isinstance(minimum, bool) or not isinstance(minimum, int | float)
+                                or not math.isfinite(minimum) or not 0 <= minimum <= 1):
+        errors["min_agent_pass_rate"] = "A fraction from 0 to 1 (0.8 is 80 %), or blank."
+    elif values.get("gate_on") == Rubric.GateOn.PASS_RATE and minimum is None and "min_agent_pass_rate" in values:
+        errors["min_agent_pass_rate"] = "Gating on the pass rate needs the minimum rate the agent must reach."
     floor, ceiling = values.get("agreement_floor"), values.get("agreement_ceiling")
     both_valid = not {"agreement_floor", "agreement_ceiling"} & set(errors)
     if both_valid and floor is not None and ceiling is not None and floor >= ceiling:
@@ -326,6 +344,9 @@ def rubric_thresholds_change(
         rubric = _locked(rubric)
         merged = {name: getattr(rubric, name) for name in THRESHOLD_FIELDS} | thresholds
         errors = errors or threshold_errors(merged)
+        if not errors and merged["gate_on"] == Rubric.GateOn.PASS_RATE and _gates_deterministic(rubric):
+            errors = {"gate_on": "This rubric's judge is deterministic (contract checks only): a safety contract "
+                                 "gates on every case, never on a rate."}
         if errors:
             raise PromotionError(" ".join(f"{name}: {message}" for name, message in errors.items()))
         changes = {

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from statsmodels.stats.proportion import proportion_confint
 
-from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, case_counts
+from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, FIRST_COLUMNS, case_counts
 from judges.calibration.rules import Thresholds, promotable
 from judges.calibration.selectors import (
     NOT_FINISHED,
@@ -59,7 +59,8 @@ def world(dataset, other_dataset, rubric, reviewer, second_reviewer, lead):
 def test_it_counts_each_cases_judgments_beside_its_human_verdict(world):
     cases, _ = run_frames(run=world["run"])
 
-    assert tuple(cases.columns) == (*CASE_COLUMNS, "kind")  # the kind for the promotion rules
+    # repeat 1's verdict for the evidence's single-run counts, the kind for the promotion rules
+    assert tuple(cases.columns) == (*CASE_COLUMNS, *FIRST_COLUMNS, "kind")
     by_id = cases.set_index("external_id")
     # a3's reviewers tie; the lead's adjudication decides. a5 has no label: no verdict.
     assert by_id["human"].to_dict() == {"a1": "pass", "a2": "pass", "a3": "fail", "a4": "fail", "a5": None}
@@ -95,7 +96,7 @@ def test_the_databases_counts_are_the_metrics_own(world, lead, reviewer):
     ], columns=list(COLUMNS))
 
     expected = case_counts(every).sort_values("case_id").to_dict("records")
-    assert cases[list(CASE_COLUMNS)].sort_values("case_id").to_dict("records") == expected
+    assert cases[[*CASE_COLUMNS, *FIRST_COLUMNS]].sort_values("case_id").to_dict("records") == expected
     assert cases.set_index("external_id")["contested"].to_dict() == {"a1": 0, "a2": 1, "a3": 0, "a4": 0, "a5": 0}
 
 

@@ -17,6 +17,7 @@ from statsmodels.stats.weightstats import ztest
 from judges.calibration.metrics import (
     CASE_COLUMNS,
     COLUMNS,
+    FIRST_COLUMNS,
     OVERFIT_WARNING,
     calibration_figures,
     case_counts,
@@ -466,10 +467,12 @@ def test_it_counts_each_case_once_with_its_columns():
     frame.loc[(frame["external_id"] == "a") & (frame["repeat"] == 2), "contested"] = True  # not evaluated
     cases = case_counts(frame).set_index("external_id")
 
-    assert tuple(case_counts(frame).columns) == CASE_COLUMNS
+    assert tuple(case_counts(frame).columns) == (*CASE_COLUMNS, *FIRST_COLUMNS)
     assert cases.loc["a", ["category", "split", "human"]].tolist() == ["policy", "dev", "pass"]
     assert cases.loc["a", ["judgments", "passes", "fails", "contested"]].tolist() == [3, 1, 1, 1]
     assert cases.loc["b", ["judgments", "passes", "fails", "contested"]].tolist() == [1, 0, 1, 0]
+    # a's repeat 1 passed, b's failed
+    assert cases.loc[["a", "b"], list(FIRST_COLUMNS)].values.tolist() == [[1, 0], [0, 1]]
     assert case_counts(pd.DataFrame()).empty
 
 

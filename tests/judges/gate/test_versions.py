@@ -42,9 +42,10 @@ def test_no_field_needs_a_newer_command_than_this_package():
 
 def test_requires_cli_is_the_highest_version_among_the_fields_used():
     assert config()["requires_cli"] == "0.2.0"  # requires_cli itself is 0.2.0's
+    assert config(gate_on="every_case")["requires_cli"] == "0.3.0"
     assert requires_cli({"schema": GATES_SCHEMA, "rubrics": []}) == "0.1.0"
-    with pytest.raises(ValueError, match=r"rubrics\[\]\.gate_on"):
-        requires_cli({"schema": GATES_SCHEMA, "rubrics": [{"slug": "x", "gate_on": "pass_rate"}]})
+    with pytest.raises(ValueError, match=r"rubrics\[\]\.gate_after"):
+        requires_cli({"schema": GATES_SCHEMA, "rubrics": [{"slug": "x", "gate_after": "pass_rate"}]})
 
 
 def test_this_command_reads_what_its_table_knows():
@@ -57,8 +58,8 @@ def test_an_unknown_field_is_refused_naming_it_and_the_version_that_knows_it(whe
     data = config()
     data["requires_cli"] = "0.9.0"
     target = {"top": data, "rubric": data["rubrics"][0], "judge": data["rubrics"][0]["judge"]}[where]
-    target["gate_on"] = "pass_rate"
-    path = {"top": "gate_on", "rubric": "rubrics[0].gate_on", "judge": "rubrics[0].judge.gate_on"}[where]
+    target["gate_after"] = "pass_rate"
+    path = {"top": "gate_after", "rubric": "rubrics[0].gate_after", "judge": "rubrics[0].judge.gate_after"}[where]
     with pytest.raises(ConfigError) as caught:
         parse_gate_config(data)
     message = caught.value.message
@@ -83,20 +84,20 @@ def test_a_requires_cli_that_is_not_a_version_is_a_config_error(bad):
 def test_a_server_without_requires_cli_still_gets_the_field_named():
     data = config()
     del data["requires_cli"]
-    data["rubrics"][0]["gate_on"] = "pass_rate"
-    with pytest.raises(ConfigError, match=r"rubrics\[0\]\.gate_on: .* a newer evalhub-gate may know it"):
+    data["rubrics"][0]["gate_after"] = "pass_rate"
+    with pytest.raises(ConfigError, match=r"rubrics\[0\]\.gate_after: .* a newer evalhub-gate may know it"):
         check_versions(data)
 
 
 def test_the_installed_command_exits_2_naming_the_field_and_the_version(tmp_path):
-    data = config() | {"requires_cli": "0.3.0"}
-    data["rubrics"][0]["min_agent_pass_rate"] = 0.9
+    data = config() | {"requires_cli": "9.9.0"}
+    data["rubrics"][0]["release_judge"] = None
     (tmp_path / "gates.json").write_text(json.dumps(data))
     (tmp_path / "outputs.jsonl").write_text(json.dumps({"id": "a", "question": "q", "answer": "fine"}) + "\n")
     done = subprocess.run([str(GATE), "check", "--config", "gates.json", "--outputs", "outputs.jsonl"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
-    assert ("rubrics[0].min_agent_pass_rate: a gate config field evalhub-gate "
-            f"{VERSION} does not know; evalhub-gate 0.3.0 or newer knows it") in done.stderr
+    assert ("rubrics[0].release_judge: a gate config field evalhub-gate "
+            f"{VERSION} does not know; evalhub-gate 9.9.0 or newer knows it") in done.stderr
     version = subprocess.run([str(GATE), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert version.stdout.strip() == f"evalhub-gate {VERSION}"

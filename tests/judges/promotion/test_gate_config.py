@@ -62,7 +62,8 @@ def test_it_ships_each_promoted_rubric_with_its_pinned_judge(rubric, lead, gated
     assert config["schema"] == "evalhub.gates/v1" and config["generated_at"]
     [entry] = config["rubrics"]  # the draft rubric is left out
     assert list(entry) == ["slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration",
-                           "recalibration_needed", "recalibration_reasons", "promoted_by", "promoted_at"]
+                           "gate_on", "min_agent_pass_rate", "recalibration_needed", "recalibration_reasons",
+                           "promoted_by", "promoted_at"]
     assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])
     assert (entry["slug"], entry["criteria"], entry["stage"], entry["fail_closed"]) == (
         rubric.slug, rubric.criteria, "gate", True,
@@ -73,7 +74,8 @@ def test_it_ships_each_promoted_rubric_with_its_pinned_judge(rubric, lead, gated
                                SECONDARY: {"input_per_mtok": 1.0, "output_per_mtok": 5.0}}
     calibration = entry["calibration"]
     assert list(calibration) == ["run", "n", "repeats", "agreement", "agreement_ci95", "kappa", "false_pass",
-                                 "false_fail", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage"]
+                                 "false_fail", "true_pass_rate", "true_fail_rate", "flip_rate", "coverage", "cases",
+                                 "cases_single"]
     assert (calibration["run"], calibration["n"], calibration["repeats"]) == (gated.pk, 40, 2)
     assert calibration["agreement"] == pytest.approx(0.95) and calibration["false_pass"] == 2
     assert entry["promoted_by"] == lead.username
