@@ -55,7 +55,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
     path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
-    path("rubrics/<slug:slug>/promotion/ci-results/<int:pk>/", promotion_views.ci_result_page,
+    path("rubrics/<slug:slug>/promotion/ci-results/<int:result_id>/", promotion_views.ci_result_page,
          name="promotion_ci_result"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
     path("api/gates", promotion_api.gates, name="api_gates"),

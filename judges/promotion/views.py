@@ -222,10 +222,10 @@ def rubric_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 
 @lead_required
-def ci_result_page(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+def ci_result_page(request: HttpRequest, slug: str, result_id: int) -> HttpResponse:
     """One CI result's cases as the command posted them: each verdict, flip and repeat, failures first."""
     rubric = _get_rubric(slug)
-    result = CiResult.objects.filter(rubric=rubric, pk=pk).first()
+    result = CiResult.objects.filter(rubric=rubric, pk=result_id).first()
     if result is None:
         raise Http404("No such CI result for this rubric.")
     cases, total = ci_result_cases(result=result)

@@ -68,12 +68,13 @@ def world(dataset, rubric, reviewer, lead):
     run = make_run(config, dataset, lead, {case: ["pass"]})
     policy = PolicyDocument.objects.create(slug="returns", version=1, text="30 days.", created_by=lead)
     price = ModelPrice.objects.create(model="gpt-test", input_per_mtok=1, output_per_mtok=2, updated_by=lead)
-    CiResult.objects.create(rubric=rubric, token_name="ci", exit_code=0, stage="observe",
-                            config_hash="0" * 64, outcome="pass", passed=1, failed=0, not_evaluated=0, total=1)
+    result = CiResult.objects.create(rubric=rubric, token_name="ci", exit_code=0, stage="observe",
+                                     config_hash="0" * 64, outcome="pass", passed=1, failed=0, not_evaluated=0,
+                                     total=1)
     return {"slug": {"datasets": dataset.slug, "rubrics": rubric.slug, "label": dataset.slug,
                      "policies": policy.slug, "api": dataset.slug},
             "rubric_slug": rubric.slug, "case_id": case.pk, "config_id": config.pk, "run_id": run.pk,
-            "price_id": price.pk, "kind": "cases", "fmt": "csv"}
+            "price_id": price.pk, "result_id": result.pk, "kind": "cases", "fmt": "csv"}
 
 
 def _url(route: str, world: dict) -> str:
