@@ -95,6 +95,33 @@ def test_repeats_and_the_cache_folder_are_evalhub_gates(pytester, example, fake_
     assert (pytester.path / ".evalhub-cache").is_dir()
 
 
+def test_a_result_holds_every_repeat_and_the_case_is_named_after_its_test(pytester, example):
+    pytester.makepyfile(test_repeats="""
+        def test_it(evalhub_judge):
+            result = evalhub_judge({"input": "Can I return shoes?", "output": "No returns."}, rubric="return-policy",
+                                   repeats=2)
+            assert result.external_id == "test_repeats.py::test_it"
+            assert (result.verdict, result.flipped) == ("fail", False)
+            assert result.reason.startswith("2 of 2 repeats: ") and "scripted stand-in" in result.reason
+            assert [(r["repeat"], r["verdict"], r["layer"]) for r in result.repeats] == [
+                (1, "fail", "behavioral"), (2, "fail", "behavioral")]
+    """)
+    run(pytester, example(gate_rubric(stage="gate")), "test_repeats.py").assert_outcomes(passed=1)
+
+
+def test_a_rate_gate_decides_on_the_sessions_cases_at_its_end(pytester, example, fake_provider):
+    fake_provider.control(rule={"kind": "always_fail"})
+    counts = {"tp": 30, "fn": 0, "fp": 0, "tn": 30}
+    rubric = {**gate_rubric(stage="gate"), "gate_on": "pass_rate", "min_agent_pass_rate": 0.5,
+              "calibration": {"run": 1, "n": 60, "repeats": 1, "agreement": 1.0, "cases": counts,
+                              "cases_single": counts}}
+    result = run(pytester, example(rubric))
+
+    result.assert_outcomes(passed=3, warnings=3)  # each failed case is reported, none fails its test alone
+    assert result.ret == 1  # the corrected rate, 0 of 3, is below the minimum
+    result.stdout.fnmatch_lines(["*rate gate: fail: the upper 95 % bound 0.0 % is below the minimum 50.0 %*"])
+
+
 @pytest.mark.parametrize(("rubrics", "unset", "message"), [
     (None, None, "no gate config: give --evalhub-gate-config"),
     ([gate_rubric(slug="other")], None, "the gate config has no rubric return-policy (it lists other)"),
