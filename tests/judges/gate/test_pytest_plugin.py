@@ -2,8 +2,12 @@
 stand-in provider over real HTTP (it passes an answer containing "30 days"), judged in-process by
 evalhub-gate's code, with no server and no Django (`-p no:django`)."""
 
+import functools
 import json
 import shutil
+import threading
+from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -51,8 +55,9 @@ def test_at_gate_a_failing_case_fails_its_test_with_the_judges_reason(pytester, 
     assert fake_provider.stats()["total"] == 3
 
 
-def test_at_warn_a_failing_case_is_a_warning_and_the_tests_pass(pytester, example):
-    result = run(pytester, example(gate_rubric(stage="warn")))
+def test_at_warn_a_failing_case_is_a_warning_and_the_tests_pass(pytester, example, monkeypatch):
+    monkeypatch.setenv("EVALHUB_GATE_CONFIG", example(gate_rubric(stage="warn")))  # the config from the environment
+    result = run(pytester, None)
 
     result.assert_outcomes(passed=3, warnings=1)
     assert result.ret == 0
@@ -60,8 +65,28 @@ def test_at_warn_a_failing_case_is_a_warning_and_the_tests_pass(pytester, exampl
     result.stdout.re_match_lines([r"return-policy\s+warn\s+2\s+1\s+0\s+warning"])
 
 
+@contextmanager
+def serving(folder: Path):
+    """The folder over HTTP, as a server serves /api/gates (the plugin reads a URL as evalhub-gate does)."""
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_at_observe_nothing_fails_or_warns_and_the_cases_are_recorded(pytester, example):
-    result = run(pytester, example(gate_rubric(stage="observe")))
+    example(gate_rubric(stage="observe"))
+    with serving(pytester.path) as url:
+        pytester.makeini(f"[pytest]\nevalhub_gate_config = {url}/gates.json\n")  # the config from a URL, in the ini
+        result = run(pytester, None)
 
     result.assert_outcomes(passed=3)
     assert result.ret == 0
