@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import openai  # noqa: F401 - imported once here: pytester's in-process runs would import it afresh each time
 import pytest
 
 from tests.judges.gate.test_cli import PASS_RULE, gate_rubric
@@ -17,7 +18,9 @@ from tests.judges.gate.test_cli import PASS_RULE, gate_rubric
 pytest_plugins = ["pytester"]
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "test_agent_with_evalhub.py"
-NO_DJANGO = ("-p", "no:django", "-p", "no:cacheprovider")
+# No Django; and none of the environment's other plugins, which pytester's in-process runs would import afresh
+# each time (hypothesis's summary alone took seconds a run).
+ALONE = ("-p", "no:django", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def example(pytester, fake_provider, monkeypatch):
 
 def run(pytester, config: str | None, *args: str):
     options = ["--evalhub-gate-config", config] if config else []
-    return pytester.runpytest(*NO_DJANGO, "-rsw", *options, *args)
+    return pytester.runpytest(*ALONE, "-rsw", *options, *args)
 
 
 def test_at_gate_a_failing_case_fails_its_test_with_the_judges_reason(pytester, example, fake_provider):
@@ -176,7 +179,7 @@ def test_the_plugin_does_nothing_in_a_run_that_does_not_ask_for_it(pytester):
             # Loading the plugin imported neither the engine nor Django.
             assert not [m for m in sys.modules if m.startswith(("judges.engine", "django"))]
     """)
-    result = pytester.runpytest_subprocess(*NO_DJANGO)
+    result = pytester.runpytest_subprocess(*ALONE)
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     assert "= evalhub =" not in result.stdout.str()  # no summary: nothing was judged
