@@ -73,6 +73,8 @@ def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
               "base_url_env": "EVALHUB_JUDGE_OPENAI_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY", "timeout_s": 5},
     )
     monkeypatch.setenv("EVALHUB_DRIFT_INTERVAL_SECONDS", "1")  # beat starts the drift check every second
+    # No fresh sample here (tests/judges/drift/test_fresh_sample.py has its own): the calls counted are the new cases'.
+    monkeypatch.setenv("EVALHUB_DRIFT_FRESH_SHARE", "0")
     worker = start_worker(tmp_path, "drift", broker=broker_url("redis"))
     try:
         evidence = run_services.run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=4,
