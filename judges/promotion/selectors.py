@@ -256,17 +256,40 @@ def promotion_overview() -> list[PromotionRow]:
     return sorted(rows, key=lambda row: not row.recalibration)
 
 
-def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:
-    """Finished runs of the rubric's configs, newest first, for the promotion form's evidence menu.
+def candidate_runs(*, rubric: Rubric, tier: str | None = None) -> QuerySet[Run]:
+    """Finished runs of the rubric's configs (of `tier`, when given), newest first, for the promotion form's evidence
+    menu.
 
     Not sliced: the form looks the chosen run up in this same queryset. External configs' runs are
     listed too, so choosing one is refused with its rule rather than silently missing.
     """
-    return (
+    runs = (
         Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED, parent__isnull=True)  # no probe
         .select_related("config", "dataset")
         .order_by("-finished_at", "-pk")
     )
+    return runs if tier is None else runs.filter(config__tier=tier)
+
+
+@dataclass
+class ReleaseTier:
+    """A rubric's release tier on its promotion page: the entry holding its evidence, its rules now and why it needs
+    recalibrating, and the newest kept release-tier config (what a promotion of the tier needs a run of)."""
+
+    evidence: RubricEvent | None
+    newest: JudgeConfig | None
+    rules: list[RuleResult] = field(default_factory=list)
+    recalibration: list[str] = field(default_factory=list)
+
+
+def release_tier(*, rubric: Rubric) -> ReleaseTier:
+    """The rubric's release tier. Two queries without one; eight with its evidence (`evidence_checks`)."""
+    event = ci_events(rubric_ids=[rubric.pk], tier=Tier.RELEASE).first()
+    tier = ReleaseTier(evidence=event, newest=newest_config(rubric=rubric, tier=Tier.RELEASE))
+    if event is not None:
+        event.rubric = rubric
+        tier.rules, tier.recalibration = evidence_checks([event])[rubric.pk]
+    return tier
 
 
 def default_evidence_run(*, rubric: Rubric, runs: QuerySet[Run], tier: str = Tier.DEFAULT) -> Run | None:

@@ -138,7 +138,7 @@ def test_it_demotes_and_changes_thresholds_through_the_page(lead_client, lead, r
     assert response.status_code == 400 and "ceiling must be above the floor" in response.text
 
 
-@pytest.mark.parametrize("name", ["promotion_promote", "promotion_demote", "promotion_thresholds"])
+@pytest.mark.parametrize("name", ["promotion_promote", "promotion_demote", "promotion_thresholds", "promotion_release"])
 def test_reviewers_cannot_promote_demote_or_change(reviewer_client, rubric, name):
     response = reviewer_client.post(reverse(f"judges:{name}", args=[rubric.slug]),
                                     {"to_stage": "observe", "reason": "x", "min_cases": 1})
