@@ -8,6 +8,7 @@ Judged through the real SDK over HTTP against the stand-in; the runs are worked 
 """
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from judges.calibration.metrics import wilson_interval
@@ -61,7 +62,7 @@ def checked(rubric) -> DriftCheck:
 
 @pytest.mark.django_db
 def test_a_model_changed_behind_its_pinned_name_is_caught_by_the_fresh_sample_not_by_the_cache(
-    dataset, rubric, lead, reviewer, fake_provider, settings
+    client, dataset, rubric, lead, reviewer, fake_provider, settings
 ):
     # The stand-in's verdicts turn over after the evidence's 60 calls: a model changed behind its pinned name.
     changing = {"kind": "after_calls", "calls": CASES * REPEATS, "rule": SHIPS, "then": {"kind": "not", "rule": SHIPS}}
@@ -89,6 +90,9 @@ def test_a_model_changed_behind_its_pinned_name_is_caught_by_the_fresh_sample_no
     [row] = promotion_rows(rubrics=[rubric])
     assert len(row.recalibration) == 1 and FRESH_REASON in row.recalibration[0]
     assert "20 of 20 unchanged cases" in row.recalibration[0]
+    client.force_login(lead)
+    page = client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
+    assert 'data-testid="drift-fresh">20 of 20' in page and "judged fresh, 20 of 20" in page
 
 
 @pytest.mark.django_db
