@@ -91,7 +91,8 @@ def _dataset_slug(request: HttpRequest) -> tuple[str, str | None]:
     """The dataset the request names, by ?dataset= or the header (both only if they agree), or what is wrong."""
     query, header = request.GET.get("dataset", "").strip(), request.headers.get(DATASET_HEADER, "").strip()
     if query and header and query != header:
-        return "", f"The dataset is named twice, as {query[:100]!r} (?dataset=) and {header[:100]!r} ({DATASET_HEADER})."
+        return "", (f"The dataset is named twice, as {query[:100]!r} (?dataset=) and {header[:100]!r} "
+                    f"({DATASET_HEADER}).")
     if not (query or header):
         return "", f"Name the dataset: ?dataset=SLUG on the endpoint, or the {DATASET_HEADER} header."
     return query or header, None

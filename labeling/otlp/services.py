@@ -150,7 +150,8 @@ def _write_cases(*, dataset: Dataset, cases: dict[str, dict[str, Any]], outcome:
             if len(refused) < len(rejected.errors):  # an error of the batch as a whole: refuse every trace
                 refused = {trace_id: rejected.errors[0] for trace_id in ids}
             for trace_id, error in refused.items():
-                outcome.rejected.append((trace_id, len(spans[trace_id]), str(error).removeprefix(f"line {error.row}: ")))
+                why = str(error).removeprefix(f"line {error.row}: ")
+                outcome.rejected.append((trace_id, len(spans[trace_id]), why))
                 del cases[trace_id]
     return 0
 

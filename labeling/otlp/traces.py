@@ -243,7 +243,8 @@ def _message_text(message: dict) -> str | None:
         return "\n".join(texts) if texts else None
     content = message.get("content")
     if isinstance(content, list):  # a provider's own content blocks: [{"type": "text", "text": ...}]
-        texts = [block.get("text") for block in content if isinstance(block, dict) and isinstance(block.get("text"), str)]
+        texts = [block["text"] for block in content
+                 if isinstance(block, dict) and isinstance(block.get("text"), str)]
         return "\n".join(texts) if texts else None
     return content if isinstance(content, str) else None
 

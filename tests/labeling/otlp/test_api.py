@@ -145,7 +145,8 @@ def test_a_trace_split_over_two_requests_is_joined_when_its_root_span_comes(clie
     waiting = OtlpTrace.objects.get()
     assert not Case.objects.exists() and waiting.trace_id == trace_id
     assert "jane.doe" not in json.dumps(waiting.pieces)  # kept redacted while it waits
-    assert partial_success(post(client, protobuf_body(root), token, query="", X_Evalhub_Dataset=dataset.slug)) == (0, "")
+    by_header = post(client, protobuf_body(root), token, query="", X_Evalhub_Dataset=dataset.slug)
+    assert partial_success(by_header) == (0, "")
 
     case = Case.objects.get()
     assert case.external_id == trace_id and case.metadata["otlp"]["spans"] == 5

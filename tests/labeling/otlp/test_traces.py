@@ -79,7 +79,8 @@ def test_a_trace_with_no_messages_is_a_problem_saying_so():
 def test_pieces_sent_twice_count_once_and_the_case_waits_for_nothing_but_its_root():
     tracer, exporter = recording_tracer()
     trace_id = genai_trace(tracer)
-    pieces = [span_pieces(span) for span in spans_of(request_from_protobuf(protobuf_body(exporter.get_finished_spans())))]
+    request = request_from_protobuf(protobuf_body(exporter.get_finished_spans()))
+    pieces = [span_pieces(span) for span in spans_of(request)]
     children, root = pieces[:-1], pieces[-1:]
 
     assert trace_case(trace_id, merged_pieces(children, children, root))["metadata"]["otlp"]["spans"] == 5
