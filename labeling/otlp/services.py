@@ -85,22 +85,26 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
         waiting: list[OtlpTrace] = []
         for trace_id, new in by_trace.items():
             row = pending.get(trace_id)
-            problem = _refusal(trace_id, new, row, existing)
-            if problem is None and row is not None:
-                new = _redacted(redactor, new, row)
-            pieces = merged_pieces(row.pieces if row else [], new)
-            if problem is None and has_root(pieces):
-                try:
-                    cases[trace_id] = _checked_case(trace_id, pieces)
-                except TraceProblem as exc:
-                    problem = str(exc)
-            elif problem is None:
-                if row is None:
-                    row = OtlpTrace(dataset=dataset, trace_id=trace_id, first_seen_at=now)
-                    pieces = _redacted(redactor, new, row)
-                row.pieces = pieces
-                waiting.append(row)
-                continue
+            problem = _refusal(trace_id, row, existing)
+            if problem is None:
+                if row is not None:
+                    new = _redacted(redactor, new, row)
+                pieces = merged_pieces(row.pieces if row else [], new)
+                if has_root(pieces):
+                    try:
+                        # Checked as a case by the writer, which names what is wrong (_write_cases).
+                        cases[trace_id] = trace_case(trace_id, pieces)
+                    except TraceProblem as exc:
+                        problem = str(exc)
+                elif has_nul(new):  # the writer's check comes too late for what waits in a jsonb column
+                    problem = "contains a NUL character, which evalhub cannot store"
+                else:
+                    if row is None:
+                        row = OtlpTrace(dataset=dataset, trace_id=trace_id, first_seen_at=now)
+                        pieces = _redacted(redactor, new, row)
+                    row.pieces = pieces
+                    waiting.append(row)
+                    continue
             if problem is not None:
                 outcome.rejected.append((trace_id, len(new), problem))
             if row is not None and row.pk is not None and row.gave_up_at is None:
@@ -113,15 +117,13 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
     return outcome
 
 
-def _refusal(trace_id: str, pieces: list[dict[str, Any]], row: OtlpTrace | None, existing: set[str]) -> str | None:
+def _refusal(trace_id: str, row: OtlpTrace | None, existing: set[str]) -> str | None:
     if not trace_id or set(trace_id) == {"0"}:
         return "has no trace id"
     if trace_id in existing:
         return "is a case of this dataset already: its root span came before, and later spans are not added"
     if row is not None and row.gave_up_at is not None:
         return f"was given up at {row.gave_up_at:%Y-%m-%d %H:%M:%S} UTC: {row.problem}"
-    if has_nul(pieces):
-        return "contains a NUL character, which evalhub cannot store"
     return None
 
 
@@ -150,7 +152,7 @@ def _write_cases(*, dataset: Dataset, cases: dict[str, dict[str, Any]], outcome:
             if len(refused) < len(rejected.errors):  # an error of the batch as a whole: refuse every trace
                 refused = {trace_id: rejected.errors[0] for trace_id in ids}
             for trace_id, error in refused.items():
-                why = str(error).removeprefix(f"line {error.row}: ")
+                why = "makes no valid case: " + str(error).removeprefix(f"line {error.row}: ")
                 outcome.rejected.append((trace_id, len(spans[trace_id]), why))
                 del cases[trace_id]
     return 0

@@ -267,8 +267,9 @@ def _event_text(attributes: dict[str, Any]) -> str | None:
 def _indexed(attributes: dict[str, Any], pattern: re.Pattern[str], direction: str) -> list[list[str | None]]:
     """Messages flattened into indexed attributes (`llm.input_messages.0.message.content`), in index order."""
     by_index: dict[int, dict[str, Any]] = {}
+    starts = (f"llm.{direction}_messages.", f"gen_ai.{direction}.")  # a cheap test before the pattern's
     for key, value in attributes.items():
-        match = pattern.fullmatch(key)
+        match = pattern.fullmatch(key) if key.startswith(starts) else None
         if match and match[1] == direction:
             by_index.setdefault(int(match[2]), {})[match[3]] = value
     default = "user" if direction in ("input", "prompt") else "assistant"

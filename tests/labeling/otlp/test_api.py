@@ -205,6 +205,18 @@ def test_a_trace_without_messages_is_refused_by_id_and_the_others_are_written(cl
 
 
 @pytest.mark.django_db
+def test_a_trace_that_makes_no_valid_case_is_refused_by_the_writer_and_the_others_are_written(client, dataset, token):
+    tracer, exporter = recording_tracer()
+    bad_id = genai_trace(tracer, question="a NUL \x00 in the question")
+    good_id = genai_trace(tracer)
+
+    rejected, message = partial_success(post(client, protobuf_body(exporter.get_finished_spans()), token))
+
+    assert (rejected, message) == (5, f"trace {bad_id}: makes no valid case: input: contains a NUL character")
+    assert list(Case.objects.values_list("external_id", flat=True)) == [good_id]
+
+
+@pytest.mark.django_db
 def test_a_trace_sent_again_is_not_written_twice(client, dataset, token):
     tracer, exporter = recording_tracer()
     trace_id = genai_trace(tracer)
