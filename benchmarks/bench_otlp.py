@@ -10,7 +10,8 @@ BatchSpanProcessor sends them (so a trace may straddle two requests and wait for
 with the exporter's own `export` (encoding and HTTP included), and the encoding alone, so the receiver's share is
 each export less its encoding. Reported: traces per second, the median and p95 time per request, and, as the
 peer, the same cases (read back from the database) posted to the ingest API (POST /api/datasets/<slug>/cases)
-in as many requests: the ratio says what reading spans costs over writing the cases alone. Writes benchmarks/results/bench_otlp.json.
+in as many requests: the ratio says what reading spans costs over writing the cases alone. Writes
+benchmarks/results/bench_otlp.json.
 """
 
 import argparse
