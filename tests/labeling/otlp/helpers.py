@@ -79,12 +79,14 @@ def openinference_trace(tracer, *, question: str = QUESTION, answer: str = ANSWE
     """OpenInference (Arize Phoenix): an AGENT span with a RETRIEVER, a TOOL and an LLM span under it."""
     with tracer.start_as_current_span("agent") as root:
         root.set_attribute("openinference.span.kind", "AGENT")
-        root.set_attribute("input.value", question)
+        # As LangChain's instrumentation writes the chain's input: the question is the LLM's user message.
+        root.set_attribute("input.value", json.dumps({"input": question}))
+        root.set_attribute("input.mime_type", "application/json")
         with tracer.start_as_current_span("retrieve") as retriever:
             retriever.set_attribute("openinference.span.kind", "RETRIEVER")
             retriever.set_attribute("retrieval.documents.0.document.id", "returns-policy")
             retriever.set_attribute("retrieval.documents.1.document.id", "shipping-faq")
-        with tracer.start_as_current_span("lookup_order") as tool:
+        with tracer.start_as_current_span("tool_call") as tool:  # the name is in tool.name
             tool.set_attribute("openinference.span.kind", "TOOL")
             tool.set_attribute("tool.name", "lookup_order")
             tool.set_attribute("tool.parameters", '{"order_id": "A-1001"}')
@@ -98,7 +100,7 @@ def openinference_trace(tracer, *, question: str = QUESTION, answer: str = ANSWE
             llm.set_attribute("llm.input_messages.1.message.content", question)
             llm.set_attribute("llm.output_messages.0.message.role", "assistant")
             llm.set_attribute("llm.output_messages.0.message.content", answer)
-        root.set_attribute("output.value", answer)
+        root.set_attribute("output.value", json.dumps({"output": answer}))
     return format(root.get_span_context().trace_id, "032x")
 
 

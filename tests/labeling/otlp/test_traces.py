@@ -5,6 +5,7 @@ import pytest
 
 from labeling.otlp.traces import (
     OtlpBodyError,
+    Span,
     TraceProblem,
     merged_pieces,
     request_from_json,
@@ -69,6 +70,15 @@ def test_it_reads_openinference():
         "retrievedSources": ["returns-policy", "shipping-faq"],
     }
     assert case["metadata"]["agent_model"] == "claude-sonnet-4-5"
+
+
+def test_a_root_span_with_only_input_and_output_values_is_a_case():
+    root = Span(trace_id="ab" * 16, span_id="01" * 8, parent_span_id="", name="chain", start=1, end=2,
+                attributes={"openinference.span.kind": "CHAIN", "input.value": QUESTION, "output.value": ANSWER})
+
+    case = trace_case(root.trace_id, [span_pieces(root)])
+
+    assert (case["input"], case["output"], case["trace"]) == (QUESTION, ANSWER, {})
 
 
 def test_a_trace_with_no_messages_is_a_problem_saying_so():
