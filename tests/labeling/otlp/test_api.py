@@ -4,6 +4,8 @@ used is refused with OTLP/HTTP's answers, and nothing of it is written."""
 import gzip
 import json
 import socket
+import subprocess
+import sys
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -21,6 +23,7 @@ from evalhub.models import ApiToken, Scope
 from labeling.datasets.services import dataset_set_redaction
 from labeling.models import Case, OtlpTrace
 from labeling.otlp.services import otlp_give_up
+from labeling.otlp.tasks import give_up_waited_traces
 from tests.labeling.otlp.helpers import (
     ANSWER,
     QUESTION,
@@ -176,6 +179,23 @@ def test_a_trace_whose_root_does_not_come_in_time_is_given_up_and_named_once(cli
     assert f"trace {trace_id} (an earlier request)" in message
     assert not Case.objects.exists()
     assert partial_success(post_nothing(client, token)) == (0, "")  # named once
+
+
+@pytest.mark.django_db
+def test_beat_runs_the_give_up_task_which_gives_up_what_waited_too_long(client, dataset, token, settings):
+    # A worker's registry, in a fresh interpreter (this one may have imported the task already): the task beat
+    # names is there once the worker has imported the autodiscovered modules.
+    script = ("import django; django.setup(); from evalhub.celery import app; app.loader.import_default_modules(); "
+              f"print({settings.CELERY_BEAT_SCHEDULE['otlp-give-up']['task']!r} in app.tasks)")
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    assert found.stdout.strip() == "True", found.stderr
+    settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS = 0
+    tracer, exporter = recording_tracer()
+    genai_trace(tracer)
+    post(client, protobuf_body(exporter.get_finished_spans()[:-1]), token)
+
+    assert give_up_waited_traces() == 1 and give_up_waited_traces() == 0
+    assert OtlpTrace.objects.get().gave_up_at is not None
 
 
 @pytest.mark.django_db
