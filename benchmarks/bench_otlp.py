@@ -139,6 +139,8 @@ def main() -> None:
             load_after = os.getloadavg()[0]
     figures = {
         "traces": args.traces, "spans": len(spans), "batch_spans": BATCH_SPANS, "cases_written": written,
+        "traces_split_over_two_requests": sum(spans[i - 1].context.trace_id == spans[i].context.trace_id
+                                              for i in range(BATCH_SPANS, len(spans), BATCH_SPANS)),
         "traces_still_waiting": waiting, "otlp_export": otlp, "client_encoding_s": round(sum(encoding), 2),
         "otlp_receiver": receiver, "ingest_api_same_cases": ingest,
         "receiver_over_ingest_wall": round(receiver["wall_s"] / ingest["wall_s"], 2),
