@@ -99,7 +99,7 @@ def test_the_official_exporter_sends_traces_and_they_become_cases(live_server, d
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_body_over_the_limit_is_refused_before_it_is_read(live_server, dataset, token, settings):
+def test_a_body_over_the_limit_is_refused_before_it_is_read(live_server, dataset, token):
     # 50 MB declared, 64 KiB sent: the 413 comes back while the client still holds the rest.
     address = urlsplit(live_server.url)
     with socket.create_connection((address.hostname, address.port), timeout=10) as connection:

@@ -1,6 +1,8 @@
 """A trace as a case, without a database: spans recorded by the official SDK in each convention, encoded as its
 OTLP exporter encodes them, read back and made into the case."""
 
+import json
+
 import pytest
 
 from labeling.otlp.traces import (
@@ -79,6 +81,29 @@ def test_a_root_span_with_only_input_and_output_values_is_a_case():
     case = trace_case(root.trace_id, [span_pieces(root)])
 
     assert (case["input"], case["output"], case["trace"]) == (QUESTION, ANSWER, {})
+
+
+@pytest.mark.parametrize("attributes, events", [
+    # The current conventions' messages on the inference event instead of the span.
+    ({}, [("gen_ai.client.inference.operation.details", {
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}]),
+    })]),
+    # Indexed attributes, as OpenLLMetry writes them.
+    ({"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": QUESTION,
+      "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.content": ANSWER}, []),
+    # The 1.28 events holding the message lists, with a provider's content blocks.
+    ({}, [("gen_ai.content.prompt", {"gen_ai.prompt": json.dumps([{"role": "user", "content": QUESTION}])}),
+          ("gen_ai.content.completion", {"gen_ai.completion": json.dumps(
+              [{"role": "assistant", "content": [{"type": "text", "text": ANSWER}]}])})]),
+], ids=["inference-event", "indexed", "content-events"])
+def test_it_reads_the_other_places_messages_are_written(attributes, events):
+    chat = Span(trace_id="ab" * 16, span_id="01" * 8, parent_span_id="", name="chat", start=1, end=2,
+                attributes={"gen_ai.request.model": "m", **attributes}, events=events)
+
+    case = trace_case(chat.trace_id, [span_pieces(chat)])
+
+    assert (case["input"], case["output"], case["metadata"]["agent_model"]) == (QUESTION, ANSWER, "m")
 
 
 def test_a_trace_with_no_messages_is_a_problem_saying_so():
