@@ -257,6 +257,10 @@ if EVALHUB_BEHIND_PROXY:
 EVALHUB_IMPORT_MAX_BYTES = env_int("EVALHUB_IMPORT_MAX_BYTES", 200 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# The OTLP receiver (docs/otlp.md): a request's body as sent and unpacked (a batch of 512 spans with their
+# messages is a few MB), and how long a trace whose root span has not come is kept waiting for it.
+EVALHUB_OTLP_MAX_BYTES = env_int("EVALHUB_OTLP_MAX_BYTES", 20 * 1024 * 1024)
+EVALHUB_OTLP_TRACE_WAIT_SECONDS = env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60)
 
 
 def _broker() -> tuple[str, dict]:
@@ -318,6 +322,8 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},
     "drift-check": {"task": "judges.drift_check", "schedule": float(EVALHUB_DRIFT_INTERVAL_SECONDS)},
     "traffic-judge": {"task": "judges.traffic_judge", "schedule": float(EVALHUB_TRAFFIC_INTERVAL_SECONDS)},
+    # Gives up the OTLP traces whose wait ran out, so no trace waits on when nothing more is sent.
+    "otlp-give-up": {"task": "labeling.otlp_give_up", "schedule": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
