@@ -82,7 +82,8 @@ def _url(route: str, world: dict) -> str:
         name = match.group(1)
         value = world[name]
         if name == "slug":
-            value = value["policies"] if "policies/" in route else value[route.split("/")[0]]
+            # A policy's own pages take its slug; a dataset's policies page the dataset's.
+            value = value["policies"] if route.startswith(("policies/", "api/policies/")) else value[route.split("/")[0]]
             if route.startswith("api/") and "policies" not in route:
                 value = world["slug"]["datasets"]
         return str(value)
