@@ -24,6 +24,8 @@ DJANGO_FREE_MODULES = (
     "judges.calibration.rules",
     "judges.calibration.explorer",
     "judges.calibration.estimates",
+    # What the editor is asked for synthetic cases and how its answer becomes cases: tested without a database.
+    "judges.synthetic.writing",
 )
 # The domain packages, bottom first. A package's services, selectors, tasks and other modules that are not
 # pages import only packages of its own level or below (a package above wires itself in through
@@ -31,7 +33,7 @@ DJANGO_FREE_MODULES = (
 STACK = (
     ("judges.engine", "judges.gate", "judges.editor"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates"),
+    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.synthetic"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )
