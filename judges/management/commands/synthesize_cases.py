@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.templatetags.display import usd
 from judges.models import JudgeConfig, SynthesisJob
 from judges.synthetic.services import SynthesisError, synthesis_editor, synthesis_start, synthesis_work
 from judges.synthetic.writing import MAX_CASES, SYNTHETIC_TYPES
@@ -47,11 +48,13 @@ class Command(BaseCommand):
                                   from_failed_dev=from_failed_dev, seed=seed, by=None, queue=False)
         except SynthesisError as error:
             raise CommandError(str(error)) from None
-        estimate = "unknown (the model has no price)" if job.estimate_usd is None else f"at most ${job.estimate_usd}"
-        self.stdout.write(f"synthesis {job.pk}: editor {editor.model}, seed {job.seed}, estimated cost {estimate}")
+        estimate = "unknown (the model has no price)" if job.estimate_usd is None else f"at most {usd(job.estimate_usd)}"
+        self.stdout.write(f"synthesis {job.pk}: editor {editor.model} ({editor.provider}), seed {job.seed}, "
+                          f"policies {', '.join(f'{p["slug"]} v{p["version"]}' for p in job.policies)}; "
+                          f"estimated cost {estimate}")
         synthesis_work(job_id=job.pk)
         job.refresh_from_db()
-        cost = "unknown (the model has no price)" if job.cost_usd is None else f"${job.cost_usd}"
+        cost = "unknown (the model has no price)" if job.cost_usd is None else usd(job.cost_usd)
         if job.status != SynthesisJob.Status.FINISHED:
             raise CommandError(f"synthesis {job.pk} failed, nothing written: {job.error} (cost {cost})")
         self.stdout.write(
