@@ -131,7 +131,10 @@ def synthesis_work(*, job_id: int) -> SynthesisJob | None:
     job = SynthesisJob.objects.select_related("dataset").filter(pk=job_id).first()
     if job is None:
         return None
-    editor = EditorSpec.from_dict(job.editor, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW)
+    try:
+        editor = EditorSpec.from_dict(job.editor, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW)
+    except ValueError as refused:  # the operator's allowed names changed since the job was queued
+        return _job_end(job, error=f"The editor is refused: {refused}") if _claim(job_id, LEASE_SLACK) else None
     if not _claim(job_id, timedelta(seconds=editor.timeout_s * editor.max_attempts) + LEASE_SLACK):
         return None
     failed = failed_dev_cases(dataset=job.dataset) if job.from_failed_dev else []
