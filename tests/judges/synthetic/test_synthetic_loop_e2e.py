@@ -5,7 +5,6 @@ answers, `evalhub-gate check --post-cases` judges the answers and brings each ba
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
