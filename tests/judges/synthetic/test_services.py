@@ -4,13 +4,15 @@ redaction applied; only failed **dev** cases shown to the editor; a malformed an
 checks refuse leaves nothing written and says why on the job."""
 
 import json
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from judges.models import ModelPrice, SynthesisJob
 from judges.synthetic.services import SynthesisError, synthesis_start, synthesis_work
-from judges.synthetic.writing import PROMPT_VERSION, synthetic_external_id
+from judges.synthetic.writing import PROMPT_VERSION, SYNTHETIC_TYPES, synthetic_external_id
 from labeling.models import Case, case_split
 from tests.judges.synthetic.helpers import (
     EDITOR_MODEL,
@@ -159,3 +161,17 @@ def test_a_request_that_cannot_be_made_is_refused_before_any_call(world, lead, d
             synthesis_start(dataset=dataset, n=n, types=types, editor=stand_in_editor(), policies=["returns"],
                             by=lead, queue=False)
     assert not SynthesisJob.objects.exists() and fake_provider.requests() == []
+
+
+def test_the_task_is_idempotent_and_takes_back_a_job_whose_lease_ran_out(world, lead, fake_provider):
+    fake_provider.control(model=EDITOR_MODEL, script=[SCRIPT])
+    job = synthesize(world, lead)
+    assert synthesis_work(job_id=job.pk) is None  # done: a redelivered task asks nothing and writes nothing
+    held = synthesis_start(dataset=world, n=2, types=list(SYNTHETIC_TYPES), editor=stand_in_editor(), by=lead,
+                           queue=False)
+    SynthesisJob.objects.filter(pk=held.pk).update(status="running", lease_until=timezone.now() + timedelta(minutes=5))
+    assert synthesis_work(job_id=held.pk) is None  # another worker holds it
+    assert len(fake_provider.requests()) == 1
+    SynthesisJob.objects.filter(pk=held.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert synthesis_work(job_id=held.pk).status == "finished"  # that worker died: its lease ran out
+    assert len(fake_provider.requests()) == 2
