@@ -7,8 +7,16 @@ import pytest
 from django.urls import reverse
 
 from judges.models import ModelPrice, SynthesisJob
+from judges.synthetic.services import synthesis_start, synthesis_work
 from labeling.models import Case
-from tests.judges.synthetic.helpers import EDITOR_MODEL, SCRIPT, behavioral_config, return_policy, with_policies
+from tests.judges.synthetic.helpers import (
+    EDITOR_MODEL,
+    SCRIPT,
+    behavioral_config,
+    return_policy,
+    stand_in_editor,
+    with_policies,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +83,15 @@ def test_reviewers_cannot_ask_or_see_a_job(reviewer_client, world, lead):
     job = SynthesisJob.objects.create(dataset=world["dataset"], n=1, types=["ordinary"], seed=1, prompt_version="x",
                                       editor={"model": EDITOR_MODEL}, created_by=lead)
     assert reviewer_client.get(reverse("judges:synthesis_detail", args=[job.pk])).status_code == 403
+
+
+def test_the_editors_text_in_a_failure_renders_as_text(lead_client, world, lead, fake_provider):
+    fake_provider.control(model=EDITOR_MODEL, script=[{"cases": [
+        {"input": "q", "type": "<script>alert(1)</script>", "expected_behaviour": "b", "category": None}]}])
+    job = synthesis_start(dataset=world["dataset"], n=1, types=["ordinary"], editor=stand_in_editor(), by=lead,
+                          queue=False)
+    synthesis_work(job_id=job.pk)
+
+    page = lead_client.get(reverse("judges:synthesis_detail", args=[job.pk])).content.decode()
+    assert 'data-testid="synthesis-error">Nothing was written.' in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
