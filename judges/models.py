@@ -499,3 +499,59 @@ class AuditSampleCase(models.Model):
 
     def __str__(self) -> str:
         return f"case {self.case_id} in run {self.run_id}'s audit sample"
+
+
+class SynthesisJob(models.Model):
+    """One request for synthetic cases (docs/cases.md, "Synthetic cases"): an editor model writes up to `n`
+    inputs a customer could send, from the policy documents (and, when asked, the dataset's failed dev cases),
+    stored as cases with no answer yet. The work is one editor call, in a Celery task; what it wrote, dropped
+    and cost is kept here, so the page shows it after the broker forgets the task."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        FINISHED = "finished", "finished"
+        FAILED = "failed", "failed"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="synthesis_jobs")
+    n = models.PositiveSmallIntegerField()
+    types = models.JSONField(help_text="The kinds of input asked for: adversarial, near_miss, ordinary.")
+    # [{slug, version, sha256}]: the policy versions the editor read.
+    policies = models.JSONField(default=list)
+    from_failed_dev = models.BooleanField(default=False)
+    seed = models.BigIntegerField()
+    prompt_version = models.CharField(max_length=20)
+    # The editor's spec (provider, model, the NAMES of its variables: never a value).
+    editor = models.JSONField()
+    estimate_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # The one task at work on the job holds it until then; a killed worker's job is taken again after.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    failed_cases_shown = models.PositiveIntegerField(default=0)
+    written = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    # Cases the editor wrote beyond the n asked for: left out.
+    beyond_n = models.PositiveIntegerField(default=0)
+    external_ids = models.JSONField(default=list)
+    calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    # Null: the editor's model has no price, so the cost is unknown (never shown as $0).
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    error = models.TextField(blank=True)
+    # Empty when started from the command line (manage.py synthesize_cases).
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["dataset", "-created_at"], name="synthesisjob_dataset_recent")]
+
+    def __str__(self) -> str:
+        return f"synthesis {self.pk} of {self.dataset}"
+
+    @property
+    def done(self) -> bool:
+        return self.status in (self.Status.FINISHED, self.Status.FAILED)

@@ -19,7 +19,7 @@ class DatasetAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "queue_order", "created_at"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["reviewers"]
-    readonly_fields = ["redact"]  # changed on the dataset page only, where the change is audited
+    readonly_fields = ["redact", "policies"]  # changed on the dataset page only, where the change is audited
 
 
 @admin.register(DatasetEvent)

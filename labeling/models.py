@@ -81,6 +81,10 @@ class Dataset(models.Model):
     # The personal data redacted from every case on the way in (docs/security.md, "Redaction"): kinds of
     # REDACT_KINDS, space-separated. Changed only through services.dataset_set_redaction (audited).
     redact = models.CharField(max_length=60, blank=True, default="", db_default="")
+    # The slugs of the policy documents its cases are about (each read at its newest version when used):
+    # synthetic cases are written from them (docs/cases.md). Changed only through
+    # services.dataset_set_policies (audited).
+    policies = models.JSONField(default=list, blank=True, db_default=[])
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = DatasetQuerySet.as_manager()
@@ -98,11 +102,13 @@ class Dataset(models.Model):
 
 class DatasetEvent(models.Model):
     """One audited change of what a dataset does to its cases: its redaction set, or applied to the cases
-    it already holds. Only created, never changed (the admin shows them read-only)."""
+    it already holds; its list of policy documents set. Only created, never changed (the admin shows them
+    read-only)."""
 
     class Kind(models.TextChoices):
         REDACTION_SET = "redaction_set", "redaction set"
         REDACTION_APPLIED = "redaction_applied", "redaction applied to existing cases"
+        POLICIES_SET = "policies_set", "policy documents set"
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)

@@ -19,6 +19,7 @@ urlpatterns = [
     path("datasets/<slug:slug>/import/", datasets.dataset_import, name="dataset_import"),
     path("datasets/<slug:slug>/kinds/", datasets.dataset_kinds, name="dataset_kinds"),
     path("datasets/<slug:slug>/redaction/", datasets.dataset_redaction, name="dataset_redaction"),
+    path("datasets/<slug:slug>/policies/", datasets.dataset_policies, name="dataset_policies"),
     path("datasets/<slug:slug>/export/<str:kind>/", datasets.dataset_export, name="dataset_export"),
     path("cases/<int:case_id>/", datasets.case_detail, name="case_detail"),
     path("rubrics/new/", datasets.rubric_create, name="rubric_create"),

@@ -19,6 +19,15 @@ response trickled one byte a second, malformed JSON, a score of 7, a missing fie
     curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency; latency served
     curl -X POST localhost:8765/_reset
 
+An editor's answer (judges.editor) is scripted, not computed: `script` is a list of JSON objects that the
+calls of a model answer with in turn, the last one again once the list is used up (`"script": null` goes
+back to the rule). The test writes what the "editor" says; nothing here writes text of its own:
+
+    curl -X POST localhost:8765/_control -d '{"model": "editor-x", "script": [{"proposals": []}]}'
+
+A judge's rule may look at the whole prompt, instructions included (`prompt_contains`), so a test can
+tell whether a guidance line an editor proposed reached the judge.
+
 A `model` in a control request scopes its settings to that model (so a primary and a secondary
 judge can disagree, or one can fail while the other answers); other models use the defaults.
 Tests drive it through `FakeProvider`, which runs it as a subprocess on a free port.
@@ -82,6 +91,7 @@ RULE_KINDS = (
     "answer_min_length",
     "answer_contains",
     "input_contains",
+    "prompt_contains",
     "obeys_injection",
     "golden_overlap",
     "category_in",
@@ -103,7 +113,11 @@ DEFAULTS: dict[str, Any] = {
     # concurrency cap is reached by the overlap itself, however slowly a busy machine starts the calls.
     "gather": None,
     "rule": {"kind": "always_pass"},
+    "script": None,  # a list of answers given in turn instead of the rule's verdict (an editor's, scripted)
 }
+# Where the whole prompt (system and user messages) sits among the sections a rule reads: not a section
+# name the prompt could hold (those are upper case), so case data cannot forge it.
+WHOLE_PROMPT = "(whole prompt)"
 INJECTION_MARKERS = ("answer pass", "ignore the rubric")
 _WORD_RE = re.compile(r"[a-z0-9]{3,}")
 STAND_IN_DIMENSIONS = 256  # when a request names none; small, so tests and benchmarks stay light
@@ -166,7 +180,7 @@ def validate_rule(rule: Any, where: str = "rule") -> None:
     kind = rule["kind"]
     if kind == "answer_min_length" and not isinstance(rule.get("chars"), int):
         raise ValueError(f"{where}.chars: expected an integer")
-    if kind in ("answer_contains", "input_contains") and not isinstance(rule.get("text"), str):
+    if kind in ("answer_contains", "input_contains", "prompt_contains") and not isinstance(rule.get("text"), str):
         raise ValueError(f"{where}.text: expected a string")
     if kind == "category_in" and not isinstance(rule.get("categories"), list):
         raise ValueError(f"{where}.categories: expected a list")
@@ -220,6 +234,10 @@ def evaluate_rule(
         text, question = rule["text"], sections.get("QUESTION", "")
         found = text in question if rule.get("case_sensitive") else text.lower() in question.lower()
         return found, f"input_contains {text!r}: {'found' if found else 'not found'}"
+    if kind == "prompt_contains":  # the judge's instructions and data alike: did a guidance line reach it?
+        text, prompt = rule["text"], sections.get(WHOLE_PROMPT, "")
+        found = text.lower() in prompt.lower()
+        return found, f"prompt_contains {text!r}: {'found' if found else 'not found'}"
     if kind == "obeys_injection":
         if any(marker in answer.lower() for marker in INJECTION_MARKERS):
             return True, "obeys_injection: the answer told the judge to pass it"
@@ -276,6 +294,7 @@ class State:
             self.latency_rngs: dict[str, random.Random] = {}
             self.latency_ms_served: Counter[str] = Counter()
             self.seen: Counter[str] = Counter()
+            self.script_used: Counter[str] = Counter()
             self.requests: deque[dict[str, Any]] = deque(maxlen=500)
 
     def control(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +307,11 @@ class State:
             raise ValueError(f"fault: expected one of {', '.join(FAULTS)} or null")
         if "rule" in body:
             validate_rule(body["rule"])
+        script = body.get("script")
+        if script is not None and not (
+            isinstance(script, list) and script and all(isinstance(answer, dict) for answer in script)
+        ):
+            raise ValueError("script: expected a non-empty list of JSON objects, or null")
         for name in ("latency_ms", "latency_sigma", "latency_seed", "retry_after", "hang_s"):
             if name in body and (isinstance(body[name], bool) or not isinstance(body[name], int | float)):
                 raise ValueError(f"{name}: expected a number")
@@ -303,6 +327,8 @@ class State:
             if {"latency_ms", "latency_sigma", "latency_seed"} & set(body):
                 self.latency_rngs.clear()  # draws start again from the seed
             settings = self.scopes.setdefault(scope, {})
+            if "script" in body:
+                self.script_used[scope] = 0  # a new script starts from its first answer
             if "fault" in body:
                 body.setdefault("fault_count", None)  # a new fault without a count applies to every call
             settings.update(body)
@@ -358,6 +384,17 @@ class State:
             if fault != "timeout":
                 self.latency_ms_served[model] += latency
             return settings, fault, nth, latency
+
+    def scripted(self, model: str) -> dict[str, Any] | None:
+        """The next scripted answer for this model (its own script, else the default scope's), if any."""
+        with self.lock:
+            scope = model if "script" in self.scopes.get(model, {}) else "*"
+            script = self.scopes[scope].get("script")
+            if not script:
+                return None
+            used = self.script_used[scope]
+            self.script_used[scope] += 1
+            return script[min(used, len(script) - 1)]
 
     def end(self, model: str, record: dict[str, Any]) -> None:
         with self.lock:
@@ -545,9 +582,13 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if self._wait_and_fail(api, settings, fault, latency_ms):
                 return
-            scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
-            answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest,
-                                   record["model_calls"])
+            answer = state.scripted(model)
+            record["scripted"] = answer is not None
+            if answer is None:
+                scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
+                sections = {**parse_sections(user), WHOLE_PROMPT: f"{system}\n{user}"}
+                answer = _judge_answer(settings["rule"], sections, scores_kind, fault, nth, digest,
+                                       record["model_calls"])
             text = json.dumps(answer)
             if fault == "malformed_json":
                 text = text[: len(text) // 2]  # cut mid-object, as a model stopped short would
