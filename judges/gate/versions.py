@@ -46,6 +46,9 @@ FIELD_VERSIONS: dict[str, str] = {
     "rubrics[].calibration.cases_single": "0.3.0",
     "rubrics[].gate_on": "0.3.0",
     "rubrics[].min_agent_pass_rate": "0.3.0",
+    "rubrics[].judge.fallback": "0.4.0",
+    "rubrics[].judge.second_opinion": "0.4.0",
+    "rubrics[].judge.adjudicator": "0.4.0",
 }
 _VERSION_RE = re.compile(r"\d+\.\d+\.\d+")
 

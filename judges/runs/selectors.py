@@ -16,7 +16,7 @@ from judges.configs.cases import engine_case
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import build_messages, cache_key, run_contract_checks
 from judges.engine.providers import DEFAULT_MAX_TOKENS
-from judges.engine.secondary import sample_share
+from judges.engine.escalation import SecondOpinion, rotating_sample
 from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
 from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
 from labeling.models import Dataset
@@ -183,8 +183,9 @@ class Estimate:
     cached: int | None = None  # None: not looked up (too many pairs)
     calls: int = 0  # the primary judge's calls: at most this many
     calls_low: int = 0  # ... and at least this many (fewer when the semantic layer may decide cases)
-    second_calls: tuple[int, int] = (0, 0)  # the secondary judge's, at least and at most
-    second_label: str = ""  # "second opinion <model> (borderline)", "fallback <model>"
+    # The other judges' calls, at least and at most: (label, model, (low, high)) for the fallback, the second
+    # opinion and the adjudicator ("second opinion <model> (borderline)", "fallback <model> (…)").
+    others: list[tuple[str, str, tuple[int, int]]] = field(default_factory=list)
     embedding_calls: tuple[int, int] = (0, 0)  # the semantic layer's embeddings calls, at least and at most
     input_tokens_per_call: int = 0
     output_tokens_per_call: int = 0
@@ -199,6 +200,11 @@ class Estimate:
     @property
     def judge_calls(self) -> tuple[int, int]:
         return (self.calls_low, self.calls)
+
+    @property
+    def second_calls(self) -> tuple[int, int]:
+        """Every other judge's calls together: (at least, at most)."""
+        return (sum(low for _, _, (low, _) in self.others), sum(high for _, _, (_, high) in self.others))
 
     @property
     def all_calls(self) -> tuple[int, int]:
@@ -272,21 +278,64 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset, needin
     return (estimate.embedding_tokens * price.input_per_mtok / Decimal(1_000_000)).quantize(Decimal("0.0001"))
 
 
-def _second_opinion_calls(secondary: dict, judged: list[tuple[dict, int]], low: int, high: int) -> tuple[int, int]:
-    """The secondary judge's calls over the (case, repeat) pairs that reach the judge, (at least, at most):
-    exact where its mode reads the case alone (always, sample, categories); a range where it depends on
-    the primary's answer (borderline scores; a fallback, asked when the primary cannot answer)."""
-    when = secondary.get("when") or {"mode": "always"}
-    if secondary["role"] == "fallback" or when["mode"] == "borderline":
-        return (0, high)
-    if when["mode"] == "always":
+def _second_opinion_calls(
+    second: SecondOpinion, judged: list[tuple[dict, int]], low: int, high: int, sampled: frozenset[str] | None
+) -> tuple[int, int]:
+    """The second opinion's calls over the (case, repeat) pairs that reach the judge, (at least, at most):
+    exact where its modes read the case alone (always, sample, safety); a range where one depends on the
+    primary's answer (borderline)."""
+    if "always" in second.modes():
         return (low, high)
-    if when["mode"] == "sample":
-        asked = sum(sample_share(str(case.get("external_id", ""))) < when["share"] for case, _ in judged)
-    else:  # categories
-        asked = sum(case.get("category") in when["categories"] for case, _ in judged)
+    by_case = [
+        second.asks_on(case, None, None, pass_score=0, pass_at=None, sampled=sampled) for case, _ in judged
+    ]
+    asked = sum(by_case)
     # The cases the semantic layer may decide (calls_low < calls) may take some of these away.
-    return (max(asked - (high - low), 0), asked)
+    certain = max(asked - (high - low), 0)
+    return (certain, high if "borderline" in second.modes() else asked)
+
+
+def _other_judges(
+    estimate: Estimate, cfg: EngineConfig, judged: list[tuple[dict, int]], sampled: frozenset[str] | None
+) -> None:
+    """The fallback (asked when the primary cannot answer: 0 to every call), the second opinion by its modes,
+    the adjudicator (asked where the two disagree: 0 to every second opinion) into `estimate.others`."""
+    low, high = estimate.calls_low, estimate.calls
+    if cfg.fallback_judge is not None:
+        estimate.others.append(
+            (f"fallback {cfg.fallback_judge.model} (when the primary cannot answer)", cfg.fallback_judge.model, (0, high))
+        )
+    second = cfg.second_opinion_judge
+    if second is not None:
+        calls = _second_opinion_calls(second, judged, low, high, sampled)
+        estimate.others.append((f"second opinion {second.model} ({', '.join(second.modes())})", second.model, calls))
+        if cfg.adjudicator is not None:
+            estimate.others.append(
+                (f"adjudicator {cfg.adjudicator.model} (where the two disagree)", cfg.adjudicator.model, (0, calls[1]))
+            )
+
+
+def _sample_for(config: JudgeConfig, dataset: Dataset, turn: int) -> frozenset[str] | None:
+    """The cases a rotating `sample` second opinion draws on the `turn`-th run (0 first) of `config` on
+    `dataset`: a permutation of the dataset's answered cases seeded by the config and the dataset, walked
+    ⌈share · N⌉ a run (escalation.rotating_sample). None when the config has no rotating sample."""
+    second = EngineConfig.from_dict(config.spec).second_opinion_judge
+    share = second.sample_share if second is not None else None
+    if share is None:
+        return None
+    ids = list(dataset.cases.answered().values_list("external_id", flat=True))
+    return rotating_sample(ids, share, seed=f"{config.config_hash}:{dataset.pk}", turn=turn)
+
+
+def _runs_before(config: JudgeConfig, dataset: Dataset, run: Run | None = None) -> int:
+    earlier = Run.objects.filter(config=config, dataset=dataset, probe="")
+    return earlier.filter(pk__lt=run.pk).count() if run is not None else earlier.count()
+
+
+def second_opinion_sample(run: Run) -> frozenset[str] | None:
+    """The external ids this run's rotating sample draws for a second opinion: the run's turn is the number
+    of earlier runs of its config on its dataset, so every case is drawn within ⌈1 / share⌉ runs."""
+    return _sample_for(run.config, run.dataset, _runs_before(run.config, run.dataset, run))
 
 
 def _recent_latency_ms(model: str) -> int | None:
@@ -372,18 +421,10 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     # The semantic layer may decide any of them by similarity before the judge is asked.
     estimate.calls_low = 0 if spec.get("semantic") else estimate.calls
     estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
-    secondary = spec.get("secondary")
-    if secondary:
-        estimate.second_calls = _second_opinion_calls(secondary, judged, estimate.calls_low, estimate.calls)
-        if secondary["role"] == "fallback":
-            estimate.second_label = f"fallback {secondary['model']} (when the primary cannot answer)"
-        else:
-            mode = (secondary.get("when") or {"mode": "always"})["mode"]
-            estimate.second_label = f"second opinion {secondary['model']} ({mode})"
+    _other_judges(estimate, engine_config, judged, _sample_for(config, dataset, _runs_before(config, dataset)))
     # A model that makes no call (everything cached) needs no price to cost nothing.
     calling = [spec["model"]] if estimate.calls else []
-    if estimate.second_calls[1]:
-        calling.append(secondary["model"])
+    calling += [model for _, model, (_, high) in estimate.others if high]
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=calling)}
     estimate.missing_prices += [m for m in dict.fromkeys(calling) if m not in prices]
     if estimate.missing_prices:
@@ -391,13 +432,15 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         return estimate
     assert embedding_cost is not None
 
-    def judges_cost(primary: int, second: int) -> Decimal:
+    def judges_cost(primary: int, end: int) -> Decimal:
         tokens = (estimate.input_tokens_per_call, estimate.output_tokens_per_call)
         cost = _call_cost(prices[spec["model"]], primary, *tokens) if primary else Decimal(0)
-        return cost + (_call_cost(prices[secondary["model"]], second, *tokens) if second else Decimal(0))
+        for _, model, calls in estimate.others:
+            cost += _call_cost(prices[model], calls[end], *tokens) if calls[end] else Decimal(0)
+        return cost
 
-    estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, estimate.second_calls[0])
-    estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, estimate.second_calls[1])
+    estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, 0)
+    estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, 1)
     return estimate
 
 
