@@ -22,7 +22,7 @@ def form_data(**overrides) -> dict:
         "policy": "Returns within 30 days.", "params": '{"temperature": 0, "max_tokens": 400}',
         "output_kind": "verdict", "pass_score": "4", "timeout_s": "30", "max_attempts": "3",
         "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
-        "api_key_env": "EVALHUB_JUDGE_API_KEY", "secondary_role": "", "note": "",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "note": "",
         "action": "save",
     }
     data.update(overrides)
