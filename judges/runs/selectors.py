@@ -5,10 +5,12 @@ with annotations, never one query per row.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 from decimal import Decimal
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
-from django.db.models.functions import Length
+from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Q, QuerySet, Sum
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Length
 from django.http import Http404
 
 from evalhub.params import object_id, object_id_or_404
@@ -442,6 +444,25 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, 0)
     estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, 1)
     return estimate
+
+
+JUDGE_ROLES = ("embeddings", "primary", "fallback", "second_opinion", "adjudicator")
+
+
+def calls_by_judge(*, run: Run) -> list[tuple[str, int, float | None]]:
+    """(judge, provider calls, cost in USD or None when some of it is unpriced) of each judge that made calls in
+    the run: the primary, the fallback, the second opinion, the adjudicator, the embeddings. One query."""
+    aggregates: dict[str, Any] = {}
+    for role in JUDGE_ROLES:
+        aggregates[f"{role}_calls"] = Sum(Cast(KeyTextTransform(role, "calls_by_judge"), IntegerField()))
+        aggregates[f"{role}_cost"] = Sum(Cast(KeyTextTransform(role, "cost_by_judge"), FloatField()))
+        # A JSON null under the role: a call of an unpriced model.
+        aggregates[f"{role}_unpriced"] = Count("pk", filter=Q(**{f"cost_by_judge__{role}": None}))
+    totals = run.judgments.aggregate(**aggregates)
+    return [
+        (role, totals[f"{role}_calls"], None if totals[f"{role}_unpriced"] else totals[f"{role}_cost"] or 0.0)
+        for role in JUDGE_ROLES if totals[f"{role}_calls"]
+    ]
 
 
 def ci_run_verdicts(*, dataset: Dataset, ref: str, config_hash: str) -> dict:
