@@ -16,7 +16,7 @@ from django.http import Http404
 from evalhub.params import object_id, object_id_or_404
 from judges.configs.cases import engine_case
 from judges.engine import JudgeConfig as EngineConfig
-from judges.engine import build_messages, cache_key, run_contract_checks
+from judges.engine import build_messages, cache_key, judge_cache_key, run_contract_checks
 from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.engine.escalation import SecondOpinion, rotating_sample
 from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
@@ -281,35 +281,35 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset, needin
 
 
 def _second_opinion_calls(
-    second: SecondOpinion, judged: list[tuple[dict, int]], low: int, high: int, sampled: frozenset[str] | None
+    second: SecondOpinion, asked_on: list[tuple[dict, int]], decided_early: int, sampled: frozenset[str] | None
 ) -> tuple[int, int]:
-    """The second opinion's calls over the (case, repeat) pairs that reach the judge, (at least, at most):
-    exact where its modes read the case alone (always, sample, safety); a range where one depends on the
-    primary's answer (borderline)."""
-    if "always" in second.modes():
-        return (low, high)
-    by_case = [
-        second.asks_on(case, None, None, pass_score=0, pass_at=None, sampled=sampled) for case, _ in judged
+    """The second opinion's calls over the (case, repeat) pairs it may be asked on, (at least, at most): exact
+    where its modes read the case alone (always, sample, safety); a range where one depends on the primary's
+    verdict (borderline). `decided_early`: how many pairs the semantic layer may decide before any judge."""
+    drawn = [
+        "always" in second.modes()
+        or second.asks_on(case, None, None, pass_score=0, pass_at=None, sampled=sampled)
+        for case, _ in asked_on
     ]
-    asked = sum(by_case)
-    # The cases the semantic layer may decide (calls_low < calls) may take some of these away.
-    certain = max(asked - (high - low), 0)
-    return (certain, high if "borderline" in second.modes() else asked)
+    asked = sum(drawn)
+    high = len(asked_on) if "borderline" in second.modes() else asked
+    return (max(asked - decided_early, 0), high)
 
 
 def _other_judges(
-    estimate: Estimate, cfg: EngineConfig, judged: list[tuple[dict, int]], sampled: frozenset[str] | None
+    estimate: Estimate, cfg: EngineConfig, asked_on: list[tuple[dict, int]], sampled: frozenset[str] | None
 ) -> None:
-    """The fallback (asked when the primary cannot answer: 0 to every call), the second opinion by its modes,
-    the adjudicator (asked where the two disagree: 0 to every second opinion) into `estimate.others`."""
-    low, high = estimate.calls_low, estimate.calls
+    """The fallback (asked when the primary cannot answer: 0 to every call), the second opinion by its modes
+    over `asked_on` (every pair a judge decides, its primary verdict cached or not, but its own verdict not
+    cached), the adjudicator (asked where the two disagree: 0 to every second opinion) into `estimate.others`."""
     if cfg.fallback_judge is not None:
-        estimate.others.append(
-            (f"fallback {cfg.fallback_judge.model} (when the primary cannot answer)", cfg.fallback_judge.model, (0, high))
-        )
+        estimate.others.append((
+            f"fallback {cfg.fallback_judge.model} (when the primary cannot answer)", cfg.fallback_judge.model,
+            (0, estimate.calls),
+        ))
     second = cfg.second_opinion_judge
     if second is not None:
-        calls = _second_opinion_calls(second, judged, low, high, sampled)
+        calls = _second_opinion_calls(second, asked_on, estimate.calls - estimate.calls_low, sampled)
         estimate.others.append((f"second opinion {second.model} ({', '.join(second.modes())})", second.model, calls))
         if cfg.adjudicator is not None:
             estimate.others.append(
@@ -368,15 +368,18 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             f"{'is' if unanswered == 1 else 'are'} left out: nothing to judge."
         )
     engine_config = EngineConfig.from_dict(spec)
-    # The (case, repeat) pairs that would reach a model: not cached, no contract check failed.
+    # The (case, repeat) pairs that would reach a model: not cached, no contract check failed; and those a
+    # second opinion may be asked on: the judge decided them (now, or in the cache), its own verdict not cached.
     judged: list[tuple[dict, int]] = []
+    second_asked_on: list[tuple[dict, int]] = []
     if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
         all_cases = [engine_case(case) for case in dataset.cases.answered().order_by("id")]
         keys = {
             (i, repeat): cache_key(case, config.config_hash, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
         }
-        hits = set(CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", flat=True))
+        layers = dict(CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", "judgment__layer"))
+        hits = set(layers)
         estimate.cached = sum(key in hits for key in keys.values())
         contract = "contract" in engine_config.layers
         passing = [
@@ -387,13 +390,21 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
             if passing[i] and keys[(i, repeat)] not in hits
         ]
+        if engine_config.second_opinion_judge is not None:
+            second_keys = {key: judge_cache_key(key, "second_opinion") for key in keys.values()}
+            seconded = set(CachedJudgment.objects.filter(key__in=second_keys.values()).values_list("key", flat=True))
+            second_asked_on = [
+                (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
+                if passing[i] and layers.get(keys[(i, repeat)], "behavioral") == "behavioral"
+                and second_keys[keys[(i, repeat)]] not in seconded
+            ]
         if estimate.cached:
             estimate.notes.append(
                 f"{estimate.cached} of {estimate.judgments} judgments are already in the cache: "
                 "they call no model and cost nothing."
             )
     else:  # too many pairs to look up: every pair counts
-        judged = [
+        judged = second_asked_on = [
             (engine_case(case), r) for case in dataset.cases.answered().order_by("id") for r in range(1, repeats + 1)
         ]
     needing = list({case["external_id"]: case for case, _ in judged}.values())  # each case once, whatever the repeats
@@ -423,7 +434,8 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     # The semantic layer may decide any of them by similarity before the judge is asked.
     estimate.calls_low = 0 if spec.get("semantic") else estimate.calls
     estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
-    _other_judges(estimate, engine_config, judged, _sample_for(config, dataset, _runs_before(config, dataset)))
+    sampled = _sample_for(config, dataset, _runs_before(config, dataset))
+    _other_judges(estimate, engine_config, second_asked_on, sampled)
     # A model that makes no call (everything cached) needs no price to cost nothing.
     calling = [spec["model"]] if estimate.calls else []
     calling += [model for _, model, (_, high) in estimate.others if high]
