@@ -180,7 +180,8 @@ def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict
     )
     out: dict[int, list[dict[str, Any]]] = {}
     for case_id, repeat, outcome, secondary, judge, opinions in rows:
-        opinions = opinions if isinstance(opinions, dict) else {}
+        # Posted by CI as well: read defensively (ci_cases checks the shape; older rows have none).
+        opinions = {k: v for k, v in opinions.items() if isinstance(v, dict)} if isinstance(opinions, dict) else {}
         first = opinions.get("primary") or opinions.get("fallback") or {}
         adjudicator = (opinions.get("adjudicator") or {}).get("outcome")
         out.setdefault(case_id, []).append({
