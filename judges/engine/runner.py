@@ -98,13 +98,15 @@ class Engine:
         started = time.monotonic()
         key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
         j = self._cached(key) if key is not None else None
+        earlier: str | None = None
         if j is not None:
             # The same content may sit under another id; this run spent nothing on it.
             j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
             j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
             j.calls_by_judge, j.cost_by_judge = {}, {}
-            # Entries from before per-judge keys carried the second opinion: it is drawn and asked anew.
-            j.secondary_outcome, j.contested, j.opinions = None, False, None
+            # An entry from before each judge had its own key carries the second opinion's verdict: kept for
+            # when the case is drawn again and its own key has none.
+            earlier, j.secondary_outcome, j.contested, j.opinions = j.secondary_outcome, None, False, None
         else:
             try:
                 j = self._judge(case, repeat)
@@ -112,7 +114,7 @@ class Engine:
                 j = _internal_error(case, repeat, exc)
             self._finish(j, started, key)
         try:
-            self._escalate(case, j, key)
+            self._escalate(case, j, key, earlier)
         except Exception as exc:  # the primary's verdict stands; the case is marked for a human
             j.secondary_outcome = "not_evaluated"
             j.reason += f" (second opinion: internal error: {type(exc).__name__})"
@@ -128,7 +130,7 @@ class Engine:
 
     # ---- the escalation step: second opinion, then the adjudicator -----------------------------------
 
-    def _escalate(self, case: dict[str, Any], j: Judgment, key: str | None) -> None:
+    def _escalate(self, case: dict[str, Any], j: Judgment, key: str | None, earlier: str | None = None) -> None:
         """Ask the second opinion when drawn; where it disagrees the judgment is contested, and the
         adjudicator's verdict, when there is one and it answers, becomes the judgment's."""
         cfg = self.cfg
@@ -142,7 +144,7 @@ class Engine:
             return
         system, user = self._messages(case)
         first = {"model": j.model, "outcome": j.outcome, "scores": j.scores, "reason": j.reason}
-        opinion = self._opinion("second_opinion", second, system, user, key, j)
+        opinion = self._opinion("second_opinion", second, system, user, key, j, earlier)
         j.opinions = {j.judge: first, "second_opinion": opinion}
         j.secondary_outcome = opinion["outcome"]
         if opinion["outcome"] == "not_evaluated":
@@ -162,12 +164,16 @@ class Engine:
             j.model, j.judge = decided["model"], "adjudicator"
 
     def _opinion(
-        self, role: str, spec: JudgeSpec, system: str, user: str, key: str | None, j: Judgment
+        self, role: str, spec: JudgeSpec, system: str, user: str, key: str | None, j: Judgment,
+        earlier: str | None = None,
     ) -> dict[str, Any]:
-        """One more judge's verdict on the case, from the cache (its own key) or asked; its calls and cost
-        are added to the judgment's, and counted under its role."""
+        """One more judge's verdict on the case, from the cache (its own key, else `earlier`: the outcome an older
+        cache entry of the primary carried) or asked; its calls and cost are added to the judgment's, and
+        counted under its role."""
         own_key = judge_cache_key(key, role) if key is not None else None
         hit = self.cache.get(own_key) if own_key is not None and self.cache is not None else None
+        if hit is None and earlier in ("pass", "fail"):
+            hit = {"model": spec.model, "outcome": earlier, "scores": None, "reason": "(cached before its reason was kept)"}
         stored = _stored_opinion(hit)
         if stored is not None:
             return stored | {"cached": True}
