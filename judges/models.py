@@ -30,6 +30,25 @@ class ModelPrice(models.Model):
         return {"input_per_mtok": float(self.input_per_mtok), "output_per_mtok": float(self.output_per_mtok)}
 
 
+class Tier(models.TextChoices):
+    """A judge tier (docs/promotion.md, "Tiers"): the cheap default judge for pull requests, a stronger one
+    for releases, each with its own versions and evidence."""
+
+    DEFAULT = "default", "default"
+    RELEASE = "release", "release"
+
+
+class JudgeConfigQuerySet(models.QuerySet):
+    def kept(self) -> "JudgeConfigQuerySet":
+        """The versions that count as a rubric's "newest": not an imported (external) config. The one place that
+        says so (docs/promotion.md, "Tiers"): every "newest of a tier" reads it."""
+        return self.filter(external=False)
+
+    def kept_of_tier(self, tier) -> "JudgeConfigQuerySet":
+        """The kept versions of one tier (a value or an OuterRef), newest first: "newest of a tier" is the first."""
+        return self.kept().filter(tier=tier).order_by("-version")
+
+
 class JudgeConfig(models.Model):
     """One immutable version of how a rubric is judged.
 
@@ -43,9 +62,14 @@ class JudgeConfig(models.Model):
     config_hash = models.CharField(max_length=64, db_index=True)
     # Imported verdicts of another tool: calibrated, never promoted, never the rubric's newest config.
     external = models.BooleanField(default=False)
+    # Set when the config is created and kept by its edits; not in the spec, so not hashed: the same judge in
+    # two tiers judges alike and shares its cache.
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
     note = models.CharField(max_length=300, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = JudgeConfigQuerySet.as_manager()
 
     class Meta:
         ordering = ["rubric", "-version"]
@@ -135,6 +159,9 @@ class Run(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.WORKER, db_default="worker")
     # A CI run's commit (or any ref the pipeline names): one CI run per (config, dataset, ref).
     ref = models.CharField(max_length=100, blank=True, default="", db_default="")
+    # Judged anew (docs/judging.md, "Fresh repeats"): its cache keys carry the run as a salt, so it reuses and
+    # overwrites no cached verdict; its repeats are numbered from 1 like any run's.
+    fresh = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -265,6 +292,9 @@ class RubricEvent(models.Model):
 
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=12, choices=Kind.choices)
+    # Which judge the entry is about: the default tier (the stage, CI's pull-request judge) or the release
+    # tier (its own evidence, at the rubric's stage; a release demotion withdraws it).
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
     from_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     to_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     # A promotion's or renewal's evidence; null for every other kind.
@@ -380,6 +410,14 @@ class DriftCheck(models.Model):
     all_ci95 = models.JSONField(null=True, blank=True)
     # The full calibration figures of both sets: {"new": {...}, "all": {...}}.
     figures = models.JSONField(null=True, blank=True)
+    # The fresh sample (docs/promotion.md, "Fresh drift sample"): a fresh run of the evidence config over a
+    # rotating sample of unchanged cases, each case's fresh majority compared with its cached one. Null when
+    # the check had none (EVALHUB_DRIFT_FRESH_SHARE=0, or no unchanged case).
+    fresh_run = models.OneToOneField(Run, on_delete=models.CASCADE, null=True, blank=True,
+                                     related_name="fresh_drift_check")
+    fresh_n = models.PositiveIntegerField(null=True, blank=True)  # cases with a majority both ways
+    fresh_changed = models.PositiveIntegerField(null=True, blank=True)  # of those, with another verdict
+    fresh_ci95 = models.JSONField(null=True, blank=True)  # Wilson interval of fresh_changed / fresh_n
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -53,6 +53,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/promote/", promotion_views.rubric_promote, name="promotion_promote"),
     path("rubrics/<slug:slug>/promotion/renew/", promotion_views.rubric_renew, name="promotion_renew"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
+    path("rubrics/<slug:slug>/promotion/release/", promotion_views.rubric_release, name="promotion_release"),
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
     path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
     path("rubrics/<slug:slug>/promotion/ci-results/<int:result_id>/", promotion_views.ci_result_page,

@@ -3,6 +3,7 @@ from django.urls import path
 from labeling.datasets import api as datasets_api
 from labeling.datasets import views as datasets
 from labeling.disputes import views as disputes
+from labeling.otlp import api as otlp_api
 from labeling.policies import api as policies_api
 from labeling.policies import views as policies
 from labeling.queue import views as queue
@@ -24,6 +25,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/edit/", datasets.rubric_edit, name="rubric_edit"),
     path("api/datasets/<slug:slug>", datasets_api.dataset_read, name="api_dataset"),
     path("api/datasets/<slug:slug>/cases", datasets_api.dataset_cases, name="api_cases_ingest"),
+    path("api/otlp/v1/traces", otlp_api.otlp_traces, name="api_otlp_traces"),
     # Labeling: the reviewer's queue and history; leads' overview and disputes
     path("label/", queue.queue_start, name="queue_start"),
     path("label/history/", queue.history, name="history"),

@@ -45,9 +45,12 @@ class Engine:
         clients: ClientPool | None = None,
         allowed_env: Iterable[str] = (),
         embedding_cache: Cache | None = None,
+        cache_salt: str = "",
         sampled: Collection[str] | None = None,
     ) -> None:
         self.cfg = JudgeConfig.from_dict(config)
+        # A fresh run's salt: its judgments are cached under keys of its own (cache.cache_key).
+        self.cache_salt = cache_salt
         # The external ids drawn for the second opinion's `sample` mode (escalation.rotating_sample in the
         # app, ranked_sample in CI); None draws by the fixed salted hash of the id.
         self.sampled = sampled
@@ -86,6 +89,10 @@ class Engine:
 
     # ---- one judgment --------------------------------------------------------------------------
 
+    def cache_key(self, case: dict[str, Any], repeat: int) -> str | None:
+        """The key this engine caches (case, repeat) under; None without a cache."""
+        return cache_key(case, self.config_hash, repeat, self.cache_salt) if self.cache is not None else None
+
     def _cached(self, key: str | None) -> Judgment | None:
         hit = self.cache.get(key) if key is not None and self.cache is not None else None
         j = Judgment.from_stored(hit) if hit is not None else None  # a partial or mistyped entry is a miss
@@ -96,7 +103,7 @@ class Engine:
         escalation step. Each judge's verdict is cached under its own key, so whether a second opinion is
         drawn is decided after the cache lookup, and a cached primary verdict still gets one when drawn."""
         started = time.monotonic()
-        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
+        key = self.cache_key(case, repeat)
         j = self._cached(key) if key is not None else None
         earlier: str | None = None
         if j is not None:
@@ -381,7 +388,7 @@ class Engine:
 
     def _plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
         assert self.embeddings is not None
-        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
+        key = self.cache_key(case, repeat)
         if key is not None and self._cached(key) is not None:
             return None
         checks = run_contract_checks(case, self.cfg) if "contract" in self.cfg.layers else []

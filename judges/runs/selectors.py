@@ -349,7 +349,9 @@ def _recent_latency_ms(model: str) -> int | None:
     return round(sum(latencies) / len(latencies)) if latencies else None
 
 
-def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1) -> Estimate:
+def run_estimate(
+    *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1, fresh: bool = False
+) -> Estimate:
     """What a run would cost and how many calls it makes, every judge counted, before it starts.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
@@ -357,7 +359,8 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     upper bound. Pairs already in the cache cost nothing, and a case a contract check fails never
     reaches a model. The secondary judge counts by its mode (_second_opinion_calls), the semantic layer
     by its embeddings (_embedding_estimate); where the count is a range, so is the cost. The time is the
-    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted.
+    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted. A `fresh` run
+    finds nothing in the cache (its keys are its own), so nothing is looked up.
     """
     spec = config.spec
     cases = dataset.cases.answered().count()
@@ -378,7 +381,10 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             (i, repeat): cache_key(case, config.config_hash, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
         }
-        layers = dict(CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", "judgment__layer"))
+        # A fresh run reuses nothing cached (its keys are salted with the run).
+        layers = {} if fresh else dict(
+            CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", "judgment__layer")
+        )
         hits = set(layers)
         estimate.cached = sum(key in hits for key in keys.values())
         contract = "contract" in engine_config.layers
@@ -392,7 +398,9 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         ]
         if engine_config.second_opinion_judge is not None:
             second_keys = {key: judge_cache_key(key, "second_opinion") for key in keys.values()}
-            seconded = set(CachedJudgment.objects.filter(key__in=second_keys.values()).values_list("key", flat=True))
+            seconded = set() if fresh else set(
+                CachedJudgment.objects.filter(key__in=second_keys.values()).values_list("key", flat=True)
+            )
             second_asked_on = [
                 (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
                 if passing[i] and layers.get(keys[(i, repeat)], "behavioral") == "behavioral"

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('judges', '0013_ci_result_cases'),
+        ('judges', '0014_tiers_and_fresh_repeats'),
     ]
 
     operations = [
