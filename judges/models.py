@@ -89,7 +89,8 @@ class JudgeConfig(models.Model):
     def uses_stand_in(self) -> bool:
         """A model of this config is the scripted stand-in (judges.testing.fake_provider), as the demo's are:
         its pages say so, so nobody takes its verdicts for a model's."""
-        parts = [self.spec, self.spec.get("semantic") or {}, self.spec.get("secondary") or {}]
+        parts = [self.spec, *(self.spec.get(part) or {} for part in (
+            "semantic", "secondary", "fallback", "second_opinion", "adjudicator"))]
         names = [str(part.get(key) or "") for part in parts for key in ("model_family", "model")]
         return any(name.startswith("stand-in") for name in names)
 
@@ -218,6 +219,11 @@ class Judgment(models.Model):
     cached = models.BooleanField(default=False)
     contested = models.BooleanField(default=False)
     secondary_outcome = models.CharField(max_length=16, blank=True)
+    # Each judge's verdict, reason and model once a second opinion was asked (engine Judgment.opinions), so an
+    # adjudicated judgment keeps all three; and the provider calls and cost by judge (primary, fallback, …).
+    opinions = models.JSONField(null=True, blank=True)
+    calls_by_judge = models.JSONField(default=dict, blank=True)
+    cost_by_judge = models.JSONField(default=dict, blank=True)
     # The semantic layer's highest cosine similarity of the answer to a reference; null where it did not run.
     similarity = models.FloatField(null=True, blank=True)
     # A probe's judgment: the exact case variant judged (judges.runs.variants.make_variant), stored here and

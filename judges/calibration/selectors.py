@@ -170,16 +170,24 @@ def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str,
 
 
 def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
-    """case_id → its contested judgments in repeat order, {repeat, primary, secondary} (the two judges'
-    verdicts), for these cases only (the report's contested table). One query."""
+    """case_id → its contested judgments in repeat order, {repeat, primary, secondary, adjudicator, decided_by}
+    (each judge's verdict, and who decided: the adjudicator, else the primary's verdict stands for a human to
+    decide), for these cases only (the report's contested table). One query."""
     rows = (
         Judgment.objects.filter(run=run, case_id__in=case_ids, contested=True)
         .order_by("case_id", "repeat")
-        .values_list("case_id", "repeat", "outcome", "secondary_outcome")
+        .values_list("case_id", "repeat", "outcome", "secondary_outcome", "judge", "opinions")
     )
     out: dict[int, list[dict[str, Any]]] = {}
-    for case_id, repeat, primary, secondary in rows:
-        out.setdefault(case_id, []).append({"repeat": repeat, "primary": primary, "secondary": secondary})
+    for case_id, repeat, outcome, secondary, judge, opinions in rows:
+        # Posted by CI as well: read defensively (ci_cases checks the shape; older rows have none).
+        opinions = {k: v for k, v in opinions.items() if isinstance(v, dict)} if isinstance(opinions, dict) else {}
+        first = opinions.get("primary") or opinions.get("fallback") or {}
+        adjudicator = (opinions.get("adjudicator") or {}).get("outcome")
+        out.setdefault(case_id, []).append({
+            "repeat": repeat, "primary": first.get("outcome", outcome), "secondary": secondary,
+            "adjudicator": adjudicator, "decided_by": "adjudicator" if judge == "adjudicator" else "human",
+        })
     return out
 
 

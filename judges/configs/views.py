@@ -17,7 +17,7 @@ from evalhub.http import HtmxHttpRequest
 from evalhub.params import object_id, whole
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
-from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
+from judges.configs.forms import OTHER_JUDGES, JudgeConfigForm, ModelPriceForm, PreviewForm
 from judges.models import JudgeConfig, ModelPrice, Tier
 from judges.probes.selectors import self_preference, version_probe_rows
 from judges.promotion.selectors import evidence_for
@@ -172,6 +172,13 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
         dataset=dataset, case_id=case_id, search=search, template=text("prompt_template"),
         criteria=rubric.criteria, policy=_preview_policy(text("policy_ref"), text("policy")),
         output_kind=text("output_kind") or "verdict", semantic=semantic, behavioral="behavioral" in layers,
+        judges=selectors.judges_sent({
+            "model": text("model"),
+            **{role: {"model": text(f"{role}_model")} for role, _, _ in OTHER_JUDGES},
+            "second_opinion": {"model": text("second_opinion_model"), "when": [
+                {"mode": mode, "share": form["when_share"].value()} for mode in form["when_modes"].value() or []
+            ] or None},
+        }),
     )
     return {"picker": picker, "preview": preview}
 
@@ -200,20 +207,21 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         picker, preview = selectors.preview_panel(
             dataset=dataset, case_id=case_id, search=search, template=spec["prompt_template"],
             criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
-            semantic=spec.get("semantic"), behavioral=behavioral,
+            semantic=spec.get("semantic"), behavioral=behavioral, judges=selectors.judges_sent(spec),
         )
         panel = {"picker": picker, "preview": preview}
         if request.htmx:
             return _preview_response(request, panel)
         panel |= {"preview_form": preview_form, "preview_url": request.path, "preview_method": "get"}
-    named = (spec.get("model"), (spec.get("secondary") or {}).get("model"), (spec.get("semantic") or {}).get("model"))
-    models = [m for m in named if m]
+    named = [model for _, model in selectors.judge_models(spec)] + [(spec.get("semantic") or {}).get("model")]
+    models = list(dict.fromkeys(m for m in named if m))
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     return render(request, "judges/configs/config_detail.html", {
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
         "json_schema_text": _pretty(spec["json_schema"]) if spec.get("json_schema") else "",
         "warnings": [] if config.external else selectors.config_warnings(spec) + _self_preference(config),
         "behavioral": behavioral, "previewed": bool(panel), **panel,
+        "other_judges": [(role, title, spec[role]) for role, title, _ in OTHER_JUDGES if spec.get(role)],
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
         "newest": selectors.newest_config(rubric=config.rubric, tier=config.tier),

@@ -20,7 +20,7 @@ import os
 import queue
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -312,13 +312,15 @@ def judge_batch(
     retry: RetryPolicy | None = None,
     allowed_env: Iterable[str] = (),
     embedding_cache: Cache | None = None,
+    sampled: Collection[str] | None = None,
 ) -> list[Judgment]:
     """Judge (case, repeat) pairs under one config on at most `concurrency` threads; results in the
     items' order.
 
     `on_result` is called in the caller's thread as each judgment finishes (so it may use the
     caller's database connection). Once the spend cap is reached, the items still to call a
-    provider come back `not_evaluated` with the error "spend cap".
+    provider come back `not_evaluated` with the error "spend cap". `sampled`: the external ids drawn for a
+    second opinion's `sample` mode (Engine).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError("concurrency: must be a positive integer")
@@ -332,6 +334,7 @@ def judge_batch(
         retry=retry,
         allowed_env=allowed_env,
         embedding_cache=embedding_cache,
+        sampled=sampled,
     )
     results: list[Judgment | None] = [None] * len(pairs)
     try:

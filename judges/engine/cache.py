@@ -63,6 +63,12 @@ def cache_key(case: dict[str, Any], config_hash: str, repeat: int, salt: str = "
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+def judge_cache_key(key: str, judge: str) -> str:
+    """The key of another judge's verdict (second_opinion, adjudicator) on the work `key` names: each judge's
+    verdict is cached under its own key, so a cached primary verdict can still get a second opinion."""
+    return hashlib.sha256(f"{judge}:{key}".encode()).hexdigest()
+
+
 class Cache(Protocol):
     def get(self, key: str) -> dict[str, Any] | None: ...
 

@@ -299,6 +299,8 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     results = judge_all(
         rubrics, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env,
         max_cost_usd=args.max_cost_usd, allowed_env=allowed_env,
+        # A rotating second-opinion sample draws per ref: the posted ref, else the commit CI checked out.
+        sample_salt=ref or args.ref or env.get("GITHUB_SHA") or "",
     )
     code = exit_code(results)
     print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)

@@ -214,6 +214,9 @@ def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]
     if cfg.secondary is not None:
         second = cfg.secondary
         judges.append((second.provider, second.base_url_env, second.api_key_env, second.model))
+    for other in (cfg.fallback, cfg.second_opinion, cfg.adjudicator):
+        if other is not None:
+            judges.append((other.provider, other.base_url_env, other.api_key_env, other.model))
     return judges
 
 

@@ -50,6 +50,10 @@ FIELD_VERSIONS: dict[str, str] = {
     # `calibration`, each known from the version that knows it there (and no older than 0.4.0).
     "rubrics[].release_judge": "0.4.0",
     "rubrics[].release_calibration": "0.4.0",
+    # A judge's other judges (docs/judging.md, "Escalation").
+    "rubrics[].judge.fallback": "0.5.0",
+    "rubrics[].judge.second_opinion": "0.5.0",
+    "rubrics[].judge.adjudicator": "0.5.0",
 }
 # A release tier's judge and calibration are read with the table of the default tier's.
 _SAME_FIELDS = {"release_judge": "judge", "release_calibration": "calibration"}

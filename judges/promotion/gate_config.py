@@ -37,7 +37,10 @@ CALIBRATION_KEYS: tuple[str, ...] = (
 
 def _judge_models(judge: dict[str, Any]) -> list[str]:
     """Every model the judge may call: its own, its secondary's and its semantic layer's embeddings model."""
-    models = [judge.get("model"), *((judge.get(part) or {}).get("model") for part in ("secondary", "semantic"))]
+    models = [judge.get("model"), *(
+        (judge.get(part) or {}).get("model")
+        for part in ("secondary", "semantic", "fallback", "second_opinion", "adjudicator")
+    )]
     return [m for m in models if m]
 
 

@@ -23,11 +23,12 @@ from django.utils import timezone
 
 from judges.configs.cases import engine_case
 from judges.configs.services import engine_prices
-from judges.engine import Engine, MemoryCache, SpendTracker, judge_many
+from judges.engine import Engine, MemoryCache, SpendTracker, judge_cache_key, judge_many
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
+from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
 from judges.runs.variants import make_variant
 from labeling.models import Case
@@ -138,12 +139,17 @@ class _Window:
         self.config = config
         self.cache = _RecordingCache()
         self.embeddings = StoredEmbeddings() if config.semantic is not None else None
+        # Judges whose verdicts are cached under their own keys (read ahead with the primary's).
+        self.other_judges = [
+            role for role, judge in (("second_opinion", config.second_opinion_judge), ("adjudicator", config.adjudicator))
+            if judge is not None
+        ]
         self.engine = Engine(
             config, cache=self.cache, prices=engine_prices(), spend=SpendTracker(self._spend_left()),
             # The names were checked when the config was saved; checked again before any call, against
             # today's allow-list: a refused name is not evaluated ("config error").
             allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW, embedding_cache=self.embeddings,
-            cache_salt=fresh_salt(self.run),
+            cache_salt=fresh_salt(self.run), sampled=second_opinion_sample(self.run),
         )
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
@@ -221,6 +227,7 @@ class _Window:
             RunChunk.objects.filter(pk=chunk.pk).update(done_at=timezone.now())
             return []
         keys = [self.engine.cache_key(judged, repeat) for _, _, judged, repeat in pairs]
+        keys += [judge_cache_key(key, role) for key in keys if key is not None for role in self.other_judges]
         self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
             self.embeddings.preload(stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in pairs]))
@@ -327,6 +334,7 @@ def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict 
         cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
         latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
         secondary_outcome=result.secondary_outcome or "", variant=variant, similarity=result.similarity,
+        opinions=result.opinions, calls_by_judge=result.calls_by_judge, cost_by_judge=result.cost_by_judge,
     )
 
 

@@ -48,6 +48,23 @@ def test_requires_cli_is_the_highest_version_among_the_fields_used():
         requires_cli({"schema": GATES_SCHEMA, "rubrics": [{"slug": "x", "gate_after": "pass_rate"}]})
 
 
+def test_a_judge_with_more_judges_ships_them_and_needs_0_5_0_one_without_keeps_its_shape():
+    judge_of = {"provider": "anthropic", "api_key_env": "EVALHUB_JUDGE_API_KEY"}
+    spec = {"rubric": "safe", "criteria": "No secrets.", "layers": ["behavioral"], "provider": "openai",
+            "model": "gpt-4o-mini-2024-07-18", "second_opinion": {**judge_of, "model": "claude-haiku-4-5-20251001"},
+            "adjudicator": {**judge_of, "model": "claude-opus-4-1-20250805"}}
+    judge = JudgeConfig.from_dict(spec).to_dict(include_hash=True)
+    data = config()
+    data["rubrics"][0]["judge"] = judge
+    data["requires_cli"] = requires_cli(data)
+    assert data["requires_cli"] == "0.5.0" and judge["second_opinion"]["when"] == [{"mode": "always"}]
+    with pytest.raises(ConfigError, match="needs evalhub-gate 0.5.0 or newer; this is 0.4.0"):
+        check_versions(data, version="0.4.0")
+    [rubric] = parse_gate_config(data)  # this command judges with them, hash and all
+    assert rubric.judge.adjudicator.model == "claude-opus-4-1-20250805"
+    assert "second_opinion" not in JudgeConfig.from_dict({**spec, "second_opinion": None, "adjudicator": None}).to_dict()
+
+
 def test_this_command_reads_what_its_table_knows():
     [rubric] = parse_gate_config(config())
     assert rubric.slug == "safe" and rubric.calibration is None
