@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('judges', '0014_tiers_and_fresh_repeats'),
+        ('judges', '0015_synthesis_jobs'),
     ]
 
     operations = [
