@@ -19,6 +19,7 @@ from django.utils import timezone
 from judges.engine import OUTCOMES
 from judges.engine.canonical import canonical_json, sha256_hex
 from judges.models import JudgeConfig, Judgment, Run
+from judges.runs.tallies import case_tallies_refresh
 from labeling.importing import Format, ImportRejected, RowError, parse_json
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
@@ -207,6 +208,7 @@ def judgments_import(
             ),
             batch_size=BATCH_SIZE,
         )
+        case_tallies_refresh(run_id=run.pk)
     return JudgmentImportResult(run=run, config=config, config_created=config_created, judgments=len(rows))
 
 
