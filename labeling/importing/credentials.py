@@ -68,17 +68,19 @@ def _best(items: Any) -> set[str] | None:
 
 
 @cache
-def _required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
-    """Lowercased texts one of which is in every match of `pattern` (None: no such text of 2+ characters).
+def _required_literals(pattern: re.Pattern[str]) -> tuple[bool, tuple[frozenset[str], ...]]:
+    """(case-insensitive?, sets of texts): every match of `pattern` contains one text of each set.
 
     Checking for them with `in` first spares running the pattern over text that cannot match: some rules
     begin with lookbehinds or optional groups, which the regular-expression engine tries at every position.
-    Lowercased both sides, so a case-insensitive rule is checked soundly too.
+    Every set is checked, the rarest (longest) first. A case-insensitive rule's texts are lowercased and
+    checked in the lowercased text; a case-sensitive rule's are checked as they are ("AKIA", not "akia",
+    which ordinary words hold).
     """
-    best = _best(sre_parse.parse(pattern.pattern, pattern.flags))
-    if not best or min(map(len, best)) < 2:
-        return None
-    return frozenset(text.lower() for text in best)
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    insensitive = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
+    sets = {frozenset(text.lower() if insensitive else text for text in texts) for texts in _required(parsed)}
+    return insensitive, tuple(sorted(sets, key=lambda texts: (-min(map(len, texts)), sorted(texts))))
 
 
 def scanner_kinds() -> list[str]:
@@ -96,9 +98,9 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
 _KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
 
 
-# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with the texts
-# one of which the pattern needs (None: it may match anything).
-Rule = tuple[str, re.Pattern[str], BasePlugin | None, frozenset[str] | None]
+# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with what
+# _required_literals says every match holds.
+Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[bool, tuple[frozenset[str], ...]]]
 
 
 @cache
@@ -130,8 +132,9 @@ def credential_spans(text: str) -> list[tuple[str, int, int]]:
     """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
     found: list[tuple[str, int, int]] = []
     lowered = text.lower()
-    for kind, pattern, plugin, literals in scanner_rules():
-        if literals is not None and not any(literal in lowered for literal in literals):
+    for kind, pattern, plugin, (insensitive, required) in scanner_rules():
+        searched = lowered if insensitive else text
+        if not all(any(literal in searched for literal in texts) for texts in required):
             continue
         if plugin is not None:
             found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
