@@ -13,7 +13,10 @@ Luhn-checked here, addresses checked by `ipaddress`.
 import dataclasses
 import ipaddress
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
+from itertools import accumulate
 from typing import Any
 
 import phonenumbers
@@ -231,9 +234,9 @@ class Redactor:
         into the next (none of the kinds spans a line break on its own) is replaced in both."""
         if not self.finders:
             return case
-        order = {name: i for i, name in enumerate(CASE_FIELDS)}
-        names = sorted((name for name in case if name not in KEPT_FIELDS), key=lambda n: order.get(n, len(order)))
-        per_name = [list(_strings(case[name])) for name in names]
+        names = _redacted_names(tuple(case))
+        per_name = [[value] if isinstance(value, str) else list(_strings(value))
+                    for value in (case[name] for name in names)]
         strings = [text for texts in per_name for text in texts]
         joined = "\n".join(strings)
         spans = self.spans(joined)
@@ -242,26 +245,37 @@ class Redactor:
         p = Placeholders()
         for start, end, kind in spans:
             p.of(kind, joined[start:end])  # numbered in the order of the case's fields
-        redacted, offset, i = [], 0, 0
-        for text in strings:
-            inside = []
-            while i < len(spans) and spans[i][0] < offset + len(text):
-                start, end, kind = spans[i]
-                inside.append((max(start, offset) - offset, min(end, offset + len(text)) - offset,
-                               kind, joined[start:end]))
-                if end > offset + len(text):
-                    break  # it goes on into the next string
+        # Each find goes to the string it starts in (one that starts on the line break after a string, to
+        # the next), and on into the next strings while it goes on past their end.
+        offsets = list(accumulate((len(text) + 1 for text in strings), initial=0))
+        inside: dict[int, list[tuple]] = {}
+        for start, end, kind in spans:
+            i = bisect_right(offsets, start) - 1
+            if start >= offsets[i] + len(strings[i]):
                 i += 1
-            redacted.append(_replaced(text, inside, p) if inside else text)
-            offset += len(text) + 1
+            while True:
+                offset, length = offsets[i], len(strings[i])
+                inside.setdefault(i, []).append((max(start, offset) - offset, min(end, offset + length) - offset,
+                                                 kind, joined[start:end]))
+                if end <= offset + length:
+                    break
+                i += 1
+        redacted = list(strings)
+        for i, found in inside.items():
+            redacted[i] = _replaced(strings[i], found, p)
         # Only a field with a string that changed is rebuilt; the others are the case's own values.
-        result, at = dict(case), 0
-        for name, texts in zip(names, per_name, strict=True):
-            new = redacted[at:at + len(texts)]
-            at += len(texts)
-            if any(after is not before for after, before in zip(new, texts, strict=True)):
-                result[name] = _rebuilt(case[name], iter(new))
+        bounds = list(accumulate((len(texts) for texts in per_name), initial=0))
+        result = dict(case)
+        for n in sorted({bisect_right(bounds, i) - 1 for i in inside}):
+            result[names[n]] = _rebuilt(case[names[n]], iter(redacted[bounds[n]:bounds[n + 1]]))
         return result
+
+
+@cache
+def _redacted_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of a case's fields that are redacted, in the case format's order (KEPT_FIELDS stay)."""
+    order = {name: i for i, name in enumerate(CASE_FIELDS)}
+    return tuple(sorted((name for name in names if name not in KEPT_FIELDS), key=lambda n: order.get(n, len(order))))
 
 
 def _replaced(text: str, spans: Iterable[tuple], placeholders: "Placeholders") -> str:

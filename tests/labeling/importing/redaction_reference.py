@@ -142,7 +142,7 @@ def _phone_valid(candidate: str) -> bool:
 def credential_spans(text: str) -> list[tuple[str, int, int]]:
     """Every rule on the whole text, none skipped."""
     found: list[tuple[str, int, int]] = []
-    for kind, pattern, plugin, _ in scanner_rules():
+    for kind, pattern, plugin, *_ in scanner_rules():
         if plugin is not None:
             found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
             continue
