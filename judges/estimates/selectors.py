@@ -40,7 +40,8 @@ HISTORY_FIRST = 10  # ...from this many labels on: a handful of labels gives an 
 
 @dataclass(frozen=True)
 class RunCases:
-    """The run's cases that have an output, one entry each, ordered by case id."""
+    """The run's cases that have an output, one entry each: ordered by case id (run_cases), or for the
+    estimate the drawn ones so, then the others without their ids (_estimate_cases)."""
 
     case_id: np.ndarray
     external_id: list[str]
