@@ -238,6 +238,27 @@ class Judgment(models.Model):
         indexes = [models.Index(fields=["run", "outcome"], name="judgment_run_outcome")]
 
 
+class RunCaseTally(models.Model):
+    """One (run, case): its judgments counted, kept beside them by judges.runs.tallies whenever they are
+    written or removed, so the run page and the agent's pass rate read one small row a case instead of
+    grouping every judgment of the run (docs/estimates.md, "Reading a large run")."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="case_tallies")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="+")
+    judged = models.PositiveIntegerField(default=0)
+    passes = models.PositiveIntegerField(default=0)
+    fails = models.PositiveIntegerField(default=0)
+    not_evaluated = models.PositiveIntegerField(default=0)
+    lowest_similarity = models.FloatField(null=True, blank=True)
+    slowest_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "case"], name="runcasetally_one_per_case")]
+
+    def __str__(self) -> str:
+        return f"case {self.case_id} in run {self.run_id}: {self.passes} of {self.judged} pass"
+
+
 class CachedJudgment(models.Model):
     """The app's engine cache: identical work (case content, config_hash, repeat) is never re-asked."""
 

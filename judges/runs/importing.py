@@ -21,6 +21,7 @@ from judges.engine import OUTCOMES
 from judges.engine.canonical import canonical_json, sha256_hex
 from judges.models import JudgeConfig, Judgment, Run
 from judges.runs.tool_results import read_tool_results
+from judges.runs.tallies import case_tallies_refresh
 from labeling.importing import Format, ImportRejected, RowError, parse_json
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
@@ -287,6 +288,7 @@ def _save_external_run(
             ),
             batch_size=BATCH_SIZE,
         )
+        case_tallies_refresh(run_id=run.pk)
     return JudgmentImportResult(run=run, config=config, config_created=config_created, judgments=len(rows))
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from decimal import Decimal
 
-from django.db.models import Count, F, FloatField, IntegerField, Max, Min, Q, QuerySet, Sum
+from django.db.models import Case as DbCase
+from django.db.models import Count, F, FloatField, IntegerField, Q, QuerySet, Sum, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Length
 from django.http import Http404
@@ -20,7 +21,7 @@ from judges.engine import build_messages, cache_key, judge_cache_key, run_contra
 from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.engine.escalation import SecondOpinion, rotating_sample
 from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
-from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
+from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run, RunCaseTally
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
@@ -126,20 +127,19 @@ def run_case_rows(
 ) -> QuerySet:
     """One row per case of the run that has a judgment matching the filters (every repeat of it counts
     in the row, matching or not): {case_id, external_id, judged, fails, not_evaluated, verdicts,
-    similarity, latency_ms}, for paging; `verdicts` is the number of distinct evaluated verdicts (2: flipped)."""
-    matching = run_judgments(run=run, **filters).values("case_id")
+    similarity, latency_ms}, for paging; `verdicts` is the number of distinct evaluated verdicts (2: flipped).
+    Read from the run's per-case tallies (judges.runs.tallies); only a filter reads the judgments."""
+    rows = RunCaseTally.objects.filter(run=run)
+    if any(filters.values()):
+        rows = rows.filter(case_id__in=run_judgments(run=run, **filters).values("case_id"))
     return (
-        Judgment.objects.filter(run=run, case_id__in=matching)
-        .values("case_id")
-        .annotate(
-            external_id=Min("case__external_id"),
-            judged=Count("id"),
-            fails=Count("id", filter=Q(outcome=Outcome.FAIL)),
-            not_evaluated=Count("id", filter=Q(outcome=Outcome.NOT_EVALUATED)),
-            verdicts=Count("outcome", distinct=True, filter=Q(outcome__in=[Outcome.PASS, Outcome.FAIL])),
-            similarity=Min("similarity"),
-            latency_ms=Max("latency_ms"),
+        rows.annotate(
+            external_id=F("case__external_id"),
+            verdicts=DbCase(When(passes__gt=0, then=1), default=0) + DbCase(When(fails__gt=0, then=1), default=0),
+            similarity=F("lowest_similarity"),
+            latency_ms=F("slowest_ms"),
         )
+        .values("case_id", "external_id", "judged", "fails", "not_evaluated", "verdicts", "similarity", "latency_ms")
         .order_by(*ordering)
     )
 
@@ -153,13 +153,11 @@ def run_case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, dict[int, 
 
 
 def run_filter_choices(*, run: Run) -> dict[str, list[str]]:
-    """The layers and errors this run's judgments actually have, for the filter menus (two queries)."""
-    judgments = Judgment.objects.filter(run=run)
+    """The layers and errors this run's judgments actually have, for the filter menus (one pass over them)."""
+    pairs = list(Judgment.objects.filter(run=run).order_by().values_list("layer", "error").distinct())
     return {
-        "layers": list(judgments.order_by("layer").values_list("layer", flat=True).distinct()),
-        "errors": [
-            e for e in judgments.order_by("error").values_list("error", flat=True).distinct() if e
-        ],
+        "layers": sorted({layer for layer, _ in pairs}),
+        "errors": sorted({error for _, error in pairs if error}),
     }
 
 

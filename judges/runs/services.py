@@ -11,6 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from judges.models import JudgeConfig, Run, RunChunk
+from judges.runs.tallies import case_tallies_refresh
 from labeling.models import Dataset
 
 RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
@@ -103,6 +104,7 @@ def run_retry_not_evaluated(*, run: Run) -> int:
         case_ids = set(retry.values_list("case_id", flat=True))
         count = retry.count()
         retry.delete()
+        case_tallies_refresh(run_id=run.pk, case_ids=case_ids)
         chunk_ids = [c.pk for c in run.chunks.all() if case_ids.intersection(c.case_ids)]
         RunChunk.objects.filter(pk__in=chunk_ids).update(done_at=None)
         Run.objects.filter(pk=run.pk).update(

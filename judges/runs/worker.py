@@ -30,6 +30,7 @@ from judges.models import CachedJudgment, Judgment, Run, RunChunk
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
+from judges.runs.tallies import case_tallies_refresh
 from judges.runs.variants import make_variant
 from labeling.models import Case
 
@@ -311,6 +312,7 @@ def judgments_record(
         variants = variants or {}
         rows = [_judgment_row(run, case_id, result, variants.get(case_id)) for (case_id, _), result in fresh.items()]
         Judgment.objects.bulk_create(rows)
+        case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh})
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
             done=F("done") + len(rows),
