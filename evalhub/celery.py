@@ -8,4 +8,4 @@ app = Celery("evalhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # The judges app keeps its tasks with the runs they work on (judges/runs/tasks.py) and the drift check's
 # and traffic judging's beside it (judges/drift/tasks.py, judges/traffic/tasks.py).
-app.autodiscover_tasks(["judges.runs", "judges.drift", "judges.traffic"])
+app.autodiscover_tasks(["judges.runs", "judges.drift", "judges.traffic", "judges.proposals"])

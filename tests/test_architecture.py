@@ -31,7 +31,7 @@ DJANGO_FREE_MODULES = (
 STACK = (
     ("judges.engine", "judges.gate", "judges.editor"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates"),
+    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.proposals"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )

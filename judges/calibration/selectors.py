@@ -84,7 +84,25 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
     frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
     frame["human"] = _none_for_missing(frame["human"])
     frame["kind"] = frame["kind"].fillna("")
+    # A config's example cases (shown to its judge in the prompt) never count in its runs' figures.
+    shown = [(run.pk, external_id) for run in runs for external_id in example_ids(run.config.spec)]
+    if shown:
+        frame = frame[~pd.MultiIndex.from_frame(frame[["run_id", "external_id"]]).isin(shown)]
     return frame[["run_id", *CASE_COLUMNS, *FIRST_COLUMNS, "kind"]]
+
+
+def example_ids(spec: dict) -> set[str]:
+    """The external ids of the cases a config shows its judge as examples (docs/improving.md)."""
+    return {str(example.get("external_id")) for example in spec.get("examples") or []}
+
+
+def example_cases_left_out(*, run: Run) -> int:
+    """How many of the run's judged cases its figures leave out for being its config's examples; one query,
+    none for a config without examples."""
+    ids = example_ids(run.config.spec)
+    if not ids:
+        return 0
+    return run.judgments.filter(case__external_id__in=ids).values("case_id").distinct().count()
 
 
 def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
@@ -223,8 +241,8 @@ def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
 
 
 def newest_version(*, rubric_id: int) -> int | None:
-    """The rubric's newest non-external config version (an imported config never counts as newest)."""
-    return JudgeConfig.objects.filter(rubric_id=rubric_id, external=False).aggregate(v=Max("version"))["v"]
+    """The rubric's newest kept config version (JudgeConfigQuerySet.kept: an imported or proposed one never counts)."""
+    return JudgeConfig.objects.filter(rubric_id=rubric_id).kept().aggregate(v=Max("version"))["v"]
 
 
 # Figures a package above calibration adds to runs' figures: bias probes (judges.probes) add "probes" and the
@@ -272,6 +290,7 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
         "tokens": {"input": run.input_tokens, "output": run.output_tokens},
         "cache_hits": run.cache_hits,
         "provider_calls": run.provider_calls,
+        "example_cases_left_out": example_cases_left_out(run=run),
     }
 
 
@@ -307,7 +326,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
         figures=figures,
         repeats=run.repeats,
         thresholds=rubric_thresholds(config.rubric),
-        is_newest_config=not config.external and newest == config.version,
+        is_newest_config=not config.external and not config.proposal and newest == config.version,
         stale_reasons=reasons,
         newest_version=newest,
         is_external=config.external,

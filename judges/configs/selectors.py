@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from evalhub.params import object_id
 from judges.configs.cases import engine_case
@@ -63,7 +63,9 @@ def rubrics_with_configs() -> QuerySet[Rubric]:
     """Every rubric with how many judge config versions and runs it has, and its newest version."""
     return Rubric.objects.annotate(
         config_count=Count("judge_configs", distinct=True),
-        newest_version=Max("judge_configs__version", filter=Q(judge_configs__external=False)),
+        newest_version=Subquery(
+            JudgeConfig.objects.filter(rubric=OuterRef("pk")).kept().order_by("-version").values("version")[:1]
+        ),
         run_count=Count("judge_configs__runs", distinct=True, filter=Q(judge_configs__runs__parent__isnull=True)),
     ).order_by("slug")
 
@@ -79,8 +81,8 @@ def rubric_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
 
 
 def newest_config(*, rubric: Rubric) -> JudgeConfig | None:
-    """The version an edit starts from: the newest one that is not an imported (external) config."""
-    return rubric.judge_configs.filter(external=False).order_by("-version").first()
+    """The version an edit starts from: the newest kept one (JudgeConfigQuerySet.kept)."""
+    return JudgeConfig.objects.filter(rubric=rubric).kept().order_by("-version").first()
 
 
 def config_for_page(config_id: int) -> JudgeConfig:

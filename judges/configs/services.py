@@ -38,7 +38,9 @@ def with_policy(spec: dict) -> dict:
     return {**spec, "policy": policy.text, "policy_sha256": policy.sha256}
 
 
-def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False) -> JudgeConfig:
+def judge_config_save(
+    *, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False, proposed: bool = False
+) -> JudgeConfig:
     """Validate `spec` with the engine and save it as the rubric's next version.
 
     The rubric's slug and current criteria are copied in: a config keeps the criteria it was saved
@@ -46,6 +48,7 @@ def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", externa
     the newest version already says returns that version instead of a duplicate.
     Raises ValueError (naming the field) when the engine refuses the spec, EnvNamesRefused when it
     names a variable a judge may not read (settings.EVALHUB_JUDGE_ENV_ALLOW adds allowed names).
+    `proposed` saves a judge improvement's candidate (docs/improving.md): never the newest until kept.
     """
     spec = with_policy({**spec, "rubric": rubric.slug, "criteria": rubric.criteria})
     spec.pop("config_hash", None)
@@ -55,7 +58,13 @@ def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", externa
         raise EnvNamesRefused(refusals)
     with transaction.atomic():
         Rubric.objects.select_for_update().filter(pk=rubric.pk).first()  # serialise version numbers
-        newest = rubric.judge_configs.filter(external=external).order_by("-version").first()
+        if external:
+            same_kind = rubric.judge_configs.filter(external=True)
+        elif proposed:
+            same_kind = rubric.judge_configs.filter(proposal="proposed")
+        else:
+            same_kind = JudgeConfig.objects.filter(rubric=rubric).kept()
+        newest = same_kind.order_by("-version").first()
         if newest is not None and newest.config_hash == engine_config.config_hash:
             return newest
         version = (rubric.judge_configs.aggregate(v=Max("version"))["v"] or 0) + 1
@@ -65,6 +74,7 @@ def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", externa
             spec=engine_config.to_dict(),
             config_hash=engine_config.config_hash,
             external=external,
+            proposal="proposed" if proposed else "",
             note=note,
             created_by=by,
         )

@@ -208,6 +208,8 @@ class Engine:
             criteria=cfg.criteria,
             policy=cfg.policy,
             output_kind=cfg.output_kind,
+            guidance=cfg.guidance,
+            examples=cfg.examples,
         )
         assert cfg.provider is not None and cfg.model is not None
         primary = Judge("primary", cfg.provider, cfg.model, cfg.base_url_env, cfg.api_key_env, cfg.params)

@@ -11,4 +11,4 @@
 """
 
 # The package's version (pyproject.toml reads it from here): the gate config's `requires_cli` is compared with it.
-VERSION = "0.3.0"
+VERSION = "0.4.0"

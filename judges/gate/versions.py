@@ -46,6 +46,8 @@ FIELD_VERSIONS: dict[str, str] = {
     "rubrics[].calibration.cases_single": "0.3.0",
     "rubrics[].gate_on": "0.3.0",
     "rubrics[].min_agent_pass_rate": "0.3.0",
+    "rubrics[].judge.guidance": "0.4.0",
+    "rubrics[].judge.examples": "0.4.0",
 }
 _VERSION_RE = re.compile(r"\d+\.\d+\.\d+")
 

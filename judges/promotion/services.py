@@ -144,6 +144,10 @@ def _kept_config(*, rubric: Rubric, config: JudgeConfig) -> JudgeConfig:
         raise PromotionError(
             f"Config v{config.version} holds verdicts imported from another tool: CI cannot run it."
         )
+    if config.proposal:
+        raise PromotionError(
+            f"Config v{config.version} is a {config.proposal} judge improvement: CI runs kept versions only."
+        )
     return config
 
 

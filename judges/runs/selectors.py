@@ -361,7 +361,7 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         chars = [
             sum(map(len, build_messages(
                 case, template=spec["prompt_template"], criteria=spec["criteria"], policy=spec["policy"],
-                output_kind=spec["output_kind"],
+                output_kind=spec["output_kind"], guidance=spec.get("guidance", ""), examples=spec.get("examples") or (),
             )))
             for case in sample
         ]
