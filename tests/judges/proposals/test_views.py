@@ -9,7 +9,7 @@ from django.urls import reverse
 from judges.models import JudgeConfig, Proposal, RubricEvent
 from judges.proposals import services
 
-from .test_improve import EDITOR, RULE, eager, proposal, world  # noqa: F401 - the shared fixtures
+from .conftest import EDITOR, RULE, proposal
 
 
 def test_the_start_form_shows_an_estimate_and_starting_runs_the_job(world, client, lead, reviewer, fake_provider,
