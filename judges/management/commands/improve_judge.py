@@ -76,7 +76,8 @@ def _table(proposal: Proposal) -> str:
         flags = "AT CEILING" if row.at_ceiling else ""
         lines.append("\t".join([
             str(row.candidate.index) + (" *" if row.recommended else ""), f"v{row.candidate.config.version}",
-            _pct(row.dev_agreement), _pct(row.holdout_agreement), _pct(row.overfit_gap), flags, rules,
+            _pct(row.dev_agreement), _pct(row.holdout_agreement),
+            "—" if row.overfit_gap is None else f"{row.overfit_gap * 100:+.1f} pts", flags, rules,
             "unknown" if row.cost_usd is None else f"${row.cost_usd:.4f}", row.candidate.name,
         ]))
         if row.candidate.criteria_note:
