@@ -355,7 +355,8 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
         .values("pk")[:1]
     )
     configs = list(
-        JudgeConfig.objects.filter(rubric=rubric).annotate(newest_run=Subquery(newest_run))
+        JudgeConfig.objects.filter(rubric=rubric).exclude(proposal="discarded")  # a discarded proposal: no version
+        .annotate(newest_run=Subquery(newest_run))
         .order_by("-version")[:VERSIONS_SHOWN]
     )[::-1]
     newest_runs = Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])

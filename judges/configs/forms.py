@@ -222,6 +222,10 @@ class JudgeConfigForm(forms.Form):
         required=False, label="Share", min_value=0.0, max_value=1.0,
         help_text="For “a sampled share”: 0.2 asks on a fifth of the cases, chosen by a hash of each case id.",
     )
+    # A judge improvement's additions (docs/improving.md), kept by an edit of a version that has them.
+    guidance = TextArea(rows=3, help_text="Added to the judge's instructions (a kept proposal's, or your own).")
+    examples = JsonText(rows=3, help_text="Labeled cases shown to the judge: a JSON list of {external_id, input, "
+                        "output, verdict, reason}; their cases never count in this version's figures.")
     note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -327,6 +331,8 @@ class JudgeConfigForm(forms.Form):
             "api_key_env": _blank_to_none(data["api_key_env"]),
             "secondary": self._secondary_spec(),
             "semantic": self._semantic_spec(),
+            "guidance": data["guidance"],
+            "examples": data["examples"] or [],
         }
 
     def add_engine_error(self, error: ValueError) -> None:

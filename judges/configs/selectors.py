@@ -225,7 +225,7 @@ def preview_panel(
 
 def prompt_preview(
     *, case: Case | None, error: str = "", template: str, criteria: str, policy: str, output_kind: str,
-    semantic: dict | None = None, behavioral: bool = True,
+    semantic: dict | None = None, behavioral: bool = True, guidance: str = "",
 ) -> PromptPreview:
     """The (system, user) messages the engine would send for `case`, built by the engine's own function,
     and, with a `semantic` block, the references the semantic layer compares the answer with.
@@ -253,7 +253,7 @@ def prompt_preview(
     try:
         system, user = build_messages(
             engine_case(case), template=template or DEFAULT_PROMPT_TEMPLATE, criteria=criteria, policy=policy,
-            output_kind=output_kind,
+            output_kind=output_kind, guidance=guidance,
         )
     except (KeyError, IndexError, ValueError) as exc:
         found.error = f"The prompt template cannot be filled in: {exc!r}"

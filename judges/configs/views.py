@@ -165,6 +165,7 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
         dataset=dataset, case_id=case_id, search=search, template=text("prompt_template"),
         criteria=rubric.criteria, policy=_preview_policy(text("policy_ref"), text("policy")),
         output_kind=text("output_kind") or "verdict", semantic=semantic, behavioral="behavioral" in layers,
+        guidance=text("guidance"),
     )
     return {"picker": picker, "preview": preview}
 

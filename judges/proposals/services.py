@@ -47,11 +47,7 @@ def editor_for(*, run: Run, editor_model: str = "") -> EditorSpec:
     overrides: dict = {"timeout_s": settings.EVALHUB_EDITOR_TIMEOUT_SECONDS}
     if editor_model.strip():
         overrides["model"] = editor_model.strip()
-    spec = EditorSpec.from_config(run.config.spec, **overrides)
-    refusals = spec.env_refusals(extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW)
-    if refusals:
-        raise ValueError(refusals[0])
-    return spec
+    return EditorSpec.from_config(run.config.spec, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW, **overrides)
 
 
 def proposal_start(
