@@ -14,6 +14,7 @@ import pytest
 
 from judges.engine import parse_sections
 from judges.models import JudgeConfig, Proposal, RubricEvent, Run
+from judges.promotion.services import PromotionError, PromotionRefused, rubric_promote
 from judges.proposals import selectors, services
 
 from .conftest import CYCLE, EDITOR, PERFECT, RULE, proposal
@@ -78,6 +79,12 @@ def test_it_finds_the_rule_among_decoys_and_holdout_never_reaches_the_editor(
     # Only the finalists (the best two on dev) were judged on holdout.
     held_out = {c.name for c in done.candidates.filter(holdout_run__isnull=False)}
     assert held_out == {"the unused rule", "perfect"}
+
+    # Never promoted while proposed: neither named for observe nor its run taken as evidence.
+    with pytest.raises(PromotionError, match="proposed judge improvement"):
+        rubric_promote(rubric=done.rubric, to_stage="observe", config=rule.candidate.config, reason="r", by=lead)
+    with pytest.raises(PromotionRefused):
+        rubric_promote(rubric=done.rubric, to_stage="observe", run=rule.candidate.holdout_run, reason="r", by=lead)
 
     kept = services.proposal_keep(proposal=done, candidate=rule.candidate, by=lead)
     assert kept.proposal == "" and JudgeConfig.objects.filter(rubric=done.rubric).kept().first() == kept
