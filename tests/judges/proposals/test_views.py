@@ -44,6 +44,8 @@ def test_the_start_form_shows_an_estimate_and_starting_runs_the_job(world, clien
     again = client.post(reverse("judges:proposal_discard", args=[done.pk]), follow=True)
     assert "already decided" in again.text
     assert RubricEvent.objects.get(kind="keep").reason == "best"
+    log = client.get(reverse("judges:audit_log"))
+    assert log.status_code == 200 and "proposal kept" in log.text and "judge improvement proposed" in log.text
 
 
 @pytest.mark.parametrize("max_cost", [None, Decimal("1000")])
