@@ -303,6 +303,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},
     "drift-check": {"task": "judges.drift_check", "schedule": float(EVALHUB_DRIFT_INTERVAL_SECONDS)},
     "traffic-judge": {"task": "judges.traffic_judge", "schedule": float(EVALHUB_TRAFFIC_INTERVAL_SECONDS)},
+    "sweep-proposals": {"task": "judges.sweep_proposals", "schedule": float(EVALHUB_SWEEP_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 

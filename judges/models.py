@@ -527,6 +527,7 @@ class Proposal(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)  # when a worker claimed it and asked the editor
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -8,6 +8,7 @@ version is discarded (never newest, never promoted).
 """
 
 import logging
+from datetime import timedelta
 from decimal import Decimal
 
 from celery import signature
@@ -93,7 +94,7 @@ def proposal_propose(*, proposal_id: int) -> None:
     proposed versions and start their dev runs, all or nothing. Claimed by a conditional update: a second
     delivery of the task does nothing."""
     if not Proposal.objects.filter(pk=proposal_id, status=Proposal.Status.QUEUED).update(
-        status=Proposal.Status.PROPOSING
+        status=Proposal.Status.PROPOSING, started_at=timezone.now()
     ):
         return
     proposal = Proposal.objects.select_related("run__config__rubric", "run__dataset").get(pk=proposal_id)
@@ -229,6 +230,25 @@ def _run_ids(proposal: Proposal) -> list[int]:
     for dev_run, holdout_run in proposal.candidates.values_list("dev_run_id", "holdout_run_id"):
         ids += [i for i in (dev_run, holdout_run) if i is not None]
     return ids
+
+
+def proposals_sweep(*, now=None) -> list[int]:
+    """The jobs a lost message or a killed worker left: a queued job older than a sweep interval is queued
+    again; a job still asking the editor well past the editor's deadline (its timeout times its attempts,
+    and a minute) ends as failed, its editor call lost. Returns the ids of the jobs it touched."""
+    now = now or timezone.now()
+    touched = []
+    grace = timedelta(seconds=settings.EVALHUB_SWEEP_SECONDS)
+    for proposal in Proposal.objects.filter(status=Proposal.Status.QUEUED, created_at__lt=now - grace):
+        signature(PROPOSAL_TASK, args=(proposal.pk,)).delay()
+        touched.append(proposal.pk)
+    for proposal in Proposal.objects.filter(status=Proposal.Status.PROPOSING, started_at__isnull=False):
+        editor = proposal.editor
+        deadline = float(editor.get("timeout_s", 120)) * int(editor.get("max_attempts", 2)) + 60
+        if proposal.started_at < now - timedelta(seconds=deadline):
+            _end(proposal.pk, Proposal.Status.FAILED, "The editor's call was lost (its worker stopped): start again.")
+            touched.append(proposal.pk)
+    return touched
 
 
 def proposal_advance(*, run_id: int) -> None:

@@ -1,11 +1,15 @@
 """A config's example cases never count in the figures of its runs (docs/improving.md), kept or not, and the
-report says how many were left out."""
+report says how many were left out; the sweep ends a job a killed worker left asking the editor."""
+
+from datetime import timedelta
 
 from django.urls import reverse
+from django.utils import timezone
 
 from judges.calibration.selectors import run_figures
 from judges.configs import services as config_services
-from judges.models import Run
+from judges.models import Proposal, Run
+from judges.proposals.services import proposals_sweep
 from labeling.models import Case
 from tests.judges.helpers import behavioral_spec, make_cases
 from tests.judges.report_factories import label, make_run
@@ -29,3 +33,20 @@ def test_the_example_cases_are_left_out_of_every_figure(db, dataset, rubric, rev
     client.force_login(lead)
     page = client.get(reverse("judges:run_report", args=[run.pk]))
     assert 'data-testid="examples-left-out"' in page.text
+
+
+def test_the_sweep_ends_a_job_whose_editor_call_a_killed_worker_lost(db, dataset, rubric, lead):
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    run = make_run(config, dataset, lead, {})
+    editor = {"provider": "openai", "model": "m", "timeout_s": 10, "max_attempts": 2}
+    now = timezone.now()
+    lost = Proposal.objects.create(rubric=rubric, run=run, editor=editor, created_by=lead, status="proposing",
+                                   started_at=now - timedelta(seconds=81))
+    asking = Proposal.objects.create(rubric=rubric, run=run, editor=editor, created_by=lead, status="proposing",
+                                     started_at=now - timedelta(seconds=79))
+    fresh = Proposal.objects.create(rubric=rubric, run=run, editor=editor, created_by=lead)
+
+    assert proposals_sweep(now=now) == [lost.pk]
+
+    assert Proposal.objects.get(pk=lost.pk).status == "failed" and "lost" in Proposal.objects.get(pk=lost.pk).error
+    assert {p.status for p in Proposal.objects.filter(pk__in=[asking.pk, fresh.pk])} == {"proposing", "queued"}
