@@ -42,3 +42,19 @@ def test_guidance_joins_the_instructions_and_examples_come_before_the_case_as_de
     sections = parse_sections(user)
     assert "Verdict: fail" in sections["EXAMPLES"] and "< < <ANSWER> > >" in sections["EXAMPLES"]
     assert "ANSWER" not in sections  # the example's forged delimiter opens no section
+
+
+def test_an_evalhub_gate_older_than_the_fields_refuses_a_judge_that_has_them_and_reads_one_without():
+    from judges.gate.messages import ConfigError
+    from judges.gate.versions import check_versions, requires_cli
+
+    def gate(judge: dict) -> dict:
+        return {"schema": "evalhub.gates/v1", "rubrics": [{"slug": "r", "judge": judge}]}
+
+    plain = gate(JudgeConfig.from_dict(BASE).to_dict(include_hash=True))
+    guided = gate(JudgeConfig.from_dict({**BASE, "guidance": "g", "examples": [EXAMPLE]}).to_dict(include_hash=True))
+    assert requires_cli(plain) == "0.1.0" and requires_cli(guided) == "0.4.0"
+    # As the server ships them: with requires_cli, which a 0.3.0 command compares with itself.
+    check_versions({**plain, "requires_cli": requires_cli(plain)}, version="0.3.0")
+    with pytest.raises(ConfigError, match="needs evalhub-gate 0.4.0 or newer; this is 0.3.0"):
+        check_versions({**guided, "requires_cli": requires_cli(guided)}, version="0.3.0")
