@@ -199,6 +199,11 @@ def _save_candidates(proposal: Proposal, proposals: list[dict]) -> tuple[list[Pr
         if config.config_hash in hashes or config.pk == run.config_id:
             rejected.append({"name": name, "why": "the same judge as another proposal"})
             continue
+        earlier = ProposalCandidate.objects.filter(config=config).exclude(proposal=proposal).first()
+        if earlier is not None:  # one job's keep or discard must not decide another's candidate
+            rejected.append({"name": name, "why": f"already proposed as v{config.version} (proposal "
+                                                  f"{earlier.proposal_id}): decide that one"})
+            continue
         hashes.add(config.config_hash)
         added = len(config.spec.get("guidance", "")) - len(base.get("guidance", ""))
         added += sum(len(e["input"]) + len(e["output"]) for e in config.spec.get("examples") or [])

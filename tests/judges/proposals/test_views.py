@@ -60,3 +60,19 @@ def test_cancel_stops_the_job_and_discards_its_candidates(world, client, lead, f
     assert job.status == "cancelled" and RubricEvent.objects.get(kind="proposal").changes["status"] == "cancelled"
     services.proposal_propose(proposal_id=job.pk)  # a late delivery of the task does nothing
     assert fake_provider.requests() == [r for r in fake_provider.requests() if r["model"] != EDITOR]
+
+
+def test_a_proposal_another_job_made_already_is_reported_not_shared(world, lead, fake_provider,
+                                                                    django_capture_on_commit_callbacks):
+    fake_provider.control(model=EDITOR, script=[{"proposals": [proposal("the unused rule", guidance=RULE)]}])
+    with django_capture_on_commit_callbacks(execute=True):
+        first = services.proposal_start(run=world["run"], by=lead, editor_model=EDITOR, candidates=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        second = services.proposal_start(run=world["run"], by=lead, editor_model=EDITOR, candidates=1)
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == "finished" and second.status == "failed"
+    assert "already proposed as v" in second.rejected[0]["why"]
+    # The second job's failure discards nothing of the first's.
+    assert first.candidates.get().config.proposal == "proposed"
