@@ -9,8 +9,8 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('judges', '0013_ci_result_cases'),
-        ('labeling', '0016_dataset_policies'),
+        ('judges', '0014_tiers_and_fresh_repeats'),
+        ('labeling', '0017_dataset_policies'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

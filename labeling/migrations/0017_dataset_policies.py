@@ -8,7 +8,7 @@ from labeling.migrations._sqlite_columns import add_column_in_place
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('labeling', '0015_rubric_gate_on_pass_rate'),
+        ('labeling', '0016_otlp_trace'),
     ]
 
     operations = [
