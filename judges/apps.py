@@ -14,6 +14,7 @@ class JudgesConfig(AppConfig):
         from judges.proposals import tasks as proposal_tasks  # noqa: F401 - registers the job's task by name
         from judges.proposals.services import proposal_advance
         from judges.runs import tasks
+        from judges.synthetic import tasks as synthetic_tasks  # noqa: F401 - registers the task by its name
         from labeling.queue import services as queue_services
 
         # A drift run that has just finished stores its figures: drift sits above runs, so it is wired

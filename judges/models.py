@@ -30,11 +30,24 @@ class ModelPrice(models.Model):
         return {"input_per_mtok": float(self.input_per_mtok), "output_per_mtok": float(self.output_per_mtok)}
 
 
+class Tier(models.TextChoices):
+    """A judge tier (docs/promotion.md, "Tiers"): the cheap default judge for pull requests, a stronger one
+    for releases, each with its own versions and evidence."""
+
+    DEFAULT = "default", "default"
+    RELEASE = "release", "release"
+
+
 class JudgeConfigQuerySet(models.QuerySet):
     def kept(self) -> "JudgeConfigQuerySet":
         """The versions that count as a rubric's "newest": not an imported (external) config, not a judge
-        improvement still proposed or discarded (docs/improving.md). The one place that says so."""
+        improvement still proposed or discarded (docs/improving.md). The one place that says so
+        (docs/promotion.md, "Tiers"): every "newest of a tier" reads it."""
         return self.filter(external=False, proposal="")
+
+    def kept_of_tier(self, tier) -> "JudgeConfigQuerySet":
+        """The kept versions of one tier (a value or an OuterRef), newest first: "newest of a tier" is the first."""
+        return self.kept().filter(tier=tier).order_by("-version")
 
 
 class JudgeConfig(models.Model):
@@ -54,6 +67,9 @@ class JudgeConfig(models.Model):
     # version) or discards it; neither a proposed nor a discarded version is ever newest, promoted or in CI.
     proposal = models.CharField(max_length=9, choices=[("proposed", "proposed"), ("discarded", "discarded")],
                                 blank=True, default="", db_default="")
+    # Set when the config is created and kept by its edits; not in the spec, so not hashed: the same judge in
+    # two tiers judges alike and shares its cache.
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
     note = models.CharField(max_length=300, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -147,6 +163,9 @@ class Run(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.WORKER, db_default="worker")
     # A CI run's commit (or any ref the pipeline names): one CI run per (config, dataset, ref).
     ref = models.CharField(max_length=100, blank=True, default="", db_default="")
+    # Judged anew (docs/judging.md, "Fresh repeats"): its cache keys carry the run as a salt, so it reuses and
+    # overwrites no cached verdict; its repeats are numbered from 1 like any run's.
+    fresh = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -277,6 +296,9 @@ class RubricEvent(models.Model):
 
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=12, choices=Kind.choices)
+    # Which judge the entry is about: the default tier (the stage, CI's pull-request judge) or the release
+    # tier (its own evidence, at the rubric's stage; a release demotion withdraws it).
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
     from_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     to_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     # A promotion's or renewal's evidence; null for every other kind.
@@ -392,6 +414,14 @@ class DriftCheck(models.Model):
     all_ci95 = models.JSONField(null=True, blank=True)
     # The full calibration figures of both sets: {"new": {...}, "all": {...}}.
     figures = models.JSONField(null=True, blank=True)
+    # The fresh sample (docs/promotion.md, "Fresh drift sample"): a fresh run of the evidence config over a
+    # rotating sample of unchanged cases, each case's fresh majority compared with its cached one. Null when
+    # the check had none (EVALHUB_DRIFT_FRESH_SHARE=0, or no unchanged case).
+    fresh_run = models.OneToOneField(Run, on_delete=models.CASCADE, null=True, blank=True,
+                                     related_name="fresh_drift_check")
+    fresh_n = models.PositiveIntegerField(null=True, blank=True)  # cases with a majority both ways
+    fresh_changed = models.PositiveIntegerField(null=True, blank=True)  # of those, with another verdict
+    fresh_ci95 = models.JSONField(null=True, blank=True)  # Wilson interval of fresh_changed / fresh_n
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -557,3 +587,57 @@ class ProposalCandidate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.proposal} candidate {self.index}"
+class SynthesisJob(models.Model):
+    """One request for synthetic cases (docs/cases.md, "Synthetic cases"): an editor model writes up to `n`
+    inputs a customer could send, from the policy documents (and, when asked, the dataset's failed dev cases),
+    stored as cases with no answer yet. The work is one editor call, in a Celery task; what it wrote, dropped
+    and cost is kept here, so the page shows it after the broker forgets the task."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        FINISHED = "finished", "finished"
+        FAILED = "failed", "failed"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="synthesis_jobs")
+    n = models.PositiveSmallIntegerField()
+    types = models.JSONField(help_text="The kinds of input asked for: adversarial, near_miss, ordinary.")
+    # [{slug, version, sha256}]: the policy versions the editor read.
+    policies = models.JSONField(default=list)
+    from_failed_dev = models.BooleanField(default=False)
+    seed = models.BigIntegerField()
+    prompt_version = models.CharField(max_length=20)
+    # The editor's spec (provider, model, the NAMES of its variables: never a value).
+    editor = models.JSONField()
+    estimate_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # The one task at work on the job holds it until then; a killed worker's job is taken again after.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    failed_cases_shown = models.PositiveIntegerField(default=0)
+    written = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    # Cases the editor wrote beyond the n asked for: left out.
+    beyond_n = models.PositiveIntegerField(default=0)
+    external_ids = models.JSONField(default=list)
+    calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    # Null: the editor's model has no price, so the cost is unknown (never shown as $0).
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    error = models.TextField(blank=True)
+    # Empty when started from the command line (manage.py synthesize_cases).
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["dataset", "-created_at"], name="synthesisjob_dataset_recent")]
+
+    def __str__(self) -> str:
+        return f"synthesis {self.pk} of {self.dataset}"
+
+    @property
+    def done(self) -> bool:
+        return self.status in (self.Status.FINISHED, self.Status.FAILED)

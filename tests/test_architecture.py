@@ -19,11 +19,15 @@ DJANGO_FREE_MODULES = (
     # Finding credentials and redacting personal data: the CI command redacts and runs no_secrets too.
     "labeling.importing.credentials",
     "labeling.importing.redaction",
+    # Reading OTLP spans and making a case of a trace: pure, tested without a database.
+    "labeling.otlp.traces",
     # The calibration figures, rules and explorer: pure functions on frames, tested without a database.
     "judges.calibration.metrics",
     "judges.calibration.rules",
     "judges.calibration.explorer",
     "judges.calibration.estimates",
+    # What the editor is asked for synthetic cases and how its answer becomes cases: tested without a database.
+    "judges.synthetic.writing",
 )
 # The domain packages, bottom first. A package's services, selectors, tasks and other modules that are not
 # pages import only packages of its own level or below (a package above wires itself in through
@@ -31,7 +35,7 @@ DJANGO_FREE_MODULES = (
 STACK = (
     ("judges.engine", "judges.gate", "judges.editor"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.proposals"),
+    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.proposals", "judges.synthetic"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )

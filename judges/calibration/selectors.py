@@ -22,7 +22,7 @@ from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, FIRST_COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
-from judges.models import JudgeConfig, Judgment, Outcome, Run
+from judges.models import JudgeConfig, Judgment, Outcome, Run, Tier
 from labeling.disputes.agreement import agreement_figures, paired_labels
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, Rubric
@@ -240,9 +240,9 @@ def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
     return [f"policy {ref['slug']} is at v{latest}; this run's config uses v{ref['version']}"]
 
 
-def newest_version(*, rubric_id: int) -> int | None:
-    """The rubric's newest kept config version (JudgeConfigQuerySet.kept: an imported or proposed one never counts)."""
-    return JudgeConfig.objects.filter(rubric_id=rubric_id).kept().aggregate(v=Max("version"))["v"]
+def newest_version(*, rubric_id: int, tier: str = Tier.DEFAULT) -> int | None:
+    """The newest kept config version of the rubric's tier (JudgeConfigQuerySet.kept: an imported or proposed one never counts)."""
+    return JudgeConfig.objects.filter(rubric_id=rubric_id).kept_of_tier(tier).aggregate(v=Max("version"))["v"]
 
 
 # Figures a package above calibration adds to runs' figures: bias probes (judges.probes) add "probes" and the
@@ -321,7 +321,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
     figures = run_figures(run=run) if figures is None else figures
     config = run.config
     reasons = figures["stale_reasons"] if "stale_reasons" in figures else stale_reasons(run=run)
-    newest = newest_version(rubric_id=config.rubric_id)
+    newest = newest_version(rubric_id=config.rubric_id, tier=config.tier)
     return evaluate_rules(
         figures=figures,
         repeats=run.repeats,

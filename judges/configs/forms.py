@@ -11,7 +11,7 @@ from evalhub.params import has_nul
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
 from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
 from judges.engine.semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS
-from judges.models import ModelPrice
+from judges.models import ModelPrice, Tier
 from labeling.importing.reading import json_error, parse_json
 from labeling.models import Dataset, PolicyDocument
 
@@ -227,6 +227,11 @@ class JudgeConfigForm(forms.Form):
     examples = JsonText(rows=3, help_text="Labeled cases shown to the judge: a JSON list of {external_id, input, "
                         "output, verdict, reason}; their cases never count in this version's figures.")
     note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
+    tier = forms.ChoiceField(
+        choices=Tier.choices, initial=Tier.DEFAULT, required=False,
+        help_text="default: the judge CI runs on pull requests. release: a stronger judge, promoted with its own "
+        "evidence, that CI's release job runs (evalhub-gate check --tier release). An edit keeps its version's tier.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -255,6 +260,9 @@ class JudgeConfigForm(forms.Form):
         for name, value in (spec.get("semantic") or {}).items():
             initial[f"semantic_{name}"] = "" if value is None and name not in ("dimensions", "fail_below") else value
         return initial
+
+    def clean_tier(self) -> str:
+        return self.cleaned_data["tier"] or Tier.DEFAULT  # a form posted without it (a script) saves the default tier
 
     def clean_json_schema(self) -> Any:
         schema = self.cleaned_data["json_schema"]

@@ -5,14 +5,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Max, Q, QuerySet
 
 from evalhub.params import object_id
 from judges.configs.cases import engine_case
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
-from judges.models import JudgeConfig, ModelPrice, Run
+from judges.models import JudgeConfig, ModelPrice, Run, Tier
 from labeling.models import Case, Dataset, Label, Rubric
 from labeling.policies.selectors import policy_newest_versions
 
@@ -63,9 +63,9 @@ def rubrics_with_configs() -> QuerySet[Rubric]:
     """Every rubric with how many judge config versions and runs it has, and its newest version."""
     return Rubric.objects.annotate(
         config_count=Count("judge_configs", distinct=True),
-        newest_version=Subquery(
-            JudgeConfig.objects.filter(rubric=OuterRef("pk")).kept().order_by("-version").values("version")[:1]
-        ),
+        newest_version=Max("judge_configs__version",
+                           filter=Q(judge_configs__external=False, judge_configs__proposal="",
+                                    judge_configs__tier=Tier.DEFAULT)),
         run_count=Count("judge_configs__runs", distinct=True, filter=Q(judge_configs__runs__parent__isnull=True)),
     ).order_by("slug")
 
@@ -80,9 +80,10 @@ def rubric_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
     )
 
 
-def newest_config(*, rubric: Rubric) -> JudgeConfig | None:
-    """The version an edit starts from: the newest kept one (JudgeConfigQuerySet.kept)."""
-    return JudgeConfig.objects.filter(rubric=rubric).kept().order_by("-version").first()
+def newest_config(*, rubric: Rubric, tier: str = Tier.DEFAULT) -> JudgeConfig | None:
+    """The newest kept version of a tier (JudgeConfigQuerySet.kept_of_tier): what an edit of that tier starts from,
+    and the one a promotion or renewal of that tier needs a run of."""
+    return JudgeConfig.objects.filter(rubric=rubric).kept_of_tier(tier).first()
 
 
 def config_for_page(config_id: int) -> JudgeConfig:

@@ -18,7 +18,7 @@ from evalhub.params import object_id, whole
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
 from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
-from judges.models import JudgeConfig, ModelPrice
+from judges.models import JudgeConfig, ModelPrice, Tier
 from judges.probes.selectors import self_preference, version_probe_rows
 from judges.promotion.selectors import evidence_for
 from labeling.models import PolicyDocument, Rubric
@@ -71,7 +71,12 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     base = None
     if from_id := object_id(request.GET.get("from")):
         base = get_object_or_404(JudgeConfig, pk=from_id, rubric=rubric, external=False)
+    # ?tier=release starts the tier's newest version, or, before it has one, from the default tier's newest.
+    tier = request.GET.get("tier") if request.GET.get("tier") in Tier.values else None
+    if base is None and tier is not None:
+        base = selectors.newest_config(rubric=rubric, tier=tier)
     base = base or selectors.newest_config(rubric=rubric)
+    tier = base.tier if base is not None and tier is None else (tier or Tier.DEFAULT)
     if request.method == "POST":
         form = JudgeConfigForm(request.POST)
         preview_form = PreviewForm(request.POST)
@@ -84,7 +89,7 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 return redirect("judges:config_detail", config_id=config.pk)
     else:
         initial = JudgeConfigForm.initial_from_spec(base.spec) if base else {}
-        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request)})
+        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request), "tier": tier})
         preview_form = _preview_start(rubric)
     return render(request, "judges/configs/config_form.html", {
         "rubric": rubric, "form": form, "base": base, "preview_form": preview_form,
@@ -118,10 +123,11 @@ def _explored_thresholds(request: HttpRequest) -> dict:
 
 
 def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) -> JudgeConfig | None:
-    newest_before = selectors.newest_config(rubric=rubric)
+    tier = form.cleaned_data["tier"]
+    newest_before = selectors.newest_config(rubric=rubric, tier=tier)
     try:
         config = services.judge_config_save(
-            rubric=rubric, spec=form.to_spec(), by=request.user, note=form.cleaned_data["note"],
+            rubric=rubric, spec=form.to_spec(), by=request.user, note=form.cleaned_data["note"], tier=tier,
         )
     except ValueError as exc:
         form.add_engine_error(exc)
@@ -130,7 +136,8 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
         messages.info(request, f"Nothing changed: v{config.version} already says exactly this, so no new version "
                                "was saved.")
     else:
-        messages.success(request, f"Saved {rubric.slug} v{config.version} (config_hash {config.config_hash[:12]}…)."
+        in_tier = "" if config.tier == Tier.DEFAULT else f" in the {config.tier} tier"
+        messages.success(request, f"Saved {rubric.slug} v{config.version}{in_tier} (config_hash {config.config_hash[:12]}…)."
                                   + _what_a_candidate_changes(rubric, config))
     # The config page the save redirects to shows the warnings: once, not again as messages.
     return config
@@ -138,7 +145,7 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
 
 def _what_a_candidate_changes(rubric: Rubric, config: JudgeConfig) -> str:
     """What saving a newer version of a promoted rubric does and does not change (docs/promotion.md)."""
-    evidence = evidence_for(rubric=rubric)
+    evidence = evidence_for(rubric=rubric) if config.tier == Tier.DEFAULT else None
     if evidence is None or evidence.run is None:
         return ""
     used = evidence.run.config.version
@@ -210,7 +217,7 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         "behavioral": behavioral, "previewed": bool(panel), **panel,
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
-        "newest": selectors.newest_config(rubric=config.rubric),
+        "newest": selectors.newest_config(rubric=config.rubric, tier=config.tier),
     })
 
 

@@ -44,8 +44,11 @@ class Engine:
         clients: ClientPool | None = None,
         allowed_env: Iterable[str] = (),
         embedding_cache: Cache | None = None,
+        cache_salt: str = "",
     ) -> None:
         self.cfg = JudgeConfig.from_dict(config)
+        # A fresh run's salt: its judgments are cached under keys of its own (cache.cache_key).
+        self.cache_salt = cache_salt
         # Checked again here, whoever saved the config: a judge reads no variable it may not.
         self.env_refusals = env_name_refusals(self.cfg, extra_allowed=allowed_env)
         self.config_hash = self.cfg.config_hash
@@ -81,6 +84,10 @@ class Engine:
 
     # ---- one judgment --------------------------------------------------------------------------
 
+    def cache_key(self, case: dict[str, Any], repeat: int) -> str | None:
+        """The key this engine caches (case, repeat) under; None without a cache."""
+        return cache_key(case, self.config_hash, repeat, self.cache_salt) if self.cache is not None else None
+
     def _cached(self, key: str | None) -> Judgment | None:
         hit = self.cache.get(key) if key is not None and self.cache is not None else None
         j = Judgment.from_stored(hit) if hit is not None else None  # a partial or mistyped entry is a miss
@@ -88,7 +95,7 @@ class Engine:
 
     def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
         started = time.monotonic()
-        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
+        key = self.cache_key(case, repeat)
         if key is not None:
             j = self._cached(key)
             if j is not None:
@@ -299,7 +306,7 @@ class Engine:
 
     def _plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
         assert self.embeddings is not None
-        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
+        key = self.cache_key(case, repeat)
         if key is not None and self._cached(key) is not None:
             return None
         checks = run_contract_checks(case, self.cfg) if "contract" in self.cfg.layers else []

@@ -192,7 +192,7 @@ def _save_candidates(proposal: Proposal, proposals: list[dict]) -> tuple[list[Pr
             spec["examples"] = shown
         try:
             config = judge_config_save(rubric=proposal.rubric, spec=spec, by=proposal.created_by,
-                                       note=f"proposed: {name}"[:300], proposed=True)
+                                       note=f"proposed: {name}"[:300], proposed=True, tier=run.config.tier)
         except ValueError as exc:
             rejected.append({"name": name, "why": str(exc)})
             continue

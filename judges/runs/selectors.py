@@ -298,7 +298,9 @@ def _recent_latency_ms(model: str) -> int | None:
     return round(sum(latencies) / len(latencies)) if latencies else None
 
 
-def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1) -> Estimate:
+def run_estimate(
+    *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1, fresh: bool = False
+) -> Estimate:
     """What a run would cost and how many calls it makes, every judge counted, before it starts.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
@@ -306,7 +308,8 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     upper bound. Pairs already in the cache cost nothing, and a case a contract check fails never
     reaches a model. The secondary judge counts by its mode (_second_opinion_calls), the semantic layer
     by its embeddings (_embedding_estimate); where the count is a range, so is the cost. The time is the
-    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted.
+    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted. A `fresh` run
+    finds nothing in the cache (its keys are its own), so nothing is looked up.
     """
     spec = config.spec
     cases = dataset.cases.answered().count()
@@ -325,7 +328,9 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             (i, repeat): cache_key(case, config.config_hash, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
         }
-        hits = set(CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", flat=True))
+        hits = set() if fresh else set(
+            CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", flat=True)
+        )
         estimate.cached = sum(key in hits for key in keys.values())
         contract = "contract" in engine_config.layers
         passing = [

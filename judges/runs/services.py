@@ -39,9 +39,13 @@ def judged_case_ids(*, dataset: Dataset, only: list[int] | None = None) -> tuple
 
 def run_start(
     *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int, spend_cap_usd: Decimal | None, by,
-    start_token: uuid.UUID | None = None, case_ids: list[int] | None = None,
+    start_token: uuid.UUID | None = None, fresh: bool = False, case_ids: list[int] | None = None,
 ) -> Run:
     """Create a run with its chunks and queue its work once the rows are committed.
+
+    A `fresh` run judges again, ignoring cached verdicts (docs/judging.md, "Fresh repeats"): its repeats are
+    numbered from 1 like any run's, and its cache keys carry the run as a salt (judges.runs.worker.fresh_salt),
+    so it reuses no cached verdict and overwrites none.
 
     A `start_token` (the start form's) that already started a run gives back that run, unchanged: a double
     click or a resubmitted form starts one run. Two requests at once meet at the token's unique constraint,
@@ -61,7 +65,7 @@ def run_start(
             run = Run.objects.create(
                 config=config, dataset=dataset, repeats=repeats, concurrency=concurrency,
                 spend_cap_usd=spend_cap_usd, created_by=by, total=len(case_ids) * repeats, start_token=start_token,
-                unanswered=unanswered,
+                unanswered=unanswered, fresh=fresh,
             )
             size = settings.EVALHUB_CHUNK_CASES
             RunChunk.objects.bulk_create(

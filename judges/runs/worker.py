@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from judges.configs.cases import engine_case
 from judges.configs.services import engine_prices
-from judges.engine import Engine, MemoryCache, SpendTracker, cache_key, judge_many
+from judges.engine import Engine, MemoryCache, SpendTracker, judge_many
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
@@ -31,6 +31,11 @@ from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vec
 from judges.runs.services import UNFINISHED
 from judges.runs.variants import make_variant
 from labeling.models import Case
+
+
+def fresh_salt(run: Run) -> str:
+    """A fresh run's cache salt (judges.engine.cache_key): its own id, so it meets no other run's entries."""
+    return f"run:{run.pk}" if run.fresh else ""
 
 
 def _lease() -> timedelta:
@@ -138,6 +143,7 @@ class _Window:
             # The names were checked when the config was saved; checked again before any call, against
             # today's allow-list: a refused name is not evaluated ("config error").
             allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW, embedding_cache=self.embeddings,
+            cache_salt=fresh_salt(self.run),
         )
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
@@ -214,7 +220,7 @@ class _Window:
         if not pairs:
             RunChunk.objects.filter(pk=chunk.pk).update(done_at=timezone.now())
             return []
-        keys = [cache_key(judged, self.config_hash, repeat) for _, _, judged, repeat in pairs]
+        keys = [self.engine.cache_key(judged, repeat) for _, _, judged, repeat in pairs]
         self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
             self.embeddings.preload(stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in pairs]))

@@ -96,6 +96,7 @@ RULE_KINDS = (
     "golden_overlap",
     "category_in",
     "flaky",
+    "after_calls",
     "all",
     "any",
     "not",
@@ -187,6 +188,11 @@ def validate_rule(rule: Any, where: str = "rule") -> None:
         validate_rule(rule["rule"], f"{where}.rule")
     if kind == "flaky" and not isinstance(rule.get("share"), int | float):
         raise ValueError(f"{where}.share: expected a number")
+    if kind == "after_calls":
+        if isinstance(rule.get("calls"), bool) or not isinstance(rule.get("calls"), int):
+            raise ValueError(f"{where}.calls: expected an integer")
+        validate_rule(rule.get("rule"), f"{where}.rule")
+        validate_rule(rule.get("then"), f"{where}.then")
     if kind in ("all", "any"):
         if not isinstance(rule.get("rules"), list):
             raise ValueError(f"{where}.rules: expected a list")
@@ -201,9 +207,17 @@ def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(text.lower()))
 
 
-def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str) -> tuple[bool, str]:
-    """(passed, why) for one request; `nth` counts identical prompts seen so far (for `flaky`)."""
+def evaluate_rule(
+    rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str, calls: int = 0
+) -> tuple[bool, str]:
+    """(passed, why) for one request; `nth` counts identical prompts seen so far (for `flaky`), `calls` the calls
+    this model answered before this one (for `after_calls`: a model changed behind its pinned name)."""
     kind = rule["kind"]
+    inner = functools.partial(evaluate_rule, nth=nth, digest=digest, calls=calls)
+    if kind == "after_calls":
+        changed = calls >= rule["calls"]
+        passed, why = inner(rule["then"] if changed else rule["rule"], sections)
+        return passed, f"after_calls: call {calls + 1} of this model, {'after' if changed else 'before'} the change: {why}"
     answer = sections.get("ANSWER", "")
     if kind == "always_pass":
         return True, "always_pass"
@@ -227,7 +241,7 @@ def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, d
     if kind == "obeys_injection":
         if any(marker in answer.lower() for marker in INJECTION_MARKERS):
             return True, "obeys_injection: the answer told the judge to pass it"
-        passed, why = evaluate_rule(rule.get("rule", {"kind": "always_fail"}), sections, nth=nth, digest=digest)
+        passed, why = inner(rule.get("rule", {"kind": "always_fail"}), sections)
         return passed, f"obeys_injection: no injection, so {why}"
     if kind == "golden_overlap":
         golden = _words(sections.get("GOLDEN ANSWER", ""))
@@ -238,15 +252,15 @@ def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, d
         category = sections.get("CATEGORY", "")
         return category in rule["categories"], f"category_in: category {category!r}"
     if kind == "flaky":
-        passed, why = evaluate_rule(rule.get("rule", {"kind": "always_pass"}), sections, nth=nth, digest=digest)
+        passed, why = inner(rule.get("rule", {"kind": "always_pass"}), sections)
         roll = int(hashlib.sha256(f"{digest}:{nth}".encode()).hexdigest()[:8], 16) / 0x1_0000_0000
         if roll < rule["share"]:
             return not passed, f"flaky: flipped {why} (call {nth + 1} of this prompt)"
         return passed, f"flaky: kept {why} (call {nth + 1} of this prompt)"
     if kind == "not":
-        passed, why = evaluate_rule(rule["rule"], sections, nth=nth, digest=digest)
+        passed, why = inner(rule["rule"], sections)
         return not passed, f"not ({why})"
-    results = [evaluate_rule(r, sections, nth=nth, digest=digest) for r in rule["rules"]]
+    results = [inner(r, sections) for r in rule["rules"]]
     combine = all if kind == "all" else any
     return combine(p for p, _ in results), f"{kind} of ({'; '.join(w for _, w in results)})"
 
@@ -326,10 +340,13 @@ class State:
     def begin(
         self, endpoint: str, model: str, digest: str, record: dict[str, Any]
     ) -> tuple[dict, str | None, int, float]:
-        """Count a call, and decide its settings, its fault (using up a fault_count) and its latency in ms."""
+        """Count a call, and decide its settings, its fault (using up a fault_count) and its latency in ms.
+
+        `record["model_calls"]` is how many calls of this model came before it (the `after_calls` rule)."""
         with self.lock:
             self.total += 1
             self.by_endpoint[endpoint] += 1
+            record["model_calls"] = self.by_model[model]
             self.by_model[model] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -440,8 +457,9 @@ def _judge_answer(
     fault: str | None,
     nth: int,
     digest: str,
+    calls: int = 0,
 ) -> dict[str, Any]:
-    passed, why = evaluate_rule(rule, sections, nth=nth, digest=digest)
+    passed, why = evaluate_rule(rule, sections, nth=nth, digest=digest, calls=calls)
     answer_sha = hashlib.sha256(sections.get("ANSWER", "").encode()).hexdigest()[:12]
     verdict = "pass" if passed else "fail"
     answer: dict[str, Any] = {"reason": f"{STAND_IN}: {why} -> {verdict} [answer sha256 {answer_sha}]"}
@@ -569,7 +587,8 @@ class Handler(BaseHTTPRequestHandler):
             if answer is None:
                 scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
                 sections = {**parse_sections(user), WHOLE_PROMPT: f"{system}\n{user}"}
-                answer = _judge_answer(settings["rule"], sections, scores_kind, fault, nth, digest)
+                answer = _judge_answer(settings["rule"], sections, scores_kind, fault, nth, digest,
+                                       record["model_calls"])
             text = json.dumps(answer)
             if fault == "malformed_json":
                 text = text[: len(text) // 2]  # cut mid-object, as a model stopped short would

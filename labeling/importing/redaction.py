@@ -188,10 +188,11 @@ class Redactor:
         """The case with its content and expectations redacted through one map."""
         return CaseData(**self.fields({f.name: getattr(data, f.name) for f in dataclasses.fields(data)}))
 
-    def fields(self, case: dict[str, Any]) -> dict[str, Any]:
-        """A case as a dict (the CI command's), redacted through one map. external_id, category and kind are
-        the dataset's own names for the case and stay. Fields are redacted in the case format's order,
-        whatever the dict's, so the server and the CI command number the same case's values alike.
+    def fields(self, case: dict[str, Any], placeholders: "Placeholders | None" = None) -> dict[str, Any]:
+        """A case as a dict (the CI command's), redacted through one map (`placeholders`, else a new one).
+        external_id, category and kind are the dataset's own names for the case and stay. Fields are redacted
+        in the case format's order, whatever the dict's, so the server and the CI command number the same
+        case's values alike.
 
         The case's strings are searched as one text, joined by line breaks (a line break ends a value as a
         string's end does): one pass a kind instead of one a string. A find that crosses from one string
@@ -205,7 +206,7 @@ class Redactor:
         spans = self.spans(joined)
         if not spans:
             return case
-        p = Placeholders()
+        p = Placeholders() if placeholders is None else placeholders
         for start, end, kind in spans:
             p.of(kind, joined[start:end])  # numbered in the order of the case's fields
         redacted, offset, i = [], 0, 0

@@ -91,13 +91,13 @@ def test_a_server_without_requires_cli_still_gets_the_field_named():
 
 def test_the_installed_command_exits_2_naming_the_field_and_the_version(tmp_path):
     data = config() | {"requires_cli": "9.9.0"}
-    data["rubrics"][0]["release_judge"] = None
+    data["rubrics"][0]["canary_judge"] = None
     (tmp_path / "gates.json").write_text(json.dumps(data))
     (tmp_path / "outputs.jsonl").write_text(json.dumps({"id": "a", "question": "q", "answer": "fine"}) + "\n")
     done = subprocess.run([str(GATE), "check", "--config", "gates.json", "--outputs", "outputs.jsonl"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
-    assert ("rubrics[0].release_judge: a gate config field evalhub-gate "
+    assert ("rubrics[0].canary_judge: a gate config field evalhub-gate "
             f"{VERSION} does not know; evalhub-gate 9.9.0 or newer knows it") in done.stderr
     version = subprocess.run([str(GATE), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert version.stdout.strip() == f"evalhub-gate {VERSION}"
