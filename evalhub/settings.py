@@ -307,6 +307,8 @@ EVALHUB_JUDGE_ENV_ALLOW = env_names("EVALHUB_JUDGE_ENV_ALLOW")
 # Run work (judges.runs.worker): a task holds the run's lease, extending it every second while alive, and
 # works the run's cases, read ahead a chunk at a time, for a window of time before it queues the run again.
 EVALHUB_CHUNK_CASES = env_int("EVALHUB_CHUNK_CASES", 20)
+# How long a judge improvement's editor may take to answer (docs/improving.md): it writes more than a verdict.
+EVALHUB_EDITOR_TIMEOUT_SECONDS = env_int("EVALHUB_EDITOR_TIMEOUT_SECONDS", 120)
 EVALHUB_RUN_LEASE_SECONDS = env_int("EVALHUB_RUN_LEASE_SECONDS", 120)
 EVALHUB_RUN_WINDOW_SECONDS = env_int("EVALHUB_RUN_WINDOW_SECONDS", 60)
 EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)
@@ -322,6 +324,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},
     "drift-check": {"task": "judges.drift_check", "schedule": float(EVALHUB_DRIFT_INTERVAL_SECONDS)},
     "traffic-judge": {"task": "judges.traffic_judge", "schedule": float(EVALHUB_TRAFFIC_INTERVAL_SECONDS)},
+    "sweep-proposals": {"task": "judges.sweep_proposals", "schedule": float(EVALHUB_SWEEP_SECONDS)},
     # Gives up the OTLP traces whose wait ran out, so no trace waits on when nothing more is sent.
     "otlp-give-up": {"task": "labeling.otlp_give_up", "schedule": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)},
 }

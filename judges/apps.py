@@ -11,6 +11,8 @@ class JudgesConfig(AppConfig):
         from judges.drift.services import drift_check_record
         from judges.probes.selectors import run_probe_figures
         from judges.promotion.selectors import label_in_granted_evidence
+        from judges.proposals import tasks as proposal_tasks  # noqa: F401 - registers the job's task by name
+        from judges.proposals.services import proposal_advance
         from judges.runs import tasks
         from judges.synthetic import tasks as synthetic_tasks  # noqa: F401 - registers the task by its name
         from labeling.queue import services as queue_services
@@ -19,6 +21,9 @@ class JudgesConfig(AppConfig):
         # in here rather than imported by the run task.
         if drift_check_record not in tasks.AFTER_RUN_WORK:
             tasks.AFTER_RUN_WORK.append(drift_check_record)
+        # A judge improvement moves on as its candidates' runs finish: proposals sit above runs.
+        if proposal_advance not in tasks.AFTER_RUN_WORK:
+            tasks.AFTER_RUN_WORK.append(proposal_advance)
         # A run's figures carry its bias probes': probes sit above calibration, so they are wired in here.
         if run_probe_figures not in calibration_selectors.RUN_FIGURE_EXTRAS:
             calibration_selectors.RUN_FIGURE_EXTRAS.append(run_probe_figures)

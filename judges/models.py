@@ -40,9 +40,10 @@ class Tier(models.TextChoices):
 
 class JudgeConfigQuerySet(models.QuerySet):
     def kept(self) -> "JudgeConfigQuerySet":
-        """The versions that count as a rubric's "newest": not an imported (external) config. The one place that
-        says so (docs/promotion.md, "Tiers"): every "newest of a tier" reads it."""
-        return self.filter(external=False)
+        """The versions that count as a rubric's "newest": not an imported (external) config, not a judge
+        improvement still proposed or discarded (docs/improving.md). The one place that says so
+        (docs/promotion.md, "Tiers"): every "newest of a tier" reads it."""
+        return self.filter(external=False, proposal="")
 
     def kept_of_tier(self, tier) -> "JudgeConfigQuerySet":
         """The kept versions of one tier (a value or an OuterRef), newest first: "newest of a tier" is the first."""
@@ -62,6 +63,10 @@ class JudgeConfig(models.Model):
     config_hash = models.CharField(max_length=64, db_index=True)
     # Imported verdicts of another tool: calibrated, never promoted, never the rubric's newest config.
     external = models.BooleanField(default=False)
+    # A version an editor proposed (docs/improving.md): "proposed" until the lead keeps it (then "", an ordinary
+    # version) or discards it; neither a proposed nor a discarded version is ever newest, promoted or in CI.
+    proposal = models.CharField(max_length=9, choices=[("proposed", "proposed"), ("discarded", "discarded")],
+                                blank=True, default="", db_default="")
     # Set when the config is created and kept by its edits; not in the spec, so not hashed: the same judge in
     # two tiers judges alike and shares its cache.
     tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
@@ -310,6 +315,11 @@ class RubricEvent(models.Model):
         THRESHOLDS = "thresholds", "thresholds change"
         FAIL_CLOSED = "fail_closed", "fail_closed change"
         TRAFFIC = "traffic", "traffic judging change"  # on or off for a dataset, in `changes`
+        # Judge improvement (docs/improving.md): a proposal job's end, and the lead's choice; the source run, the
+        # editor model, the cost and the versions are in `changes` (`run` stays for evidence only).
+        PROPOSAL = "proposal", "judge improvement proposed"
+        KEEP = "keep", "proposal kept"
+        DISCARD = "discard", "proposals discarded"
 
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=12, choices=Kind.choices)
@@ -528,6 +538,82 @@ class AuditSampleCase(models.Model):
         return f"case {self.case_id} in run {self.run_id}'s audit sample"
 
 
+class Proposal(models.Model):
+    """One "propose improvements" job on a finished run (docs/improving.md): the editor's call, then its
+    candidates judged on the dev split, the best few on the holdout split.
+
+    Progress lives here and in the candidates' runs, so the page polls one row; the job's spend (the
+    editor and every candidate run) is held under `max_cost_usd`.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        PROPOSING = "proposing", "asking the editor"
+        DEV = "dev", "judging candidates on dev"
+        HOLDOUT = "holdout", "judging the best on holdout"
+        FINISHED = "finished", "finished"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    class Decision(models.TextChoices):
+        NONE = "", "undecided"
+        KEPT = "kept", "one kept"
+        DISCARDED = "discarded", "all discarded"
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="proposals")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="proposals")
+    editor = models.JSONField()  # the editor's spec (judges.editor.EditorSpec.to_dict): names, never values
+    candidates_asked = models.PositiveSmallIntegerField(default=3)
+    seed = models.IntegerField(default=0)
+    max_cost_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    estimate_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    error = models.TextField(blank=True)
+    editor_calls = models.PositiveIntegerField(default=0)
+    editor_input_tokens = models.PositiveIntegerField(default=0)
+    editor_output_tokens = models.PositiveIntegerField(default=0)
+    editor_cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # Proposals of the editor's answer that were reported and not applied: [{"name", "why"}].
+    rejected = models.JSONField(default=list, blank=True)
+    # The dev disagreements the editor read, and how many were left out to keep its prompt bounded.
+    disagreements_shown = models.PositiveIntegerField(default=0)
+    disagreements_left_out = models.PositiveIntegerField(default=0)
+    decision = models.CharField(max_length=9, choices=Decision.choices, blank=True, default="")
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
+                                   related_name="+")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)  # when a worker claimed it and asked the editor
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"proposal {self.pk} on run {self.run_id}"
+
+
+class ProposalCandidate(models.Model):
+    """One proposed change, saved as a `proposed` config version, and the runs that measured it."""
+
+    proposal = models.ForeignKey(Proposal, on_delete=models.CASCADE, related_name="candidates")
+    index = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=200)
+    change = models.CharField(max_length=9)  # guidance | examples
+    why = models.TextField(blank=True)
+    criteria_note = models.TextField(blank=True)  # a suggestion to the lead, never applied
+    config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="+")
+    added_tokens = models.PositiveIntegerField(default=0)
+    dev_run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    holdout_run = models.ForeignKey(Run, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+
+    class Meta:
+        ordering = ["proposal", "index"]
+        constraints = [models.UniqueConstraint(fields=["proposal", "index"], name="proposalcandidate_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.proposal} candidate {self.index}"
 class SynthesisJob(models.Model):
     """One request for synthetic cases (docs/cases.md, "Synthetic cases"): an editor model writes up to `n`
     inputs a customer could send, from the policy documents (and, when asked, the dataset's failed dev cases),

@@ -9,6 +9,7 @@ from judges.estimates import views as estimate_views
 from judges.probes import views as probe_views
 from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
+from judges.proposals import views as proposal_views
 from judges.runs import api as run_api
 from judges.runs import views as run_views
 from judges.synthetic import views as synthetic_views
@@ -44,6 +45,12 @@ urlpatterns = [
     path("runs/<int:run_id>/probes/start/", probe_views.probes_create, name="probes_start"),
     path("runs/compare/", calibration_views.run_compare, name="run_compare"),
     path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
+    # Judge improvement: an editor proposes the judge's next versions from a run's dev disagreements
+    path("runs/<int:run_id>/improve/", proposal_views.proposal_create, name="proposal_create"),
+    path("proposals/<int:proposal_id>/", proposal_views.proposal_detail, name="proposal_detail"),
+    path("proposals/<int:proposal_id>/cancel/", proposal_views.proposal_cancel, name="proposal_cancel"),
+    path("proposals/<int:proposal_id>/keep/", proposal_views.proposal_keep, name="proposal_keep"),
+    path("proposals/<int:proposal_id>/discard/", proposal_views.proposal_discard, name="proposal_discard"),
     path("runs/<int:run_id>/audit-sample/", estimate_views.audit_sample_create, name="audit_sample_create"),
     path("api/runs/<int:run_id>/pass-rate", estimate_api.run_pass_rate_api, name="api_run_pass_rate"),
     # Synthetic cases: written by an editor into a dataset, with no answer yet

@@ -35,7 +35,7 @@ DJANGO_FREE_MODULES = (
 STACK = (
     ("judges.engine", "judges.gate", "judges.editor"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.synthetic"),
+    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.proposals", "judges.synthetic"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )

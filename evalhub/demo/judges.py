@@ -97,12 +97,30 @@ def _judge_here(run: Run) -> Run:
 # a lenient judge that passes everything (its evidence is refused: it never fails an answer), a strict
 # one close to the reviewers, and a second opinion that disagrees now and then (contested judgments).
 LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL = "stand-in-judge-lenient", "stand-in-judge-strict", "stand-in-second-opinion"
+_STRICT_RULE = {"kind": "any", "rules": [
+    {"kind": "category_in", "categories": ["tools", "shipping"]},  # no return policy at stake
+    {"kind": "golden_overlap", "min": 0.6},
+]}
+# Judge improvement in the demo (docs/improving.md): the scripted editor proposes this guidance among decoys,
+# and the lenient judge, given it in its instructions, judges as the strict one does. Both are scripts.
+DEMO_EDITOR_MODEL = "stand-in-editor"
+DEMO_GUIDANCE = ("Pass an answer about a return only when it states the policy's terms as the golden answer does; "
+                 "a friendly answer that leaves them out fails.")
+DEMO_EDITOR_SCRIPT = {"proposals": [
+    {"name": "be concise", "change": "guidance", "guidance": "Prefer short answers.", "examples": [],
+     "why": "scripted decoy", "criteria_note": None},
+    {"name": "state the policy's terms", "change": "guidance", "guidance": DEMO_GUIDANCE, "examples": [],
+     "why": "scripted: the judge passed answers that leave out the return terms the reviewers failed",
+     "criteria_note": "The criteria do not say whether an answer must name every term of the policy."},
+    {"name": "reward a friendly tone", "change": "guidance", "guidance": "Reward a friendly tone.", "examples": [],
+     "why": "scripted decoy", "criteria_note": None},
+]}
 STAND_IN_RULES = {
-    LENIENT_MODEL: {"kind": "always_pass"},
-    STRICT_MODEL: {"kind": "any", "rules": [
-        {"kind": "category_in", "categories": ["tools", "shipping"]},  # no return policy at stake
-        {"kind": "golden_overlap", "min": 0.6},
+    # Passes everything, unless its instructions hold DEMO_GUIDANCE: then it judges as the strict one.
+    LENIENT_MODEL: {"kind": "any", "rules": [
+        {"kind": "not", "rule": {"kind": "prompt_contains", "text": DEMO_GUIDANCE}}, _STRICT_RULE,
     ]},
+    STRICT_MODEL: _STRICT_RULE,
     SECOND_MODEL: {"kind": "any", "rules": [
         {"kind": "category_in", "categories": ["tools", "shipping"]},
         {"kind": "golden_overlap", "min": 0.5},  # a little more lenient: it contests a few verdicts
@@ -113,7 +131,7 @@ STAND_IN_RULES = {
 # Every model the demo's configs name. The stand-in costs nothing: each is priced at $0 per million tokens,
 # a known price (so runs show their cost and `evalhub-gate check --max-cost-usd` can keep its cap).
 STAND_IN_MODELS = ("stand-in-embeddings", "stand-in-judge", LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL,
-                   CASE_WRITER_MODEL)
+                   DEMO_EDITOR_MODEL, CASE_WRITER_MODEL)
 
 
 def load_demo_prices(*, by_username: str = "lena") -> int:
@@ -133,6 +151,7 @@ def stand_in_configure(fake: FakeProvider) -> None:
     fake.control(rule=SEMANTIC_DEMO_RULE)
     for model, rule in STAND_IN_RULES.items():
         fake.control(model=model, rule=rule)
+    fake.control(model=DEMO_EDITOR_MODEL, script=[DEMO_EDITOR_SCRIPT])
     stand_in_case_writer(fake)
 
 

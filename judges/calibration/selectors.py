@@ -84,7 +84,25 @@ def case_frame(*, runs: list[Run]) -> pd.DataFrame:
     frame = frame.merge(cases, on=["rubric_id", "case_id"], how="left", sort=False)
     frame["human"] = _none_for_missing(frame["human"])
     frame["kind"] = frame["kind"].fillna("")
+    # A config's example cases (shown to its judge in the prompt) never count in its runs' figures.
+    shown = [(run.pk, external_id) for run in runs for external_id in example_ids(run.config.spec)]
+    if shown:
+        frame = frame[~pd.MultiIndex.from_frame(frame[["run_id", "external_id"]]).isin(shown)]
     return frame[["run_id", *CASE_COLUMNS, *FIRST_COLUMNS, "kind"]]
+
+
+def example_ids(spec: dict) -> set[str]:
+    """The external ids of the cases a config shows its judge as examples (docs/improving.md)."""
+    return {str(example.get("external_id")) for example in spec.get("examples") or []}
+
+
+def example_cases_left_out(*, run: Run) -> int:
+    """How many of the run's judged cases its figures leave out for being its config's examples; one query,
+    none for a config without examples."""
+    ids = example_ids(run.config.spec)
+    if not ids:
+        return 0
+    return run.judgments.filter(case__external_id__in=ids).values("case_id").distinct().count()
 
 
 def not_evaluated_judgments(*, cases: pd.DataFrame) -> pd.DataFrame:
@@ -231,7 +249,7 @@ def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
 
 
 def newest_version(*, rubric_id: int, tier: str = Tier.DEFAULT) -> int | None:
-    """The newest kept config version of the rubric's tier (an imported config never counts as newest)."""
+    """The newest kept config version of the rubric's tier (JudgeConfigQuerySet.kept: an imported or proposed one never counts)."""
     return JudgeConfig.objects.filter(rubric_id=rubric_id).kept_of_tier(tier).aggregate(v=Max("version"))["v"]
 
 
@@ -280,6 +298,7 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
         "tokens": {"input": run.input_tokens, "output": run.output_tokens},
         "cache_hits": run.cache_hits,
         "provider_calls": run.provider_calls,
+        "example_cases_left_out": example_cases_left_out(run=run),
     }
 
 
@@ -315,7 +334,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
         figures=figures,
         repeats=run.repeats,
         thresholds=rubric_thresholds(config.rubric),
-        is_newest_config=not config.external and newest == config.version,
+        is_newest_config=not config.external and not config.proposal and newest == config.version,
         stale_reasons=reasons,
         newest_version=newest,
         is_external=config.external,
@@ -344,7 +363,8 @@ def version_figures(*, rubric: Rubric) -> list[dict[str, Any]]:
         .values("pk")[:1]
     )
     configs = list(
-        JudgeConfig.objects.filter(rubric=rubric).annotate(newest_run=Subquery(newest_run))
+        JudgeConfig.objects.filter(rubric=rubric).exclude(proposal="discarded")  # a discarded proposal: no version
+        .annotate(newest_run=Subquery(newest_run))
         .order_by("-version")[:VERSIONS_SHOWN]
     )[::-1]
     newest_runs = Run.objects.filter(pk__in=[c.newest_run for c in configs if c.newest_run])

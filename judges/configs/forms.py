@@ -230,6 +230,10 @@ class JudgeConfigForm(forms.Form):
         required=False, label="Share", min_value=0.0, max_value=1.0,
         help_text="For “a rotating sample”: 0.2 asks on a fifth of the cases each run, another fifth the next.",
     )
+    # A judge improvement's additions (docs/improving.md), kept by an edit of a version that has them.
+    guidance = TextArea(rows=3, help_text="Added to the judge's instructions (a kept proposal's, or your own).")
+    examples = JsonText(rows=3, help_text="Labeled cases shown to the judge: a JSON list of {external_id, input, "
+                        "output, verdict, reason}; their cases never count in this version's figures.")
     note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
     tier = forms.ChoiceField(
         choices=Tier.choices, initial=Tier.DEFAULT, required=False,
@@ -347,6 +351,8 @@ class JudgeConfigForm(forms.Form):
             "secondary": None,
             "semantic": self._semantic_spec(),
             **{role: self._judge_spec(role) for role in ESCALATION_ROLES},
+            "guidance": data["guidance"],
+            "examples": data["examples"] or [],
         }
 
     def add_engine_error(self, error: ValueError) -> None:

@@ -98,7 +98,8 @@ def rubrics_with_configs() -> QuerySet[Rubric]:
     return Rubric.objects.annotate(
         config_count=Count("judge_configs", distinct=True),
         newest_version=Max("judge_configs__version",
-                           filter=Q(judge_configs__external=False, judge_configs__tier=Tier.DEFAULT)),
+                           filter=Q(judge_configs__external=False, judge_configs__proposal="",
+                                    judge_configs__tier=Tier.DEFAULT)),
         run_count=Count("judge_configs__runs", distinct=True, filter=Q(judge_configs__runs__parent__isnull=True)),
     ).order_by("slug")
 
@@ -285,6 +286,7 @@ def preview_panel(
 def prompt_preview(
     *, case: Case | None, error: str = "", template: str, criteria: str, policy: str, output_kind: str,
     semantic: dict | None = None, behavioral: bool = True, judges: list[tuple[str, str, str]] | None = None,
+    guidance: str = "",
 ) -> PromptPreview:
     """The (system, user) messages the engine would send for `case`, built by the engine's own function,
     and, with a `semantic` block, the references the semantic layer compares the answer with.
@@ -312,7 +314,7 @@ def prompt_preview(
     try:
         system, user = build_messages(
             engine_case(case), template=template or DEFAULT_PROMPT_TEMPLATE, criteria=criteria, policy=policy,
-            output_kind=output_kind,
+            output_kind=output_kind, guidance=guidance,
         )
     except (KeyError, IndexError, ValueError) as exc:
         found.error = f"The prompt template cannot be filled in: {exc!r}"

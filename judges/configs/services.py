@@ -39,7 +39,8 @@ def with_policy(spec: dict) -> dict:
 
 
 def judge_config_save(
-    *, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False, tier: str = Tier.DEFAULT
+    *, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False, tier: str = Tier.DEFAULT,
+    proposed: bool = False,
 ) -> JudgeConfig:
     """Validate `spec` with the engine and save it as the rubric's next version, of `tier`.
 
@@ -49,6 +50,7 @@ def judge_config_save(
     in the spec, so not hashed; versions are numbered across the rubric's tiers.
     Raises ValueError (naming the field) when the engine refuses the spec, EnvNamesRefused when it
     names a variable a judge may not read (settings.EVALHUB_JUDGE_ENV_ALLOW adds allowed names).
+    `proposed` saves a judge improvement's candidate (docs/improving.md): never the newest until kept.
     """
     if tier not in Tier.values:
         raise ValueError(f"tier: expected one of {', '.join(Tier.values)}, got {tier!r}")
@@ -60,7 +62,12 @@ def judge_config_save(
         raise EnvNamesRefused(refusals)
     with transaction.atomic():
         Rubric.objects.select_for_update().filter(pk=rubric.pk).first()  # serialise version numbers
-        same_kind = JudgeConfig.objects.filter(rubric=rubric, external=external, tier=tier)
+        if external:
+            same_kind = JudgeConfig.objects.filter(rubric=rubric, external=True, tier=tier)
+        elif proposed:
+            same_kind = JudgeConfig.objects.filter(rubric=rubric, proposal="proposed", tier=tier)
+        else:
+            same_kind = JudgeConfig.objects.filter(rubric=rubric).kept_of_tier(tier)
         newest = same_kind.order_by("-version").first()
         if newest is not None and newest.config_hash == engine_config.config_hash:
             return newest
@@ -72,6 +79,7 @@ def judge_config_save(
             config_hash=engine_config.config_hash,
             external=external,
             tier=tier,
+            proposal="proposed" if proposed else "",
             note=note,
             created_by=by,
         )

@@ -179,6 +179,7 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
                 {"mode": mode, "share": form["when_share"].value()} for mode in form["when_modes"].value() or []
             ] or None},
         }),
+        guidance=text("guidance"),
     )
     return {"picker": picker, "preview": preview}
 

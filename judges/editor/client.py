@@ -103,8 +103,10 @@ class EditorSpec:
         return spec
 
     @classmethod
-    def from_config(cls, config: JudgeConfig | dict[str, Any], **overrides: Any) -> "EditorSpec":
-        """The config's own primary as an editor (DESIGN's default), with any field replaced."""
+    def from_config(
+        cls, config: JudgeConfig | dict[str, Any], *, extra_allowed: Iterable[str] = (), **overrides: Any
+    ) -> "EditorSpec":
+        """The config's own primary as an editor (the default editor), with any field replaced."""
         cfg = JudgeConfig.from_dict(config)
         if cfg.provider is None or cfg.model is None:
             raise ValueError("editor: the config has no behavioral judge to edit with; name an editor model")
@@ -118,7 +120,7 @@ class EditorSpec:
             "params": {k: v for k, v in cfg.params.items() if k != "max_tokens"},
         }
         d.update(overrides)
-        return cls.from_dict(d)
+        return cls.from_dict(d, extra_allowed=extra_allowed)
 
     def to_dict(self) -> dict[str, Any]:
         return {

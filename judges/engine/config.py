@@ -53,9 +53,15 @@ HASHED_ONLY_WHEN_SET: dict[str, Any] = {
     "fallback": None,
     "second_opinion": None,
     "adjudicator": None,
+    "guidance": "",
+    "examples": [],
 }
 # Written out (to_dict, so the gate config) only when set: a config without them keeps its old shape.
 ESCALATION_FIELDS: tuple[str, ...] = ("fallback", "second_opinion", "adjudicator")
+# A proposal's additions to the judge (docs/improving.md): a few labeled dev cases at most, short guidance.
+MAX_EXAMPLES = 8
+MAX_GUIDANCE_CHARS = 4000
+EXAMPLE_FIELDS: tuple[str, ...] = ("external_id", "input", "output", "verdict", "reason")
 
 _FIELDS = (
     "rubric",
@@ -88,6 +94,8 @@ _FIELDS = (
     "fallback",
     "second_opinion",
     "adjudicator",
+    "guidance",
+    "examples",
 )
 
 # Re-exported: the config's words, wherever they are defined.
@@ -164,6 +172,10 @@ class JudgeConfig:
     fallback: JudgeSpec | None = None
     second_opinion: SecondOpinion | None = None
     adjudicator: JudgeSpec | None = None
+    # Added to the judge's instructions, and labeled cases shown to it, by a kept or proposed improvement
+    # (docs/improving.md); the examples' cases never count in the figures of the config's runs.
+    guidance: str = ""
+    examples: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_dict(cls, d: Any) -> "JudgeConfig":
@@ -202,6 +214,7 @@ class JudgeConfig:
             max_attempts=fields.integer(d, "max_attempts", 3, 1, 10),
             api_key_env=fields.env_name(d, "api_key_env"),
             semantic=semantic,
+            **_improvements(d, layers),
         )
         claimed = d.get("config_hash")
         if claimed is not None and claimed != cfg.config_hash:
@@ -209,9 +222,9 @@ class JudgeConfig:
         return cfg
 
     def to_dict(self, *, include_hash: bool = False) -> dict[str, Any]:
-        """Every field, defaults filled in (fallback, second_opinion and adjudicator only when set, so a config
-        without them keeps the shape older CI commands read); `include_hash` adds `config_hash`, as the gate
-        config ships it."""
+        """Every field, defaults filled in (fallback, second_opinion, adjudicator, guidance and examples only
+        when set, so a config without them keeps the shape older CI commands read); `include_hash` adds
+        `config_hash`, as the gate config ships it."""
         d: dict[str, Any] = {
             "rubric": self.rubric,
             "criteria": self.criteria,
@@ -245,6 +258,12 @@ class JudgeConfig:
             judge = getattr(self, name)
             if judge is not None:
                 d[name] = judge.to_dict()
+        # Only when set: a stored spec and the gate config of a config without them read as they always did,
+        # and an evalhub-gate older than these fields still reads it.
+        if self.guidance:
+            d["guidance"] = self.guidance
+        if self.examples:
+            d["examples"] = copy.deepcopy(list(self.examples))
         if include_hash:
             d["config_hash"] = self.config_hash
         return d
@@ -464,3 +483,34 @@ def _escalation(d: dict, behavioral: bool, model: str | None) -> dict[str, Any]:
             raise ValueError("adjudicator: decides where the second opinion disagrees; set a second_opinion first")
         out["adjudicator"] = JudgeSpec.from_dict(d["adjudicator"], "adjudicator")
     return out
+
+
+def _improvements(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
+    """`guidance` (text for the judge's instructions) and `examples` (labeled cases for its prompt): only a
+    behavioral judge reads a prompt, so only it may have them."""
+    guidance = fields.string(d, "guidance", default="")
+    if len(guidance) > MAX_GUIDANCE_CHARS:
+        raise ValueError(f"guidance: at most {MAX_GUIDANCE_CHARS} characters, got {len(guidance)}")
+    examples_in = d.get("examples") or []
+    if not isinstance(examples_in, list | tuple):
+        raise ValueError("examples: expected a list of {external_id, input, output, verdict, reason}")
+    if len(examples_in) > MAX_EXAMPLES:
+        raise ValueError(f"examples: at most {MAX_EXAMPLES}, got {len(examples_in)}")
+    examples = []
+    for i, example in enumerate(examples_in):
+        where = f"examples[{i}]."
+        if not isinstance(example, dict):
+            raise ValueError(f"examples[{i}]: expected an object {{{', '.join(EXAMPLE_FIELDS)}}}")
+        fields.reject_unknown(example, EXAMPLE_FIELDS, where=where)
+        examples.append({
+            "external_id": fields.nonempty_string(example, "external_id", where=where),
+            "input": fields.string(example, "input", where=where),
+            "output": fields.string(example, "output", where=where),
+            "verdict": fields.choice(example, "verdict", ("pass", "fail"), where=where),
+            "reason": fields.string(example, "reason", where=where, default=""),
+        })
+    if len({e["external_id"] for e in examples}) != len(examples):
+        raise ValueError("examples: a case is given twice")
+    if (guidance.strip() or examples) and "behavioral" not in layers:
+        raise ValueError("guidance: only a config with the behavioral layer reads a prompt to add to")
+    return {"guidance": guidance, "examples": tuple(examples)}

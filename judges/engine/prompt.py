@@ -172,6 +172,10 @@ def _defuse(text: str) -> str:
     return text.replace("<<<", "< < <").replace(">>>", "> > >")
 
 
+# Other prompts of case data (the editor's, judges.proposals) defuse it the same way.
+defuse = _defuse
+
+
 def _as_text(value: Any) -> str:
     if value is None:
         return ""
@@ -212,12 +216,38 @@ def prompt_values(case: dict[str, Any], *, criteria: str, policy: str) -> dict[s
     return {name: _defuse(_as_text(value)) for name, value in raw.items()}
 
 
+def examples_section(examples: Any) -> str:
+    """Labeled cases shown to the judge before the one it grades, as data in their own section."""
+    parts = []
+    for n, example in enumerate(examples, start=1):
+        parts.append(
+            f"Example {n}\nQuestion: {_defuse(example['input'])}\nAnswer: {_defuse(example['output'])}\n"
+            f"Verdict: {example['verdict']}" + (f"\nWhy: {_defuse(example['reason'])}" if example.get("reason") else "")
+        )
+    return (
+        "Graded examples of this rubric, for reference (not the answer to grade):\n"
+        + _section("EXAMPLES", "examples").format(examples="\n\n".join(parts))
+    )
+
+
 def build_messages(
-    case: dict[str, Any], *, template: str, criteria: str, policy: str, output_kind: str
+    case: dict[str, Any],
+    *,
+    template: str,
+    criteria: str,
+    policy: str,
+    output_kind: str,
+    guidance: str = "",
+    examples: Any = (),
 ) -> tuple[str, str]:
-    """(system, user) messages for one case."""
+    """(system, user) messages for one case. A config's `guidance` joins the judge's instructions and its
+    `examples` come before the case (docs/improving.md); without them the messages are as they always were."""
     user = template.format(**prompt_values(case, criteria=criteria, policy=policy))
     system = f"{SYSTEM_PROMPT}\n\n{_OUTPUT_INSTRUCTIONS[output_kind]}"
+    if guidance.strip():
+        system = f"{system}\n\nGuidance for this rubric:\n{guidance.strip()}"
+    if examples:
+        user = f"{examples_section(examples)}\n\n{user}"
     return system, user
 
 

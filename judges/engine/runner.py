@@ -206,7 +206,8 @@ class Engine:
     def _messages(self, case: dict[str, Any]) -> tuple[str, str]:
         cfg = self.cfg
         return build_messages(
-            case, template=cfg.prompt_template, criteria=cfg.criteria, policy=cfg.policy, output_kind=cfg.output_kind
+            case, template=cfg.prompt_template, criteria=cfg.criteria, policy=cfg.policy, output_kind=cfg.output_kind,
+            guidance=cfg.guidance, examples=cfg.examples,
         )
 
     def _judge_of(self, role: str, spec: JudgeSpec) -> Judge:

@@ -54,6 +54,9 @@ FIELD_VERSIONS: dict[str, str] = {
     "rubrics[].judge.fallback": "0.5.0",
     "rubrics[].judge.second_opinion": "0.5.0",
     "rubrics[].judge.adjudicator": "0.5.0",
+    # What a kept proposal adds to its judge (docs/improving.md).
+    "rubrics[].judge.guidance": "0.5.0",
+    "rubrics[].judge.examples": "0.5.0",
 }
 # A release tier's judge and calibration are read with the table of the default tier's.
 _SAME_FIELDS = {"release_judge": "judge", "release_calibration": "calibration"}

@@ -145,7 +145,7 @@ def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
         if probes is not None and run.pk in probed:
             figures = with_probe_figures(figures, mine, probes[probes["parent_id"] == run.pk])
         config = run.config
-        newest = not config.external and newest_versions[run.pk] == config.version
+        newest = not config.external and not config.proposal and newest_versions[run.pk] == config.version
         out[run.pk] = evaluate_rules(
             figures=figures, repeats=run.repeats, thresholds=rubric_thresholds(config.rubric),
             is_newest_config=newest, stale_reasons=stale[run.pk], newest_version=newest_versions[run.pk],

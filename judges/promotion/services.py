@@ -155,6 +155,10 @@ def _kept_config(*, rubric: Rubric, config: JudgeConfig) -> JudgeConfig:
         raise PromotionError(
             f"Config v{config.version} holds verdicts imported from another tool: CI cannot run it."
         )
+    if config.proposal:
+        raise PromotionError(
+            f"Config v{config.version} is a {config.proposal} judge improvement: CI runs kept versions only."
+        )
     if config.tier != Tier.DEFAULT:
         raise PromotionError(
             f"Config v{config.version} is of the {config.tier} tier: only the default tier's config is named without "

@@ -429,7 +429,7 @@ def run_estimate(
         chars = [
             sum(map(len, build_messages(
                 case, template=spec["prompt_template"], criteria=spec["criteria"], policy=spec["policy"],
-                output_kind=spec["output_kind"],
+                output_kind=spec["output_kind"], guidance=spec.get("guidance", ""), examples=spec.get("examples") or (),
             )))
             for case in sample
         ]

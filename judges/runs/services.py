@@ -24,10 +24,12 @@ class RunError(Exception):
 UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 
 
-def judged_case_ids(*, dataset: Dataset) -> tuple[list[int], int]:
+def judged_case_ids(*, dataset: Dataset, only: list[int] | None = None) -> tuple[list[int], int]:
     """The ids of the dataset's cases a run judges, in order, and how many it leaves out for having no answer
-    yet (output null: nothing to judge); RunError when none is left. Two queries."""
-    case_ids = list(dataset.cases.answered().order_by("id").values_list("id", flat=True))
+    yet (output null: nothing to judge); RunError when none is left. Two queries. `only` narrows the run to
+    those cases (a judge improvement's candidate judges one split: docs/improving.md)."""
+    answered = dataset.cases.answered() if only is None else dataset.cases.answered().filter(id__in=only)
+    case_ids = list(answered.order_by("id").values_list("id", flat=True))
     unanswered = dataset.cases.unanswered().count()
     if not case_ids and unanswered:
         raise RunError(f"The dataset {dataset.slug} has no answer to judge yet: its {unanswered} case(s) have none.")
@@ -38,7 +40,7 @@ def judged_case_ids(*, dataset: Dataset) -> tuple[list[int], int]:
 
 def run_start(
     *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int, spend_cap_usd: Decimal | None, by,
-    start_token: uuid.UUID | None = None, fresh: bool = False,
+    start_token: uuid.UUID | None = None, fresh: bool = False, case_ids: list[int] | None = None,
 ) -> Run:
     """Create a run with its chunks and queue its work once the rows are committed.
 
@@ -60,7 +62,7 @@ def run_start(
         return started
     try:
         with transaction.atomic():
-            case_ids, unanswered = judged_case_ids(dataset=dataset)
+            case_ids, unanswered = judged_case_ids(dataset=dataset, only=case_ids)
             run = Run.objects.create(
                 config=config, dataset=dataset, repeats=repeats, concurrency=concurrency,
                 spend_cap_usd=spend_cap_usd, created_by=by, total=len(case_ids) * repeats, start_token=start_token,

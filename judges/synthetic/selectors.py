@@ -12,7 +12,7 @@ EDITOR_CHOICES = 50
 
 def editor_configs() -> list[JudgeConfig]:
     """Judge configs with a model, newest first: the editor is one's primary (docs/cases.md). One query."""
-    configs = JudgeConfig.objects.filter(external=False).select_related("rubric").order_by("-created_at", "-pk")
+    configs = JudgeConfig.objects.kept().select_related("rubric").order_by("-created_at", "-pk")
     return [config for config in configs[:EDITOR_CHOICES] if "behavioral" in (config.spec.get("layers") or [])]
 
 

@@ -47,7 +47,7 @@ def synthesis_editor(*, config: JudgeConfig | None = None, model: str = "") -> E
         config = newest[0]
     overrides = {"model": model.strip()} if model.strip() else {}
     try:
-        return EditorSpec.from_config(config.spec, **overrides)
+        return EditorSpec.from_config(config.spec, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW, **overrides)
     except ValueError as refused:
         raise SynthesisError(f"The editor of {config}: {refused}") from None
 

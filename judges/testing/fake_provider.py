@@ -295,7 +295,7 @@ class State:
             self.latency_ms_served: Counter[str] = Counter()
             self.seen: Counter[str] = Counter()
             self.script_used: Counter[str] = Counter()
-            self.requests: deque[dict[str, Any]] = deque(maxlen=500)
+            self.requests: deque[dict[str, Any]] = deque(maxlen=2000)
 
     def control(self, body: dict[str, Any]) -> dict[str, Any]:
         body = dict(body)
