@@ -86,17 +86,27 @@ class Engine:
         j = Judgment.from_stored(hit) if hit is not None else None  # a partial or mistyped entry is a miss
         return j if j is not None and j.evaluated else None
 
+    def lookup(self, case: dict[str, Any], repeat: int) -> tuple[str | None, Judgment | None]:
+        """The item's cache key (None without a cache) and its cached judgment, when the cache has one: a
+        hit costs no call and no thread, so a batch answers it where it takes the item."""
+        if self.cache is None:
+            return None, None
+        key = cache_key(case, self.config_hash, repeat)
+        j = self._cached(key)
+        if j is not None:
+            # The same content may sit under another id; this run spent nothing on it.
+            j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
+            j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
+            j.latency_ms = 0
+        return key, j
+
     def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
+        key, hit = self.lookup(case, repeat)
+        return hit if hit is not None else self.judge_new(case, repeat, key)
+
+    def judge_new(self, case: dict[str, Any], repeat: int, key: str | None) -> Judgment:
+        """Judge an item the cache did not answer (`key` is its cache key from lookup, None without a cache)."""
         started = time.monotonic()
-        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
-        if key is not None:
-            j = self._cached(key)
-            if j is not None:
-                # The same content may sit under another id; this run spent nothing on it.
-                j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
-                j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
-                j.latency_ms = int((time.monotonic() - started) * 1000)
-                return j
         try:
             j = self._judge(case, repeat)
         except Exception as exc:  # one case's defect must not stop a run, a drift check or CI
@@ -284,22 +294,20 @@ class Engine:
 
     # ---- many judgments whose embeddings are in (batch.judge_many) ---------------------------------
 
-    def plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
-        """What the semantic layer needs of this item, or None when it needs no embedding: no semantic
-        layer, the judgment cache answers, a contract check fails, the case has no reference or no answer,
-        a refused variable, or working it out raised (judge() tells, and says why)."""
+    def plan(self, case: dict[str, Any], repeat: int, key: str | None) -> Plan | None:
+        """What the semantic layer needs of an item the cache did not answer (`key`: its cache key from
+        lookup), or None when it needs no embedding: no semantic layer, a contract check fails, the case
+        has no reference or no answer, a refused variable, or working it out raised (judge_new() tells,
+        and says why)."""
         if self.embeddings is None or self.env_refusals:
             return None
         try:
-            return self._plan(case, repeat)
-        except Exception:  # judge() meets the same error and makes it the judgment's
+            return self._plan(case, repeat, key)
+        except Exception:  # judge_new() meets the same error and makes it the judgment's
             return None
 
-    def _plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
+    def _plan(self, case: dict[str, Any], repeat: int, key: str | None) -> Plan | None:
         assert self.embeddings is not None
-        key = cache_key(case, self.config_hash, repeat) if self.cache is not None else None
-        if key is not None and self._cached(key) is not None:
-            return None
         checks = run_contract_checks(case, self.cfg) if "contract" in self.cfg.layers else []
         if not all(c["passed"] for c in checks):
             return None
