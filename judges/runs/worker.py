@@ -95,7 +95,10 @@ class _RecordingCache(MemoryCache):
     """A window's engine cache: entries read from the database ahead of their cases, and what is new."""
 
     def __init__(self) -> None:
-        super().__init__()
+        # Shared, not copied: entries come from the database or from Judgment.to_dict (a fresh dict), and a
+        # judgment made from one changes only its own scalar fields. Copying 60,000 cached judgments of a
+        # drift check would cost more than recording them.
+        super().__init__(copies=False)
         self._new: dict[str, dict] = {}
         self._new_lock = threading.Lock()
 
@@ -118,6 +121,9 @@ class _RecordingCache(MemoryCache):
 HEARTBEAT_SECONDS = 1.0
 RECORD_EVERY_SECONDS = 0.5
 RECORD_BATCH = 500
+# Cases read from the database at once, several chunks together: a handful of queries per group rather
+# than per chunk of EVALHUB_CHUNK_CASES, and a bound on what a window holds whatever the run's size.
+READ_AHEAD_CASES = 1000
 
 
 class _Window:
@@ -185,41 +191,61 @@ class _Window:
         self.engine.close()
 
     def _pairs(self, ends_at: float) -> Iterator[tuple[tuple, Engine, dict, int]]:
-        """The run's (case, repeat) pairs still to judge, a chunk at a time, as the batch has room for
-        them; once the window's time is up no chunk is taken (but the first, however short the window:
-        every window moves the run on)."""
-        while self.last_index < 0 or time.monotonic() < ends_at:
-            pairs = self._take_next_chunk()
-            if pairs is None:
+        """The run's (case, repeat) pairs still to judge, read a group of chunks at a time as the batch has
+        room for them; once the window's time is up no further chunk is handed on (but the first, however
+        short the window: every window moves the run on). A chunk read and not handed on stays to do."""
+        handed = False
+        while True:
+            group = self._take_next_chunks()
+            if group is None:
                 return
-            for chunk_pk, case, judged, repeat in pairs:
-                yield (chunk_pk, case, judged), self.engine, judged, repeat
+            for chunk_pairs in group:
+                if handed and time.monotonic() >= ends_at:
+                    return
+                handed = True
+                for chunk_pk, case, judged, repeat in chunk_pairs:
+                    yield (chunk_pk, case, judged), self.engine, judged, repeat
 
-    def _take_next_chunk(self) -> list[tuple[int, Case, dict, int]] | None:
-        """The next chunk's pairs with no judgment yet (its cached judgments and stored embeddings read
-        ahead); None when no chunk is left."""
+    def _take_next_chunks(self) -> list[list[tuple[int, Case, dict, int]]] | None:
+        """The next group of chunks (READ_AHEAD_CASES cases, at least one chunk), each chunk's pairs with no
+        judgment yet, their cached judgments and stored embeddings read ahead; None when no chunk is left.
+        A chunk with nothing left to judge is marked done here."""
         run = self.run
-        chunk = run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index").first()
-        if chunk is None:
+        count = max(1, READ_AHEAD_CASES // max(1, settings.EVALHUB_CHUNK_CASES))
+        chunks = list(
+            run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index")[:count]
+        )
+        if not chunks:
             return None
-        self.last_index = chunk.index
-        RunChunk.objects.filter(pk=chunk.pk).update(attempts=F("attempts") + 1)
-        done = set(run.judgments.filter(case_id__in=chunk.case_ids).values_list("case_id", "repeat"))
-        pairs = []
-        for case in Case.objects.filter(pk__in=chunk.case_ids).order_by("pk"):
-            judged = _judged_case(run, chunk, case)
-            if judged is None:
-                continue
-            pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case.pk, r) not in done]
-        if not pairs:
-            RunChunk.objects.filter(pk=chunk.pk).update(done_at=timezone.now())
-            return []
-        keys = [cache_key(judged, self.config_hash, repeat) for _, _, judged, repeat in pairs]
+        self.last_index = chunks[-1].index
+        RunChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(attempts=F("attempts") + 1)
+        case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
+        done = set(run.judgments.filter(case_id__in=case_ids).values_list("case_id", "repeat"))
+        cases = {case.pk: case for case in Case.objects.filter(pk__in=case_ids)}
+        group, finished = [], []
+        for chunk in chunks:
+            pairs = []
+            for case_id in sorted(chunk.case_ids):
+                case = cases.get(case_id)
+                judged = None if case is None else _judged_case(run, chunk, case)
+                if judged is None:
+                    continue
+                pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case_id, r) not in done]
+            if pairs:
+                self.unrecorded[chunk.pk] = len(pairs)
+                group.append(pairs)
+            else:
+                finished.append(chunk.pk)
+        if finished:
+            RunChunk.objects.filter(pk__in=finished).update(done_at=timezone.now())
+        everything = [pair for pairs in group for pair in pairs]
+        keys = [cache_key(judged, self.config_hash, repeat) for _, _, judged, repeat in everything]
         self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
-            self.embeddings.preload(stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in pairs]))
-        self.unrecorded[chunk.pk] = len(pairs)
-        return pairs
+            self.embeddings.preload(
+                stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in everything])
+            )
+        return group
 
     def _record(self, arrived: list[tuple]) -> None:
         if not arrived:
