@@ -11,6 +11,7 @@ from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import MemoryCache, embedding_key
 from judges.engine.semantic import texts_to_embed
 from judges.models import CachedEmbedding
+from judges.runs.bulk import copy_create
 
 
 class StoredEmbeddings(MemoryCache):
@@ -53,8 +54,5 @@ def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list
 def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
     new = embeddings.take_new() if embeddings is not None else {}
     if new:
-        CachedEmbedding.objects.bulk_create(
-            [CachedEmbedding(key=key, vector=vector) for key, vector in new.items()],
-            ignore_conflicts=True,
-            batch_size=500,
-        )
+        copy_create(CachedEmbedding, [CachedEmbedding(key=key, vector=vector) for key, vector in new.items()],
+                    ignore_conflicts=True)

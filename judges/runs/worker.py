@@ -27,6 +27,7 @@ from judges.engine import Engine, MemoryCache, SpendTracker, cache_key, judge_ma
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
+from judges.runs.bulk import copy_create
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.services import UNFINISHED
 from judges.runs.variants import make_variant
@@ -257,9 +258,7 @@ class _Window:
         )
         new = self.cache.take_new()
         if new:
-            CachedJudgment.objects.bulk_create(
-                [CachedJudgment(key=k, judgment=v) for k, v in new.items()], ignore_conflicts=True
-            )
+            copy_create(CachedJudgment, [CachedJudgment(key=k, judgment=v) for k, v in new.items()], ignore_conflicts=True)
         embeddings_save(embeddings=self.embeddings)
         finished = []
         for chunk_pk, *_ in judged:
@@ -323,7 +322,7 @@ def judgments_record(
                 fresh[(case.pk, result.repeat)] = result
         variants = variants or {}
         rows = [_judgment_row(run, case_id, result, variants.get(case_id)) for (case_id, _), result in fresh.items()]
-        Judgment.objects.bulk_create(rows)
+        copy_create(Judgment, rows)
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
             done=F("done") + len(rows),
