@@ -50,8 +50,10 @@ def semantic(base_url_env: str = "EVALHUB_JUDGE_DEAD_URL") -> dict:
 
 
 class WatchedCache(FolderCache):
-    """A cache folder that notes each lookup (which key, on which thread, how many at once). With
-    `meet`, a lookup waits until that many are under way, so a pool of that size is seen full."""
+    """A cache folder that notes each lookup (which key, in order: the batch looks items up where it takes
+    them) and each write of a new judgment (on which thread, how many at once: a judgment is written by
+    the thread that judged it). With `meet`, a write waits until that many are under way, so a pool of
+    that size is seen full."""
 
     def __init__(self, path, *, meet: int = 1) -> None:
         super().__init__(path)
@@ -64,6 +66,10 @@ class WatchedCache(FolderCache):
     def get(self, key):
         with self._lock:
             self.looked_up.append(key)
+        return super().get(key)
+
+    def put(self, key, judgment):
+        with self._lock:
             self.threads.add(threading.get_ident())
             self.at_once += 1
             self.peak = max(self.peak, self.at_once)
@@ -72,7 +78,7 @@ class WatchedCache(FolderCache):
         finally:
             with self._lock:
                 self.at_once -= 1
-        return super().get(key)
+        super().put(key, judgment)
 
 
 def verdicts(results) -> dict[str, list[tuple[str, str, str]]]:
@@ -121,7 +127,10 @@ def test_no_more_cases_are_judged_at_once_than_the_concurrency(tmp_path):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
     cache = WatchedCache(tmp_path / "cache", meet=2)
 
-    judge_all(rubrics, CASES * 3, repeats=2, concurrency=2, cache=cache, env={})
+    # Six cases of distinct content: none is a hit for another, so each of the 24 judgments is written.
+    cases = [{**c, "external_id": f"{c['external_id']}-{i}", "input": f"{c['input']} ({i})"} for i in range(3)
+             for c in CASES]
+    judge_all(rubrics, cases, repeats=2, concurrency=2, cache=cache, env={})
 
     assert len(cache.looked_up) == 2 * 6 * 2
     assert (cache.peak, len(cache.threads)) == (2, 2)
