@@ -7,11 +7,13 @@ and the new ones written as the window records its results, like the judgment ca
 import threading
 from typing import Any
 
+from django.utils import timezone
+
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import MemoryCache, embedding_key
 from judges.engine.semantic import texts_to_embed
 from judges.models import CachedEmbedding
-from judges.runs.bulk import copy_create
+from judges.runs.bulk import copy_rows, jsonb
 
 
 class StoredEmbeddings(MemoryCache):
@@ -54,5 +56,6 @@ def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list
 def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
     new = embeddings.take_new() if embeddings is not None else {}
     if new:
-        copy_create(CachedEmbedding, [CachedEmbedding(key=key, vector=vector) for key, vector in new.items()],
-                    ignore_conflicts=True)
+        now = timezone.now()
+        copy_rows(CachedEmbedding, ("key", "vector", "created_at"),
+                  ((key, jsonb(vector), now) for key, vector in new.items()), ignore_conflicts=True)

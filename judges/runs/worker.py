@@ -27,7 +27,7 @@ from judges.engine import Engine, MemoryCache, SpendTracker, cache_key, judge_ma
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
-from judges.runs.bulk import copy_create
+from judges.runs.bulk import copy_rows, jsonb
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.services import UNFINISHED
 from judges.runs.variants import make_variant
@@ -258,7 +258,9 @@ class _Window:
         )
         new = self.cache.take_new()
         if new:
-            copy_create(CachedJudgment, [CachedJudgment(key=k, judgment=v) for k, v in new.items()], ignore_conflicts=True)
+            now = timezone.now()
+            copy_rows(CachedJudgment, ("key", "judgment", "created_at"),
+                      ((key, jsonb(value), now) for key, value in new.items()), ignore_conflicts=True)
         embeddings_save(embeddings=self.embeddings)
         finished = []
         for chunk_pk, *_ in judged:
@@ -321,8 +323,11 @@ def judgments_record(
             if (case.pk, result.repeat) not in existing:
                 fresh[(case.pk, result.repeat)] = result
         variants = variants or {}
-        rows = [_judgment_row(run, case_id, result, variants.get(case_id)) for (case_id, _), result in fresh.items()]
-        copy_create(Judgment, rows)
+        now = timezone.now()
+        rows = [_judgment_row(run, case_id, result, variants.get(case_id), now)
+                for (case_id, _), result in fresh.items()]
+        copy_rows(Judgment, JUDGMENT_FIELDS, rows)
+        costs = [row[JUDGMENT_FIELDS.index("cost_usd")] for row in rows]
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
             done=F("done") + len(rows),
@@ -331,21 +336,26 @@ def judgments_record(
             cache_hits=F("cache_hits") + sum(r.cached for r in counted),
             input_tokens=F("input_tokens") + sum(r.input_tokens for r in counted),
             output_tokens=F("output_tokens") + sum(r.output_tokens for r in counted),
-            cost_usd=F("cost_usd") + sum((row.cost_usd or Decimal(0) for row in rows), Decimal(0)),
-            unknown_cost_judgments=F("unknown_cost_judgments") + sum(row.cost_usd is None for row in rows),
+            cost_usd=F("cost_usd") + sum((cost or Decimal(0) for cost in costs), Decimal(0)),
+            unknown_cost_judgments=F("unknown_cost_judgments") + sum(cost is None for cost in costs),
         )
     return len(rows)
 
 
-def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict | None = None) -> Judgment:
-    return Judgment(
-        run=run, case_id=case_id, repeat=result.repeat, outcome=result.outcome, scores=result.scores,
-        reason=result.reason, raw_output=result.raw_output, error=result.error, layer=result.layer,
-        judge=result.judge, checks=result.checks, input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
-        latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
-        secondary_outcome=result.secondary_outcome or "", variant=variant, similarity=result.similarity,
+JUDGMENT_FIELDS = (
+    "run_id", "case_id", "repeat", "outcome", "scores", "reason", "raw_output", "error", "layer", "judge", "checks",
+    "input_tokens", "output_tokens", "cost_usd", "latency_ms", "cached", "contested", "secondary_outcome", "variant",
+    "similarity", "created_at",
+)
+
+
+def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict | None, now) -> tuple:
+    """A Judgment row's values in JUDGMENT_FIELDS' order."""
+    return (
+        run.pk, case_id, result.repeat, result.outcome, jsonb(result.scores), result.reason, result.raw_output,
+        result.error, result.layer, result.judge, jsonb(result.checks), result.input_tokens, result.output_tokens,
+        None if result.cost_usd is None else Decimal(str(result.cost_usd)), result.latency_ms, result.cached,
+        result.contested, result.secondary_outcome or "", jsonb(variant), result.similarity, now,
     )
 
 
