@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402
-from benchmarks.bench_semantic import config, make_cases  # noqa: E402
+from benchmarks.bench_semantic import config, cpu_seconds, make_cases  # noqa: E402
 
 LATENCY = {"latency_sigma": 0.8, "latency_seed": 11}
 
@@ -89,14 +89,18 @@ def measure(args, fake, env: dict) -> dict:
 
     def timed(label: str, work) -> dict:
         stand_in()
-        started = time.monotonic()
+        stand_in_cpu = cpu_seconds(fake.proc.pid)
+        started, cpu = time.monotonic(), time.process_time()
         outcomes = work()
-        wall = time.monotonic() - started
+        wall, cpu = time.monotonic() - started, time.process_time() - cpu
+        stand_in_cpu = None if stand_in_cpu is None else cpu_seconds(fake.proc.pid) - stand_in_cpu
         stats = fake.stats()
         ideal = stats["latency_ms_served"] / 1000 / args.concurrency
         row = {"calls": stats["by_endpoint"].get("embeddings", 0), "wall_s": round(wall, 2),
-               "ideal_s": round(ideal, 2), "vs_ideal": round(wall / ideal, 3), "outcomes": outcomes}
-        print(f"  {label:<28} {row['calls']:>4} calls  {wall:6.2f} s  ({row['vs_ideal']:.2f}× ideal {ideal:.2f} s)")
+               "ideal_s": round(ideal, 2), "vs_ideal": round(wall / ideal, 3), "outcomes": outcomes,
+               "cpu_s": round(cpu, 2), "stand_in_cpu_s": None if stand_in_cpu is None else round(stand_in_cpu, 2)}
+        print(f"  {label:<28} {row['calls']:>4} calls  {wall:6.2f} s  ({row['vs_ideal']:.2f}× ideal {ideal:.2f} s; "
+              f"CPU here {cpu:.2f} s, the stand-in's {row['stand_in_cpu_s']} s)")
         return row
 
     def tally(outcomes) -> dict:
@@ -148,8 +152,9 @@ def measure(args, fake, env: dict) -> dict:
     for label, row in rows.items():
         row["vs_engine"] = round(row["wall_s"] / base, 3)
         row["vs_engine_with_folder"] = round(row["wall_s"] / folder, 3)
-        print(f"  {label:<28} {row['vs_engine']:.2f}× the engine, {row['vs_engine_with_folder']:.2f}× the engine "
-              "writing the same cache folder")
+        target = " (target ≤ 1.10× the engine)" if label.startswith(("worker", "CI command")) else ""
+        print(f"  {label:<28} {row['vs_engine']:.2f}× the engine{target}, {row['vs_engine_with_folder']:.2f}× the "
+              "engine writing the same cache folder")
     return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "paths": rows}
 
 
