@@ -227,9 +227,9 @@ class _Window:
         for chunk in chunks:
             pairs = []
             for case_id in sorted(chunk.case_ids):
-                case = cases.get(case_id)
+                case = cases.get(case_id)  # gone since the run started: nothing to judge
                 judged = None if case is None else _judged_case(run, chunk, case)
-                if judged is None:
+                if case is None or judged is None:
                     continue
                 pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case_id, r) not in done]
             if pairs:
