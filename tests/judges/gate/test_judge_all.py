@@ -207,3 +207,30 @@ def test_the_texts_of_every_case_go_to_the_embeddings_endpoint_in_one_call(env):
     assert sum(j.provider_calls for j in result.judgments) == 1
     assert {j.error for j in result.judgments} == {"connection error"}
     assert all(c.verdict == "not_evaluated" for c in result.cases)
+
+
+def test_the_ci_commands_batch_judges_each_case_as_the_one_case_path_does_and_again_from_its_folder(
+    tmp_path, fake_provider
+):
+    from judges.engine import judge_case
+
+    env = {"EVALHUB_JUDGE_OPENAI_URL": fake_provider.openai_base_url, "EVALHUB_JUDGE_API_KEY": "sk-test-not-a-real-key"}
+    outputs = ["Yes, returns are accepted within 30 days of delivery.", "Within 30 days, yes.", "No returns, ever.",
+               "", "Returns are accepted within 30 days of delivery."]
+    cases = [{"external_id": f"c{i}", "input": "Can I return shoes?", "output": output, "golden_answer": GOLDEN}
+             for i, output in enumerate(outputs)]
+    judge = {**semantic("EVALHUB_JUDGE_OPENAI_URL"), "layers": ["contract", "semantic"],
+             "contract_checks": ["answer_present"]}
+    judge["semantic"]["pass_at"] = 0.6
+    rubric = gate_rubric("returns", "gate", judge)
+
+    def seen(judgments):
+        return [(j.external_id, j.repeat, j.outcome, j.reason, j.similarity, j.checks) for j in judgments]
+
+    alone = [judge_case(c, rubric.judge, repeat, env=env) for c in cases for repeat in (1, 2)]
+    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
+    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
+
+    assert {j.outcome for j in alone} == {"pass", "fail"} and len({j.similarity for j in alone}) > 2
+    assert seen(first.judgments) == seen(alone)
+    assert seen(again.judgments) == seen(alone) and all(j.cached for j in again.judgments)
