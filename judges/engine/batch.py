@@ -60,9 +60,10 @@ class _Open:
     sent: dict[int, list[str]] = field(default_factory=dict)  # call -> its keys, until it is back
 
 
-# Cached judgments answered where items are taken, before the caller is handed them: enough for one bulk
-# write of the caller's, few enough that it records them while the calls in flight go on.
-HITS_PER_YIELD = 500
+# Cached judgments answered where items are taken, before the caller is handed them: one bulk write of the
+# caller's (a worker's recording costs a handful of queries whatever its size: fewer, larger ones are
+# cheaper), few enough that the calls in flight are not left waiting long while it records them.
+HITS_PER_YIELD = 2000
 
 
 def _lookahead(engine: Engine, concurrency: int) -> int:

@@ -121,7 +121,7 @@ class _RecordingCache(MemoryCache):
 # How often the window extends its lease and looks for a cancel, and records what has arrived.
 HEARTBEAT_SECONDS = 1.0
 RECORD_EVERY_SECONDS = 0.5
-RECORD_BATCH = 500
+RECORD_BATCH = 2000
 # Cases read from the database at once, several chunks together: a handful of queries per group rather
 # than per chunk of EVALHUB_CHUNK_CASES, and a bound on what a window holds whatever the run's size.
 READ_AHEAD_CASES = 1000
