@@ -18,6 +18,7 @@ the rest is what the caches and the recording cost. It uses a database of its ow
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -39,6 +40,9 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=50)
     parser.add_argument("--dimensions", type=int, default=256)
     parser.add_argument("--database", default="evalhub_bench_paths")
+    parser.add_argument("--paths", default="engine,folder,worker,gate",
+                        help="which paths, of engine, folder, worker, gate (the engine always: the others' peer); "
+                             "worker alone prints how far the process's peak memory rose during the run")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_paths.json"))
     args = parser.parse_args()
 
@@ -141,14 +145,23 @@ def measure(args, fake, env: dict) -> dict:
     print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, "
           f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)")
     judge_batch([({**cases[0], "output": "warm up"}, 1)], spec, concurrency=1, env=env)  # the SDK's import
-    rows = {label: timed(label, work) for label, work in (
-        ("engine (judge_batch)", engine),
-        ("engine, a cache folder", engine_with_folder),
-        ("worker (run_work_here)", run_worker),
-        ("CI command (judge_all)", gate),
-    )}
+    chosen = set(args.paths.split(",")) | {"engine"}
+    rows = {}
+    for name, label, work in (
+        ("engine", "engine (judge_batch)", engine),
+        ("folder", "engine, a cache folder", engine_with_folder),
+        ("worker", "worker (run_work_here)", run_worker),
+        ("gate", "CI command (judge_all)", gate),
+    ):
+        if name in chosen:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rows[label] = timed(label, work)
+            rows[label]["peak_rise_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
+    if chosen == {"engine", "worker"}:
+        print(f"  the worker's peak memory rose {rows['worker (run_work_here)']['peak_rise_mb']} MB over the "
+              f"process's peak before it (the cases and the engine's run); compare --n 4000 with --n 20000")
     base = rows["engine (judge_batch)"]["wall_s"]
-    folder = rows["engine, a cache folder"]["wall_s"]
+    folder = rows.get("engine, a cache folder", {}).get("wall_s") or float("nan")
     for label, row in rows.items():
         row["vs_engine"] = round(row["wall_s"] / base, 3)
         row["vs_engine_with_folder"] = round(row["wall_s"] / folder, 3)
