@@ -29,7 +29,8 @@ class StoredEmbeddings(MemoryCache):
             super().put(key, {"vector": vector})
 
     def put(self, key: str, value: dict) -> None:
-        super().put(key, value)
+        # Kept only until saved: the engine keeps what it embedded itself, and asks the cache only for
+        # what it has not seen (a window's memory does not grow by a vector a text twice over).
         with self._new_lock:
             self._new[key] = value["vector"]
 
