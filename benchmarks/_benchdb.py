@@ -1,8 +1,10 @@
-"""A benchmark's own PostgreSQL database on DATABASE_URL's server: created, migrated, and dropped at the end."""
+"""What the database benchmarks share: a PostgreSQL database of their own on DATABASE_URL's server (created,
+migrated, and dropped at the end), the cases and run they bulk-load into it, and their timing helpers."""
 
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
@@ -57,3 +59,52 @@ def settle_after_bulk_load() -> None:
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE")
         cursor.execute("CHECKPOINT")
+
+
+CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
+
+
+def bulk_cases(dataset, n_cases: int, question: Callable[[int], str], answer: Callable[[int], str], *,
+               created_at) -> list:
+    """`n_cases` cases `case-000000`, … in the five categories in turn, written with bulk_create; case i's
+    input is question(i) and its output answer(i)."""
+    from labeling.models import Case, case_split, labeled_content_hash
+
+    cases = []
+    for i in range(n_cases):
+        external_id = f"case-{i:06d}"
+        text, output = question(i), answer(i)
+        cases.append(Case(
+            dataset=dataset, external_id=external_id, input=text, output=output, category=CATEGORIES[i % 5],
+            split=case_split(external_id), content_hash=labeled_content_hash(input=text, output=output, trace={}),
+            created_at=created_at, content_changed_at=created_at,
+        ))
+    return Case.objects.bulk_create(cases, batch_size=5000)
+
+
+def finished_run(*, rubric, dataset, lead, repeats: int, judgments: int, started_at):
+    """A finished run of a contract-only config of `rubric` (its judgments are the benchmark's to write)."""
+    from datetime import timedelta
+
+    from judges.configs import services as config_services
+    from judges.models import Run
+
+    config = config_services.judge_config_save(rubric=rubric, spec={"layers": ["contract"],
+                                                             "contract_checks": ["answer_present"]}, by=lead)
+    return Run.objects.create(config=config, dataset=dataset, repeats=repeats, status=Run.Status.FINISHED,
+                              created_by=lead, started_at=started_at, finished_at=started_at + timedelta(minutes=30),
+                              total=judgments, done=judgments)
+
+
+def timed(fn, times: int) -> list[float]:
+    samples = []
+    for _ in range(times):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def p95(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]

@@ -26,21 +26,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
-from benchmarks.bench_report import timed  # noqa: E402
-
-CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
+from benchmarks._benchdb import (  # noqa: E402  (after ROOT is on the path)
+    bench_database,
+    bulk_cases,
+    finished_run,
+    settle_after_bulk_load,
+    timed,
+)
 
 
 def build(n_cases: int, repeats: int, drawn: int, labeled: int):
-    """The dataset, one finished run and its labeled audit sample. Returns (run, lead)."""
+    """The dataset, one finished run with its per-case tallies and its labeled audit sample. Returns (run, lead)."""
     from django.utils import timezone
 
     from evalhub.models import Role, User
-    from judges.configs import services as config_services
     from judges.estimates.services import audit_sample_draw
-    from judges.models import Judgment, Run
-    from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
+    from judges.models import Judgment
+    from judges.runs.tallies import case_tallies_refresh
+    from labeling.models import Dataset, Label, Rubric
 
     rng = random.Random(31)
     lead = User.objects.create_user(username="lena", password="x", role=Role.LEAD)
@@ -49,22 +52,11 @@ def build(n_cases: int, repeats: int, drawn: int, labeled: int):
     rubric = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window correctly.")
     past = timezone.now() - timedelta(days=1)
-    cases = []
-    for i in range(n_cases):
-        external_id = f"case-{i:06d}"
-        question, answer = f"Can I return order {i}?", f"Order {i}: returns within 30 days."
-        cases.append(Case(
-            dataset=dataset, external_id=external_id, input=question, output=answer, category=CATEGORIES[i % 5],
-            split=case_split(external_id), content_hash=labeled_content_hash(input=question, output=answer, trace={}),
-            created_at=past, content_changed_at=past,
-        ))
-    cases = Case.objects.bulk_create(cases, batch_size=5000)
+    cases = bulk_cases(dataset, n_cases, lambda i: f"Can I return order {i}?",
+                       lambda i: f"Order {i}: returns within 30 days.", created_at=past)
     truth = {case.pk: rng.random() < 0.65 for case in cases}
-    config = config_services.judge_config_save(rubric=rubric, spec={"layers": ["contract"],
-                                                             "contract_checks": ["answer_present"]}, by=lead)
-    run = Run.objects.create(config=config, dataset=dataset, repeats=repeats, status=Run.Status.FINISHED,
-                             created_by=lead, started_at=past, finished_at=past + timedelta(minutes=30),
-                             total=n_cases * repeats, done=n_cases * repeats)
+    run = finished_run(rubric=rubric, dataset=dataset, lead=lead, repeats=repeats, judgments=n_cases * repeats,
+                       started_at=past)
     batch = []
     for case in cases:
         chance = 0.95 if truth[case.pk] else 0.35  # too generous on failing answers
@@ -75,6 +67,7 @@ def build(n_cases: int, repeats: int, drawn: int, labeled: int):
             Judgment.objects.bulk_create(batch)
             batch = []
     Judgment.objects.bulk_create(batch)
+    case_tallies_refresh(run_id=run.pk)  # as the worker keeps them when it records judgments
     sample = audit_sample_draw(run=run, size=drawn, method="uniform", seed=7, by=lead)
     by_id = {case.external_id: case for case in cases}
     Label.objects.bulk_create([

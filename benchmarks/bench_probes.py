@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
-from benchmarks.bench_report import arguments, build_settled, p95, timed  # noqa: E402  (the parent run, timing helpers)
+from benchmarks._benchdb import p95, timed  # noqa: E402  (after ROOT is on the path)
+from benchmarks.bench_report import arguments, build_settled  # noqa: E402  (the parent run)
 
 MOVES = {"verbosity": 0.06, "sycophancy": 0.02, "injection": 0.01}
 

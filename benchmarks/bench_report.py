@@ -28,9 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import (  # noqa: E402  (after ROOT is on the path)
+    bench_database,
+    bulk_cases,
+    finished_run,
+    p95,
+    settle_after_bulk_load,
+    timed,
+)
 
-CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
 REASON = "The answer {} the 30-day return window and checks the order's delivery date before promising a return."
 
 
@@ -39,9 +45,8 @@ def build(n_cases: int, repeats: int):
     from django.utils import timezone
 
     from evalhub.models import Role, User
-    from judges.configs import services as config_services
-    from judges.models import Judgment, Run
-    from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
+    from judges.models import Judgment
+    from labeling.models import Dataset, Label, Rubric
 
     rng = random.Random(6)
     lead = User.objects.create_user(username="lena", password="x", role=Role.LEAD)
@@ -51,16 +56,8 @@ def build(n_cases: int, repeats: int):
     rubric = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window correctly.")
     past = timezone.now() - timedelta(days=1)
-    cases = []
-    for i in range(n_cases):
-        external_id = f"case-{i:06d}"
-        question, answer = f"Can I return order {i} after {i % 60} days?", f"Order {i}: returns within 30 days."
-        cases.append(Case(
-            dataset=dataset, external_id=external_id, input=question, output=answer, category=CATEGORIES[i % 5],
-            split=case_split(external_id), content_hash=labeled_content_hash(input=question, output=answer, trace={}),
-            created_at=past, content_changed_at=past,
-        ))
-    cases = Case.objects.bulk_create(cases, batch_size=5000)
+    cases = bulk_cases(dataset, n_cases, lambda i: f"Can I return order {i} after {i % 60} days?",
+                       lambda i: f"Order {i}: returns within 30 days.", created_at=past)
     human = {case.pk: ("fail" if rng.random() < 0.3 else "pass") for case in cases}
     labels = [Label(case=c, rubric=rubric, reviewer=rita, verdict=human[c.pk], content_hash=c.content_hash)
               for c in cases]
@@ -69,11 +66,8 @@ def build(n_cases: int, repeats: int):
         labels.append(Label(case=c, rubric=rubric, reviewer=rob, verdict=verdict, content_hash=c.content_hash))
     Label.objects.bulk_create(labels, batch_size=5000)
 
-    config = config_services.judge_config_save(rubric=rubric, spec={"layers": ["contract"],
-                                                             "contract_checks": ["answer_present"]}, by=lead)
-    run = Run.objects.create(config=config, dataset=dataset, repeats=repeats, status=Run.Status.FINISHED,
-                             created_by=lead, started_at=past, finished_at=past + timedelta(minutes=30),
-                             total=n_cases * repeats, done=n_cases * repeats)
+    run = finished_run(rubric=rubric, dataset=dataset, lead=lead, repeats=repeats, judgments=n_cases * repeats,
+                       started_at=past)
     batch = []
     for case in cases:
         right = human[case.pk]
@@ -98,20 +92,6 @@ def build(n_cases: int, repeats: int):
             batch = []
     Judgment.objects.bulk_create(batch)
     return run, lead
-
-
-def timed(fn, times: int) -> list[float]:
-    samples = []
-    for _ in range(times):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
-def p95(samples: list[float]) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
 def arguments(description: str, database: str) -> argparse.Namespace:

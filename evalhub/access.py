@@ -4,6 +4,7 @@ Pages return 404 for what a user may not see and 403 for what they may see but n
 API endpoints answer 401 without a valid token and 403 when the token lacks the scope.
 """
 
+import zlib
 from collections.abc import Callable
 from functools import wraps
 
@@ -89,3 +90,18 @@ def bounded_body(request: HttpRequest, limit: int) -> bytes | None:
         return None
     body = request.read(limit + 1)
     return None if len(body) > limit else body
+
+
+def gunzipped(body: bytes, limit: int) -> bytes | None:
+    """A gzip body unpacked, or None when it unpacks to more than `limit` bytes; ValueError when it is not
+    gzip. Unpacked a bounded step at a time, so a small body that unpacks to gigabytes costs nothing."""
+    unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = unpacker.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise ValueError(str(exc)) from None
+    if len(out) > limit:
+        return None
+    if not unpacker.eof or unpacker.unused_data:
+        raise ValueError("the gzip stream is cut short or followed by other bytes")
+    return out

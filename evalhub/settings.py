@@ -44,6 +44,20 @@ def env_int(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
 
 
+def env_share(name: str, default: float) -> float:
+    """A fraction from 0 to 1."""
+    raw = env_str(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a fraction from 0 to 1 (0.05 is 5 %).")
+    return value
+
+
 def env_names(name: str) -> tuple[str, ...]:
     """A comma-separated list of environment variable names (blank entries dropped)."""
     names = tuple(n.strip() for n in env_str(name).split(",") if n.strip())
@@ -243,6 +257,10 @@ if EVALHUB_BEHIND_PROXY:
 EVALHUB_IMPORT_MAX_BYTES = env_int("EVALHUB_IMPORT_MAX_BYTES", 200 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+# The OTLP receiver (docs/otlp.md): a request's body as sent and unpacked (a batch of 512 spans with their
+# messages is a few MB), and how long a trace whose root span has not come is kept waiting for it.
+EVALHUB_OTLP_MAX_BYTES = env_int("EVALHUB_OTLP_MAX_BYTES", 20 * 1024 * 1024)
+EVALHUB_OTLP_TRACE_WAIT_SECONDS = env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60)
 
 
 def _broker() -> tuple[str, dict]:
@@ -295,12 +313,17 @@ EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)
 # The sweep requeues runs whose lease ran out; a worker started with -B (scripts/start.sh) runs it.
 # The drift check (docs/promotion.md) judges each promoted rubric's current cases; daily by default.
 EVALHUB_DRIFT_INTERVAL_SECONDS = env_int("EVALHUB_DRIFT_INTERVAL_SECONDS", 24 * 60 * 60)
+# Each drift check also re-judges this share of the unchanged cases fresh (at least 20 of them; 0 turns it off):
+# a model changed behind its pinned name shows only that way (docs/promotion.md, "Fresh drift sample").
+EVALHUB_DRIFT_FRESH_SHARE = env_share("EVALHUB_DRIFT_FRESH_SHARE", 0.05)
 # How often traffic judging looks for new cases of the (rubric, dataset) pairs a lead turned on.
 EVALHUB_TRAFFIC_INTERVAL_SECONDS = env_int("EVALHUB_TRAFFIC_INTERVAL_SECONDS", 5 * 60)
 CELERY_BEAT_SCHEDULE = {
     "sweep-runs": {"task": "judges.sweep_runs", "schedule": float(EVALHUB_SWEEP_SECONDS)},
     "drift-check": {"task": "judges.drift_check", "schedule": float(EVALHUB_DRIFT_INTERVAL_SECONDS)},
     "traffic-judge": {"task": "judges.traffic_judge", "schedule": float(EVALHUB_TRAFFIC_INTERVAL_SECONDS)},
+    # Gives up the OTLP traces whose wait ran out, so no trace waits on when nothing more is sent.
+    "otlp-give-up": {"task": "labeling.otlp_give_up", "schedule": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 

@@ -20,8 +20,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(JudgeConfig)
 class JudgeConfigAdmin(ReadOnlyAdmin):
-    list_display = ["rubric", "version", "external", "config_hash", "created_by", "created_at"]
-    list_filter = ["external", "rubric"]
+    list_display = ["rubric", "version", "tier", "external", "config_hash", "created_by", "created_at"]
+    list_filter = ["tier", "external", "rubric"]
     list_select_related = ["rubric", "created_by"]
 
 

@@ -12,6 +12,7 @@ class JudgesConfig(AppConfig):
         from judges.probes.selectors import run_probe_figures
         from judges.promotion.selectors import label_in_granted_evidence
         from judges.runs import tasks
+        from judges.synthetic import tasks as synthetic_tasks  # noqa: F401 - registers the task by its name
         from labeling.queue import services as queue_services
 
         # A drift run that has just finished stores its figures: drift sits above runs, so it is wired

@@ -30,6 +30,25 @@ class ModelPrice(models.Model):
         return {"input_per_mtok": float(self.input_per_mtok), "output_per_mtok": float(self.output_per_mtok)}
 
 
+class Tier(models.TextChoices):
+    """A judge tier (docs/promotion.md, "Tiers"): the cheap default judge for pull requests, a stronger one
+    for releases, each with its own versions and evidence."""
+
+    DEFAULT = "default", "default"
+    RELEASE = "release", "release"
+
+
+class JudgeConfigQuerySet(models.QuerySet):
+    def kept(self) -> "JudgeConfigQuerySet":
+        """The versions that count as a rubric's "newest": not an imported (external) config. The one place that
+        says so (docs/promotion.md, "Tiers"): every "newest of a tier" reads it."""
+        return self.filter(external=False)
+
+    def kept_of_tier(self, tier) -> "JudgeConfigQuerySet":
+        """The kept versions of one tier (a value or an OuterRef), newest first: "newest of a tier" is the first."""
+        return self.kept().filter(tier=tier).order_by("-version")
+
+
 class JudgeConfig(models.Model):
     """One immutable version of how a rubric is judged.
 
@@ -43,9 +62,14 @@ class JudgeConfig(models.Model):
     config_hash = models.CharField(max_length=64, db_index=True)
     # Imported verdicts of another tool: calibrated, never promoted, never the rubric's newest config.
     external = models.BooleanField(default=False)
+    # Set when the config is created and kept by its edits; not in the spec, so not hashed: the same judge in
+    # two tiers judges alike and shares its cache.
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
     note = models.CharField(max_length=300, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = JudgeConfigQuerySet.as_manager()
 
     class Meta:
         ordering = ["rubric", "-version"]
@@ -65,7 +89,8 @@ class JudgeConfig(models.Model):
     def uses_stand_in(self) -> bool:
         """A model of this config is the scripted stand-in (judges.testing.fake_provider), as the demo's are:
         its pages say so, so nobody takes its verdicts for a model's."""
-        parts = [self.spec, self.spec.get("semantic") or {}, self.spec.get("secondary") or {}]
+        parts = [self.spec, *(self.spec.get(part) or {} for part in (
+            "semantic", "secondary", "fallback", "second_opinion", "adjudicator"))]
         names = [str(part.get(key) or "") for part in parts for key in ("model_family", "model")]
         return any(name.startswith("stand-in") for name in names)
 
@@ -134,6 +159,9 @@ class Run(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.WORKER, db_default="worker")
     # A CI run's commit (or any ref the pipeline names): one CI run per (config, dataset, ref).
     ref = models.CharField(max_length=100, blank=True, default="", db_default="")
+    # Judged anew (docs/judging.md, "Fresh repeats"): its cache keys carry the run as a salt, so it reuses and
+    # overwrites no cached verdict; its repeats are numbered from 1 like any run's.
+    fresh = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -191,6 +219,11 @@ class Judgment(models.Model):
     cached = models.BooleanField(default=False)
     contested = models.BooleanField(default=False)
     secondary_outcome = models.CharField(max_length=16, blank=True)
+    # Each judge's verdict, reason and model once a second opinion was asked (engine Judgment.opinions), so an
+    # adjudicated judgment keeps all three; and the provider calls and cost by judge (primary, fallback, …).
+    opinions = models.JSONField(null=True, blank=True)
+    calls_by_judge = models.JSONField(default=dict, blank=True)
+    cost_by_judge = models.JSONField(default=dict, blank=True)
     # The semantic layer's highest cosine similarity of the answer to a reference; null where it did not run.
     similarity = models.FloatField(null=True, blank=True)
     # A probe's judgment: the exact case variant judged (judges.runs.variants.make_variant), stored here and
@@ -203,6 +236,27 @@ class Judgment(models.Model):
             models.UniqueConstraint(fields=["run", "case", "repeat"], name="judgment_one_per_case_repeat"),
         ]
         indexes = [models.Index(fields=["run", "outcome"], name="judgment_run_outcome")]
+
+
+class RunCaseTally(models.Model):
+    """One (run, case): its judgments counted, kept beside them by judges.runs.tallies whenever they are
+    written or removed, so the run page and the agent's pass rate read one small row a case instead of
+    grouping every judgment of the run (docs/estimates.md, "Reading a large run")."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="case_tallies")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="+")
+    judged = models.PositiveIntegerField(default=0)
+    passes = models.PositiveIntegerField(default=0)
+    fails = models.PositiveIntegerField(default=0)
+    not_evaluated = models.PositiveIntegerField(default=0)
+    lowest_similarity = models.FloatField(null=True, blank=True)
+    slowest_ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "case"], name="runcasetally_one_per_case")]
+
+    def __str__(self) -> str:
+        return f"case {self.case_id} in run {self.run_id}: {self.passes} of {self.judged} pass"
 
 
 class CachedJudgment(models.Model):
@@ -259,6 +313,9 @@ class RubricEvent(models.Model):
 
     rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=12, choices=Kind.choices)
+    # Which judge the entry is about: the default tier (the stage, CI's pull-request judge) or the release
+    # tier (its own evidence, at the rubric's stage; a release demotion withdraws it).
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.DEFAULT, db_default=Tier.DEFAULT)
     from_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     to_stage = models.CharField(max_length=8, choices=Rubric.Stage.choices, blank=True)
     # A promotion's or renewal's evidence; null for every other kind.
@@ -374,6 +431,14 @@ class DriftCheck(models.Model):
     all_ci95 = models.JSONField(null=True, blank=True)
     # The full calibration figures of both sets: {"new": {...}, "all": {...}}.
     figures = models.JSONField(null=True, blank=True)
+    # The fresh sample (docs/promotion.md, "Fresh drift sample"): a fresh run of the evidence config over a
+    # rotating sample of unchanged cases, each case's fresh majority compared with its cached one. Null when
+    # the check had none (EVALHUB_DRIFT_FRESH_SHARE=0, or no unchanged case).
+    fresh_run = models.OneToOneField(Run, on_delete=models.CASCADE, null=True, blank=True,
+                                     related_name="fresh_drift_check")
+    fresh_n = models.PositiveIntegerField(null=True, blank=True)  # cases with a majority both ways
+    fresh_changed = models.PositiveIntegerField(null=True, blank=True)  # of those, with another verdict
+    fresh_ci95 = models.JSONField(null=True, blank=True)  # Wilson interval of fresh_changed / fresh_n
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -461,3 +526,59 @@ class AuditSampleCase(models.Model):
 
     def __str__(self) -> str:
         return f"case {self.case_id} in run {self.run_id}'s audit sample"
+
+
+class SynthesisJob(models.Model):
+    """One request for synthetic cases (docs/cases.md, "Synthetic cases"): an editor model writes up to `n`
+    inputs a customer could send, from the policy documents (and, when asked, the dataset's failed dev cases),
+    stored as cases with no answer yet. The work is one editor call, in a Celery task; what it wrote, dropped
+    and cost is kept here, so the page shows it after the broker forgets the task."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        FINISHED = "finished", "finished"
+        FAILED = "failed", "failed"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="synthesis_jobs")
+    n = models.PositiveSmallIntegerField()
+    types = models.JSONField(help_text="The kinds of input asked for: adversarial, near_miss, ordinary.")
+    # [{slug, version, sha256}]: the policy versions the editor read.
+    policies = models.JSONField(default=list)
+    from_failed_dev = models.BooleanField(default=False)
+    seed = models.BigIntegerField()
+    prompt_version = models.CharField(max_length=20)
+    # The editor's spec (provider, model, the NAMES of its variables: never a value).
+    editor = models.JSONField()
+    estimate_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    # The one task at work on the job holds it until then; a killed worker's job is taken again after.
+    lease_until = models.DateTimeField(null=True, blank=True)
+    failed_cases_shown = models.PositiveIntegerField(default=0)
+    written = models.PositiveIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    # Cases the editor wrote beyond the n asked for: left out.
+    beyond_n = models.PositiveIntegerField(default=0)
+    external_ids = models.JSONField(default=list)
+    calls = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    # Null: the editor's model has no price, so the cost is unknown (never shown as $0).
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    error = models.TextField(blank=True)
+    # Empty when started from the command line (manage.py synthesize_cases).
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["dataset", "-created_at"], name="synthesisjob_dataset_recent")]
+
+    def __str__(self) -> str:
+        return f"synthesis {self.pk} of {self.dataset}"
+
+    @property
+    def done(self) -> bool:
+        return self.status in (self.Status.FINISHED, self.Status.FAILED)

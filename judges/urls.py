@@ -11,6 +11,7 @@ from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
 from judges.runs import api as run_api
 from judges.runs import views as run_views
+from judges.synthetic import views as synthetic_views
 from judges.traffic import views as traffic_views
 
 app_name = "judges"
@@ -45,6 +46,9 @@ urlpatterns = [
     path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
     path("runs/<int:run_id>/audit-sample/", estimate_views.audit_sample_create, name="audit_sample_create"),
     path("api/runs/<int:run_id>/pass-rate", estimate_api.run_pass_rate_api, name="api_run_pass_rate"),
+    # Synthetic cases: written by an editor into a dataset, with no answer yet
+    path("datasets/<slug:slug>/synthesize/", synthetic_views.synthesis_create, name="synthesis_create"),
+    path("synthesis/<int:job_id>/", synthetic_views.synthesis_detail, name="synthesis_detail"),
     # Promotion, the gate config and CI results
     path("promotion/", promotion_views.overview, name="promotion_overview"),
     path("promotion/audit/", promotion_views.audit_log, name="audit_log"),
@@ -53,6 +57,7 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/promote/", promotion_views.rubric_promote, name="promotion_promote"),
     path("rubrics/<slug:slug>/promotion/renew/", promotion_views.rubric_renew, name="promotion_renew"),
     path("rubrics/<slug:slug>/promotion/demote/", promotion_views.rubric_demote, name="promotion_demote"),
+    path("rubrics/<slug:slug>/promotion/release/", promotion_views.rubric_release, name="promotion_release"),
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
     path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
     path("rubrics/<slug:slug>/promotion/ci-results/<int:result_id>/", promotion_views.ci_result_page,

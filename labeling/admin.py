@@ -1,6 +1,17 @@
 from django.contrib import admin
 
-from labeling.models import Adjudication, Case, Dataset, DatasetEvent, Label, LabelRequest, PolicyDocument, Rubric, Skip
+from labeling.models import (
+    Adjudication,
+    Case,
+    Dataset,
+    DatasetEvent,
+    Label,
+    LabelRequest,
+    OtlpTrace,
+    PolicyDocument,
+    Rubric,
+    Skip,
+)
 
 
 @admin.register(Dataset)
@@ -8,7 +19,7 @@ class DatasetAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "queue_order", "created_at"]
     search_fields = ["slug", "name"]
     filter_horizontal = ["reviewers"]
-    readonly_fields = ["redact"]  # changed on the dataset page only, where the change is audited
+    readonly_fields = ["redact", "policies"]  # changed on the dataset page only, where the change is audited
 
 
 @admin.register(DatasetEvent)
@@ -103,3 +114,19 @@ class PolicyDocumentAdmin(admin.ModelAdmin):
 
 admin.site.register(Skip)
 admin.site.register(LabelRequest)
+
+
+@admin.register(OtlpTrace)
+class OtlpTraceAdmin(admin.ModelAdmin):
+    """Traces the OTLP receiver keeps waiting for their root span, and those it gave up: read-only."""
+
+    list_display = ["trace_id", "dataset", "first_seen_at", "gave_up_at", "reported_at"]
+    list_filter = ["dataset"]
+    search_fields = ["trace_id"]
+    exclude = ["pieces", "placeholders"]  # redacted already, but what an agent said is no admin list's business
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

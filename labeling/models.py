@@ -81,6 +81,10 @@ class Dataset(models.Model):
     # The personal data redacted from every case on the way in (docs/security.md, "Redaction"): kinds of
     # REDACT_KINDS, space-separated. Changed only through services.dataset_set_redaction (audited).
     redact = models.CharField(max_length=60, blank=True, default="", db_default="")
+    # The slugs of the policy documents its cases are about (each read at its newest version when used):
+    # synthetic cases are written from them (docs/cases.md). Changed only through
+    # services.dataset_set_policies (audited).
+    policies = models.JSONField(default=list, blank=True, db_default=[])
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = DatasetQuerySet.as_manager()
@@ -98,11 +102,13 @@ class Dataset(models.Model):
 
 class DatasetEvent(models.Model):
     """One audited change of what a dataset does to its cases: its redaction set, or applied to the cases
-    it already holds. Only created, never changed (the admin shows them read-only)."""
+    it already holds; its list of policy documents set. Only created, never changed (the admin shows them
+    read-only)."""
 
     class Kind(models.TextChoices):
         REDACTION_SET = "redaction_set", "redaction set"
         REDACTION_APPLIED = "redaction_applied", "redaction applied to existing cases"
+        POLICIES_SET = "policies_set", "policy documents set"
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -410,3 +416,32 @@ class PolicyDocument(models.Model):
         if not self._state.adding:
             raise ValueError("A policy version never changes: write the next version instead.")
         super().save(*args, **kwargs)
+
+
+class OtlpTrace(models.Model):
+    """A trace sent to the OTLP receiver whose root span has not come yet (docs/otlp.md): what a case takes
+    from its spans so far, kept until the root span comes (the case is written and this row goes) or the wait
+    runs out (EVALHUB_OTLP_TRACE_WAIT_SECONDS: the trace is given up as incomplete; its pieces are dropped and
+    the row stays as the record, named once in a later answer of the receiver).
+
+    Written only by labeling.otlp.services, under the dataset's row lock."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="otlp_traces")
+    trace_id = models.CharField(max_length=32)
+    # labeling.otlp.traces.span_pieces of each span so far, redacted with the dataset's kinds.
+    pieces = models.JSONField(default=list)
+    # The redaction's value → placeholder map for this trace, keyed by an HMAC of each value (never the value),
+    # so a value in a later request gets the placeholder it got before: {"keys": {hmac: placeholder}, "counts"}.
+    placeholders = models.JSONField(default=dict)
+    first_seen_at = models.DateTimeField()
+    gave_up_at = models.DateTimeField(null=True, blank=True)
+    problem = models.TextField(blank=True, default="")
+    reported_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "trace_id"], name="otlptrace_unique_trace")]
+        indexes = [models.Index(fields=["first_seen_at"], condition=models.Q(gave_up_at__isnull=True),
+                                name="otlptrace_waiting")]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}/{self.trace_id}"

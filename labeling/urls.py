@@ -3,6 +3,7 @@ from django.urls import path
 from labeling.datasets import api as datasets_api
 from labeling.datasets import views as datasets
 from labeling.disputes import views as disputes
+from labeling.otlp import api as otlp_api
 from labeling.policies import api as policies_api
 from labeling.policies import views as policies
 from labeling.queue import views as queue
@@ -18,12 +19,14 @@ urlpatterns = [
     path("datasets/<slug:slug>/import/", datasets.dataset_import, name="dataset_import"),
     path("datasets/<slug:slug>/kinds/", datasets.dataset_kinds, name="dataset_kinds"),
     path("datasets/<slug:slug>/redaction/", datasets.dataset_redaction, name="dataset_redaction"),
+    path("datasets/<slug:slug>/policies/", datasets.dataset_policies, name="dataset_policies"),
     path("datasets/<slug:slug>/export/<str:kind>/", datasets.dataset_export, name="dataset_export"),
     path("cases/<int:case_id>/", datasets.case_detail, name="case_detail"),
     path("rubrics/new/", datasets.rubric_create, name="rubric_create"),
     path("rubrics/<slug:slug>/edit/", datasets.rubric_edit, name="rubric_edit"),
     path("api/datasets/<slug:slug>", datasets_api.dataset_read, name="api_dataset"),
     path("api/datasets/<slug:slug>/cases", datasets_api.dataset_cases, name="api_cases_ingest"),
+    path("api/otlp/v1/traces", otlp_api.otlp_traces, name="api_otlp_traces"),
     # Labeling: the reviewer's queue and history; leads' overview and disputes
     path("label/", queue.queue_start, name="queue_start"),
     path("label/history/", queue.history, name="history"),

@@ -18,4 +18,6 @@ if ! .venv/bin/python -m mypy; then
   echo "Type check failed: fix the errors above; the tests did not run." >&2
   exit 1
 fi
-exec .venv/bin/python -m pytest "$@"
+# Two processes by file (pytest-xdist): a module's fixtures stay in one process; tests/conftest.py gives each its
+# own Redis database. EVALHUB_TEST_PROCESSES=0 runs them in this process.
+exec .venv/bin/python -m pytest -n "${EVALHUB_TEST_PROCESSES:-2}" --dist loadfile "$@"

@@ -1,6 +1,7 @@
 """The small cast every test module shares: a reviewer, a lead, an outsider, an admin."""
 
 import os
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -26,6 +27,22 @@ def pytest_configure(config) -> None:
     # instead (tests/evalhub/test_serve.py runs the real thing, collectstatic and all).
     settings.STORAGES = {**settings.STORAGES, "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    _own_redis_database_per_test_process()
+
+
+def _own_redis_database_per_test_process() -> None:
+    """Under pytest-xdist, process gwN uses the Redis database N after the one configured, so one process's
+    workers never take (or flush) the other's tasks."""
+    worker, url = os.environ.get("PYTEST_XDIST_WORKER"), settings.CELERY_BROKER_URL
+    if not worker or not url.startswith("redis"):
+        return
+    parts = urlsplit(url)
+    database = int(parts.path.lstrip("/") or 0) + int(worker.removeprefix("gw"))
+    url = parts._replace(path=f"/{database}").geturl()
+    # Django's settings were read before this hook; the worker subprocesses the tests start read the environment.
+    settings.CELERY_BROKER_URL = os.environ["CELERY_BROKER_URL"] = url
+    from evalhub.celery import app
+    app.conf.broker_url = url
 
 
 def make_user(username: str, role: str = Role.REVIEWER, **extra) -> User:

@@ -13,25 +13,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("evalhub", "labeling", "judges")
 # Plain Python: the CI command imports these on a machine with no Django settings.
-DJANGO_FREE_PACKAGES = ("judges/engine", "judges/gate")
+DJANGO_FREE_PACKAGES = ("judges/engine", "judges/gate", "judges/editor")
 DJANGO_FREE_MODULES = (
     "labeling.importing.reading",
     # Finding credentials and redacting personal data: the CI command redacts and runs no_secrets too.
     "labeling.importing.credentials",
     "labeling.importing.redaction",
+    # Reading OTLP spans and making a case of a trace: pure, tested without a database.
+    "labeling.otlp.traces",
     # The calibration figures, rules and explorer: pure functions on frames, tested without a database.
     "judges.calibration.metrics",
     "judges.calibration.rules",
     "judges.calibration.explorer",
     "judges.calibration.estimates",
+    # What the editor is asked for synthetic cases and how its answer becomes cases: tested without a database.
+    "judges.synthetic.writing",
 )
 # The domain packages, bottom first. A package's services, selectors, tasks and other modules that are not
 # pages import only packages of its own level or below (a package above wires itself in through
 # judges/apps.py), and no two packages import each other both ways, within a level too.
 STACK = (
-    ("judges.engine", "judges.gate"),
+    ("judges.engine", "judges.gate", "judges.editor"),
     ("judges.calibration", "judges.configs", "judges.runs"),
-    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates"),
+    ("judges.probes", "judges.drift", "judges.traffic", "judges.estimates", "judges.synthetic"),
     ("judges.promotion",),
     ("evalhub.demo",),
 )

@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from evalhub.demo.labeling import RETURNS_POLICY_SLUG
+from evalhub.demo.synthetic import CASE_WRITER_MODEL, stand_in_case_writer
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
 from judges.estimates.services import audit_sample_draw
@@ -111,7 +112,8 @@ STAND_IN_RULES = {
 
 # Every model the demo's configs name. The stand-in costs nothing: each is priced at $0 per million tokens,
 # a known price (so runs show their cost and `evalhub-gate check --max-cost-usd` can keep its cap).
-STAND_IN_MODELS = ("stand-in-embeddings", "stand-in-judge", LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL)
+STAND_IN_MODELS = ("stand-in-embeddings", "stand-in-judge", LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL,
+                   CASE_WRITER_MODEL)
 
 
 def load_demo_prices(*, by_username: str = "lena") -> int:
@@ -131,6 +133,7 @@ def stand_in_configure(fake: FakeProvider) -> None:
     fake.control(rule=SEMANTIC_DEMO_RULE)
     for model, rule in STAND_IN_RULES.items():
         fake.control(model=model, rule=rule)
+    stand_in_case_writer(fake)
 
 
 @contextmanager

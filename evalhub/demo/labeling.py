@@ -416,7 +416,9 @@ def load_demo() -> dict:
     dataset, _ = Dataset.objects.get_or_create(
         slug=DATASET_SLUG,
         defaults={"name": "Store support", "description": "Northwind Goods' support agent: returns, shipping and "
-                                                          "order status through the lookup_order tool."},
+                                                          "order status through the lookup_order tool.",
+                  # Its cases are about the return policy: synthetic cases are written from it.
+                  "policies": [RETURNS_POLICY_SLUG]},
     )
     dataset.reviewers.add(rita, rob, ria)
     return_policy, _ = Rubric.objects.get_or_create(

@@ -223,7 +223,10 @@ def _above_reviewers_rule(test: dict | None, t: Thresholds, *, human: bool) -> R
 
 def config_models(spec: dict) -> list[str]:
     """Every model a judge config may call: its own, its secondary's and its semantic layer's embeddings model."""
-    named = [spec.get("model"), *((spec.get(part) or {}).get("model") for part in ("secondary", "semantic"))]
+    named = [spec.get("model"), *(
+        (spec.get(part) or {}).get("model")
+        for part in ("secondary", "semantic", "fallback", "second_opinion", "adjudicator")
+    )]
     return [model for model in named if model]
 
 

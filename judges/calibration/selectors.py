@@ -22,7 +22,7 @@ from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, FIRST_COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
-from judges.models import JudgeConfig, Judgment, Outcome, Run
+from judges.models import JudgeConfig, Judgment, Outcome, Run, Tier
 from labeling.disputes.agreement import agreement_figures, paired_labels
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, Rubric
@@ -170,16 +170,24 @@ def case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str,
 
 
 def contested_judgments(*, run: Run, case_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
-    """case_id → its contested judgments in repeat order, {repeat, primary, secondary} (the two judges'
-    verdicts), for these cases only (the report's contested table). One query."""
+    """case_id → its contested judgments in repeat order, {repeat, primary, secondary, adjudicator, decided_by}
+    (each judge's verdict, and who decided: the adjudicator, else the primary's verdict stands for a human to
+    decide), for these cases only (the report's contested table). One query."""
     rows = (
         Judgment.objects.filter(run=run, case_id__in=case_ids, contested=True)
         .order_by("case_id", "repeat")
-        .values_list("case_id", "repeat", "outcome", "secondary_outcome")
+        .values_list("case_id", "repeat", "outcome", "secondary_outcome", "judge", "opinions")
     )
     out: dict[int, list[dict[str, Any]]] = {}
-    for case_id, repeat, primary, secondary in rows:
-        out.setdefault(case_id, []).append({"repeat": repeat, "primary": primary, "secondary": secondary})
+    for case_id, repeat, outcome, secondary, judge, opinions in rows:
+        # Posted by CI as well: read defensively (ci_cases checks the shape; older rows have none).
+        opinions = {k: v for k, v in opinions.items() if isinstance(v, dict)} if isinstance(opinions, dict) else {}
+        first = opinions.get("primary") or opinions.get("fallback") or {}
+        adjudicator = (opinions.get("adjudicator") or {}).get("outcome")
+        out.setdefault(case_id, []).append({
+            "repeat": repeat, "primary": first.get("outcome", outcome), "secondary": secondary,
+            "adjudicator": adjudicator, "decided_by": "adjudicator" if judge == "adjudicator" else "human",
+        })
     return out
 
 
@@ -222,9 +230,9 @@ def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
     return [f"policy {ref['slug']} is at v{latest}; this run's config uses v{ref['version']}"]
 
 
-def newest_version(*, rubric_id: int) -> int | None:
-    """The rubric's newest non-external config version (an imported config never counts as newest)."""
-    return JudgeConfig.objects.filter(rubric_id=rubric_id, external=False).aggregate(v=Max("version"))["v"]
+def newest_version(*, rubric_id: int, tier: str = Tier.DEFAULT) -> int | None:
+    """The newest kept config version of the rubric's tier (an imported config never counts as newest)."""
+    return JudgeConfig.objects.filter(rubric_id=rubric_id).kept_of_tier(tier).aggregate(v=Max("version"))["v"]
 
 
 # Figures a package above calibration adds to runs' figures: bias probes (judges.probes) add "probes" and the
@@ -302,7 +310,7 @@ def run_rules(*, run: Run, figures: dict | None = None) -> list[RuleResult]:
     figures = run_figures(run=run) if figures is None else figures
     config = run.config
     reasons = figures["stale_reasons"] if "stale_reasons" in figures else stale_reasons(run=run)
-    newest = newest_version(rubric_id=config.rubric_id)
+    newest = newest_version(rubric_id=config.rubric_id, tier=config.tier)
     return evaluate_rules(
         figures=figures,
         repeats=run.repeats,

@@ -39,6 +39,7 @@ from judges.calibration.selectors import (
     shown_relaxed,
     shown_rules,
 )
+from judges.engine import JudgeConfig as EngineConfig
 from judges.models import Run
 from judges.probes.selectors import probe_panel
 from judges.runs import selectors
@@ -125,9 +126,21 @@ def _contested_rows(run: Run, cases: list[tuple[int, str, str]]) -> list[dict[st
 
 
 def _second_opinion(run: Run) -> dict | None:
-    """The config's second-opinion judge, or None (no secondary, or a fallback)."""
-    secondary = run.config.spec.get("secondary") or None
-    return secondary if secondary and secondary.get("role") == "second_opinion" else None
+    """The config's second-opinion judge ({model, when: "its modes, told", adjudicator: its model or None}),
+    or None (none, or only a fallback); an older `secondary` reads as the one it names."""
+    try:
+        cfg = EngineConfig.from_dict(run.config.spec)
+    except ValueError:  # an external config's spec is no engine config
+        return None
+    second = cfg.second_opinion_judge
+    if second is None:
+        return None
+    when = ", ".join(
+        w["mode"] + (f": {', '.join(w['categories'])}" if w.get("categories") else "")
+        + (f": {w['share']:.0%} of cases{'' if second.legacy else ' a run, rotating'}" if w.get("share") else "")
+        for w in second.when
+    )
+    return {"model": second.model, "when": when, "adjudicator": cfg.adjudicator.model if cfg.adjudicator else None}
 
 
 def _page_rows(run: Run, rows: list[dict], flipped: set[str]) -> list[dict]:

@@ -9,27 +9,60 @@ from django import forms
 
 from evalhub.params import has_nul
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
-from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, SECONDARY_MODES
+from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS
+from judges.engine.escalation import ESCALATION_ROLES, SECOND_OPINION_MODES
 from judges.engine.semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS
-from judges.models import ModelPrice
+from judges.models import ModelPrice, Tier
 from labeling.importing.reading import json_error, parse_json
 from labeling.models import Dataset, PolicyDocument
 
 DEFAULT_PARAMS = {"temperature": 0, "max_tokens": 400}
-SECONDARY_ROLE_CHOICES = [
-    ("", "— none —"),
-    ("fallback", "fallback: answers only when the judge cannot"),
-    ("second_opinion", "second opinion: judges too; where it disagrees the judgment is contested"),
-]
+# The judges beside the primary: (field, title, what it does), in the editor's order.
+OTHER_JUDGES = (
+    ("fallback", "Fallback", "Answers only when the judge cannot (down, timing out, answering nonsense)."),
+    ("second_opinion", "Second opinion",
+     "Judges too, from another model family, when any of the modes below asks; where the two disagree the "
+     "judgment is contested."),
+    ("adjudicator", "Adjudicator",
+     "Decides where the judge and the second opinion disagree: its verdict is the case's (the judgment stays "
+     "contested, keeping all three). Any family; usually a stronger model. Without one, humans decide."),
+)
 WHEN_LABELS = {
     "always": "always: on every judgment",
-    "categories": "on chosen categories only",
-    "borderline": "on borderline scores: within one point of the pass score (scores output)",
-    "sample": "on a sampled share of the cases (the same cases on every run)",
+    "sample": "on a rotating sample: a share of the cases each run, every case within ⌈1 / share⌉ runs",
+    "borderline": "on borderline verdicts: scores within one point of the pass score, or a similarity within "
+                  "0.05 under pass at",
+    "safety": "on safety-critical categories",
 }
-# The secondary's fields and the `when` fields, by the name the engine gives them in its errors.
-SECONDARY_FIELDS = ("provider", "model", "model_family", "base_url_env", "api_key_env", "params")
+# An other judge's fields and the `when` fields, by the name the engine gives them in its errors.
+JUDGE_FIELDS = ("provider", "model", "model_family", "base_url_env", "api_key_env", "params")
 WHEN_FIELDS = ("mode", "categories", "share")
+
+
+def _judge_fields(role: str) -> dict[str, forms.Field]:
+    """The editor's fields of one judge beside the primary (`fallback_model`, …): set when its model is."""
+    return {
+        f"{role}_provider": forms.ChoiceField(
+            choices=[("", "—"), *((p, p) for p in PROVIDERS)], required=False, label="Provider"),
+        f"{role}_model": forms.CharField(
+            max_length=200, required=False, label="Model",
+            help_text="Blank: none." + (
+                " Of another model family than the judge (gpt-… is openai, claude-… anthropic, gemini-… google, "
+                "llama… meta): a second deployment of the same family is no second opinion."
+                if role == "second_opinion" else "")),
+        f"{role}_model_family": forms.CharField(
+            max_length=50, required=False, label="Model family",
+            help_text="Only where the model's name says nothing (a local model)."),
+        f"{role}_base_url_env": forms.CharField(
+            max_length=100, required=False, label="Base URL variable",
+            help_text="The NAME of the variable holding its endpoint (openai-compatible), never the URL."),
+        f"{role}_api_key_env": forms.CharField(
+            max_length=100, required=False, label="API key variable",
+            help_text="The NAME of the variable holding its key, never the key."),
+        f"{role}_params": JsonText(
+            rows=2, label="Parameters",
+            help_text="Blank: the judge's temperature and max_tokens (its other parameters may be vendor-specific)."),
+    }
 
 
 def _unix_newlines(text: str) -> str:
@@ -184,48 +217,30 @@ class JudgeConfigForm(forms.Form):
         help_text="Optional, with the behavioral layer: below it the case fails without the judge; between the "
         "two the judge decides. Without a judge, every case below “pass at” fails.",
     )
-    # The secondary judge, field by field (the engine's `secondary` object; `when` for a second opinion).
-    secondary_role = forms.ChoiceField(choices=SECONDARY_ROLE_CHOICES, required=False, label="Role")
-    secondary_provider = forms.ChoiceField(
-        choices=[("", "—"), *((p, p) for p in PROVIDERS)], required=False, label="Provider",
-    )
-    secondary_model = forms.CharField(
-        max_length=200, required=False, label="Model",
-        help_text="A second opinion must be of another model family than the judge (gpt-… is openai, claude-… "
-        "anthropic, gemini-… google, llama… meta): a second deployment of the same family is no second opinion.",
-    )
-    secondary_model_family = forms.CharField(
-        max_length=50, required=False, label="Model family",
-        help_text="Only where the model's name says nothing (a local model).",
-    )
-    secondary_base_url_env = forms.CharField(
-        max_length=100, required=False, label="Base URL variable",
-        help_text="The NAME of the variable holding its endpoint (openai-compatible), never the URL.",
-    )
-    secondary_api_key_env = forms.CharField(
-        max_length=100, required=False, label="API key variable",
-        help_text="The NAME of the variable holding its key, never the key.",
-    )
-    secondary_params = JsonText(
-        rows=2, label="Parameters",
-        help_text="Blank: the judge's temperature and max_tokens (its other parameters may be vendor-specific).",
-    )
-    when_mode = forms.ChoiceField(
-        choices=[(m, WHEN_LABELS[m]) for m in SECONDARY_MODES], initial="always", required=False,
-        label="Asked", help_text="Second opinion only.",
+    # The second opinion's modes (the engine's `second_opinion.when`); the judges' own fields come in __init__.
+    when_modes = forms.MultipleChoiceField(
+        choices=[(m, WHEN_LABELS[m]) for m in SECOND_OPINION_MODES], required=False,
+        widget=forms.CheckboxSelectMultiple, label="Asked", help_text="Any of these; none chosen: always.",
     )
     when_categories = forms.CharField(
         max_length=500, required=False, label="Categories",
-        help_text="Comma-separated, for “on chosen categories”: the safety-critical ones (adversarial, policy, …).",
+        help_text="Comma-separated, for “safety-critical categories” (adversarial, policy, …).",
     )
     when_share = forms.FloatField(
         required=False, label="Share", min_value=0.0, max_value=1.0,
-        help_text="For “a sampled share”: 0.2 asks on a fifth of the cases, chosen by a hash of each case id.",
+        help_text="For “a rotating sample”: 0.2 asks on a fifth of the cases each run, another fifth the next.",
     )
     note = forms.CharField(max_length=300, required=False, help_text="What this version changes, for the list.")
+    tier = forms.ChoiceField(
+        choices=Tier.choices, initial=Tier.DEFAULT, required=False,
+        help_text="default: the judge CI runs on pull requests. release: a stronger judge, promoted with its own "
+        "evidence, that CI's release job runs (evalhub-gate check --tier release). An edit keeps its version's tier.",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        for role in ESCALATION_ROLES:
+            self.fields.update(_judge_fields(role))
         # Every policy version, newest first within a slug: one query.
         versions = PolicyDocument.objects.order_by("slug", "-version").values_list("slug", "version")
         self.fields["policy_ref"].choices = [("", "— none: the text below —"), *(
@@ -239,18 +254,13 @@ class JudgeConfigForm(forms.Form):
         initial["policy_ref"] = f"{ref['slug']}@{ref['version']}" if ref else ""
         for name in ("provider", "model", "model_family", "base_url_env", "api_key_env"):
             initial[name] = initial.get(name) or ""
-        secondary = spec.get("secondary") or {}
-        if secondary:
-            initial["secondary_role"] = secondary.get("role", "")
-            for name in SECONDARY_FIELDS:
-                initial[f"secondary_{name}"] = secondary.get(name) or ("" if name != "params" else None)
-            when = secondary.get("when") or {"mode": "always"}
-            initial["when_mode"] = when.get("mode", "always")
-            initial["when_categories"] = ", ".join(when.get("categories") or [])
-            initial["when_share"] = when.get("share")
+        initial.update(_other_judges_initial(spec))
         for name, value in (spec.get("semantic") or {}).items():
             initial[f"semantic_{name}"] = "" if value is None and name not in ("dimensions", "fail_below") else value
         return initial
+
+    def clean_tier(self) -> str:
+        return self.cleaned_data["tier"] or Tier.DEFAULT  # a form posted without it (a script) saves the default tier
 
     def clean_json_schema(self) -> Any:
         schema = self.cleaned_data["json_schema"]
@@ -275,29 +285,37 @@ class JudgeConfigForm(forms.Form):
             "fail_below": data["semantic_fail_below"],
         }
 
-    def _secondary_spec(self) -> dict | None:
-        """The engine's `secondary` object from the fields, or None when no role is chosen."""
+    def _judge_spec(self, role: str) -> dict | None:
+        """The engine's object of one judge beside the primary from its fields, or None when no model is named."""
         data = self.cleaned_data
-        if not data["secondary_role"]:
+        if not data[f"{role}_model"].strip():
             return None
-        secondary = {
-            "role": data["secondary_role"],
-            "provider": data["secondary_provider"] or None,  # the engine names a missing one
-            "model": data["secondary_model"].strip(),
-            "model_family": _blank_to_none(data["secondary_model_family"]),
-            "base_url_env": _blank_to_none(data["secondary_base_url_env"]),
-            "api_key_env": _blank_to_none(data["secondary_api_key_env"]),
-            "params": data["secondary_params"] if data["secondary_params"] is not None else {},
+        judge = {
+            "provider": data[f"{role}_provider"] or None,  # the engine names a missing one
+            "model": data[f"{role}_model"].strip(),
+            "model_family": _blank_to_none(data[f"{role}_model_family"]),
+            "base_url_env": _blank_to_none(data[f"{role}_base_url_env"]),
+            "api_key_env": _blank_to_none(data[f"{role}_api_key_env"]),
+            "params": data[f"{role}_params"] if data[f"{role}_params"] is not None else {},
         }
-        if data["secondary_role"] == "second_opinion":
-            mode = data["when_mode"] or "always"
-            when: dict[str, Any] = {"mode": mode}
-            if mode == "categories":
-                when["categories"] = [c.strip() for c in data["when_categories"].split(",") if c.strip()]
-            if mode == "sample":
-                when["share"] = data["when_share"]
-            secondary["when"] = when
-        return secondary
+        if role == "second_opinion":
+            when: list[dict[str, Any]] = []
+            for mode in data["when_modes"] or ["always"]:
+                one: dict[str, Any] = {"mode": mode}
+                if mode == "safety":
+                    one["categories"] = [c.strip() for c in data["when_categories"].split(",") if c.strip()]
+                if mode == "sample":
+                    one["share"] = data["when_share"]
+                when.append(one)
+            judge["when"] = when
+        return judge
+
+    def judge_sections(self) -> list[tuple[str, str, str, list[forms.BoundField]]]:
+        """(role, title, what it does, its bound fields) of each judge beside the primary, for the template."""
+        return [
+            (role, title, about, [self[f"{role}_{name}"] for name in JUDGE_FIELDS])
+            for role, title, about in OTHER_JUDGES
+        ]
 
     def to_spec(self) -> dict:
         """The engine's config dict (without rubric and criteria) from the cleaned fields."""
@@ -325,16 +343,18 @@ class JudgeConfigForm(forms.Form):
             "max_attempts": data["max_attempts"],
             "base_url_env": _blank_to_none(data["base_url_env"]),
             "api_key_env": _blank_to_none(data["api_key_env"]),
-            "secondary": self._secondary_spec(),
+            # The editor writes the new form: an older `secondary` saved again is a new version.
+            "secondary": None,
             "semantic": self._semantic_spec(),
+            **{role: self._judge_spec(role) for role in ESCALATION_ROLES},
         }
 
     def add_engine_error(self, error: ValueError) -> None:
         """The engine names the field first ("params.temperature: …"): show its message on that field.
 
-        The secondary's are "secondary.model: …" and "secondary.when.share: …"; its own checks
-        ("secondary: …", the same-family refusal above all) go on its model or its role. A refusal
-        of environment variable names carries one message per variable, each put on its field.
+        Another judge's are "fallback.model: …" and "second_opinion.when[0].share: …"; its own checks
+        ("second_opinion: …", the same-family refusal above all) go on its model. A refusal of environment
+        variable names carries one message per variable, each put on its field.
         """
         for message in getattr(error, "messages", None) or [str(error)]:
             self._add_engine_message(message)
@@ -344,14 +364,41 @@ class JudgeConfigForm(forms.Form):
         name = path[0]
         if name == "semantic":
             name = f"semantic_{path[1]}" if len(path) >= 2 and path[1] in SEMANTIC_FIELDS else "semantic_model"
-        elif name == "secondary":
-            if len(path) >= 3 and path[1] == "when" and path[2] in WHEN_FIELDS:
-                name = f"when_{path[2]}"
-            elif len(path) >= 2 and path[1] in SECONDARY_FIELDS:
-                name = f"secondary_{path[1]}"
+        elif name in ESCALATION_ROLES:
+            inner = path[1].split("[")[0] if len(path) >= 2 else ""
+            if inner == "when":
+                last = path[-1] if len(path) >= 3 else ""
+                name = f"when_{last}" if last in ("categories", "share") else "when_modes"
+            elif inner in JUDGE_FIELDS:
+                name = f"{name}_{inner}"
             else:
-                name = "secondary_model" if "model family" in message else "secondary_role"
+                name = f"{name}_model"
         self.add_error(name if name in self.fields else None, message)
+
+
+def _other_judges_initial(spec: dict) -> dict[str, Any]:
+    """The editor's fields of the judges beside the primary, from a spec: its fallback, second_opinion and
+    adjudicator, or an older `secondary` read as the one it names (its `categories` mode as `safety`)."""
+    judges = {role: spec.get(role) for role in ESCALATION_ROLES}
+    secondary = spec.get("secondary")
+    if secondary:
+        judges[secondary.get("role", "fallback")] = secondary
+        if secondary.get("role") == "second_opinion":
+            when = dict(secondary.get("when") or {"mode": "always"})
+            if when.get("mode") == "categories":
+                when["mode"] = "safety"
+            judges["second_opinion"] = {**secondary, "when": [when]}
+    initial: dict[str, Any] = {}
+    for role, judge in judges.items():
+        if not judge:
+            continue
+        for name in JUDGE_FIELDS:
+            initial[f"{role}_{name}"] = judge.get(name) or ("" if name != "params" else None)
+    when_list = (judges.get("second_opinion") or {}).get("when") or []
+    initial["when_modes"] = [w.get("mode") for w in when_list]
+    initial["when_categories"] = ", ".join(c for w in when_list for c in (w.get("categories") or []))
+    initial["when_share"] = next((w.get("share") for w in when_list if w.get("mode") == "sample"), None)
+    return initial
 
 
 class PreviewForm(forms.Form):

@@ -12,15 +12,29 @@ from judges.configs.cases import engine_case
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
-from judges.models import JudgeConfig, ModelPrice, Run
+from judges.models import JudgeConfig, ModelPrice, Run, Tier
 from labeling.models import Case, Dataset, Label, Rubric
 from labeling.policies.selectors import policy_newest_versions
+
+
+# The judges beside the primary, by the spec's field and how a page names them.
+OTHER_JUDGES = (
+    ("secondary", "secondary model"), ("fallback", "fallback"), ("second_opinion", "second opinion"),
+    ("adjudicator", "adjudicator"),
+)
+
+
+def judge_models(spec: dict) -> list[tuple[str, str]]:
+    """(how a page names it, model) of every judge model the spec names: the primary's, then the others'."""
+    named = [("model", spec.get("model"))]
+    named += [(where, (spec.get(part) or {}).get("model")) for part, where in OTHER_JUDGES]
+    return [(where, model) for where, model in named if model]
 
 
 def alias_warnings(spec: dict) -> list[str]:
     """A model named by a moving alias can change the gate's verdicts without any config change."""
     warnings = []
-    for where, model in (("model", spec.get("model")), ("secondary model", (spec.get("secondary") or {}).get("model"))):
+    for where, model in judge_models(spec):
         if model and not is_pinned_snapshot(model):
             warnings.append(
                 f"The {where} {model!r} is an alias, not a pinned snapshot: the provider can change what it "
@@ -42,9 +56,29 @@ def key_warnings(spec: dict) -> list[str]:
     ]
 
 
+def adjudicator_warnings(spec: dict) -> list[str]:
+    """The adjudicator decides where two judges disagree: one cheaper than either (by the price table, the
+    only measure of strength the app has) is likely the weaker model, and its word the less trustworthy."""
+    adjudicator = (spec.get("adjudicator") or {}).get("model")
+    if not adjudicator:
+        return []
+    judges = [spec.get("model"), (spec.get("second_opinion") or {}).get("model")]
+    prices = {p.model: p.input_per_mtok + p.output_per_mtok
+              for p in ModelPrice.objects.filter(model__in=[adjudicator, *judges])}
+    if adjudicator not in prices:
+        return [f"The adjudicator {adjudicator!r} has no price, so whether it is stronger than the judges it decides "
+                "between cannot be told: add its price."]
+    cheaper_than = [m for m in judges if m in prices and prices[adjudicator] < prices[m]]
+    if not cheaper_than:
+        return []
+    return [f"The adjudicator {adjudicator!r} costs less than {', '.join(repr(m) for m in cheaper_than)} by the price "
+            "table: it is likely the weaker model, yet its verdict decides where the two judges disagree."]
+
+
 def config_warnings(spec: dict) -> list[str]:
-    """What a lead should know about a config before running it: aliases, a missing key variable."""
-    return alias_warnings(spec) + key_warnings(spec)
+    """What a lead should know about a config before running it: aliases, a missing key variable, a weaker
+    adjudicator."""
+    return alias_warnings(spec) + key_warnings(spec) + adjudicator_warnings(spec)
 
 
 def mark_policy_behind(configs: list[JudgeConfig]) -> list[JudgeConfig]:
@@ -63,7 +97,8 @@ def rubrics_with_configs() -> QuerySet[Rubric]:
     """Every rubric with how many judge config versions and runs it has, and its newest version."""
     return Rubric.objects.annotate(
         config_count=Count("judge_configs", distinct=True),
-        newest_version=Max("judge_configs__version", filter=Q(judge_configs__external=False)),
+        newest_version=Max("judge_configs__version",
+                           filter=Q(judge_configs__external=False, judge_configs__tier=Tier.DEFAULT)),
         run_count=Count("judge_configs__runs", distinct=True, filter=Q(judge_configs__runs__parent__isnull=True)),
     ).order_by("slug")
 
@@ -78,9 +113,10 @@ def rubric_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
     )
 
 
-def newest_config(*, rubric: Rubric) -> JudgeConfig | None:
-    """The version an edit starts from: the newest one that is not an imported (external) config."""
-    return rubric.judge_configs.filter(external=False).order_by("-version").first()
+def newest_config(*, rubric: Rubric, tier: str = Tier.DEFAULT) -> JudgeConfig | None:
+    """The newest kept version of a tier (JudgeConfigQuerySet.kept_of_tier): what an edit of that tier starts from,
+    and the one a promotion or renewal of that tier needs a run of."""
+    return JudgeConfig.objects.filter(rubric=rubric).kept_of_tier(tier).first()
 
 
 def config_for_page(config_id: int) -> JudgeConfig:
@@ -114,13 +150,10 @@ def prices_for_list() -> QuerySet[ModelPrice]:
 
 
 def models_without_price() -> list[str]:
-    """Models that saved configs name (primary or secondary) and the price table lacks."""
+    """Models that saved configs name (every judge's, the embeddings') and the price table lacks."""
     named: set[str] = set()
     for spec in JudgeConfig.objects.filter(external=False).values_list("spec", flat=True):
-        if spec.get("model"):
-            named.add(spec["model"])
-        if (spec.get("secondary") or {}).get("model"):
-            named.add(spec["secondary"]["model"])
+        named.update(model for _, model in judge_models(spec))
         if (spec.get("semantic") or {}).get("model"):
             named.add(spec["semantic"]["model"])
     priced = set(ModelPrice.objects.filter(model__in=named).values_list("model", flat=True))
@@ -184,6 +217,34 @@ class PromptPreview:
     references: list[tuple[str, str]] | None = None
     references_error: str = ""
     behavioral: bool = True
+    # Who is sent this same prompt: (who, model, when), the primary first (judges_sent).
+    judges: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def judges_sent(spec: dict) -> list[tuple[str, str, str]]:
+    """(who, model, when) of each judge a spec sends the prompt to: the primary, the fallback, the second opinion
+    (its modes) and the adjudicator; an older `secondary` as the one it names."""
+    if not spec.get("model"):
+        return []
+    parts = {role: spec.get(role) or {} for role in ("fallback", "second_opinion", "adjudicator")}
+    secondary = spec.get("secondary") or {}
+    if secondary.get("model"):
+        parts[secondary.get("role") or "fallback"] = secondary
+    modes = parts["second_opinion"].get("when") or [{"mode": "always"}]
+    if isinstance(modes, dict):  # an older `secondary`'s one mode
+        modes = [modes]
+    described = ", ".join(
+        str(w.get("mode")) + (f" {w['share']}" if w.get("share") else "") for w in modes if isinstance(w, dict)
+    )
+    sent = [("judge", str(spec["model"]), "every case the earlier layers leave")]
+    for role, who, when in (
+        ("fallback", "fallback", "when the judge cannot answer"),
+        ("second_opinion", "second opinion", f"when: {described}"),
+        ("adjudicator", "adjudicator", "where the judge and the second opinion disagree"),
+    ):
+        if parts[role].get("model"):
+            sent.append((who, str(parts[role]["model"]), when))
+    return sent
 
 
 def preview_case(*, dataset: Dataset, case_id: str) -> Case:
@@ -223,7 +284,7 @@ def preview_panel(
 
 def prompt_preview(
     *, case: Case | None, error: str = "", template: str, criteria: str, policy: str, output_kind: str,
-    semantic: dict | None = None, behavioral: bool = True,
+    semantic: dict | None = None, behavioral: bool = True, judges: list[tuple[str, str, str]] | None = None,
 ) -> PromptPreview:
     """The (system, user) messages the engine would send for `case`, built by the engine's own function,
     and, with a `semantic` block, the references the semantic layer compares the answer with.
@@ -257,4 +318,5 @@ def prompt_preview(
         found.error = f"The prompt template cannot be filled in: {exc!r}"
         return found
     found.system, found.user = system, user
+    found.judges = judges or []
     return found

@@ -7,7 +7,7 @@ from django.db.models import Max
 
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import env_name_refusals
-from judges.models import JudgeConfig, ModelPrice
+from judges.models import JudgeConfig, ModelPrice, Tier
 from labeling.models import PolicyDocument, Rubric
 
 
@@ -38,15 +38,20 @@ def with_policy(spec: dict) -> dict:
     return {**spec, "policy": policy.text, "policy_sha256": policy.sha256}
 
 
-def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False) -> JudgeConfig:
-    """Validate `spec` with the engine and save it as the rubric's next version.
+def judge_config_save(
+    *, rubric: Rubric, spec: dict, by, note: str = "", external: bool = False, tier: str = Tier.DEFAULT
+) -> JudgeConfig:
+    """Validate `spec` with the engine and save it as the rubric's next version, of `tier`.
 
     The rubric's slug and current criteria are copied in: a config keeps the criteria it was saved
     with; so is the text of the policy document version it references (`with_policy`). Saving what
-    the newest version already says returns that version instead of a duplicate.
+    the newest version of its tier already says returns that version instead of a duplicate. The tier is not
+    in the spec, so not hashed; versions are numbered across the rubric's tiers.
     Raises ValueError (naming the field) when the engine refuses the spec, EnvNamesRefused when it
     names a variable a judge may not read (settings.EVALHUB_JUDGE_ENV_ALLOW adds allowed names).
     """
+    if tier not in Tier.values:
+        raise ValueError(f"tier: expected one of {', '.join(Tier.values)}, got {tier!r}")
     spec = with_policy({**spec, "rubric": rubric.slug, "criteria": rubric.criteria})
     spec.pop("config_hash", None)
     engine_config = EngineConfig.from_dict(spec)
@@ -55,7 +60,8 @@ def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", externa
         raise EnvNamesRefused(refusals)
     with transaction.atomic():
         Rubric.objects.select_for_update().filter(pk=rubric.pk).first()  # serialise version numbers
-        newest = rubric.judge_configs.filter(external=external).order_by("-version").first()
+        same_kind = JudgeConfig.objects.filter(rubric=rubric, external=external, tier=tier)
+        newest = same_kind.order_by("-version").first()
         if newest is not None and newest.config_hash == engine_config.config_hash:
             return newest
         version = (rubric.judge_configs.aggregate(v=Max("version"))["v"] or 0) + 1
@@ -65,6 +71,7 @@ def judge_config_save(*, rubric: Rubric, spec: dict, by, note: str = "", externa
             spec=engine_config.to_dict(),
             config_hash=engine_config.config_hash,
             external=external,
+            tier=tier,
             note=note,
             created_by=by,
         )

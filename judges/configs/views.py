@@ -17,8 +17,8 @@ from evalhub.http import HtmxHttpRequest
 from evalhub.params import object_id, whole
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
-from judges.configs.forms import JudgeConfigForm, ModelPriceForm, PreviewForm
-from judges.models import JudgeConfig, ModelPrice
+from judges.configs.forms import OTHER_JUDGES, JudgeConfigForm, ModelPriceForm, PreviewForm
+from judges.models import JudgeConfig, ModelPrice, Tier
 from judges.probes.selectors import self_preference, version_probe_rows
 from judges.promotion.selectors import evidence_for
 from labeling.models import PolicyDocument, Rubric
@@ -71,7 +71,12 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     base = None
     if from_id := object_id(request.GET.get("from")):
         base = get_object_or_404(JudgeConfig, pk=from_id, rubric=rubric, external=False)
+    # ?tier=release starts the tier's newest version, or, before it has one, from the default tier's newest.
+    tier = request.GET.get("tier") if request.GET.get("tier") in Tier.values else None
+    if base is None and tier is not None:
+        base = selectors.newest_config(rubric=rubric, tier=tier)
     base = base or selectors.newest_config(rubric=rubric)
+    tier = base.tier if base is not None and tier is None else (tier or Tier.DEFAULT)
     if request.method == "POST":
         form = JudgeConfigForm(request.POST)
         preview_form = PreviewForm(request.POST)
@@ -84,7 +89,7 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
                 return redirect("judges:config_detail", config_id=config.pk)
     else:
         initial = JudgeConfigForm.initial_from_spec(base.spec) if base else {}
-        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request)})
+        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request), "tier": tier})
         preview_form = _preview_start(rubric)
     return render(request, "judges/configs/config_form.html", {
         "rubric": rubric, "form": form, "base": base, "preview_form": preview_form,
@@ -118,10 +123,11 @@ def _explored_thresholds(request: HttpRequest) -> dict:
 
 
 def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) -> JudgeConfig | None:
-    newest_before = selectors.newest_config(rubric=rubric)
+    tier = form.cleaned_data["tier"]
+    newest_before = selectors.newest_config(rubric=rubric, tier=tier)
     try:
         config = services.judge_config_save(
-            rubric=rubric, spec=form.to_spec(), by=request.user, note=form.cleaned_data["note"],
+            rubric=rubric, spec=form.to_spec(), by=request.user, note=form.cleaned_data["note"], tier=tier,
         )
     except ValueError as exc:
         form.add_engine_error(exc)
@@ -130,7 +136,8 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
         messages.info(request, f"Nothing changed: v{config.version} already says exactly this, so no new version "
                                "was saved.")
     else:
-        messages.success(request, f"Saved {rubric.slug} v{config.version} (config_hash {config.config_hash[:12]}…)."
+        in_tier = "" if config.tier == Tier.DEFAULT else f" in the {config.tier} tier"
+        messages.success(request, f"Saved {rubric.slug} v{config.version}{in_tier} (config_hash {config.config_hash[:12]}…)."
                                   + _what_a_candidate_changes(rubric, config))
     # The config page the save redirects to shows the warnings: once, not again as messages.
     return config
@@ -138,7 +145,7 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
 
 def _what_a_candidate_changes(rubric: Rubric, config: JudgeConfig) -> str:
     """What saving a newer version of a promoted rubric does and does not change (docs/promotion.md)."""
-    evidence = evidence_for(rubric=rubric)
+    evidence = evidence_for(rubric=rubric) if config.tier == Tier.DEFAULT else None
     if evidence is None or evidence.run is None:
         return ""
     used = evidence.run.config.version
@@ -165,6 +172,13 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
         dataset=dataset, case_id=case_id, search=search, template=text("prompt_template"),
         criteria=rubric.criteria, policy=_preview_policy(text("policy_ref"), text("policy")),
         output_kind=text("output_kind") or "verdict", semantic=semantic, behavioral="behavioral" in layers,
+        judges=selectors.judges_sent({
+            "model": text("model"),
+            **{role: {"model": text(f"{role}_model")} for role, _, _ in OTHER_JUDGES},
+            "second_opinion": {"model": text("second_opinion_model"), "when": [
+                {"mode": mode, "share": form["when_share"].value()} for mode in form["when_modes"].value() or []
+            ] or None},
+        }),
     )
     return {"picker": picker, "preview": preview}
 
@@ -193,23 +207,24 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
         picker, preview = selectors.preview_panel(
             dataset=dataset, case_id=case_id, search=search, template=spec["prompt_template"],
             criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
-            semantic=spec.get("semantic"), behavioral=behavioral,
+            semantic=spec.get("semantic"), behavioral=behavioral, judges=selectors.judges_sent(spec),
         )
         panel = {"picker": picker, "preview": preview}
         if request.htmx:
             return _preview_response(request, panel)
         panel |= {"preview_form": preview_form, "preview_url": request.path, "preview_method": "get"}
-    named = (spec.get("model"), (spec.get("secondary") or {}).get("model"), (spec.get("semantic") or {}).get("model"))
-    models = [m for m in named if m]
+    named = [model for _, model in selectors.judge_models(spec)] + [(spec.get("semantic") or {}).get("model")]
+    models = list(dict.fromkeys(m for m in named if m))
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=models)}
     return render(request, "judges/configs/config_detail.html", {
         "config": config, "rubric": config.rubric, "spec_json": _pretty(spec),
         "json_schema_text": _pretty(spec["json_schema"]) if spec.get("json_schema") else "",
         "warnings": [] if config.external else selectors.config_warnings(spec) + _self_preference(config),
         "behavioral": behavioral, "previewed": bool(panel), **panel,
+        "other_judges": [(role, title, spec[role]) for role, title, _ in OTHER_JUDGES if spec.get(role)],
         "prices": [(m, prices.get(m)) for m in models],
         "runs": selectors.config_recent_runs(config=config),
-        "newest": selectors.newest_config(rubric=config.rubric),
+        "newest": selectors.newest_config(rubric=config.rubric, tier=config.tier),
     })
 
 

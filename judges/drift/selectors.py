@@ -8,19 +8,26 @@ appeared after the evidence was judged, so the evidence never measured the judge
 
 from __future__ import annotations
 
+import hashlib
+import math
+from collections import Counter, defaultdict
 from datetime import datetime
+from typing import Any
 
 import pandas as pd
-from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
-from judges.calibration.metrics import CASE_COLUMNS, COLUMNS
+from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, wilson_interval
 from judges.calibration.selectors import case_frame, not_evaluated_judgments, pct
-from judges.models import DriftCheck, RubricEvent, Run
-from labeling.models import Adjudication, Label, Rubric
+from judges.models import DriftCheck, Judgment, RubricEvent, Run, Tier
+from labeling.models import Adjudication, Case, Label, Rubric
 
 # Drift (docs/promotion.md): on at least 20 new cases, the Wilson upper bound of their agreement below the floor.
 DRIFT_MIN_NEW_CASES = 20
 DRIFT_SHOWN = 60  # checks drawn on the promotion page's chart, newest last
+# The fresh sample (docs/promotion.md, "Fresh drift sample"): EVALHUB_DRIFT_FRESH_SHARE of the unchanged cases, at
+# least this many (all of them when there are fewer).
+DRIFT_FRESH_MIN_CASES = 20
 
 
 # A rubric's evidence is promotion's word (judges.promotion), read here because drift re-judges it and
@@ -30,20 +37,23 @@ EVIDENCE_KINDS = (RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW)
 CI_KINDS = (*EVIDENCE_KINDS, RubricEvent.Kind.SWITCH)
 
 
-def ci_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
-    """The entry that chose the config CI runs for each rubric above draft, with its run or config and author.
+def ci_events(*, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT) -> QuerySet[RubricEvent]:
+    """The entry that chose the config CI runs for each rubric above draft, in `tier`, with its run or config and
+    author.
 
-    One query: the newest promotion, renewal or switch of each rubric, unless a demotion to draft came
-    after it (ids grow with time, so "later" is a greater id). An entry with a run is the rubric's
-    evidence; one naming only a config (observe without evidence) has none.
+    One query: the newest promotion, renewal or switch of each rubric in the tier, unless a demotion to draft came
+    after it (ids grow with time, so "later" is a greater id), or, for the release tier, a release demotion (which
+    withdraws it). An entry with a run is the tier's evidence; one naming only a config (observe without evidence)
+    has none.
     """
     later = RubricEvent.objects.filter(rubric=OuterRef("rubric"), pk__gt=OuterRef("pk"))
+    demoted = Q(to_stage=Rubric.Stage.DRAFT) if tier == Tier.DEFAULT else Q(to_stage=Rubric.Stage.DRAFT) | Q(tier=tier)
     events = (
-        RubricEvent.objects.filter(kind__in=CI_KINDS)
+        RubricEvent.objects.filter(kind__in=CI_KINDS, tier=tier)
         .exclude(rubric__stage=Rubric.Stage.DRAFT)
         .annotate(
-            superseded=Exists(later.filter(kind__in=CI_KINDS)),
-            reset=Exists(later.filter(kind=RubricEvent.Kind.DEMOTE, to_stage=Rubric.Stage.DRAFT)),
+            superseded=Exists(later.filter(kind__in=CI_KINDS, tier=tier)),
+            reset=Exists(later.filter(demoted, kind=RubricEvent.Kind.DEMOTE)),
         )
         .filter(superseded=False, reset=False)
         .select_related("rubric", "run__config", "run__dataset", "config", "by")
@@ -53,10 +63,10 @@ def ci_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
     return events.order_by("rubric__slug")
 
 
-def evidence_events(*, rubric_ids: list[int] | None = None) -> QuerySet[RubricEvent]:
-    """The promotion or renewal event holding each promoted rubric's evidence (`ci_events` with a run): none for
-    a rubric observed without evidence, or whose CI config was switched since."""
-    return ci_events(rubric_ids=rubric_ids).filter(run__isnull=False)
+def evidence_events(*, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT) -> QuerySet[RubricEvent]:
+    """The promotion or renewal event holding each promoted rubric's evidence in `tier` (`ci_events` with a run):
+    none for a rubric observed without evidence, or whose CI config was switched since."""
+    return ci_events(rubric_ids=rubric_ids, tier=tier).filter(run__isnull=False)
 
 
 def old_case_ids(*, rubric: Rubric, dataset_id: int, since: datetime) -> set[int]:
@@ -131,3 +141,74 @@ def drift_at_work(*, rubric: Rubric) -> Run | None:
     return Run.objects.filter(
         drift_check__rubric=rubric, status__in=[Run.Status.QUEUED, Run.Status.RUNNING]
     ).order_by("-pk").first()
+
+
+# ---- the fresh sample: unchanged cases judged anew ------------------------------------------------------
+
+
+def fresh_sample_ids(*, evidence: Run, share: float) -> list[int]:
+    """The cases the next drift check of `evidence` re-judges fresh: of the unchanged cases (judged by the evidence
+    run, answered, and neither created nor changed since it finished), ⌈share · N⌉ and at least
+    DRIFT_FRESH_MIN_CASES, in a fixed order seeded by the evidence run, each check taking the next window of it, so
+    every unchanged case is judged fresh within ⌈N / size⌉ checks. [] when `share` is 0. Three queries."""
+    if share <= 0 or evidence.finished_at is None:
+        return []
+    judged = Judgment.objects.filter(run=evidence, case=OuterRef("pk"))
+    unchanged = list(
+        Case.objects.answered().filter(
+            dataset_id=evidence.dataset_id, created_at__lte=evidence.finished_at,
+            content_changed_at__lte=evidence.finished_at,
+        ).filter(Exists(judged)).values_list("pk", flat=True)
+    )
+    if not unchanged:
+        return []
+    order = sorted(unchanged, key=lambda pk: hashlib.sha256(f"{evidence.pk}:{pk}".encode()).hexdigest())
+    size = min(len(order), max(DRIFT_FRESH_MIN_CASES, math.ceil(share * len(order))))
+    turn = DriftCheck.objects.filter(evidence_run=evidence, fresh_run__isnull=False).count()
+    start = (turn * size) % len(order)
+    return sorted((order + order)[start : start + size])
+
+
+def majority(outcomes: list[str]) -> str | None:
+    """A case's verdict over its repeats: the majority of its evaluated ones; None on a tie or with none."""
+    counts = Counter(o for o in outcomes if o in ("pass", "fail"))
+    if counts["pass"] == counts["fail"]:
+        return None
+    return "pass" if counts["pass"] > counts["fail"] else "fail"
+
+
+def changed_verdicts(fresh: dict[int, list[str]], cached: dict[int, list[str]]) -> tuple[int, int]:
+    """(cases compared, cases whose fresh majority differs from the cached one): a case counts when both runs
+    give it a majority."""
+    pairs = [(majority(fresh[case]), majority(cached.get(case, []))) for case in fresh]
+    compared = [(a, b) for a, b in pairs if a is not None and b is not None]
+    return len(compared), sum(a != b for a, b in compared)
+
+
+def fresh_comparison(*, check: DriftCheck) -> dict[str, Any]:
+    """The fresh sample's figures for the DriftCheck row: its cases compared, those changed, and the Wilson
+    interval of their share; all None without a fresh run. One query."""
+    if check.fresh_run_id is None:
+        return {"fresh_n": None, "fresh_changed": None, "fresh_ci95": None}
+    sampled = Judgment.objects.filter(run_id=check.fresh_run_id).values("case_id")
+    rows = Judgment.objects.filter(run_id__in=[check.run_id, check.fresh_run_id], case_id__in=sampled)
+    outcomes: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for run_id, case_id, outcome in rows.values_list("run_id", "case_id", "outcome"):
+        outcomes[run_id][case_id].append(outcome)
+    n, changed = changed_verdicts(outcomes[check.fresh_run_id], outcomes[check.run_id])
+    return {"fresh_n": n, "fresh_changed": changed, "fresh_ci95": wilson_interval(changed / n, n) if n else None}
+
+
+def fresh_drift_reason(*, check: DriftCheck | None, rubric: Rubric) -> str | None:
+    """The fresh sample's drift reason: the Wilson lower bound of the share of changed verdicts above the rubric's
+    flip limit (a judge at its usual noise is not flagged); else None."""
+    if check is None or not check.fresh_n or not check.fresh_ci95:
+        return None
+    lower = check.fresh_ci95[0]
+    if lower <= rubric.max_flip_rate:
+        return None
+    return (
+        f"judged fresh, {check.fresh_changed} of {check.fresh_n} unchanged cases got another verdict than the cached "
+        f"one ({pct(check.fresh_changed / check.fresh_n)}, 95 % interval from {pct(lower)}), above the flip limit "
+        f"of {pct(rubric.max_flip_rate)}: the judge's model may have changed behind its pinned name"
+    )

@@ -5,16 +5,21 @@ as `parent` and no `probe`, and a DriftCheck row naming it. Its work goes throug
 machinery (judges.runs.worker), so the cache makes unchanged cases free: only new or changed cases cost
 calls. When it finishes, `drift_check_record` stores its figures over every case with a human verdict
 and over the new ones (judges.drift.selectors.drift_frames).
+
+Beside it, each check starts a fresh run over a rotating sample of the unchanged cases (`fresh_sample_ids`): the
+cache would replay their verdicts forever, so only a fresh run sees a model changed behind its pinned name. The
+check is recorded once both runs are done, with the fresh sample's changed verdicts (`fresh_comparison`).
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from judges.calibration.metrics import calibration_figures
-from judges.drift.selectors import drift_frames, evidence_events
+from judges.drift.selectors import drift_frames, evidence_events, fresh_comparison, fresh_sample_ids
 from judges.models import DriftCheck, Run, RunChunk
 from judges.runs.services import RunError, judged_case_ids, queue_run_work
 
@@ -40,7 +45,8 @@ def _drift_start_one(*, evidence: Run, rubric_id: int, by) -> DriftCheck | None:
     with transaction.atomic():
         # The evidence run's row lock makes a second press of "check now" wait, then find the first one at work.
         evidence = Run.objects.select_for_update(of=("self",)).select_related("config").get(pk=evidence.pk)
-        if DriftCheck.objects.filter(evidence_run=evidence, run__status__in=UNFINISHED).exists():
+        at_work = Q(run__status__in=UNFINISHED) | Q(fresh_run__status__in=UNFINISHED)
+        if DriftCheck.objects.filter(at_work, evidence_run=evidence).exists():
             return None
         if evidence.config.external:
             raise RunError("An imported (external) config cannot judge.")
@@ -58,6 +64,7 @@ def _drift_start_one(*, evidence: Run, rubric_id: int, by) -> DriftCheck | None:
         )
         check = DriftCheck.objects.create(rubric_id=rubric_id, evidence_run=evidence, run=run)
         queue_run_work(run.pk)
+        _fresh_sample_start(check=check, evidence=evidence, by=by)
     return check
 
 
@@ -73,11 +80,35 @@ def _spread_unjudged(case_ids: list[int], judged: set[int]) -> list[int]:
                                    + [((j + 0.5) / len(new), pk) for j, pk in enumerate(new)])]
 
 
+def _fresh_sample_start(*, check: DriftCheck, evidence: Run, by) -> None:
+    """Start the check's fresh run over its rotating sample of unchanged cases (none: the check has no fresh run)."""
+    case_ids = fresh_sample_ids(evidence=evidence, share=settings.EVALHUB_DRIFT_FRESH_SHARE)
+    if not case_ids:
+        return
+    fresh = Run.objects.create(
+        config=evidence.config, dataset_id=evidence.dataset_id, repeats=evidence.repeats,
+        concurrency=evidence.concurrency, spend_cap_usd=evidence.spend_cap_usd, created_by=by,
+        total=len(case_ids) * evidence.repeats, parent=evidence, fresh=True,
+    )
+    size = settings.EVALHUB_CHUNK_CASES
+    RunChunk.objects.bulk_create(
+        RunChunk(run=fresh, index=i, case_ids=case_ids[start : start + size])
+        for i, start in enumerate(range(0, len(case_ids), size))
+    )
+    DriftCheck.objects.filter(pk=check.pk).update(fresh_run=fresh)
+    check.fresh_run = fresh
+    queue_run_work(fresh.pk)
+
+
 def drift_check_record(*, run_id: int) -> DriftCheck | None:
-    """Store the figures of a finished drift run (once); None when `run_id` is not one, or not finished yet."""
+    """Store the figures of a finished drift run (once); None when `run_id` is not one, or not finished yet.
+
+    `run_id` may be the check's fresh run too: the check is recorded when the later of the two is done (a
+    cancelled fresh run counts what it judged)."""
     check = (
         DriftCheck.objects.select_related("run__config__rubric", "evidence_run")
-        .filter(run_id=run_id, checked_at__isnull=True, run__status=Run.Status.FINISHED)
+        .filter(Q(run_id=run_id) | Q(fresh_run_id=run_id), checked_at__isnull=True, run__status=Run.Status.FINISHED)
+        .filter(Q(fresh_run__isnull=True) | Q(fresh_run__status__in=[Run.Status.FINISHED, Run.Status.CANCELLED]))
         .first()
     )
     if check is None:
@@ -93,6 +124,7 @@ def drift_check_record(*, run_id: int) -> DriftCheck | None:
         new_ci95=figures["new"]["agreement_ci95"],
         all_n=figures["all"]["n"], all_agreement=figures["all"]["agreement"],
         all_ci95=figures["all"]["agreement_ci95"],
+        **fresh_comparison(check=check),
     )
     if not updated:
         return None

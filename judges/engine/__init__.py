@@ -8,7 +8,7 @@ Whether a config may read the environment variables it names: `env_name_refusals
 """
 
 from .batch import judge_batch, judge_many
-from .cache import Cache, FolderCache, MemoryCache, cache_key, case_content_key
+from .cache import Cache, FolderCache, MemoryCache, cache_key, case_content_key, judge_cache_key
 from .chain import RetryPolicy
 from .config import CONTRACT_CHECKS, JudgeConfig, SecondaryJudge, config_hash
 from .contract import json_equal, run_contract_checks
@@ -57,6 +57,7 @@ __all__ = [
     "json_equal",
     "judge_batch",
     "judge_many",
+    "judge_cache_key",
     "judge_case",
     "model_family",
     "normalise_verdict",

@@ -4,7 +4,8 @@ every caller of the engine.
 `judge_many` takes (key, engine, case, repeat) items, as many at a time as it has room for, and yields
 lists of (key, judgment) as they complete. An item the judgment cache answers is answered where it is
 taken, in the calling thread, and handed back in bulk (up to HITS_PER_YIELD at a time): a drift check
-of thousands of unchanged cases costs no thread hop per case. The texts the semantic layer needs are embedded ahead, many
+of thousands of unchanged cases costs no thread hop per case (a cached verdict drawn for a second opinion
+goes to the pool, since that opinion may need a call). The texts the semantic layer needs are embedded ahead, many
 to a call, each call sent as soon as it is full; an item is judged as soon as its texts are in: in the
 calling thread when its config is semantic only (the engine's own arithmetic), else on the pool. All
 provider calls of the batch, embeddings and judges alike, share one pool of `concurrency` threads, so
@@ -22,7 +23,7 @@ import os
 import queue
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -46,6 +47,7 @@ class _Item[K]:
     repeat: int
     cache_key: str | None = None
     looked_up: bool = True  # False: looking it up in the cache raised; judge() meets it again on the pool
+    cached: Judgment | None = None  # its cached primary verdict, when a drawn second opinion is still to come
     plan: Plan | None = None
     missing: int = 0  # embedding calls this item still waits for
 
@@ -181,7 +183,7 @@ class _Batch[K]:
                 break
             item = _Item(key, engine, case, repeat)
             try:
-                item.cache_key, hit = engine.lookup(case, repeat)
+                item.cache_key, hit, item.cached = engine.lookup(case, repeat)
             except Exception:
                 item.looked_up, hit = False, None
             if hit is not None:  # no call, no thread: it does not count against the lookahead
@@ -200,7 +202,8 @@ class _Batch[K]:
 
     def _admit(self, item: _Item[K]) -> None:
         engine = item.engine
-        plan = item.plan = engine.plan(item.case, item.repeat, item.cache_key) if item.looked_up else None
+        needs_plan = item.looked_up and item.cached is None
+        plan = item.plan = engine.plan(item.case, item.repeat, item.cache_key) if needs_plan else None
         if plan is None:
             self._ready(item)
             return
@@ -325,7 +328,7 @@ class _Batch[K]:
 def _judge[K](item: _Item[K]) -> Judgment:
     if not item.looked_up:
         return item.engine.judge(item.case, item.repeat)
-    return item.engine.judge_new(item.case, item.repeat, item.cache_key)
+    return item.engine.judge_new(item.case, item.repeat, item.cache_key, item.cached)
 
 
 def judge_batch(
@@ -341,13 +344,15 @@ def judge_batch(
     retry: RetryPolicy | None = None,
     allowed_env: Iterable[str] = (),
     embedding_cache: Cache | None = None,
+    sampled: Collection[str] | None = None,
 ) -> list[Judgment]:
     """Judge (case, repeat) pairs under one config on at most `concurrency` threads; results in the
     items' order.
 
     `on_result` is called in the caller's thread as each judgment finishes (so it may use the
     caller's database connection). Once the spend cap is reached, the items still to call a
-    provider come back `not_evaluated` with the error "spend cap".
+    provider come back `not_evaluated` with the error "spend cap". `sampled`: the external ids drawn for a
+    second opinion's `sample` mode (Engine).
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError("concurrency: must be a positive integer")
@@ -361,6 +366,7 @@ def judge_batch(
         retry=retry,
         allowed_env=allowed_env,
         embedding_cache=embedding_cache,
+        sampled=sampled,
     )
     results: list[Judgment | None] = [None] * len(pairs)
     try:

@@ -51,10 +51,22 @@ def case_content_key(case: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(case_content(case)).encode()).hexdigest()
 
 
-def cache_key(case: dict[str, Any], config_hash: str, repeat: int) -> str:
-    """The key of one judgment's work: the case's content, the config's hash and the repeat."""
-    payload = {"case": case_content_key(case), "config_hash": config_hash, "repeat": repeat}
+def cache_key(case: dict[str, Any], config_hash: str, repeat: int, salt: str = "") -> str:
+    """The key of one judgment's work: the case's content, the config's hash and the repeat.
+
+    A fresh run's `salt` (its own, "run:<id>") keys its work apart from every other run's: it reuses no cached
+    verdict and overwrites none. Unsalted keys are as they always were.
+    """
+    payload: dict[str, Any] = {"case": case_content_key(case), "config_hash": config_hash, "repeat": repeat}
+    if salt:
+        payload["salt"] = salt
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+def judge_cache_key(key: str, judge: str) -> str:
+    """The key of another judge's verdict (second_opinion, adjudicator) on the work `key` names: each judge's
+    verdict is cached under its own key, so a cached primary verdict can still get a second opinion."""
+    return hashlib.sha256(f"{judge}:{key}".encode()).hexdigest()
 
 
 class Cache(Protocol):

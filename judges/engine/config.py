@@ -18,6 +18,7 @@ from . import fields
 from .canonical import canonical_json, sha256_hex
 from .families import model_family
 from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPT_TEMPLATE_V1, check_prompt_template
+from .escalation import JudgeSpec, SecondOpinion
 from .secondary import PROVIDERS, SECONDARY_MODES, SECONDARY_ROLES, SecondaryJudge
 from .semantic import SemanticLayer
 
@@ -49,7 +50,12 @@ HASHED_ONLY_WHEN_SET: dict[str, Any] = {
     "semantic": None,
     "policy_ref": None,
     "policy_sha256": None,
+    "fallback": None,
+    "second_opinion": None,
+    "adjudicator": None,
 }
+# Written out (to_dict, so the gate config) only when set: a config without them keeps its old shape.
+ESCALATION_FIELDS: tuple[str, ...] = ("fallback", "second_opinion", "adjudicator")
 
 _FIELDS = (
     "rubric",
@@ -79,6 +85,9 @@ _FIELDS = (
     "api_key_env",
     "secondary",
     "semantic",
+    "fallback",
+    "second_opinion",
+    "adjudicator",
 )
 
 # Re-exported: the config's words, wherever they are defined.
@@ -92,6 +101,8 @@ __all__ = [
     "SECONDARY_ROLES",
     "JudgeConfig",
     "SecondaryJudge",
+    "JudgeSpec",
+    "SecondOpinion",
     "config_hash",
 ]
 
@@ -150,6 +161,9 @@ class JudgeConfig:
     api_key_env: str | None = None
     secondary: SecondaryJudge | None = None
     semantic: SemanticLayer | None = None
+    fallback: JudgeSpec | None = None
+    second_opinion: SecondOpinion | None = None
+    adjudicator: JudgeSpec | None = None
 
     @classmethod
     def from_dict(cls, d: Any) -> "JudgeConfig":
@@ -195,7 +209,9 @@ class JudgeConfig:
         return cfg
 
     def to_dict(self, *, include_hash: bool = False) -> dict[str, Any]:
-        """Every field, defaults filled in; `include_hash` adds `config_hash`, as the gate config ships it."""
+        """Every field, defaults filled in (fallback, second_opinion and adjudicator only when set, so a config
+        without them keeps the shape older CI commands read); `include_hash` adds `config_hash`, as the gate
+        config ships it."""
         d: dict[str, Any] = {
             "rubric": self.rubric,
             "criteria": self.criteria,
@@ -225,6 +241,10 @@ class JudgeConfig:
             "secondary": self.secondary.to_dict() if self.secondary else None,
             "semantic": self.semantic.to_dict() if self.semantic else None,
         }
+        for name in ESCALATION_FIELDS:
+            judge = getattr(self, name)
+            if judge is not None:
+                d[name] = judge.to_dict()
         if include_hash:
             d["config_hash"] = self.config_hash
         return d
@@ -232,13 +252,30 @@ class JudgeConfig:
     @cached_property
     def config_hash(self) -> str:
         payload = _hashed(self.to_dict())
-        if payload["secondary"] is not None:
-            payload["secondary"] = _hashed(payload["secondary"])
+        for name in ("secondary", *ESCALATION_FIELDS):
+            if payload.get(name) is not None:
+                payload[name] = _hashed(payload[name])
         return sha256_hex(canonical_json(payload))
 
     @property
     def family(self) -> str:
         return model_family(self.model, self.model_family)
+
+    @cached_property
+    def fallback_judge(self) -> JudgeSpec | None:
+        """The judge that answers when the primary cannot: `fallback`, or a legacy `secondary` fallback."""
+        s = self.secondary
+        if s is not None and s.role == "fallback":
+            return JudgeSpec(s.provider, s.model, s.model_family, s.base_url_env, s.api_key_env, s.params)
+        return self.fallback
+
+    @cached_property
+    def second_opinion_judge(self) -> SecondOpinion | None:
+        """The judge that also judges: `second_opinion`, or a legacy `secondary` second opinion (its rules kept)."""
+        s = self.secondary
+        if s is not None and s.role == "second_opinion":
+            return SecondOpinion.from_secondary(s)
+        return self.second_opinion
 
 
 def _hashed(d: dict[str, Any]) -> dict[str, Any]:
@@ -391,4 +428,39 @@ def _behavioral(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
         "timeout_s": float(timeout),
         "base_url_env": base_url_env,
         "secondary": secondary,
+        **_escalation(d, behavioral, model),
     }
+
+
+def _escalation(d: dict, behavioral: bool, model: str | None) -> dict[str, Any]:
+    """`fallback`, `second_opinion` and `adjudicator`: each a judge like the primary (escalation.py)."""
+    given = [name for name in ESCALATION_FIELDS if d.get(name) is not None]
+    if not given:
+        return {}
+    if not behavioral:
+        raise ValueError(f"{given[0]}: only a config with the behavioral layer can have more judges")
+    if d.get("secondary") is not None:
+        raise ValueError(
+            f"{given[0]}: a config has either the older `secondary` or fallback / second_opinion / adjudicator, "
+            "not both"
+        )
+    out: dict[str, Any] = {}
+    if d.get("fallback") is not None:
+        out["fallback"] = JudgeSpec.from_dict(d["fallback"], "fallback")
+    if d.get("second_opinion") is not None:
+        second = SecondOpinion.from_dict(d["second_opinion"])
+        primary_family = model_family(model, d.get("model_family"))
+        if second.family == primary_family:
+            raise ValueError(
+                f"second_opinion: must come from another model family than the primary (both are "
+                f"{primary_family!r}: {model} and {second.model}): a second deployment of the same family is no "
+                f"second opinion; set model_family where the name says nothing"
+            )
+        if "borderline" in second.modes() and d.get("output_kind") != "scores" and d.get("semantic") is None:
+            raise ValueError("second_opinion.when: borderline needs output_kind scores or the semantic layer")
+        out["second_opinion"] = second
+    if d.get("adjudicator") is not None:
+        if d.get("second_opinion") is None:
+            raise ValueError("adjudicator: decides where the second opinion disagrees; set a second_opinion first")
+        out["adjudicator"] = JudgeSpec.from_dict(d["adjudicator"], "adjudicator")
+    return out

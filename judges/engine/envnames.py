@@ -64,6 +64,10 @@ def env_name_refusals(config: JudgeConfig | dict[str, Any], *, extra_allowed: It
     if cfg.secondary is not None:
         fields += [("secondary.base_url_env", cfg.secondary.base_url_env)]
         fields += [("secondary.api_key_env", cfg.secondary.api_key_env)]
+    for part in ("fallback", "second_opinion", "adjudicator"):
+        judge = getattr(cfg, part)
+        if judge is not None:
+            fields += [(f"{part}.base_url_env", judge.base_url_env), (f"{part}.api_key_env", judge.api_key_env)]
     if cfg.semantic is not None:
         fields += [("semantic.base_url_env", cfg.semantic.base_url_env)]
         fields += [("semantic.api_key_env", cfg.semantic.api_key_env)]

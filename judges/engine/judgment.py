@@ -1,5 +1,6 @@
 """One judgment of one (case, repeat): the outcome and everything needed to trust or audit it."""
 
+import copy
 import dataclasses
 import types
 from collections.abc import Callable
@@ -32,7 +33,7 @@ class Judgment:
     raw_output: str = ""
     error: str = ""  # one of ERRORS when not evaluated, else ""
     layer: str = "contract"  # which layer decided: contract | semantic | behavioral
-    judge: str = "primary"  # primary | fallback
+    judge: str = "primary"  # primary | fallback | adjudicator: whose verdict is the judgment's
     checks: list[dict[str, Any]] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
@@ -45,6 +46,12 @@ class Judgment:
     model: str | None = None  # the model whose answer decided, when one did
     # The semantic layer's highest cosine similarity of the answer to a reference, when it ran.
     similarity: float | None = None
+    # Each judge's verdict, reason and model once a second opinion was asked ({"primary" or "fallback",
+    # "second_opinion", "adjudicator"}), so an adjudicated judgment keeps all three.
+    opinions: dict[str, Any] | None = None
+    # Provider calls and cost by who made them (primary, fallback, second_opinion, adjudicator, embeddings).
+    calls_by_judge: dict[str, int] = field(default_factory=dict)
+    cost_by_judge: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def evaluated(self) -> bool:
@@ -65,6 +72,7 @@ class Judgment:
         is a miss, never a verdict."""
         if not isinstance(d, dict) or d.get("outcome") not in OUTCOMES:
             return None
+        d = {**copy.deepcopy(_ADDED_LATER), **d}  # entries stored before these fields had them at their default
         if not all(name in d and fits(d[name]) for name, fits in _FIELD_CHECKS):
             return None
         return cls(**{name: d[name] for name, _ in _FIELD_CHECKS})
@@ -98,6 +106,7 @@ def _fits_check(kind: Any) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, kind) and not isinstance(value, bool)
 
 
+_ADDED_LATER: dict[str, Any] = {"opinions": None, "calls_by_judge": {}, "cost_by_judge": {}}
 _FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
     (f.name, _fits_check(f.type)) for f in dataclasses.fields(Judgment)
 )

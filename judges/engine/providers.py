@@ -244,10 +244,17 @@ def call_model(
     user: str,
     output_kind: str,
     params: dict[str, Any],
+    schema: dict[str, Any] | None = None,
+    tool_name: str = TOOL_NAME,
 ) -> Reply:
-    """One HTTP call asking for a structured judgment; ProviderFailure when no answer came back."""
+    """One HTTP call asking for a structured answer; ProviderFailure when no answer came back.
+
+    The answer's JSON Schema is the judgment's of `output_kind` unless `schema` is given (an editor's
+    answer, judges.editor), recorded through the tool `tool_name`."""
     max_tokens = params.get("max_tokens", DEFAULT_MAX_TOKENS)
-    schema = output_schema(output_kind)
+    if schema is None:
+        schema = output_schema(output_kind)
+    description = "Record the judgment." if tool_name == TOOL_NAME else "Record the answer."
     sdk = _sdk(endpoint.provider)
     sdk_error = sdk.AnthropicError if endpoint.provider == "anthropic" else sdk.OpenAIError
     try:
@@ -259,8 +266,8 @@ def call_model(
                     max_tokens=max_tokens,
                     system=system,
                     messages=[{"role": "user", "content": user}],
-                    tools=[{"name": TOOL_NAME, "description": "Record the judgment.", "input_schema": schema}],
-                    tool_choice={"type": "tool", "name": TOOL_NAME},
+                    tools=[{"name": tool_name, "description": description, "input_schema": schema}],
+                    tool_choice={"type": "tool", "name": tool_name},
                     extra_body=extra or None,
                     **kwargs,
                 )
@@ -274,7 +281,7 @@ def call_model(
                     messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                     response_format={
                         "type": "json_schema",
-                        "json_schema": {"name": "judgment", "schema": schema, "strict": True},
+                        "json_schema": {"name": tool_name.removeprefix("record_"), "schema": schema, "strict": True},
                     },
                     extra_body=extra or None,
                     **kwargs,
@@ -283,7 +290,7 @@ def call_model(
         # Every failure of the call becomes a category; a bug of ours (TypeError…) still surfaces.
         raise _failure(exc, endpoint) from exc
     if endpoint.provider == "anthropic":
-        return _anthropic_reply(message)
+        return _anthropic_reply(message, tool_name)
     return _openai_reply(completion)
 
 
@@ -354,13 +361,13 @@ def _openai_reply(completion: Any) -> Reply:
     return Reply(text=text, answer=None, input_tokens=tokens_in, output_tokens=tokens_out)
 
 
-def _anthropic_reply(message: Any) -> Reply:
+def _anthropic_reply(message: Any, tool_name: str) -> Reply:
     usage = getattr(message, "usage", None)
     tokens_in = getattr(usage, "input_tokens", None)
     tokens_out = getattr(usage, "output_tokens", None)
     texts = []
     for block in getattr(message, "content", None) or []:
-        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
+        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == tool_name:
             answer = block.input if isinstance(block.input, dict) else None
             text = json.dumps(block.input, ensure_ascii=False)
             return Reply(text=text, answer=answer, input_tokens=tokens_in, output_tokens=tokens_out)

@@ -3,23 +3,24 @@
 Contract first: a failed check decides `fail` and no model is called. Then the semantic layer: the
 answer's embedding against its references', a similarity beyond a threshold decides. Then the
 behavioral judge, asked through the SDK with the engine's own retries (chain.py). When the primary
-cannot answer, a `fallback` secondary judge is asked; when neither can, the judgment is
-`not_evaluated` with the reason and what the earlier layers showed. Nothing here ever guesses a
-verdict. Many cases at once go through batch.judge_many.
+cannot answer, the `fallback` is asked; when neither can, the judgment is `not_evaluated` with the
+reason and what the earlier layers showed. Then the escalation step (escalation.py): a second opinion
+when drawn, and the adjudicator where the two disagree. Nothing here ever guesses a verdict. Many cases at once go through batch.judge_many.
 """
 
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .asking import Asking, Judge
-from .cache import Cache, cache_key
+from .cache import Cache, cache_key, judge_cache_key
 from .chain import FailureChain, RetryPolicy
 from .config import JudgeConfig
 from .contract import run_contract_checks
 from .embeddings import Embeddings, Plan, Similarity
 from .envnames import env_name_refusals
+from .escalation import JudgeSpec, disagree
 from .judgment import Judgment
 from .prompt import build_messages
 from .providers import KEY_REFUSED, ClientPool
@@ -44,8 +45,15 @@ class Engine:
         clients: ClientPool | None = None,
         allowed_env: Iterable[str] = (),
         embedding_cache: Cache | None = None,
+        cache_salt: str = "",
+        sampled: Collection[str] | None = None,
     ) -> None:
         self.cfg = JudgeConfig.from_dict(config)
+        # A fresh run's salt: its judgments are cached under keys of its own (cache.cache_key).
+        self.cache_salt = cache_salt
+        # The external ids drawn for the second opinion's `sample` mode (escalation.rotating_sample in the
+        # app, ranked_sample in CI); None draws by the fixed salted hash of the id.
+        self.sampled = sampled
         # Checked again here, whoever saved the config: a judge reads no variable it may not.
         self.env_refusals = env_name_refusals(self.cfg, extra_allowed=allowed_env)
         self.config_hash = self.cfg.config_hash
@@ -81,45 +89,163 @@ class Engine:
 
     # ---- one judgment --------------------------------------------------------------------------
 
+    def cache_key(self, case: dict[str, Any], repeat: int) -> str | None:
+        """The key this engine caches (case, repeat) under; None without a cache."""
+        return cache_key(case, self.config_hash, repeat, self.cache_salt) if self.cache is not None else None
+
     def _cached(self, key: str | None) -> Judgment | None:
         hit = self.cache.get(key) if key is not None and self.cache is not None else None
         j = Judgment.from_stored(hit) if hit is not None else None  # a partial or mistyped entry is a miss
         return j if j is not None and j.evaluated else None
 
-    def lookup(self, case: dict[str, Any], repeat: int) -> tuple[str | None, Judgment | None]:
-        """The item's cache key (None without a cache) and its cached judgment, when the cache has one: a
-        hit costs no call and no thread, so a batch answers it where it takes the item."""
+    def lookup(
+        self, case: dict[str, Any], repeat: int
+    ) -> tuple[str | None, Judgment | None, Judgment | None]:
+        """(key, answered, pending) for an item: its cache key (None without a cache); its judgment when the
+        cache answers it whole (a cached verdict whose second opinion is not drawn: no call, no thread, so a
+        batch answers it where it takes the item); else, when the primary's verdict is cached but a second
+        opinion is drawn (it may need a call), that cached verdict, for judge_new to finish on the pool."""
         if self.cache is None:
-            return None, None
-        key = cache_key(case, self.config_hash, repeat)
+            return None, None, None
+        key = self.cache_key(case, repeat)
         j = self._cached(key)
-        if j is not None:
-            # The same content may sit under another id; this run spent nothing on it.
-            j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
-            j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
-            j.latency_ms = 0
-        return key, j
+        if j is None:
+            return key, None, None
+        # The same content may sit under another id; this run spent nothing on it.
+        j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
+        j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
+        j.calls_by_judge, j.cost_by_judge = {}, {}
+        j.latency_ms = 0
+        if self._second_opinion_drawn(case, j):
+            return key, None, j
+        j.secondary_outcome, j.contested, j.opinions = None, False, None
+        return key, j, None
 
     def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
-        key, hit = self.lookup(case, repeat)
-        return hit if hit is not None else self.judge_new(case, repeat, key)
+        """The case's judgment: the primary's verdict (or the fallback's), from the cache or asked; then the
+        escalation step. Each judge's verdict is cached under its own key, so whether a second opinion is
+        drawn is decided after the cache lookup, and a cached primary verdict still gets one when drawn."""
+        key, answered, pending = self.lookup(case, repeat)
+        return answered if answered is not None else self.judge_new(case, repeat, key, pending)
 
-    def judge_new(self, case: dict[str, Any], repeat: int, key: str | None) -> Judgment:
-        """Judge an item the cache did not answer (`key` is its cache key from lookup, None without a cache)."""
+    def judge_new(
+        self, case: dict[str, Any], repeat: int, key: str | None, cached: Judgment | None = None
+    ) -> Judgment:
+        """Judge an item the cache did not answer whole (`key`: its cache key from lookup, None without a
+        cache; `cached`: lookup's pending primary verdict, whose drawn second opinion is still to come)."""
         started = time.monotonic()
+        earlier: str | None = None
+        if cached is not None:
+            j = cached
+            # An entry from before each judge had its own key carries the second opinion's verdict: kept for
+            # when the case is drawn again and its own key has none.
+            earlier, j.secondary_outcome, j.contested, j.opinions = j.secondary_outcome, None, False, None
+        else:
+            try:
+                j = self._judge(case, repeat)
+            except Exception as exc:  # one case's defect must not stop a run, a drift check or CI
+                j = _internal_error(case, repeat, exc)
+            self._finish(j, started, key)
         try:
-            j = self._judge(case, repeat)
-        except Exception as exc:  # one case's defect must not stop a run, a drift check or CI
-            j = _internal_error(case, repeat, exc)
-        return self._finish(j, started, key)
+            self._escalate(case, j, key, earlier)
+        except Exception as exc:  # the primary's verdict stands; the case is marked for a human
+            j.secondary_outcome = "not_evaluated"
+            j.reason += f" (second opinion: internal error: {type(exc).__name__})"
+        if j.cached or j.opinions is not None:
+            j.latency_ms = int((time.monotonic() - started) * 1000)
+        return j
 
     def _finish(self, j: Judgment, started: float, key: str | None) -> Judgment:
         j.latency_ms = int((time.monotonic() - started) * 1000)
-        # A second opinion that could not answer is unfinished work, like a not-evaluated primary:
-        # cached, it would never be asked again and the case could never become contested.
-        if key is not None and self.cache is not None and j.evaluated and j.secondary_outcome != "not_evaluated":
+        if key is not None and self.cache is not None and j.evaluated:
             self.cache.put(key, j.to_dict())
         return j
+
+    # ---- the escalation step: second opinion, then the adjudicator -----------------------------------
+
+    def _escalate(self, case: dict[str, Any], j: Judgment, key: str | None, earlier: str | None = None) -> None:
+        """Ask the second opinion when drawn; where it disagrees the judgment is contested, and the
+        adjudicator's verdict, when there is one and it answers, becomes the judgment's."""
+        cfg = self.cfg
+        second = cfg.second_opinion_judge
+        if second is None or not self._second_opinion_drawn(case, j):
+            return
+        system, user = self._messages(case)
+        first = {"model": j.model, "outcome": j.outcome, "scores": j.scores, "reason": j.reason}
+        opinion = self._opinion("second_opinion", second, system, user, key, j, earlier)
+        j.opinions = {j.judge: first, "second_opinion": opinion}
+        j.secondary_outcome = opinion["outcome"]
+        if opinion["outcome"] == "not_evaluated":
+            return
+        if second.legacy:  # today's rule for a legacy `secondary`: the verdicts differ
+            j.contested = opinion["outcome"] != j.outcome
+        else:
+            j.contested = disagree(
+                j.outcome, j.scores, opinion["outcome"], opinion["scores"], pass_score=cfg.pass_score
+            )
+        if not j.contested or cfg.adjudicator is None:
+            return  # the primary's verdict stands; a disagreement is flagged for a human to look at
+        decided = self._opinion("adjudicator", cfg.adjudicator, system, user, key, j)
+        j.opinions["adjudicator"] = decided
+        if decided["outcome"] != "not_evaluated":
+            j.outcome, j.scores, j.reason = decided["outcome"], decided["scores"], decided["reason"]
+            j.model, j.judge = decided["model"], "adjudicator"
+
+    def _second_opinion_drawn(self, case: dict[str, Any], j: Judgment) -> bool:
+        """Whether the escalation step asks a second opinion on this verdict."""
+        cfg = self.cfg
+        second = cfg.second_opinion_judge
+        if second is None or j.layer != "behavioral" or not j.evaluated:
+            return False
+        pass_at = cfg.semantic.pass_at if cfg.semantic is not None else None
+        return second.asks_on(
+            case, j.scores, j.similarity, pass_score=cfg.pass_score, pass_at=pass_at, sampled=self.sampled
+        )
+
+    def _opinion(
+        self, role: str, spec: JudgeSpec, system: str, user: str, key: str | None, j: Judgment,
+        earlier: str | None = None,
+    ) -> dict[str, Any]:
+        """One more judge's verdict on the case, from the cache (its own key, else `earlier`: the outcome an older
+        cache entry of the primary carried) or asked; its calls and cost are added to the judgment's, and
+        counted under its role."""
+        own_key = judge_cache_key(key, role) if key is not None else None
+        hit = self.cache.get(own_key) if own_key is not None and self.cache is not None else None
+        if hit is None and earlier in ("pass", "fail"):
+            hit = {"model": spec.model, "outcome": earlier, "scores": None, "reason": "(cached before its reason was kept)"}
+        stored = _stored_opinion(hit)
+        if stored is not None:
+            return stored | {"cached": True}
+        tally = Tally()
+        asked = self._asking.ask(self._judge_of(role, spec), system, user, tally)
+        opinion: dict[str, Any]
+        if asked.verdict is None:
+            opinion = {"model": spec.model, "outcome": "not_evaluated", "scores": None, "reason": asked.why()}
+        else:
+            verdict = asked.verdict
+            opinion = {"model": spec.model, "outcome": verdict.outcome, "scores": verdict.scores,
+                       "reason": verdict.reason}
+            if own_key is not None and self.cache is not None:
+                self.cache.put(own_key, opinion)
+        j.provider_calls += tally.calls
+        j.input_tokens += tally.input_tokens
+        j.output_tokens += tally.output_tokens
+        j.cost_usd = None if j.cost_usd is None or tally.cost is None else j.cost_usd + tally.cost
+        j.calls_by_judge[role] = tally.calls
+        j.cost_by_judge[role] = tally.cost
+        return opinion | {"cached": False}
+
+    def _messages(self, case: dict[str, Any]) -> tuple[str, str]:
+        cfg = self.cfg
+        return build_messages(
+            case, template=cfg.prompt_template, criteria=cfg.criteria, policy=cfg.policy, output_kind=cfg.output_kind
+        )
+
+    def _judge_of(self, role: str, spec: JudgeSpec) -> Judge:
+        # Without params of its own, another judge judges as coolly and briefly as the primary; the
+        # primary's other params may be vendor-specific, so they stay behind.
+        params = spec.params or {k: v for k, v in self.cfg.params.items() if k in INHERITED_PARAMS}
+        return Judge(role, spec.provider, spec.model, spec.base_url_env, spec.api_key_env, params)
 
     def _judge(self, case: dict[str, Any], repeat: int) -> Judgment:
         cfg = self.cfg
@@ -209,34 +335,34 @@ class Engine:
         tally: Tally,
     ) -> Judgment:
         """The behavioral judge's verdict (the fallback's when the primary cannot answer), or why there is
-        none; then the second opinion, when the config asks for one on this case."""
+        none. The second opinion and the adjudicator come after, in judge() (_escalate)."""
         cfg = self.cfg
         external_id = str(case.get("external_id", ""))
-        system, user = build_messages(
-            case,
-            template=cfg.prompt_template,
-            criteria=cfg.criteria,
-            policy=cfg.policy,
-            output_kind=cfg.output_kind,
-        )
+        system, user = self._messages(case)
         assert cfg.provider is not None and cfg.model is not None
         primary = Judge("primary", cfg.provider, cfg.model, cfg.base_url_env, cfg.api_key_env, cfg.params)
+        calls_by_judge: dict[str, int] = {"embeddings": tally.calls} if tally.calls else {}
+        cost_by_judge: dict[str, float | None] = {"embeddings": tally.cost} if tally.calls else {}
+        before_calls, before_cost = tally.calls, tally.cost
         asked = self._asking.ask(primary, system, user, tally)
+        calls_by_judge["primary"] = tally.calls - before_calls
+        cost_by_judge["primary"] = _spent(before_cost, tally.cost)
         judge, model, reason, raw, error = "primary", primary.model, None, asked.raw, None
-        secondary = cfg.secondary
+        fallback_spec = cfg.fallback_judge
         if (
             asked.verdict is None
-            and secondary
-            and secondary.role == "fallback"
+            and fallback_spec is not None
             # A refused key is the pipeline's to fix: a fallback answering would hide it.
             and asked.failure is not None
             and asked.failure.category not in ("spend cap", KEY_REFUSED)
         ):
-            fallback = self._secondary_judge()
-            second = self._asking.ask(fallback, system, user, tally)
+            before_calls, before_cost = tally.calls, tally.cost
+            second = self._asking.ask(self._judge_of("fallback", fallback_spec), system, user, tally)
+            calls_by_judge["fallback"] = tally.calls - before_calls
+            cost_by_judge["fallback"] = _spent(before_cost, tally.cost)
             judge = "fallback"
             if second.verdict is not None:
-                asked, model = second, fallback.model
+                asked, model = second, fallback_spec.model
             else:
                 # The primary's failure is the one to fix; the fallback's is told beside it.
                 reason = f"primary: {asked.why()}; fallback: {second.why()}"
@@ -256,6 +382,8 @@ class Engine:
                 judge=judge,
                 checks=checks,
                 similarity=similarity,
+                calls_by_judge=calls_by_judge,
+                cost_by_judge=cost_by_judge,
             )
             return tally.fill(j)
 
@@ -272,25 +400,10 @@ class Engine:
             checks=checks,
             model=model,
             similarity=similarity,
+            calls_by_judge=calls_by_judge,
+            cost_by_judge=cost_by_judge,
         )
-        second_opinion = secondary if secondary is not None and secondary.role == "second_opinion" else None
-        if second_opinion is not None and second_opinion.asks_on(case, verdict.scores or {}, pass_score=cfg.pass_score):
-            second = self._asking.ask(self._secondary_judge(), system, user, tally)
-            if second.verdict is None:
-                j.secondary_outcome = "not_evaluated"
-            else:
-                j.secondary_outcome = second.verdict.outcome
-                # The primary's verdict stands; a disagreement is flagged for a human to look at.
-                j.contested = second.verdict.outcome != verdict.outcome
         return tally.fill(j)
-
-    def _secondary_judge(self) -> Judge:
-        s = self.cfg.secondary
-        assert s is not None
-        # Without params of its own, the secondary judges as coolly and briefly as the primary; the
-        # primary's other params may be vendor-specific, so they stay behind.
-        params = s.params or {k: v for k, v in self.cfg.params.items() if k in INHERITED_PARAMS}
-        return Judge(s.role, s.provider, s.model, s.base_url_env, s.api_key_env, params)
 
     # ---- many judgments whose embeddings are in (batch.judge_many) ---------------------------------
 
@@ -331,6 +444,26 @@ class Engine:
             assert j is not None  # with no judge to ask, the semantic layer always settles
             judged.append(self._finish(j, started, plan.cache_key))
         return judged
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    """What a tally's cost grew by; None once a model used has no price."""
+    return None if before is None or after is None else after - before
+
+
+def _stored_opinion(hit: Any) -> dict[str, Any] | None:
+    """A cached second opinion's or adjudicator's verdict, or None unless it has the shape one is put in (a
+    cache is data from outside: anything else is a miss)."""
+    if not isinstance(hit, dict) or hit.get("outcome") not in ("pass", "fail"):
+        return None
+    model, scores, reason = hit.get("model"), hit.get("scores"), hit.get("reason")
+    if not isinstance(model, str) or not isinstance(reason, str):
+        return None
+    if scores is not None and not (
+        isinstance(scores, dict) and all(isinstance(v, int) and not isinstance(v, bool) for v in scores.values())
+    ):
+        return None
+    return {"model": model, "outcome": hit["outcome"], "scores": scores, "reason": reason}
 
 
 def _internal_error(case: dict[str, Any], repeat: int, exc: Exception) -> Judgment:

@@ -1,18 +1,20 @@
 """A run's audit sample and the agent's pass rate, read from the database (docs/estimates.md).
 
-The ORM side of `judges.calibration.estimates` (plain numpy): one query counts each case's judgments,
-one reads the drawn cases' human verdicts with labeling's rule for a human verdict, and the estimate is
-computed from the arrays they make.
+The ORM side of `judges.calibration.estimates` (plain numpy): the run's per-case tallies
+(judges.runs.tallies) give each case's judge verdicts — the drawn cases one by one, the others counted by
+category and verdicts — one query reads the drawn cases' human verdicts with labeling's rule for a human
+verdict, and the estimate is computed from the arrays they make.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, F, Max, Q, QuerySet
 
 from judges.calibration.estimates import (
     Sample,
@@ -24,7 +26,7 @@ from judges.calibration.estimates import (
     uncertainty_from_distance,
     uncertainty_from_repeats,
 )
-from judges.models import AuditDraw, AuditSampleCase, Judgment, Outcome, Run
+from judges.models import AuditDraw, AuditSampleCase, Judgment, Run, RunCaseTally
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Case
 
@@ -32,12 +34,14 @@ from labeling.models import Case
 # similarity (docs/estimates.md, "Drawing a sample").
 SCORE_DISTANCE, SIMILARITY_DISTANCE = 2.0, 0.1
 HISTORY_POINTS = 20  # the interval's history: at most this many points, evenly spaced over the labels
+FEW_CASES = 5000  # up to this many cases, their judgments are looked up by id
 HISTORY_FIRST = 10  # ...from this many labels on: a handful of labels gives an interval that means little
 
 
 @dataclass(frozen=True)
 class RunCases:
-    """The run's cases that have an output, one entry each, ordered by case id."""
+    """The run's cases that have an output, one entry each: ordered by case id (run_cases), or for the
+    estimate the drawn ones so, then the others without their ids (_estimate_cases)."""
 
     case_id: np.ndarray
     external_id: list[str]
@@ -46,16 +50,13 @@ class RunCases:
     similarity: np.ndarray  # the lowest similarity of its repeats; NaN where none
 
 
-def run_cases(*, run: Run) -> RunCases:
-    """One query over the run's judgments, grouped by case (cases without an output are not in N)."""
-    in_run = Q(judgments__run=run)
-    rows = list(
-        Case.objects.filter(in_run, output__isnull=False)
-        .annotate(evaluated=Count("judgments", filter=in_run & Q(judgments__outcome__in=[Outcome.PASS, Outcome.FAIL])),
-                  passes=Count("judgments", filter=in_run & Q(judgments__outcome=Outcome.PASS)),
-                  lowest_similarity=Min("judgments__similarity", filter=in_run))
-        .order_by("pk").values_list("pk", "external_id", "category", "evaluated", "passes", "lowest_similarity")
-    )
+def _answered_tallies(run: Run) -> QuerySet[RunCaseTally]:
+    """The run's per-case tallies of cases that have an output (cases without one are not in N)."""
+    return RunCaseTally.objects.filter(run=run, case__output__isnull=False)
+
+
+def _run_cases(rows: list[tuple]) -> RunCases:
+    """RunCases from rows of (case id, external id, category, evaluated, passes, lowest similarity)."""
     evaluated = np.array([row[3] for row in rows], dtype=float)
     passes = np.array([row[4] for row in rows], dtype=float)
     return RunCases(
@@ -67,8 +68,55 @@ def run_cases(*, run: Run) -> RunCases:
     )
 
 
+def run_cases(*, run: Run) -> RunCases:
+    """Every case of the run with an output, from its tally (one query, N rows): what a draw reads."""
+    return _run_cases(list(
+        _answered_tallies(run).annotate(evaluated=F("passes") + F("fails"))
+        .order_by("case_id").values_list("case_id", "case__external_id", "case__category", "evaluated", "passes",
+                                         "lowest_similarity")
+    ))
+
+
+def _estimate_cases(*, run: Run, drawn_ids: set[int]) -> tuple[RunCases, int]:
+    """The cases the estimate reads, in two small queries instead of N rows: the drawn cases one by one
+    (ordered by case id), then every other case rebuilt from a count of the run's cases by (category,
+    evaluated, passes): the estimate sees only those of a case that was not drawn, and none of its figures
+    depends on the cases' order. Returns (cases, how many of them come first as the drawn ones); the
+    others have no case id (0) or external id ("")."""
+    drawn = list(
+        _answered_tallies(run).filter(case_id__in=drawn_ids).annotate(evaluated=F("passes") + F("fails"))
+        .order_by("case_id").values_list("case_id", "case__external_id", "case__category", "evaluated", "passes",
+                                         "lowest_similarity")
+    )
+    buckets = Counter({
+        (category or "", evaluated, passes): count
+        for category, evaluated, passes, count in
+        _answered_tallies(run).annotate(evaluated=F("passes") + F("fails")).values("case__category", "evaluated", "passes")
+        .annotate(n=Count("id")).order_by().values_list("case__category", "evaluated", "passes", "n")
+    })
+    buckets.subtract(Counter((row[2] or "", row[3], row[4]) for row in drawn))
+    kept = sorted((key, count) for key, count in buckets.items() if count > 0)
+    counts = np.array([count for _, count in kept], dtype=np.int64)
+    evaluated = np.repeat(np.array([key[1] for key, _ in kept], dtype=float), counts)
+    passes = np.repeat(np.array([key[2] for key, _ in kept], dtype=float), counts)
+    first = _run_cases(drawn)
+    others = int(counts.sum())
+    cases = RunCases(
+        case_id=np.concatenate([first.case_id, np.zeros(others, dtype=np.int64)]),
+        external_id=first.external_id + [""] * others,
+        category=np.concatenate([first.category, np.repeat(np.array([key[0] for key, _ in kept], dtype=object),
+                                                           counts)]),
+        f=np.concatenate([first.f, np.divide(passes, evaluated, out=np.full(others, np.nan), where=evaluated > 0)]),
+        similarity=np.concatenate([first.similarity, np.full(others, np.nan)]),
+    )
+    return cases, len(drawn)
+
+
 def _lowest_scores(run: Run, case_ids: np.ndarray) -> np.ndarray:
-    scores = dict(Judgment.objects.filter(run=run, repeat=1, scores__isnull=False).values_list("case_id", "scores"))
+    rows = Judgment.objects.filter(run=run, repeat=1, scores__isnull=False)
+    if len(case_ids) <= FEW_CASES:  # an estimate's drawn cases, not a draw's every case
+        rows = rows.filter(case_id__in=case_ids.tolist())
+    scores = dict(rows.values_list("case_id", "scores"))
     lowest = np.full(len(case_ids), np.nan)
     for i, case_id in enumerate(case_ids.tolist()):
         values = [v for v in (scores.get(case_id) or {}).values() if isinstance(v, int | float)]
@@ -112,30 +160,34 @@ class RunSample:
 
 
 def run_sample(*, run: Run) -> RunSample:
-    """The run's cases, draws and the drawn cases' human verdicts as the estimate reads them. Four queries."""
-    cases = run_cases(run=run)
-    big_n = len(cases.case_id)
-    index = {int(case_id): i for i, case_id in enumerate(cases.case_id.tolist())}
+    """The run's cases, draws and the drawn cases' human verdicts as the estimate reads them. Five queries,
+    none of them over every case or judgment of the run (see _estimate_cases)."""
     draws = list(run.audit_draws.order_by("created_at", "id"))
     draw_index = {draw.pk: d for d, draw in enumerate(draws)}
+    draw_of = {case_id: draw_index[draw_id]
+               for case_id, draw_id in AuditSampleCase.objects.filter(run=run).values_list("case_id", "draw_id")}
+    cases, n_drawn = _estimate_cases(run=run, drawn_ids=set(draw_of))
+    big_n = len(cases.case_id)
+    index = {int(case_id): i for i, case_id in enumerate(cases.case_id[:n_drawn].tolist())}
     drawn = np.full(big_n, -1)
-    for case_id, draw_id in AuditSampleCase.objects.filter(run=run).values_list("case_id", "draw_id"):
-        if case_id in index:
-            drawn[index[case_id]] = draw_index[draw_id]
+    drawn[:n_drawn] = [draw_of[case_id] for case_id in index]
+    # pi_i^(d) is read for drawn cases only: the others' rows stay 0.
     probabilities = np.zeros((big_n, max(1, len(draws))))
+    filled = filled_f(cases.f)
+    head = RunCases(case_id=cases.case_id[:n_drawn], external_id=cases.external_id[:n_drawn],
+                    category=cases.category[:n_drawn], f=filled[:n_drawn], similarity=cases.similarity[:n_drawn])
     sources: dict[str, np.ndarray] = {}
     for d, draw in enumerate(draws):
         if draw.uncertainty not in sources:
-            sources[draw.uncertainty] = uncertainty(run=run, cases=cases, source=draw.uncertainty)
-        probabilities[:, d] = probability_in_draw(sources[draw.uncertainty], scale=draw.scale,
-                                                  uniform_share=draw.uniform_share)
+            sources[draw.uncertainty] = uncertainty(run=run, cases=head, source=draw.uncertainty)
+        probabilities[:n_drawn, d] = probability_in_draw(sources[draw.uncertainty], scale=draw.scale,
+                                                         uniform_share=draw.uniform_share)
     human = np.full(big_n, np.nan)
     verdict_at: list[datetime | None] = [None] * big_n
-    drawn_ids = [int(cases.case_id[i]) for i in np.flatnonzero(drawn >= 0)]
-    if drawn_ids:
+    if index:
         rubric = run.config.rubric
         verdicts = (
-            cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk__in=drawn_ids))
+            cases_with_human_verdict(rubric=rubric, cases=Case.objects.filter(pk__in=list(index)))
             .annotate(verdict_at=Max("labels__updated_at", filter=Q(labels__rubric=rubric)))
             .order_by().values_list("pk", "human_verdict", "verdict_at")
         )

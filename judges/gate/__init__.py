@@ -8,7 +8,8 @@
     server.py    talking to the evalhub server (fetching, posting results)
     messages.py  the config error and the one function that puts untrusted text on a line
     cli.py       the argument parser and `main` (the `evalhub-gate` console script)
+    pytest_plugin.py  the pytest plugin (entry point pytest11): the evalhub_judge fixture, judging as `check` does
 """
 
 # The package's version (pyproject.toml reads it from here): the gate config's `requires_cli` is compared with it.
-VERSION = "0.3.0"
+VERSION = "0.5.0"

@@ -35,13 +35,15 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from judges.engine import FolderCache
 from judges.gate import VERSION
 from judges.gate.config import (
     ENV_ALLOW_ENV,
     STAGES,
+    TIERS,
+    GateRubric,
     allowed_env_names,
     check_calibrated,
     check_env_names,
@@ -50,6 +52,7 @@ from judges.gate.config import (
     load_gate_config,
     parse_gate_config,
     select_rubrics,
+    select_tier,
 )
 from judges.gate.judging import EXIT_CONFIG, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
 from judges.gate.messages import ConfigError, one_line, print_error
@@ -149,6 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-cost-usd", type=_usd, metavar="X",
                        help="cap the whole check's spend (from the gate config's prices; gate-stage rubrics spend "
                             "first; what is left is not evaluated: spend cap)")
+    check.add_argument("--tier", choices=TIERS, default="default",
+                       help="which judge each rubric is judged with: its default one (pull requests), or the stronger "
+                       "one it promoted for releases (a rubric with no release tier uses its default judge, and the "
+                       "summary says so)")
     check.add_argument("--require-calibrated", action="store_true",
                        help="a rubric marked recalibration needed is a config error (exit 2), not a warning")
     check.add_argument("--junit", metavar="FILE", help="write JUnit XML here")
@@ -262,7 +269,7 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                           "posted to)")
     allowed_env = allowed_env_names(args.allow_env, env)
     rubrics = select_rubrics(
-        parse_gate_config(load_gate_config(args.config, token=token)),
+        select_tier(parse_gate_config(load_gate_config(args.config, token=token)), args.tier),
         slugs=args.rubric, stages=args.stage, contract_only=args.layers == "contract",
     )
     check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
@@ -287,10 +294,13 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     print(
         f"evalhub-gate: {len(cases)} cases × {args.repeats} repeat(s), {len(rubrics)} rubric(s)", file=sys.stdout
     )
+    write_tier(rubrics, args.tier, sys.stdout)
     write_recalibration(rubrics, sys.stdout, github=github)
     results = judge_all(
         rubrics, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env,
         max_cost_usd=args.max_cost_usd, allowed_env=allowed_env,
+        # A rotating second-opinion sample draws per ref: the posted ref, else the commit CI checked out.
+        sample_salt=ref or args.ref or env.get("GITHUB_SHA") or "",
     )
     code = exit_code(results)
     print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)
@@ -320,6 +330,16 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             print_error(problem)
         return exit_code(results, report_failed=True)
     return code
+
+
+def write_tier(rubrics: Sequence[GateRubric], tier: str, out: TextIO) -> None:
+    """With --tier release, which judge each rubric is judged with; nothing for the default tier."""
+    if tier == "default":
+        return
+    for rubric in rubrics:
+        which = (f"has no {tier} tier: judged with its default judge" if rubric.tier_fallback
+                 else f"judged with its {tier} judge (config_hash {rubric.judge.config_hash[:12]})")
+        print(f"evalhub-gate: --tier {tier}: rubric {one_line(rubric.slug, 80)} {which}", file=out)
 
 
 def _cache(path: str) -> FolderCache:

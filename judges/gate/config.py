@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from judges.engine import JudgeConfig, env_name_refusals, parse_env_allow
@@ -36,7 +36,12 @@ class GateRubric:
     # At gate stage: fail on any failing case, or on the agent's corrected pass rate (judges.gate.rates).
     gate_on: str = "every_case"
     min_agent_pass_rate: float | None = None
-
+    # The release tier (docs/gate.md, "Tiers"): its judge and evidence, None when the rubric has none.
+    release_judge: JudgeConfig | None = None
+    release_calibration: dict[str, Any] | None = None
+    # The tier this rubric is judged in (`--tier`), and whether it fell back to the default judge for want of one.
+    tier: str = "default"
+    tier_fallback: bool = False
 
 
 def load_gate_config(source: str, *, token: str | None) -> dict[str, Any]:
@@ -124,22 +129,12 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
         fail_closed = item.get("fail_closed", False)
         if not isinstance(fail_closed, bool):
             raise ConfigError(f"{where}.fail_closed: expected true or false")
-        judge_spec = item.get("judge")
-        if not isinstance(judge_spec, dict) or not judge_spec.get("config_hash"):
-            raise ConfigError(f"{where}.judge: expected the pinned judge config with its config_hash")
-        try:
-            judge = JudgeConfig.from_dict(judge_spec)
-        except ValueError as exc:
-            raise ConfigError(f"{where}.judge.{exc}") from None
-        if judge.rubric != slug:
-            raise ConfigError(f"{where}.judge.rubric: the judge is for {judge.rubric!r}, not {slug!r}")
-        calibration = item.get("calibration")
-        if calibration is not None and not isinstance(calibration, dict):
-            raise ConfigError(f"{where}.calibration: expected an object")
-        for name in ("cases", "cases_single"):
-            counts = (calibration or {}).get(name)
-            if counts is not None and not _is_confusion(counts):
-                raise ConfigError(f"{where}.calibration.{name}: expected {{tp, fn, fp, tn}}, whole numbers ≥ 0")
+        judge = _judge(item.get("judge"), f"{where}.judge", slug)
+        calibration = _calibration(item.get("calibration"), f"{where}.calibration")
+        release_judge = None
+        if item.get("release_judge") is not None:
+            release_judge = _judge(item["release_judge"], f"{where}.release_judge", slug)
+        release_calibration = _calibration(item.get("release_calibration"), f"{where}.release_calibration")
         gate_on = item.get("gate_on", "every_case")
         if gate_on not in GATE_ON:
             raise ConfigError(
@@ -161,8 +156,47 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
             slug, stage, fail_closed, judge, _prices(item.get("prices"), where), calibration,
             recalibration_needed=needed, recalibration_reasons=tuple(reasons), gate_on=gate_on,
             min_agent_pass_rate=None if minimum is None else float(minimum),
+            release_judge=release_judge, release_calibration=release_calibration,
         ))
     return out
+
+
+def _judge(spec: Any, where: str, slug: str) -> JudgeConfig:
+    """A judge of the gate config through the engine's own validation, its config_hash checked."""
+    if not isinstance(spec, dict) or not spec.get("config_hash"):
+        raise ConfigError(f"{where}: expected the pinned judge config with its config_hash")
+    try:
+        judge = JudgeConfig.from_dict(spec)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.{exc}") from None
+    if judge.rubric != slug:
+        raise ConfigError(f"{where}.rubric: the judge is for {judge.rubric!r}, not {slug!r}")
+    return judge
+
+
+def _calibration(calibration: Any, where: str) -> dict[str, Any] | None:
+    if calibration is not None and not isinstance(calibration, dict):
+        raise ConfigError(f"{where}: expected an object")
+    for name in ("cases", "cases_single"):
+        counts = (calibration or {}).get(name)
+        if counts is not None and not _is_confusion(counts):
+            raise ConfigError(f"{where}.{name}: expected {{tp, fn, fp, tn}}, whole numbers ≥ 0")
+    return calibration
+
+
+TIERS = ("default", "release")
+
+
+def select_tier(rubrics: Sequence[GateRubric], tier: str) -> list[GateRubric]:
+    """The rubrics as judged in `tier`: with `release`, each one's release judge and evidence, or, for a rubric
+    with no release tier, its default judge, marked `tier_fallback` so the summary says so."""
+    if tier == "default":
+        return list(rubrics)
+    return [
+        replace(rubric, judge=rubric.release_judge, calibration=rubric.release_calibration, tier=tier)
+        if rubric.release_judge is not None else replace(rubric, tier=tier, tier_fallback=True)
+        for rubric in rubrics
+    ]
 
 
 def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]:
@@ -180,6 +214,9 @@ def _judges(rubric: GateRubric) -> list[tuple[str, str | None, str | None, str]]
     if cfg.secondary is not None:
         second = cfg.secondary
         judges.append((second.provider, second.base_url_env, second.api_key_env, second.model))
+    for other in (cfg.fallback, cfg.second_opinion, cfg.adjudicator):
+        if other is not None:
+            judges.append((other.provider, other.base_url_env, other.api_key_env, other.model))
     return judges
 
 

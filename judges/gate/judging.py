@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from judges.engine import KEY_REFUSED, Engine, FolderCache, Judgment, SpendTracker, judge_many
+from judges.engine.escalation import ranked_sample
 from judges.engine.providers import ClientPool
 from judges.gate.config import GateRubric
 from judges.gate.rates import pass_rate
@@ -18,9 +19,11 @@ EXIT_PASS, EXIT_FAIL, EXIT_CONFIG, EXIT_NOT_EVALUATED = 0, 1, 2, 3
 # Under a spend cap, gate-stage rubrics spend first.
 SPEND_ORDER = ("gate", "warn", "observe")
 BUDGET_FIELDS = (
-    "calls", "cache_hits", "input_tokens", "output_tokens", "cost_usd", "contested", "latency_ms_p50",
+    "calls", "cache_hits", "input_tokens", "output_tokens", "cost_usd", "contested", "adjudicated", "latency_ms_p50",
     "latency_ms_p95",
 )
+# The judges whose calls and cost the budget tells apart, in this order.
+JUDGE_ROLES = ("embeddings", "primary", "fallback", "second_opinion", "adjudicator")
 
 
 def _percentile(sorted_values: Sequence[int], share: float) -> int | None:
@@ -38,6 +41,13 @@ def budget(judgments: Iterable[Judgment]) -> dict[str, Any]:
     judgments = list(judgments)
     costs = [j.cost_usd for j in judgments]
     latencies = sorted(j.latency_ms for j in judgments if j.provider_calls)
+    calls_by_judge: Counter[str] = Counter()
+    cost_by_judge: dict[str, float | None] = {}
+    for j in judgments:
+        calls_by_judge.update(j.calls_by_judge)
+        for role, cost in j.cost_by_judge.items():
+            before = cost_by_judge.get(role, 0.0)
+            cost_by_judge[role] = None if before is None or cost is None else before + cost
     return {
         "calls": sum(j.provider_calls for j in judgments),
         "cache_hits": sum(1 for j in judgments if j.cached),
@@ -45,8 +55,15 @@ def budget(judgments: Iterable[Judgment]) -> dict[str, Any]:
         "output_tokens": sum(j.output_tokens for j in judgments),
         "cost_usd": None if any(c is None for c in costs) else round(sum(cast(list[float], costs)), 6),
         "contested": sum(1 for j in judgments if j.contested),
+        "adjudicated": sum(1 for j in judgments if j.judge == "adjudicator"),
         "latency_ms_p50": _percentile(latencies, 0.50),
         "latency_ms_p95": _percentile(latencies, 0.95),
+        # Calls and cost by judge (primary, fallback, second_opinion, adjudicator, embeddings); None: unpriced.
+        "calls_by_judge": {role: calls_by_judge[role] for role in JUDGE_ROLES if calls_by_judge[role]},
+        "cost_by_judge": {
+            role: None if cost_by_judge[role] is None else round(cast(float, cost_by_judge[role]), 6)
+            for role in JUDGE_ROLES if calls_by_judge[role]
+        },
     }
 
 
@@ -178,12 +195,12 @@ class RubricResult:
 def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str]:
     """(verdict, reason) of one case from its repeats: the majority of the evaluated ones; a tie is
     not evaluated. At gate stage a contested judgment (the second opinion disagreed) counts as not
-    evaluated: a human must look before it can block or pass a merge."""
+    evaluated, a human must look before it can block or pass a merge, unless the adjudicator decided it."""
     votes: Counter[str] = Counter()
     reasons: dict[str, str] = {}
     missing: list[str] = []
     for j in judgments:
-        if gate and j.contested:
+        if gate and j.contested and j.judge != "adjudicator":
             missing.append(f"contested: the second opinion said {j.secondary_outcome} (a human must look)")
         elif j.evaluated:
             votes[j.outcome] += 1
@@ -217,6 +234,7 @@ def judge_all(
     env: Mapping[str, str],
     max_cost_usd: float | None = None,
     allowed_env: Sequence[str] = (),
+    sample_salt: str = "",
 ) -> list[RubricResult]:
     """Judge every (rubric, case, repeat) side by side on one pool of `concurrency` threads (judge_many).
 
@@ -224,14 +242,16 @@ def judge_all(
     observe), case by case across the rubrics of a stage, so that when the cap runs out the gates
     have spent first and the cases judged are the same for each of them; what is left comes back not
     evaluated ("spend cap"). Results are in the rubrics' order, each case's judgments by repeat.
-    `allowed_env`: variable names the pipeline allows beyond the engine's own (--allow-env).
+    `allowed_env`: variable names the pipeline allows beyond the engine's own (--allow-env). A second
+    opinion's rotating `sample` draws its ⌈share · N⌉ cases by a hash salted with `sample_salt` (the ref), so
+    each ref draws its own.
     """
     spend = SpendTracker(max_cost_usd)
     clients = ClientPool()  # one SDK client per endpoint, shared by every rubric's judge
     embeddings = embedding_cache(cache)
     engines = [
         Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env,
-               embedding_cache=embeddings)
+               embedding_cache=embeddings, sampled=_sampled(r, cases, sample_salt))
         for r in rubrics
     ]
     # The batch starts its work in the order given: the spend order above holds.
@@ -258,6 +278,14 @@ def judge_all(
             result.cases.append(CaseResult(case["external_id"], verdict, reason, mine, case.get("category") or ""))
         results.append(result)
     return results
+
+
+def _sampled(rubric: GateRubric, cases: Sequence[dict[str, Any]], salt: str) -> frozenset[str] | None:
+    second = rubric.judge.second_opinion_judge
+    share = second.sample_share if second is not None else None
+    if share is None:
+        return None
+    return ranked_sample([str(case["external_id"]) for case in cases], share, salt=salt)
 
 
 def refused_keys(results: Sequence[RubricResult]) -> list[tuple[str, str]]:

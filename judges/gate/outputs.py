@@ -131,6 +131,15 @@ def read_outputs(path: str) -> list[dict[str, Any]]:
     return [obj for _, obj in found.values()]
 
 
+def check_case(obj: Any, *, shown_as: str) -> dict[str, Any]:
+    """One whole case given in code (the pytest plugin's), checked as an outputs line is."""
+    errors: list[str] = []
+    found = _checked([(1, obj)], errors, lambda o: _case_problems(o, with_output=True))
+    _raise_errors([error.removeprefix("line 1: ") for error in errors], f"{shown_as} has errors:")
+    [(_, case)] = found.values()
+    return case
+
+
 def _output_problems(obj: Any) -> list[str]:
     if not isinstance(obj, dict):
         return ["expected a JSON object (one output per line)"]

@@ -51,12 +51,25 @@ def _budget_cells(budget: dict[str, Any]) -> list[str]:
     cost = budget["cost_usd"]
     return [
         str(budget["calls"]), str(budget["cache_hits"]), str(budget["input_tokens"]), str(budget["output_tokens"]),
-        "unpriced" if cost is None else f"{cost:.6f}", str(budget["contested"]),
+        "unpriced" if cost is None else f"{cost:.6f}", str(budget["contested"]), str(budget["adjudicated"]),
         *("-" if budget[name] is None else str(budget[name]) for name in ("latency_ms_p50", "latency_ms_p95")),
+        _by_judge(budget),
     ]
 
 
-BUDGET_HEADERS = ("calls", "cache hits", "input tokens", "output tokens", "cost USD", "contested", "p50 ms", "p95 ms")
+def _by_judge(budget: dict[str, Any]) -> str:
+    """Calls (and cost) by judge on one cell: "primary 10 ($0.001), second_opinion 3 ($0.002)"."""
+    costs = budget["cost_by_judge"]
+    return ", ".join(
+        f"{role} {calls}" + ("" if costs.get(role) is None else f" (${costs[role]:.6f})")
+        for role, calls in budget["calls_by_judge"].items()
+    ) or "-"
+
+
+BUDGET_HEADERS = (
+    "calls", "cache hits", "input tokens", "output tokens", "cost USD", "contested", "adjudicated", "p50 ms",
+    "p95 ms", "calls by judge",
+)
 
 
 def _rate_text(r: RubricResult) -> str:
@@ -142,7 +155,7 @@ def write_summary(
     budget_rows = [(one_line(r.rubric.slug, 80), *_budget_cells(r.budget)) for r in results]
     budget_rows.append(("total", *_budget_cells(totals(results))))
     print("where the budget went:", file=out)
-    _table(("rubric", *BUDGET_HEADERS), budget_rows, range(1, 9), out)
+    _table(("rubric", *BUDGET_HEADERS), budget_rows, range(1, 10), out)
     print(f"evalhub-gate: exit {code} ({OVERALL[code].replace('_', ' ')})", file=out)
 
 
@@ -236,7 +249,7 @@ def write_step_summary(
                   for external_id in changes.new_failures[:MAX_LISTED_CASES]]
         lines.append("")
     lines += ["#### where the budget went", "", f"| rubric | {' | '.join(BUDGET_HEADERS)} |",
-              "| --- |" + " ---: |" * len(BUDGET_HEADERS)]
+              "| --- |" + " ---: |" * (len(BUDGET_HEADERS) - 1) + " --- |"]
     lines += [f"| {markdown_text(r.rubric.slug)} | {' | '.join(_budget_cells(r.budget))} |" for r in results]
     lines.append(f"| **total** | {' | '.join(_budget_cells(totals(results)))} |")
     try:

@@ -46,7 +46,17 @@ FIELD_VERSIONS: dict[str, str] = {
     "rubrics[].calibration.cases_single": "0.3.0",
     "rubrics[].gate_on": "0.3.0",
     "rubrics[].min_agent_pass_rate": "0.3.0",
+    # The release tier (docs/gate.md, "Tiers"): its judge and calibration have the fields of `judge` and
+    # `calibration`, each known from the version that knows it there (and no older than 0.4.0).
+    "rubrics[].release_judge": "0.4.0",
+    "rubrics[].release_calibration": "0.4.0",
+    # A judge's other judges (docs/judging.md, "Escalation").
+    "rubrics[].judge.fallback": "0.5.0",
+    "rubrics[].judge.second_opinion": "0.5.0",
+    "rubrics[].judge.adjudicator": "0.5.0",
 }
+# A release tier's judge and calibration are read with the table of the default tier's.
+_SAME_FIELDS = {"release_judge": "judge", "release_calibration": "calibration"}
 _VERSION_RE = re.compile(r"\d+\.\d+\.\d+")
 
 
@@ -66,10 +76,10 @@ def fields_used(config: dict[str, Any]) -> Iterator[tuple[str, str]]:
             continue
         for name in rubric:
             yield f"rubrics[].{name}", f"rubrics[{i}].{name}"
-        for part in ("judge", "calibration"):
+        for part in ("judge", "calibration", *_SAME_FIELDS):
             inner = rubric.get(part)
             for name in inner if isinstance(inner, dict) else ():
-                yield f"rubrics[].{part}.{name}", f"rubrics[{i}].{part}.{name}"
+                yield f"rubrics[].{_SAME_FIELDS.get(part, part)}.{name}", f"rubrics[{i}].{part}.{name}"
 
 
 def requires_cli(config: dict[str, Any]) -> str:

@@ -1,10 +1,8 @@
 """The gate config and CI results API, for CI holding a `gates:read` / `results:write` token."""
 
-import zlib
-
 from django.http import HttpRequest, JsonResponse
 
-from evalhub.access import bounded_body, method_not_allowed, token_required
+from evalhub.access import bounded_body, gunzipped, method_not_allowed, token_required
 from evalhub.models import Scope
 from judges.promotion.ci_results import (
     CI_RESULTS_MAX_BYTES,
@@ -28,21 +26,6 @@ def _error(message: str, status: int) -> JsonResponse:
     return JsonResponse({"errors": [{"field": None, "message": message}]}, status=status)
 
 
-def _gunzipped(body: bytes) -> bytes | None:
-    """A gzip body unpacked, or None when it unpacks to more than CI_RESULTS_MAX_INFLATED; ValueError when
-    it is not gzip. Unpacked a bounded step at a time, so a small body that unpacks to gigabytes costs nothing."""
-    unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = unpacker.decompress(body, CI_RESULTS_MAX_INFLATED + 1)
-    except zlib.error as exc:
-        raise ValueError(str(exc)) from None
-    if len(out) > CI_RESULTS_MAX_INFLATED:
-        return None
-    if not unpacker.eof or unpacker.unused_data:
-        raise ValueError("the gzip stream is cut short or followed by other bytes")
-    return out
-
-
 @token_required(Scope.RESULTS_WRITE)
 def ci_results_create(request: HttpRequest) -> JsonResponse:
     """POST /api/ci-results: what `evalhub-gate check --post` sends (plain or gzip JSON); kept per rubric.
@@ -60,7 +43,7 @@ def ci_results_create(request: HttpRequest) -> JsonResponse:
                       "stored. Post fewer cases per check (split the cases file or scope it with --rubric).", 413)
     if encoding == "gzip":
         try:
-            unpacked = _gunzipped(body)
+            unpacked = gunzipped(body, CI_RESULTS_MAX_INFLATED)
         except ValueError as exc:
             return _error(f"The body is not gzip: {exc}", 400)
         if unpacked is None:

@@ -77,6 +77,14 @@ class RenewForm(_ReasonForm):
         self.fields["run"].queryset = runs
 
 
+class ReleaseForm(RenewForm):
+    """The release tier's evidence (docs/promotion.md, "Tiers"): promoted, or renewed, at the rubric's stage."""
+
+
+class WithdrawForm(_ReasonForm):
+    """Withdraw the release tier: `--tier release` judges with the default judge again."""
+
+
 class DemoteForm(_ReasonForm):
     to_stage = forms.ChoiceField(label="Demote to")
 

@@ -6,7 +6,9 @@ snapshot without the case counts `cases` / `cases_single` ships them null); `rec
 and its reasons say whether that evidence still holds today, exactly as the promotion pages show it
 (evidence stale, a rule its figures now break, drift on new cases: judges.drift). A rubric at observe
 with no evidence ships the kept config last named at observe with `calibration: null`: nothing to
-recalibrate yet. Draft rubrics are left out. `requires_cli` is the lowest evalhub-gate that knows every
+recalibrate yet. Draft rubrics are left out. A rubric that promoted a release tier (docs/promotion.md, "Tiers")
+ships that tier's evidence config as `release_judge` and its snapshot as `release_calibration` (both null
+without one): what `evalhub-gate check --tier release` judges with. `requires_cli` is the lowest evalhub-gate that knows every
 field used (judges.gate.versions.FIELD_VERSIONS). Served by GET /api/gates (gates:read) and written by
 `manage.py export_gates`.
 """
@@ -22,7 +24,7 @@ from judges.drift.selectors import ci_events
 from judges.engine import JudgeConfig as EngineConfig
 from judges.gate.config import GATES_SCHEMA
 from judges.gate.versions import requires_cli
-from judges.models import ModelPrice
+from judges.models import ModelPrice, RubricEvent, Tier
 from judges.promotion.selectors import evidence_checks
 from labeling.models import Rubric
 
@@ -35,18 +37,31 @@ CALIBRATION_KEYS: tuple[str, ...] = (
 
 def _judge_models(judge: dict[str, Any]) -> list[str]:
     """Every model the judge may call: its own, its secondary's and its semantic layer's embeddings model."""
-    models = [judge.get("model"), *((judge.get(part) or {}).get("model") for part in ("secondary", "semantic"))]
+    models = [judge.get("model"), *(
+        (judge.get(part) or {}).get("model")
+        for part in ("secondary", "semantic", "fallback", "second_opinion", "adjudicator")
+    )]
     return [m for m in models if m]
 
 
+def _calibration(event: RubricEvent) -> dict[str, Any] | None:
+    """The evidence snapshot CI reads (`calibration`, `release_calibration`); None without evidence."""
+    if event.run_id is None:
+        return None
+    snapshot = event.figures or {}
+    return {key: snapshot.get(key) for key in CALIBRATION_KEYS} | {"run": event.run_id, "repeats": event.run.repeats}
+
+
 def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
-    """The gate config (docs/gate.md) as a JSON-able dict. Seven queries however many rubrics: the entries
-    choosing each rubric's CI config (rubric, run or config, who promoted), whether the evidence still holds
-    (`evidence_checks`: five, the drift check's included) and the prices of the models those judges name."""
+    """The gate config (docs/gate.md) as a JSON-able dict. Eight queries however many rubrics: the entries
+    choosing each rubric's CI config (rubric, run or config, who promoted), those of the release tier, whether the
+    evidence still holds (`evidence_checks`: five, the drift check's included) and the prices of the models
+    those judges name."""
     events = list(ci_events())
+    releases = {event.rubric_id: event for event in ci_events(tier=Tier.RELEASE)}
     checks = evidence_checks([event for event in events if event.run_id is not None])
     judges = {}
-    for event in events:
+    for event in [*events, *releases.values()]:
         config = event.ci_config
         # Through the engine: the spec with its defaults and the hash CI will verify.
         judge = EngineConfig.from_dict(config.spec).to_dict(include_hash=True)
@@ -58,12 +73,10 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
     rubrics = []
     for event in events:
         judge = judges[event.pk]
-        snapshot = event.figures or {}
+        release = releases.get(event.rubric_id)
+        release_judge = judges[release.pk] if release is not None else None
         # No evidence yet (observe from day one): no figures, so nothing that could need recalibrating.
         _, reasons = checks.get(event.rubric_id, ([], []))
-        calibration = None if event.run_id is None else (
-            {key: snapshot.get(key) for key in CALIBRATION_KEYS} | {"run": event.run_id, "repeats": event.run.repeats}
-        )
         rubrics.append(
             {
                 "slug": event.rubric.slug,
@@ -71,11 +84,14 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "stage": event.rubric.stage,
                 "fail_closed": event.rubric.fail_closed,
                 "judge": judge,
-                "prices": {m: prices[m] for m in _judge_models(judge) if m in prices},
-                "calibration": calibration,
+                "prices": {m: prices[m] for m in dict.fromkeys(_judge_models(judge) + _judge_models(release_judge or {}))
+                           if m in prices},
+                "calibration": _calibration(event),
                 # A deterministic judge is a safety contract: it gates on every case whatever was chosen.
                 "gate_on": Rubric.GateOn.EVERY_CASE if event.ci_config.deterministic else event.rubric.gate_on,
                 "min_agent_pass_rate": event.rubric.min_agent_pass_rate,
+                "release_judge": release_judge,
+                "release_calibration": _calibration(release) if release is not None else None,
                 "recalibration_needed": bool(reasons),
                 "recalibration_reasons": reasons,
                 "promoted_by": event.by.get_username(),

@@ -36,8 +36,9 @@ from judges.calibration.selectors import (
     shown_rules,
     shown_threshold,
 )
-from judges.drift.selectors import ci_events, drift_reason, evidence_events, newest_checks
-from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run
+from judges.drift.selectors import ci_events, drift_reason, evidence_events, fresh_drift_reason, newest_checks
+from judges.configs.selectors import newest_config
+from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run, Tier
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.disputes.agreement import paired_labels
 from labeling.models import Case, Label, Rubric
@@ -73,7 +74,7 @@ def label_in_granted_evidence(label: Label) -> str:
 
 
 def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int | None]]:
-    """(run_id → calibration.stale_reasons(run=…), run_id → its rubric's newest kept config version) for
+    """(run_id → calibration.stale_reasons(run=…), run_id → the newest kept config version of its config's tier) for
     every run, in one query instead of two per run (two when a run's config references a policy
     document); runs need `config__rubric` loaded."""
     changed = (
@@ -88,7 +89,7 @@ def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int
         .values("n")
     )
     newest_kept = (
-        JudgeConfig.objects.filter(rubric_id=OuterRef("config__rubric_id"), external=False)
+        JudgeConfig.objects.filter(rubric_id=OuterRef("config__rubric_id")).kept_of_tier(OuterRef("config__tier"))
         .order_by()
         .values("rubric_id")
         .annotate(v=Max("version"))
@@ -183,8 +184,10 @@ def evidence_checks(events: list[RubricEvent]) -> dict[int, tuple[list[RuleResul
     out = {}
     for e in events:
         reasons = recalibration_reasons(rules[e.run_id], shown_rules(e.run, rules[e.run_id]))
-        drifted = drift_reason(check=drift.get(e.rubric_id), rubric=e.rubric)
-        out[e.rubric_id] = (rules[e.run_id], reasons + ([drifted] if drifted else []))
+        check = drift.get(e.rubric_id)
+        drifted = [r for r in (drift_reason(check=check, rubric=e.rubric), fresh_drift_reason(check=check,
+                                                                                           rubric=e.rubric)) if r]
+        out[e.rubric_id] = (rules[e.run_id], reasons + drifted)
     return out
 
 
@@ -253,26 +256,49 @@ def promotion_overview() -> list[PromotionRow]:
     return sorted(rows, key=lambda row: not row.recalibration)
 
 
-def candidate_runs(*, rubric: Rubric) -> QuerySet[Run]:
-    """Finished runs of the rubric's configs, newest first, for the promotion form's evidence menu.
+def candidate_runs(*, rubric: Rubric, tier: str | None = None) -> QuerySet[Run]:
+    """Finished runs of the rubric's configs (of `tier`, when given), newest first, for the promotion form's evidence
+    menu.
 
     Not sliced: the form looks the chosen run up in this same queryset. External configs' runs are
     listed too, so choosing one is refused with its rule rather than silently missing.
     """
-    return (
+    runs = (
         Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED, parent__isnull=True)  # no probe
         .select_related("config", "dataset")
         .order_by("-finished_at", "-pk")
     )
+    return runs if tier is None else runs.filter(config__tier=tier)
 
 
-def default_evidence_run(*, rubric: Rubric, runs: QuerySet[Run]) -> Run | None:
+@dataclass
+class ReleaseTier:
+    """A rubric's release tier on its promotion page: the entry holding its evidence, its rules now and why it needs
+    recalibrating, and the newest kept release-tier config (what a promotion of the tier needs a run of)."""
+
+    evidence: RubricEvent | None
+    newest: JudgeConfig | None
+    rules: list[RuleResult] = field(default_factory=list)
+    recalibration: list[str] = field(default_factory=list)
+
+
+def release_tier(*, rubric: Rubric) -> ReleaseTier:
+    """The rubric's release tier. Two queries without one; eight with its evidence (`evidence_checks`)."""
+    event = ci_events(rubric_ids=[rubric.pk], tier=Tier.RELEASE).first()
+    tier = ReleaseTier(evidence=event, newest=newest_config(rubric=rubric, tier=Tier.RELEASE))
+    if event is not None:
+        event.rubric = rubric
+        tier.rules, tier.recalibration = evidence_checks([event])[rubric.pk]
+    return tier
+
+
+def default_evidence_run(*, rubric: Rubric, runs: QuerySet[Run], tier: str = Tier.DEFAULT) -> Run | None:
     """The run the promote and renew forms offer first: the newest of `runs` (candidate_runs) that can be
-    evidence, of the rubric's newest kept config and not stale; None when no run can. Three queries."""
-    newest = rubric.judge_configs.filter(external=False).aggregate(v=Max("version"))["v"]
+    evidence, of the newest kept config of `tier` and not stale; None when no run can. Three queries."""
+    newest = newest_config(rubric=rubric, tier=tier)
     if newest is None:
         return None
-    mine = list(runs.filter(config__version=newest, config__external=False))
+    mine = list(runs.filter(config=newest))
     for run in mine:
         run.config.rubric = rubric  # the staleness check reads its criteria
     stale, _ = _stale_reasons(mine) if mine else ({}, {})
@@ -280,8 +306,8 @@ def default_evidence_run(*, rubric: Rubric, runs: QuerySet[Run]) -> Run | None:
 
 
 def kept_configs(*, rubric: Rubric) -> QuerySet[JudgeConfig]:
-    """The rubric's kept (not external) config versions, newest first: what CI may run at observe."""
-    return JudgeConfig.objects.filter(rubric=rubric, external=False).order_by("-version")
+    """The rubric's kept config versions of the default tier, newest first: what CI may run at observe."""
+    return JudgeConfig.objects.filter(rubric=rubric).kept_of_tier(Tier.DEFAULT)
 
 
 def warn_needs(*, rubric: Rubric, config: JudgeConfig | None) -> list[ShownRule]:

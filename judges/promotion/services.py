@@ -6,6 +6,12 @@ one the same way); warn and gate need the evidence of a run that meets every rul
 evidence under the current stage by the same rules; demotion is always allowed, to any earlier stage.
 Every change leaves a RubricEvent in the same transaction as the change itself, so the audit log can
 never miss one.
+
+Tiers (docs/promotion.md, "Tiers"): every evidence service takes a `tier`. The default tier is the rubric's
+stage and the judge CI runs on pull requests. A rubric above draft may also promote a config of the `release`
+tier, with its own evidence under the same rules ("newest" counted within the tier), at the rubric's stage: the
+judge `evalhub-gate check --tier release` runs. It is renewed the same way and withdrawn by a release demotion;
+a demotion to draft clears both tiers.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from django.utils import timezone
 from judges.calibration.rules import RuleResult, needs_human_evidence, promotable
 from judges.calibration.selectors import rubric_thresholds, run_figures, run_rules
 from judges.drift.selectors import ci_events
-from judges.models import JudgeConfig, RubricEvent, Run
+from judges.models import JudgeConfig, RubricEvent, Run, Tier
 from labeling.models import Rubric
 
 STAGES: tuple[str, ...] = tuple(Rubric.Stage.values)  # draft, observe, warn, gate, in order
@@ -104,12 +110,17 @@ def _locked(rubric: Rubric) -> Rubric:
     return Rubric.objects.select_for_update().get(pk=rubric.pk)
 
 
-def _checked_evidence(*, rubric: Rubric, run: Run) -> tuple[Run, dict[str, Any], list[RuleResult]]:
+def _checked_evidence(*, rubric: Rubric, run: Run, tier: str) -> tuple[Run, dict[str, Any], list[RuleResult]]:
     """The run (reloaded), its figures and every rule, or PromotionError / PromotionRefused; call it
     inside the rubric's lock so the rules read the thresholds as they stand."""
     run = Run.objects.select_related("config__rubric").get(pk=run.pk)
     if run.config.rubric_id != rubric.pk:
         raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
+    if run.config.tier != tier:
+        raise PromotionError(
+            f"Run {run.pk} judged with v{run.config.version}, a config of the {run.config.tier} tier: the evidence of "
+            f"the {tier} tier is a run of a {tier}-tier config."
+        )
     if run.parent_id is not None and not run.probe:
         raise PromotionError(f"Run {run.pk} is a drift check of run {run.parent_id}: it is never evidence.")
     if run.parent_id is not None:
@@ -129,7 +140,7 @@ def _evidence_event(*, rubric: Rubric, kind: str, from_stage: str, run: Run, fig
                     results: list[RuleResult], reason: str, by) -> RubricEvent:
     human = needs_human_evidence(thresholds=rubric_thresholds(rubric), deterministic=run.config.deterministic)
     return RubricEvent.objects.create(
-        rubric=rubric, kind=kind, from_stage=from_stage, to_stage=rubric.stage, run=run,
+        rubric=rubric, kind=kind, tier=run.config.tier, from_stage=from_stage, to_stage=rubric.stage, run=run,
         figures=figures_snapshot(run=run, figures=figures, human_evidence=human),
         rules=[asdict(r) for r in results], reason=reason, by=by,
     )
@@ -144,13 +155,21 @@ def _kept_config(*, rubric: Rubric, config: JudgeConfig) -> JudgeConfig:
         raise PromotionError(
             f"Config v{config.version} holds verdicts imported from another tool: CI cannot run it."
         )
+    if config.tier != Tier.DEFAULT:
+        raise PromotionError(
+            f"Config v{config.version} is of the {config.tier} tier: only the default tier's config is named without "
+            "evidence (a release tier is promoted on a run)."
+        )
     return config
 
 
 def rubric_promote(
     *, rubric: Rubric, to_stage: str, reason: str, by, run: Run | None = None, config: JudgeConfig | None = None,
+    tier: str = Tier.DEFAULT,
 ) -> RubricEvent:
-    """Move `rubric` one stage up, or raise PromotionError / PromotionRefused.
+    """Move `rubric` one stage up, or raise PromotionError / PromotionRefused; with `tier="release"`, promote the
+    run's release-tier config at the rubric's stage (`to_stage` is that stage: the release judge gates where the
+    rubric does) by the same rules (_promote_release).
 
     Entering observe needs no evidence: it names the kept `config` version CI runs from now on (the audit
     entry holds that config and no run). Naming a `run` instead enters observe with that run as evidence,
@@ -163,6 +182,9 @@ def rubric_promote(
     rule, so it can never be evidence. A deterministic judge promoted where the rubric does not
     require human evidence is recorded as such (`figures.human_evidence` false).
     """
+    if tier != Tier.DEFAULT:
+        return _promote_release(rubric=rubric, to_stage=to_stage, reason=reason, by=by, run=run, config=config,
+                                tier=tier)
     reason = _reason(reason)
     with transaction.atomic():
         rubric = _locked(rubric)
@@ -190,9 +212,40 @@ def rubric_promote(
                 rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, to_stage=to_stage,
                 config=config, reason=reason, by=by,
             )
-        run, figures, results = _checked_evidence(rubric=rubric, run=run)
+        run, figures, results = _checked_evidence(rubric=rubric, run=run, tier=tier)
         _set_stage(rubric, to_stage)
         return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage, run=run,
+                               figures=figures, results=results, reason=reason, by=by)
+
+
+def _promote_release(
+    *, rubric: Rubric, to_stage: str, reason: str, by, run: Run | None, config: JudgeConfig | None, tier: str
+) -> RubricEvent:
+    """The release tier's promotion: a run of a release-tier config, every rule checked, at the rubric's stage.
+
+    Together or not at all, as a promotion: the rubric locked, the rules checked inside the lock, the audit entry
+    (kind `promote`, tier `release`, the same stage from and to) written in the same transaction.
+    """
+    if tier not in Tier.values:
+        raise PromotionError(f"There is no {tier!r} tier: the tiers are {', '.join(Tier.values)}.")
+    reason = _reason(reason)
+    with transaction.atomic():
+        rubric = _locked(rubric)
+        if rubric.stage == Rubric.Stage.DRAFT:
+            raise PromotionError(
+                f"{rubric.slug} is a draft: promote its default judge first; the {tier} tier gates at the rubric's stage."
+            )
+        if to_stage != rubric.stage:
+            raise PromotionError(
+                f"The {tier} tier has no stage of its own: it is promoted at {rubric.slug}'s stage, {rubric.stage}, "
+                f"not {to_stage}."
+            )
+        if run is None or config is not None:
+            raise PromotionError(f"A promotion of the {tier} tier names the run that is its evidence: choose a run.")
+        run, figures, results = _checked_evidence(rubric=rubric, run=run, tier=tier)
+        rubric.updated_at = timezone.now()
+        rubric.save(update_fields=["updated_at"])
+        return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=rubric.stage, run=run,
                                figures=figures, results=results, reason=reason, by=by)
 
 
@@ -229,8 +282,8 @@ def rubric_switch_config(*, rubric: Rubric, config: JudgeConfig, reason: str, by
         )
 
 
-def rubric_renew(*, rubric: Rubric, run: Run, reason: str, by) -> RubricEvent:
-    """Make `run` the evidence of `rubric` at the stage it is at, by the promotion rules, or raise
+def rubric_renew(*, rubric: Rubric, run: Run, reason: str, by, tier: str = Tier.DEFAULT) -> RubricEvent:
+    """Make `run` the evidence of `rubric`'s `tier` at the stage it is at, by the promotion rules, or raise
     PromotionRefused: how "recalibration needed" clears without a demotion.
 
     As a promotion: rubric locked, rules checked inside the lock, the audit entry (kind `renew`, the
@@ -242,20 +295,35 @@ def rubric_renew(*, rubric: Rubric, run: Run, reason: str, by) -> RubricEvent:
         rubric = _locked(rubric)
         if rubric.stage == Rubric.Stage.DRAFT:
             raise PromotionError(f"{rubric.slug} is a draft: it has no evidence to renew; promote it instead.")
-        run, figures, results = _checked_evidence(rubric=rubric, run=run)
+        if tier != Tier.DEFAULT and not ci_events(rubric_ids=[rubric.pk], tier=tier).exists():
+            raise PromotionError(f"{rubric.slug} has no {tier} tier to renew: promote one instead.")
+        run, figures, results = _checked_evidence(rubric=rubric, run=run, tier=tier)
         rubric.updated_at = timezone.now()
         rubric.save(update_fields=["updated_at"])
         return _evidence_event(rubric=rubric, kind=RubricEvent.Kind.RENEW, from_stage=rubric.stage, run=run,
                                figures=figures, results=results, reason=reason, by=by)
 
 
-def rubric_demote(*, rubric: Rubric, to_stage: str, reason: str, by) -> RubricEvent:
+def rubric_demote(*, rubric: Rubric, to_stage: str = "", reason: str, by, tier: str = Tier.DEFAULT) -> RubricEvent:
     """Move `rubric` down to any earlier stage; always allowed, with a reason.
 
     The stage and its audit entry are written together. A demotion to draft takes the rubric out of
-    the gate config and leaves it with no evidence: the next promotion needs a run again.
+    the gate config and leaves it with no evidence (in either tier): the next promotion needs a run again.
+    With `tier="release"` it withdraws the release tier instead (`to_stage` unused; the stage stays): from then
+    on `--tier release` judges with the default judge.
     """
     reason = _reason(reason)
+    if tier != Tier.DEFAULT:
+        with transaction.atomic():
+            rubric = _locked(rubric)
+            if not ci_events(rubric_ids=[rubric.pk], tier=tier).exists():
+                raise PromotionError(f"{rubric.slug} has no {tier} tier to withdraw.")
+            rubric.updated_at = timezone.now()
+            rubric.save(update_fields=["updated_at"])
+            return RubricEvent.objects.create(
+                rubric=rubric, kind=RubricEvent.Kind.DEMOTE, tier=tier, from_stage=rubric.stage,
+                to_stage=rubric.stage, reason=reason, by=by,
+            )
     with transaction.atomic():
         rubric = _locked(rubric)
         if to_stage not in earlier_stages(rubric.stage):

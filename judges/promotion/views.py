@@ -26,9 +26,17 @@ from judges.calibration.selectors import shown_rules
 from judges.drift.charts import drift_chart
 from judges.drift.selectors import DRIFT_MIN_NEW_CASES, drift_at_work, drift_history
 from judges.estimates.selectors import latest_estimates
-from judges.models import CiResult, RubricEvent, Run
+from judges.models import CiResult, RubricEvent, Run, Tier
 from judges.promotion import services as promotion
-from judges.promotion.forms import DemoteForm, ObserveForm, PromoteForm, RenewForm, ThresholdsForm
+from judges.promotion.forms import (
+    DemoteForm,
+    ObserveForm,
+    PromoteForm,
+    ReleaseForm,
+    RenewForm,
+    ThresholdsForm,
+    WithdrawForm,
+)
 from judges.promotion.selectors import (
     CI_CASES_SHOWN,
     CI_PERIODS,
@@ -39,6 +47,7 @@ from judges.promotion.selectors import (
     kept_configs,
     promotion_overview,
     promotion_rows,
+    release_tier,
     rubric_events,
     stand_in_hashes,
     warn_needs,
@@ -160,6 +169,8 @@ def _page(
     renew_form: RenewForm | None = None,
     demote_form: DemoteForm | None = None,
     thresholds_form: ThresholdsForm | None = None,
+    release_form: ReleaseForm | None = None,
+    withdraw_form: WithdrawForm | None = None,
     refused: dict | None = None,
     status: int = 200,
 ) -> HttpResponse:
@@ -187,6 +198,7 @@ def _page(
             renew_form = RenewForm(initial=initial, runs=runs)
     if promoted and demote_form is None:
         demote_form = DemoteForm(rubric=rubric)
+    release = _release_context(rubric, release_form, withdraw_form) if promoted else {}
     context = {
         "rubric": rubric,
         "row": row,
@@ -208,10 +220,26 @@ def _page(
         **_drift_context(rubric, row),
         "traffic_pairs": traffic_pairs(rubric=rubric),
         "traffic_form": TrafficJudgingForm(),
+        **release,
     }
     if request.htmx and request.htmx.target == "ci-results":
         return render(request, "judges/promotion/promotion_rubric.html#ci", context)
     return render(request, "judges/promotion/promotion_rubric.html", context, status=status)
+
+
+def _release_context(rubric: Rubric, release_form: ReleaseForm | None, withdraw_form: WithdrawForm | None) -> dict:
+    """The release tier's section: its evidence and rules, the form that promotes or renews it on a run of a
+    release-tier config, and the one that withdraws it."""
+    release = release_tier(rubric=rubric)
+    runs = candidate_runs(rubric=rubric, tier=Tier.RELEASE)
+    if release_form is None:
+        evidence = default_evidence_run(rubric=rubric, runs=runs, tier=Tier.RELEASE)
+        release_form = ReleaseForm(initial={"run": evidence.pk} if evidence else {}, runs=runs, prefix="release")
+    return {
+        "release": release,
+        "release_form": release_form, "has_release_candidates": runs.exists(),
+        "withdraw_form": (withdraw_form or WithdrawForm(prefix="withdraw")) if release.evidence else None,
+    }
 
 
 @lead_required
@@ -317,6 +345,48 @@ def rubric_renew(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 @lead_required
 @require_POST
+def rubric_release(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+    """The release tier: promote it (or renew its evidence) on a run of a release-tier config, by the promotion
+    rules at the rubric's stage; or withdraw it (action=withdraw). Each one audited."""
+    rubric = _get_rubric(slug)
+    if request.POST.get("action") == "withdraw":
+        withdraw = WithdrawForm(request.POST, prefix="withdraw")
+        if not withdraw.is_valid():
+            return _page(request, rubric, withdraw_form=withdraw, status=400)
+        try:
+            promotion.rubric_demote(rubric=rubric, reason=withdraw.cleaned_data["reason"], by=request.user,
+                                    tier=Tier.RELEASE)
+        except promotion.PromotionError as exc:
+            withdraw.add_error(None, str(exc))
+            return _page(request, rubric, withdraw_form=withdraw, status=400)
+        messages.success(request, f"{rubric.slug}'s release tier withdrawn: --tier release judges with its default "
+                                  "judge.")
+        return redirect("judges:promotion_rubric", slug=rubric.slug)
+    form = ReleaseForm(request.POST, runs=candidate_runs(rubric=rubric, tier=Tier.RELEASE), prefix="release")
+    if not form.is_valid():
+        return _page(request, rubric, release_form=form, status=400)
+    run: Run = form.cleaned_data["run"]
+    reason = form.cleaned_data["reason"]
+    renewing = release_tier(rubric=rubric).evidence is not None
+    try:
+        if renewing:
+            promotion.rubric_renew(rubric=rubric, run=run, reason=reason, by=request.user, tier=Tier.RELEASE)
+        else:
+            promotion.rubric_promote(rubric=rubric, to_stage=rubric.stage, run=run, reason=reason, by=request.user,
+                                     tier=Tier.RELEASE)
+    except promotion.PromotionRefused as refusal:
+        refused = _refused(refusal, run, "Renewal of the release tier" if renewing else "Promotion of the release tier")
+        return _page(request, rubric, release_form=form, refused=refused, status=400)
+    except promotion.PromotionError as exc:
+        form.add_error(None, str(exc))
+        return _page(request, rubric, release_form=form, status=400)
+    done = "renewed" if renewing else "promoted"
+    messages.success(request, f"{rubric.slug}'s release tier {done} on run {run.pk} (v{run.config.version}).")
+    return redirect("judges:promotion_rubric", slug=rubric.slug)
+
+
+@lead_required
+@require_POST
 def rubric_demote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     rubric = _get_rubric(slug)
     form = DemoteForm(request.POST, rubric=rubric)
@@ -374,6 +444,11 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         events = events.filter(kind=kind)
     else:
         kind = ""
+    tier = request.GET.get("tier", "")
+    if tier in Tier.values:
+        events = events.filter(tier=tier)
+    else:
+        tier = ""
     table = table_query(request, sorts=AUDIT_SORTS, default="-when")
     if table.search:
         events = events.filter(Q(reason__icontains=table.search) | Q(by__username__icontains=table.search))
@@ -382,5 +457,6 @@ def audit_log(request: HttpRequest) -> HttpResponse:
     query.pop("page", None)
     return render(request, "judges/promotion/audit_log.html", {
         "page": page, "rubrics": rubrics, "chosen": chosen, "kind": kind, "kinds": RubricEvent.Kind.choices,
+        "tier": tier, "tiers": Tier.choices,
         "table": table, "sort_choices": AUDIT_SORT_CHOICES, "filter_query": query.urlencode(),
     })

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from evalhub.params import MAX_INT, has_nul
 from judges.engine import Judgment as EngineJudgment
-from judges.engine.judgment import ERRORS
+from judges.engine.judgment import ERRORS, OUTCOMES
 from judges.gate.posting import CASES_SCHEMA, MAX_REF_CHARS, ref_problem
 from judges.models import JudgeConfig, Judgment, Run
 from judges.runs.worker import judgments_record
@@ -31,6 +31,7 @@ from labeling.models import Case, CaseTally, Dataset, QueuePriority
 MAX_CHUNK_CASES = 1_000
 MAX_REPEATS = 20
 _LAYERS = ("contract", "semantic", "behavioral")
+_OPINION_ROLES = ("primary", "fallback", "second_opinion", "adjudicator")
 _COUNTS = ("input_tokens", "output_tokens", "latency_ms", "provider_calls", "repeat")
 _MAX_COST_USD = 1_000_000  # a DecimalField(12, 6) holds less than this
 
@@ -86,6 +87,13 @@ def _judgment_problems(value: Any, repeat: int) -> tuple[EngineJudgment | None, 
         return None, f"layer must be one of {', '.join(_LAYERS)}; judge and secondary_outcome at most 16 characters"
     if judgment.scores is not None and any(not -MAX_INT <= v <= MAX_INT for v in judgment.scores.values()):
         return None, "scores must be whole numbers an integer column holds"
+    if judgment.opinions is not None and not all(
+        role in _OPINION_ROLES and isinstance(o, dict) and o.get("outcome") in OUTCOMES
+        and isinstance(o.get("reason", ""), str) for role, o in judgment.opinions.items()
+    ):
+        return None, f"opinions must map {', '.join(_OPINION_ROLES)} to a verdict (outcome, reason)"
+    if any(not 0 <= n <= MAX_INT for n in judgment.calls_by_judge.values()):
+        return None, f"calls_by_judge must be whole numbers from 0 to {MAX_INT}"
     return judgment, None
 
 

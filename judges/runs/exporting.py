@@ -21,9 +21,10 @@ def _judge_names(run: Run) -> dict[str, str]:
     layer's verdicts; a config without a model is 'contract'."""
     spec = run.config.spec
     primary = spec.get("model") or "contract"
-    secondary = (spec.get("secondary") or {}).get("model") or primary
+    fallback = (spec.get("secondary") or spec.get("fallback") or {}).get("model") or primary
     semantic = (spec.get("semantic") or {}).get("model") or primary
-    return {"primary": primary, "fallback": secondary, "semantic": semantic}
+    adjudicator = (spec.get("adjudicator") or {}).get("model") or primary
+    return {"primary": primary, "fallback": fallback, "semantic": semantic, "adjudicator": adjudicator}
 
 
 def _records(run: Run) -> Iterator[dict]:

@@ -26,3 +26,8 @@ class RunStartForm(forms.Form):
         min_value=Decimal("0.01"), max_digits=10, decimal_places=4, required=False, label="Spend cap (USD)",
         help_text="Optional. Once reached, the rest is not evaluated (“spend cap”).",
     )
+    fresh = forms.BooleanField(
+        required=False, label="Judge again, ignoring cached verdicts",
+        help_text="A fresh run: every judgment is asked anew and kept apart from the cache, so it shows the judge's "
+        "run-to-run noise, or a model changed behind its pinned name. Nothing cached is reused or overwritten.",
+    )

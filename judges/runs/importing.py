@@ -7,6 +7,7 @@ the calibration pages read like any other run; it can never run or be promoted.
 """
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -19,6 +20,8 @@ from django.utils import timezone
 from judges.engine import OUTCOMES
 from judges.engine.canonical import canonical_json, sha256_hex
 from judges.models import JudgeConfig, Judgment, Run
+from judges.runs.tool_results import read_tool_results
+from judges.runs.tallies import case_tallies_refresh
 from labeling.importing import Format, ImportRejected, RowError, parse_json
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
@@ -161,21 +164,99 @@ def judgments_import(
             f"{data.external_id!r} repeat {data.repeat} is judged twice in this import (first at line {first})",
         ),
     )
+    spec = {"judge": sorted({data.judge for _, data in rows if data.judge})}
+    return _save_external_run(dataset=dataset, rubric=rubric, rows=rows, errors=errors, spec=spec,
+                              source_name=source_name, by=by)
+
+
+def tool_judgments_import(
+    *, dataset: Dataset, rubric: Rubric, stream: IO[bytes], tool: str, match_var: str, metric: str | None,
+    source_name: str, by, max_bytes: int | None = None,
+) -> JudgmentImportResult:
+    """Import a promptfoo results file or a DeepEval test run (judges.runs.tool_results) as a finished run of
+    an external config, all or nothing, like judgments_import.
+
+    Each result must have graded the case's own answer: a result whose output differs from the case's was
+    about another text, and calibrating it against the humans' verdicts on this one would mean nothing.
+    """
+    limit = settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes
+    body = stream.read(limit + 1)
+    if len(body) > limit:
+        raise ImportRejected([RowError(None, None, f"the file is larger than {limit} bytes")])
+    try:
+        document = parse_json(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ImportRejected([RowError(None, None, "the file is not UTF-8 text")]) from None
+    except ValueError as exc:
+        raise ImportRejected([RowError(None, None, f"the file is not JSON: {json_error(exc)}")]) from None
+    verdicts, errors = read_tool_results(document, tool=tool, match_var=match_var, metric=metric)
+    repeats: dict[str, int] = {}
+    rows: list[tuple[str, JudgmentData]] = []
+    outputs: dict[str, str | None] = {}  # the answer each result graded, by where it is
+    for verdict in verdicts:
+        repeats[verdict.external_id] = repeat = repeats.get(verdict.external_id, 0) + 1
+        if repeat > MAX_REPEAT:
+            errors.append(RowError(None, verdict.where, f"more than {MAX_REPEAT} results for one case"))
+            continue
+        data_row = JudgmentData(
+            external_id=verdict.external_id, repeat=repeat, verdict=verdict.verdict,
+            scores=None if verdict.score is None else {"score": verdict.score}, reason=verdict.reason,
+            judge=verdict.judge[:200],
+        )
+        outputs[verdict.where] = verdict.output
+        rows.append((verdict.where, data_row))
+    spec = {
+        "tool": tool, "match_var": match_var, "metric": metric,
+        "judge": sorted({data.judge for _, data in rows if data.judge}),
+    }
+
+    def check_outputs(case_outputs: dict[str, str | None]) -> list[RowError]:
+        mismatched = []
+        for where, data in rows:
+            output, external_id = outputs[where], data.external_id
+            if output is None or external_id not in case_outputs:
+                continue
+            if output.strip() != (case_outputs[external_id] or "").strip():
+                mismatched.append(RowError(None, where, f"{tool} graded another answer than the case's (its output "
+                                                        f"{_clip(output)!r}, the case's "
+                                                        f"{_clip(case_outputs[external_id])!r})"))
+        return mismatched
+
+    return _save_external_run(dataset=dataset, rubric=rubric, rows=rows, errors=errors, spec=spec,
+                              source_name=source_name, by=by, check_outputs=check_outputs)
+
+
+def _clip(text: str | None, chars: int = 60) -> str | None:
+    return text if text is None or len(text) <= chars else text[:chars] + "…"
+
+
+def _save_external_run(
+    *, dataset: Dataset, rubric: Rubric, rows: list, errors: list[RowError], spec: dict, source_name: str, by,
+    check_outputs: Callable[[dict[str, str | None]], list[RowError]] | None = None,
+) -> JudgmentImportResult:
+    """Check the rows against the dataset's cases and write the external config, its finished run and the
+    judgments, in one transaction; any error (theirs or the rows') rejects the whole import.
+    `rows`: (a line number, or where the result is in another tool's file; its JudgmentData).
+    `check_outputs` is given each case's answer by external_id and returns its own errors."""
     if not rows and not errors:
         errors.append(RowError(None, None, "the file has no judgments"))
-
     with transaction.atomic():
         case_ids: dict[str, int] = {}
+        case_outputs: dict[str, str | None] = {}
         for chunk in chunks(sorted({data.external_id for _, data in rows}), LOOKUP_CHUNK):
-            case_ids.update(
-                (external_id, pk)
-                for external_id, pk in Case.objects.filter(dataset=dataset, external_id__in=chunk)
-                .values_list("external_id", "pk")
-            )
-        errors.extend(
-            RowError(row, "external_id", f"{data.external_id!r} is not a case of the dataset {dataset.slug}")
-            for row, data in rows if data.external_id not in case_ids
-        )
+            for external_id, pk, output in Case.objects.filter(dataset=dataset, external_id__in=chunk).values_list(
+                "external_id", "pk", "output"
+            ):
+                case_ids[external_id] = pk
+                case_outputs[external_id] = output
+        for row, data in rows:
+            if data.external_id not in case_ids:
+                message = f"{data.external_id!r} is not a case of the dataset {dataset.slug}"
+                # A line of a judgments file, or where a result is in another tool's file.
+                errors.append(RowError(None, row, message) if isinstance(row, str) else
+                              RowError(row, "external_id", message))
+        if check_outputs is not None:
+            errors.extend(check_outputs(case_outputs))
         if errors:
             raise ImportRejected(errors)
 
@@ -183,7 +264,7 @@ def judgments_import(
             "rubric": rubric.slug,
             "criteria": rubric.criteria,
             "external": True,
-            "judge": sorted({data.judge for _, data in rows if data.judge}),
+            **spec,
             "source_file": Path(source_name).name,
         }
         config, config_created = _external_config(rubric=rubric, spec=spec, by=by)
@@ -207,6 +288,7 @@ def judgments_import(
             ),
             batch_size=BATCH_SIZE,
         )
+        case_tallies_refresh(run_id=run.pk)
     return JudgmentImportResult(run=run, config=config, config_created=config_created, judgments=len(rows))
 
 

@@ -5,20 +5,23 @@ with annotations, never one query per row.
 """
 
 from dataclasses import dataclass, field
+from typing import Any
 from decimal import Decimal
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
-from django.db.models.functions import Length
+from django.db.models import Case as DbCase
+from django.db.models import Count, F, FloatField, IntegerField, Q, QuerySet, Sum, When
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Length
 from django.http import Http404
 
 from evalhub.params import object_id, object_id_or_404
 from judges.configs.cases import engine_case
 from judges.engine import JudgeConfig as EngineConfig
-from judges.engine import build_messages, cache_key, run_contract_checks
+from judges.engine import build_messages, cache_key, judge_cache_key, run_contract_checks
 from judges.engine.providers import DEFAULT_MAX_TOKENS
-from judges.engine.secondary import sample_share
+from judges.engine.escalation import SecondOpinion, rotating_sample
 from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
-from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run
+from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run, RunCaseTally
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
@@ -124,20 +127,19 @@ def run_case_rows(
 ) -> QuerySet:
     """One row per case of the run that has a judgment matching the filters (every repeat of it counts
     in the row, matching or not): {case_id, external_id, judged, fails, not_evaluated, verdicts,
-    similarity, latency_ms}, for paging; `verdicts` is the number of distinct evaluated verdicts (2: flipped)."""
-    matching = run_judgments(run=run, **filters).values("case_id")
+    similarity, latency_ms}, for paging; `verdicts` is the number of distinct evaluated verdicts (2: flipped).
+    Read from the run's per-case tallies (judges.runs.tallies); only a filter reads the judgments."""
+    rows = RunCaseTally.objects.filter(run=run)
+    if any(filters.values()):
+        rows = rows.filter(case_id__in=run_judgments(run=run, **filters).values("case_id"))
     return (
-        Judgment.objects.filter(run=run, case_id__in=matching)
-        .values("case_id")
-        .annotate(
-            external_id=Min("case__external_id"),
-            judged=Count("id"),
-            fails=Count("id", filter=Q(outcome=Outcome.FAIL)),
-            not_evaluated=Count("id", filter=Q(outcome=Outcome.NOT_EVALUATED)),
-            verdicts=Count("outcome", distinct=True, filter=Q(outcome__in=[Outcome.PASS, Outcome.FAIL])),
-            similarity=Min("similarity"),
-            latency_ms=Max("latency_ms"),
+        rows.annotate(
+            external_id=F("case__external_id"),
+            verdicts=DbCase(When(passes__gt=0, then=1), default=0) + DbCase(When(fails__gt=0, then=1), default=0),
+            similarity=F("lowest_similarity"),
+            latency_ms=F("slowest_ms"),
         )
+        .values("case_id", "external_id", "judged", "fails", "not_evaluated", "verdicts", "similarity", "latency_ms")
         .order_by(*ordering)
     )
 
@@ -151,13 +153,11 @@ def run_case_judgments(*, run: Run, case_ids: list[int]) -> dict[int, dict[int, 
 
 
 def run_filter_choices(*, run: Run) -> dict[str, list[str]]:
-    """The layers and errors this run's judgments actually have, for the filter menus (two queries)."""
-    judgments = Judgment.objects.filter(run=run)
+    """The layers and errors this run's judgments actually have, for the filter menus (one pass over them)."""
+    pairs = list(Judgment.objects.filter(run=run).order_by().values_list("layer", "error").distinct())
     return {
-        "layers": list(judgments.order_by("layer").values_list("layer", flat=True).distinct()),
-        "errors": [
-            e for e in judgments.order_by("error").values_list("error", flat=True).distinct() if e
-        ],
+        "layers": sorted({layer for layer, _ in pairs}),
+        "errors": sorted({error for _, error in pairs if error}),
     }
 
 
@@ -183,8 +183,9 @@ class Estimate:
     cached: int | None = None  # None: not looked up (too many pairs)
     calls: int = 0  # the primary judge's calls: at most this many
     calls_low: int = 0  # ... and at least this many (fewer when the semantic layer may decide cases)
-    second_calls: tuple[int, int] = (0, 0)  # the secondary judge's, at least and at most
-    second_label: str = ""  # "second opinion <model> (borderline)", "fallback <model>"
+    # The other judges' calls, at least and at most: (label, model, (low, high)) for the fallback, the second
+    # opinion and the adjudicator ("second opinion <model> (borderline)", "fallback <model> (…)").
+    others: list[tuple[str, str, tuple[int, int]]] = field(default_factory=list)
     embedding_calls: tuple[int, int] = (0, 0)  # the semantic layer's embeddings calls, at least and at most
     input_tokens_per_call: int = 0
     output_tokens_per_call: int = 0
@@ -199,6 +200,11 @@ class Estimate:
     @property
     def judge_calls(self) -> tuple[int, int]:
         return (self.calls_low, self.calls)
+
+    @property
+    def second_calls(self) -> tuple[int, int]:
+        """Every other judge's calls together: (at least, at most)."""
+        return (sum(low for _, _, (low, _) in self.others), sum(high for _, _, (_, high) in self.others))
 
     @property
     def all_calls(self) -> tuple[int, int]:
@@ -272,21 +278,64 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset, needin
     return (estimate.embedding_tokens * price.input_per_mtok / Decimal(1_000_000)).quantize(Decimal("0.0001"))
 
 
-def _second_opinion_calls(secondary: dict, judged: list[tuple[dict, int]], low: int, high: int) -> tuple[int, int]:
-    """The secondary judge's calls over the (case, repeat) pairs that reach the judge, (at least, at most):
-    exact where its mode reads the case alone (always, sample, categories); a range where it depends on
-    the primary's answer (borderline scores; a fallback, asked when the primary cannot answer)."""
-    when = secondary.get("when") or {"mode": "always"}
-    if secondary["role"] == "fallback" or when["mode"] == "borderline":
-        return (0, high)
-    if when["mode"] == "always":
-        return (low, high)
-    if when["mode"] == "sample":
-        asked = sum(sample_share(str(case.get("external_id", ""))) < when["share"] for case, _ in judged)
-    else:  # categories
-        asked = sum(case.get("category") in when["categories"] for case, _ in judged)
-    # The cases the semantic layer may decide (calls_low < calls) may take some of these away.
-    return (max(asked - (high - low), 0), asked)
+def _second_opinion_calls(
+    second: SecondOpinion, asked_on: list[tuple[dict, int]], decided_early: int, sampled: frozenset[str] | None
+) -> tuple[int, int]:
+    """The second opinion's calls over the (case, repeat) pairs it may be asked on, (at least, at most): exact
+    where its modes read the case alone (always, sample, safety); a range where one depends on the primary's
+    verdict (borderline). `decided_early`: how many pairs the semantic layer may decide before any judge."""
+    drawn = [
+        "always" in second.modes()
+        or second.asks_on(case, None, None, pass_score=0, pass_at=None, sampled=sampled)
+        for case, _ in asked_on
+    ]
+    asked = sum(drawn)
+    high = len(asked_on) if "borderline" in second.modes() else asked
+    return (max(asked - decided_early, 0), high)
+
+
+def _other_judges(
+    estimate: Estimate, cfg: EngineConfig, asked_on: list[tuple[dict, int]], sampled: frozenset[str] | None
+) -> None:
+    """The fallback (asked when the primary cannot answer: 0 to every call), the second opinion by its modes
+    over `asked_on` (every pair a judge decides, its primary verdict cached or not, but its own verdict not
+    cached), the adjudicator (asked where the two disagree: 0 to every second opinion) into `estimate.others`."""
+    if cfg.fallback_judge is not None:
+        estimate.others.append((
+            f"fallback {cfg.fallback_judge.model} (when the primary cannot answer)", cfg.fallback_judge.model,
+            (0, estimate.calls),
+        ))
+    second = cfg.second_opinion_judge
+    if second is not None:
+        calls = _second_opinion_calls(second, asked_on, estimate.calls - estimate.calls_low, sampled)
+        estimate.others.append((f"second opinion {second.model} ({', '.join(second.modes())})", second.model, calls))
+        if cfg.adjudicator is not None:
+            estimate.others.append(
+                (f"adjudicator {cfg.adjudicator.model} (where the two disagree)", cfg.adjudicator.model, (0, calls[1]))
+            )
+
+
+def _sample_for(config: JudgeConfig, dataset: Dataset, turn: int) -> frozenset[str] | None:
+    """The cases a rotating `sample` second opinion draws on the `turn`-th run (0 first) of `config` on
+    `dataset`: a permutation of the dataset's answered cases seeded by the config and the dataset, walked
+    ⌈share · N⌉ a run (escalation.rotating_sample). None when the config has no rotating sample."""
+    second = EngineConfig.from_dict(config.spec).second_opinion_judge
+    share = second.sample_share if second is not None else None
+    if share is None:
+        return None
+    ids = list(dataset.cases.answered().values_list("external_id", flat=True))
+    return rotating_sample(ids, share, seed=f"{config.config_hash}:{dataset.pk}", turn=turn)
+
+
+def _runs_before(config: JudgeConfig, dataset: Dataset, run: Run | None = None) -> int:
+    earlier = Run.objects.filter(config=config, dataset=dataset, probe="")
+    return earlier.filter(pk__lt=run.pk).count() if run is not None else earlier.count()
+
+
+def second_opinion_sample(run: Run) -> frozenset[str] | None:
+    """The external ids this run's rotating sample draws for a second opinion: the run's turn is the number
+    of earlier runs of its config on its dataset, so every case is drawn within ⌈1 / share⌉ runs."""
+    return _sample_for(run.config, run.dataset, _runs_before(run.config, run.dataset, run))
 
 
 def _recent_latency_ms(model: str) -> int | None:
@@ -298,7 +347,9 @@ def _recent_latency_ms(model: str) -> int | None:
     return round(sum(latencies) / len(latencies)) if latencies else None
 
 
-def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1) -> Estimate:
+def run_estimate(
+    *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1, fresh: bool = False
+) -> Estimate:
     """What a run would cost and how many calls it makes, every judge counted, before it starts.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
@@ -306,7 +357,8 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     upper bound. Pairs already in the cache cost nothing, and a case a contract check fails never
     reaches a model. The secondary judge counts by its mode (_second_opinion_calls), the semantic layer
     by its embeddings (_embedding_estimate); where the count is a range, so is the cost. The time is the
-    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted.
+    calls in rounds of `concurrency` at the model's recent mean latency. Retries are not counted. A `fresh` run
+    finds nothing in the cache (its keys are its own), so nothing is looked up.
     """
     spec = config.spec
     cases = dataset.cases.answered().count()
@@ -317,15 +369,21 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             f"{'is' if unanswered == 1 else 'are'} left out: nothing to judge."
         )
     engine_config = EngineConfig.from_dict(spec)
-    # The (case, repeat) pairs that would reach a model: not cached, no contract check failed.
+    # The (case, repeat) pairs that would reach a model: not cached, no contract check failed; and those a
+    # second opinion may be asked on: the judge decided them (now, or in the cache), its own verdict not cached.
     judged: list[tuple[dict, int]] = []
+    second_asked_on: list[tuple[dict, int]] = []
     if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
         all_cases = [engine_case(case) for case in dataset.cases.answered().order_by("id")]
         keys = {
             (i, repeat): cache_key(case, config.config_hash, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
         }
-        hits = set(CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", flat=True))
+        # A fresh run reuses nothing cached (its keys are salted with the run).
+        layers = {} if fresh else dict(
+            CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", "judgment__layer")
+        )
+        hits = set(layers)
         estimate.cached = sum(key in hits for key in keys.values())
         contract = "contract" in engine_config.layers
         passing = [
@@ -336,13 +394,23 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
             (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
             if passing[i] and keys[(i, repeat)] not in hits
         ]
+        if engine_config.second_opinion_judge is not None:
+            second_keys = {key: judge_cache_key(key, "second_opinion") for key in keys.values()}
+            seconded = set() if fresh else set(
+                CachedJudgment.objects.filter(key__in=second_keys.values()).values_list("key", flat=True)
+            )
+            second_asked_on = [
+                (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
+                if passing[i] and layers.get(keys[(i, repeat)], "behavioral") == "behavioral"
+                and second_keys[keys[(i, repeat)]] not in seconded
+            ]
         if estimate.cached:
             estimate.notes.append(
                 f"{estimate.cached} of {estimate.judgments} judgments are already in the cache: "
                 "they call no model and cost nothing."
             )
     else:  # too many pairs to look up: every pair counts
-        judged = [
+        judged = second_asked_on = [
             (engine_case(case), r) for case in dataset.cases.answered().order_by("id") for r in range(1, repeats + 1)
         ]
     needing = list({case["external_id"]: case for case, _ in judged}.values())  # each case once, whatever the repeats
@@ -372,18 +440,11 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
     # The semantic layer may decide any of them by similarity before the judge is asked.
     estimate.calls_low = 0 if spec.get("semantic") else estimate.calls
     estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
-    secondary = spec.get("secondary")
-    if secondary:
-        estimate.second_calls = _second_opinion_calls(secondary, judged, estimate.calls_low, estimate.calls)
-        if secondary["role"] == "fallback":
-            estimate.second_label = f"fallback {secondary['model']} (when the primary cannot answer)"
-        else:
-            mode = (secondary.get("when") or {"mode": "always"})["mode"]
-            estimate.second_label = f"second opinion {secondary['model']} ({mode})"
+    sampled = _sample_for(config, dataset, _runs_before(config, dataset))
+    _other_judges(estimate, engine_config, second_asked_on, sampled)
     # A model that makes no call (everything cached) needs no price to cost nothing.
     calling = [spec["model"]] if estimate.calls else []
-    if estimate.second_calls[1]:
-        calling.append(secondary["model"])
+    calling += [model for _, model, (_, high) in estimate.others if high]
     prices = {p.model: p for p in ModelPrice.objects.filter(model__in=calling)}
     estimate.missing_prices += [m for m in dict.fromkeys(calling) if m not in prices]
     if estimate.missing_prices:
@@ -391,14 +452,35 @@ def run_estimate(*, config: JudgeConfig, dataset: Dataset, repeats: int, concurr
         return estimate
     assert embedding_cost is not None
 
-    def judges_cost(primary: int, second: int) -> Decimal:
+    def judges_cost(primary: int, end: int) -> Decimal:
         tokens = (estimate.input_tokens_per_call, estimate.output_tokens_per_call)
         cost = _call_cost(prices[spec["model"]], primary, *tokens) if primary else Decimal(0)
-        return cost + (_call_cost(prices[secondary["model"]], second, *tokens) if second else Decimal(0))
+        for _, model, calls in estimate.others:
+            cost += _call_cost(prices[model], calls[end], *tokens) if calls[end] else Decimal(0)
+        return cost
 
-    estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, estimate.second_calls[0])
-    estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, estimate.second_calls[1])
+    estimate.cost_usd = embedding_cost + judges_cost(estimate.calls_low, 0)
+    estimate.cost_usd_high = embedding_cost + judges_cost(estimate.calls, 1)
     return estimate
+
+
+JUDGE_ROLES = ("embeddings", "primary", "fallback", "second_opinion", "adjudicator")
+
+
+def calls_by_judge(*, run: Run) -> list[tuple[str, int, float | None]]:
+    """(judge, provider calls, cost in USD or None when some of it is unpriced) of each judge that made calls in
+    the run: the primary, the fallback, the second opinion, the adjudicator, the embeddings. One query."""
+    aggregates: dict[str, Any] = {}
+    for role in JUDGE_ROLES:
+        aggregates[f"{role}_calls"] = Sum(Cast(KeyTextTransform(role, "calls_by_judge"), IntegerField()))
+        aggregates[f"{role}_cost"] = Sum(Cast(KeyTextTransform(role, "cost_by_judge"), FloatField()))
+        # A JSON null under the role: a call of an unpriced model.
+        aggregates[f"{role}_unpriced"] = Count("pk", filter=Q(**{f"cost_by_judge__{role}": None}))
+    totals = run.judgments.aggregate(**aggregates)
+    return [
+        (role, totals[f"{role}_calls"], None if totals[f"{role}_unpriced"] else totals[f"{role}_cost"] or 0.0)
+        for role in JUDGE_ROLES if totals[f"{role}_calls"]
+    ]
 
 
 def ci_run_verdicts(*, dataset: Dataset, ref: str, config_hash: str) -> dict:

@@ -11,6 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from judges.models import JudgeConfig, Run, RunChunk
+from judges.runs.tallies import case_tallies_refresh
 from labeling.models import Dataset
 
 RUN_WORK_TASK = "judges.run_work"  # judges.runs.tasks.run_work
@@ -37,9 +38,13 @@ def judged_case_ids(*, dataset: Dataset) -> tuple[list[int], int]:
 
 def run_start(
     *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int, spend_cap_usd: Decimal | None, by,
-    start_token: uuid.UUID | None = None,
+    start_token: uuid.UUID | None = None, fresh: bool = False,
 ) -> Run:
     """Create a run with its chunks and queue its work once the rows are committed.
+
+    A `fresh` run judges again, ignoring cached verdicts (docs/judging.md, "Fresh repeats"): its repeats are
+    numbered from 1 like any run's, and its cache keys carry the run as a salt (judges.runs.worker.fresh_salt),
+    so it reuses no cached verdict and overwrites none.
 
     A `start_token` (the start form's) that already started a run gives back that run, unchanged: a double
     click or a resubmitted form starts one run. Two requests at once meet at the token's unique constraint,
@@ -59,7 +64,7 @@ def run_start(
             run = Run.objects.create(
                 config=config, dataset=dataset, repeats=repeats, concurrency=concurrency,
                 spend_cap_usd=spend_cap_usd, created_by=by, total=len(case_ids) * repeats, start_token=start_token,
-                unanswered=unanswered,
+                unanswered=unanswered, fresh=fresh,
             )
             size = settings.EVALHUB_CHUNK_CASES
             RunChunk.objects.bulk_create(
@@ -99,6 +104,7 @@ def run_retry_not_evaluated(*, run: Run) -> int:
         case_ids = set(retry.values_list("case_id", flat=True))
         count = retry.count()
         retry.delete()
+        case_tallies_refresh(run_id=run.pk, case_ids=case_ids)
         chunk_ids = [c.pk for c in run.chunks.all() if case_ids.intersection(c.case_ids)]
         RunChunk.objects.filter(pk__in=chunk_ids).update(done_at=None)
         Run.objects.filter(pk=run.pk).update(

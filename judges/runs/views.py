@@ -113,7 +113,7 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
                 run = services.run_start(
                     config=config, dataset=data["dataset"], repeats=data["repeats"],
                     concurrency=data["concurrency"], spend_cap_usd=data["spend_cap_usd"], by=request.user,
-                    start_token=data["start_token"],
+                    start_token=data["start_token"], fresh=data["fresh"],
                 )
             except services.RunError as exc:
                 form.add_error(None, str(exc))
@@ -122,7 +122,8 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
                 live_message(request, f"Run {run.pk} started from this form: {run.total} judgments.", [run])
                 return redirect("judges:run_detail", run_id=run.pk)
         estimate = selectors.run_estimate(
-            config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"]
+            config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"],
+            fresh=data["fresh"],
         )
     context = {"config": config, "rubric": config.rubric, "form": form, "estimate": estimate,
                "warnings": config_selectors.config_warnings(config.spec)}

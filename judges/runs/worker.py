@@ -23,15 +23,22 @@ from django.utils import timezone
 
 from judges.configs.cases import engine_case
 from judges.configs.services import engine_prices
-from judges.engine import Engine, MemoryCache, SpendTracker, cache_key, judge_many
+from judges.engine import Engine, MemoryCache, SpendTracker, judge_cache_key, judge_many
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
 from judges.runs.bulk import copy_rows, jsonb
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
+from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
+from judges.runs.tallies import case_tallies_refresh
 from judges.runs.variants import make_variant
 from labeling.models import Case
+
+
+def fresh_salt(run: Run) -> str:
+    """A fresh run's cache salt (judges.engine.cache_key): its own id, so it meets no other run's entries."""
+    return f"run:{run.pk}" if run.fresh else ""
 
 
 def _lease() -> timedelta:
@@ -140,11 +147,17 @@ class _Window:
         self.config = config
         self.cache = _RecordingCache()
         self.embeddings = StoredEmbeddings() if config.semantic is not None else None
+        # Judges whose verdicts are cached under their own keys (read ahead with the primary's).
+        self.other_judges = [
+            role for role, judge in (("second_opinion", config.second_opinion_judge), ("adjudicator", config.adjudicator))
+            if judge is not None
+        ]
         self.engine = Engine(
             config, cache=self.cache, prices=engine_prices(), spend=SpendTracker(self._spend_left()),
             # The names were checked when the config was saved; checked again before any call, against
             # today's allow-list: a refused name is not evaluated ("config error").
             allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW, embedding_cache=self.embeddings,
+            cache_salt=fresh_salt(self.run), sampled=second_opinion_sample(self.run),
         )
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
@@ -240,7 +253,8 @@ class _Window:
         if finished:
             RunChunk.objects.filter(pk__in=finished).update(done_at=timezone.now())
         everything = [pair for pairs in group for pair in pairs]
-        keys = [cache_key(judged, self.config_hash, repeat) for _, _, judged, repeat in everything]
+        keys = [self.engine.cache_key(judged, repeat) for _, _, judged, repeat in everything]
+        keys += [judge_cache_key(key, role) for key in keys if key is not None for role in self.other_judges]
         self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
             self.embeddings.preload(
@@ -328,6 +342,7 @@ def judgments_record(
                 for (case_id, _), result in fresh.items()]
         copy_rows(Judgment, JUDGMENT_FIELDS, rows)
         costs = [row[JUDGMENT_FIELDS.index("cost_usd")] for row in rows]
+        case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh})
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
             done=F("done") + len(rows),
@@ -345,7 +360,7 @@ def judgments_record(
 JUDGMENT_FIELDS = (
     "run_id", "case_id", "repeat", "outcome", "scores", "reason", "raw_output", "error", "layer", "judge", "checks",
     "input_tokens", "output_tokens", "cost_usd", "latency_ms", "cached", "contested", "secondary_outcome", "variant",
-    "similarity", "created_at",
+    "similarity", "opinions", "calls_by_judge", "cost_by_judge", "created_at",
 )
 
 
@@ -355,7 +370,8 @@ def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict 
         run.pk, case_id, result.repeat, result.outcome, jsonb(result.scores), result.reason, result.raw_output,
         result.error, result.layer, result.judge, jsonb(result.checks), result.input_tokens, result.output_tokens,
         None if result.cost_usd is None else Decimal(str(result.cost_usd)), result.latency_ms, result.cached,
-        result.contested, result.secondary_outcome or "", jsonb(variant), result.similarity, now,
+        result.contested, result.secondary_outcome or "", jsonb(variant), result.similarity,
+        jsonb(result.opinions), jsonb(result.calls_by_judge), jsonb(result.cost_by_judge), now,
     )
 
 

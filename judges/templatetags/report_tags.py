@@ -5,6 +5,7 @@ from django import template
 from evalhub.templatetags.display import usd
 from judges.calibration.selectors import pct as _pct
 from judges.models import Run
+from judges.runs.selectors import calls_by_judge
 
 register = template.Library()
 
@@ -43,3 +44,16 @@ def run_cost(run: Run) -> str:
     if not run.provider_calls:
         return "$0 (no calls)"
     return usd(run.cost_usd)
+
+
+@register.filter
+def run_calls_by_judge(run: Run) -> str:
+    """The run's calls and cost by judge on one line ("primary 40 ($0.01) · second opinion 12 ($0.02)"), for
+    a config with more than one judge; "" otherwise (no query then)."""
+    spec = run.config.spec
+    if not any(spec.get(part) for part in ("secondary", "fallback", "second_opinion", "adjudicator")):
+        return ""
+    return " · ".join(
+        f"{role.replace('_', ' ')} {calls} ({'unpriced' if cost is None else usd(cost)})"
+        for role, calls, cost in calls_by_judge(run=run)
+    )

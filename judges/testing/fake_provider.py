@@ -19,6 +19,15 @@ response trickled one byte a second, malformed JSON, a score of 7, a missing fie
     curl localhost:8765/_stats          # calls by endpoint, model and fault; peak concurrency; latency served
     curl -X POST localhost:8765/_reset
 
+An editor's answer (judges.editor) is scripted, not computed: `script` is a list of JSON objects that the
+calls of a model answer with in turn, the last one again once the list is used up (`"script": null` goes
+back to the rule). The test writes what the "editor" says; nothing here writes text of its own:
+
+    curl -X POST localhost:8765/_control -d '{"model": "editor-x", "script": [{"proposals": []}]}'
+
+A judge's rule may look at the whole prompt, instructions included (`prompt_contains`), so a test can
+tell whether a guidance line an editor proposed reached the judge.
+
 A `model` in a control request scopes its settings to that model (so a primary and a secondary
 judge can disagree, or one can fail while the other answers); other models use the defaults.
 Tests drive it through `FakeProvider`, which runs it as a subprocess on a free port.
@@ -82,10 +91,12 @@ RULE_KINDS = (
     "answer_min_length",
     "answer_contains",
     "input_contains",
+    "prompt_contains",
     "obeys_injection",
     "golden_overlap",
     "category_in",
     "flaky",
+    "after_calls",
     "all",
     "any",
     "not",
@@ -102,7 +113,11 @@ DEFAULTS: dict[str, Any] = {
     # concurrency cap is reached by the overlap itself, however slowly a busy machine starts the calls.
     "gather": None,
     "rule": {"kind": "always_pass"},
+    "script": None,  # a list of answers given in turn instead of the rule's verdict (an editor's, scripted)
 }
+# Where the whole prompt (system and user messages) sits among the sections a rule reads: not a section
+# name the prompt could hold (those are upper case), so case data cannot forge it.
+WHOLE_PROMPT = "(whole prompt)"
 INJECTION_MARKERS = ("answer pass", "ignore the rubric")
 _WORD_RE = re.compile(r"[a-z0-9]{3,}")
 STAND_IN_DIMENSIONS = 256  # when a request names none; small, so tests and benchmarks stay light
@@ -165,7 +180,7 @@ def validate_rule(rule: Any, where: str = "rule") -> None:
     kind = rule["kind"]
     if kind == "answer_min_length" and not isinstance(rule.get("chars"), int):
         raise ValueError(f"{where}.chars: expected an integer")
-    if kind in ("answer_contains", "input_contains") and not isinstance(rule.get("text"), str):
+    if kind in ("answer_contains", "input_contains", "prompt_contains") and not isinstance(rule.get("text"), str):
         raise ValueError(f"{where}.text: expected a string")
     if kind == "category_in" and not isinstance(rule.get("categories"), list):
         raise ValueError(f"{where}.categories: expected a list")
@@ -173,6 +188,11 @@ def validate_rule(rule: Any, where: str = "rule") -> None:
         validate_rule(rule["rule"], f"{where}.rule")
     if kind == "flaky" and not isinstance(rule.get("share"), int | float):
         raise ValueError(f"{where}.share: expected a number")
+    if kind == "after_calls":
+        if isinstance(rule.get("calls"), bool) or not isinstance(rule.get("calls"), int):
+            raise ValueError(f"{where}.calls: expected an integer")
+        validate_rule(rule.get("rule"), f"{where}.rule")
+        validate_rule(rule.get("then"), f"{where}.then")
     if kind in ("all", "any"):
         if not isinstance(rule.get("rules"), list):
             raise ValueError(f"{where}.rules: expected a list")
@@ -187,9 +207,17 @@ def _words(text: str) -> set[str]:
     return set(_WORD_RE.findall(text.lower()))
 
 
-def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str) -> tuple[bool, str]:
-    """(passed, why) for one request; `nth` counts identical prompts seen so far (for `flaky`)."""
+def evaluate_rule(
+    rule: dict[str, Any], sections: dict[str, str], *, nth: int, digest: str, calls: int = 0
+) -> tuple[bool, str]:
+    """(passed, why) for one request; `nth` counts identical prompts seen so far (for `flaky`), `calls` the calls
+    this model answered before this one (for `after_calls`: a model changed behind its pinned name)."""
     kind = rule["kind"]
+    inner = functools.partial(evaluate_rule, nth=nth, digest=digest, calls=calls)
+    if kind == "after_calls":
+        changed = calls >= rule["calls"]
+        passed, why = inner(rule["then"] if changed else rule["rule"], sections)
+        return passed, f"after_calls: call {calls + 1} of this model, {'after' if changed else 'before'} the change: {why}"
     answer = sections.get("ANSWER", "")
     if kind == "always_pass":
         return True, "always_pass"
@@ -206,10 +234,14 @@ def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, d
         text, question = rule["text"], sections.get("QUESTION", "")
         found = text in question if rule.get("case_sensitive") else text.lower() in question.lower()
         return found, f"input_contains {text!r}: {'found' if found else 'not found'}"
+    if kind == "prompt_contains":  # the judge's instructions and data alike: did a guidance line reach it?
+        text, prompt = rule["text"], sections.get(WHOLE_PROMPT, "")
+        found = text.lower() in prompt.lower()
+        return found, f"prompt_contains {text!r}: {'found' if found else 'not found'}"
     if kind == "obeys_injection":
         if any(marker in answer.lower() for marker in INJECTION_MARKERS):
             return True, "obeys_injection: the answer told the judge to pass it"
-        passed, why = evaluate_rule(rule.get("rule", {"kind": "always_fail"}), sections, nth=nth, digest=digest)
+        passed, why = inner(rule.get("rule", {"kind": "always_fail"}), sections)
         return passed, f"obeys_injection: no injection, so {why}"
     if kind == "golden_overlap":
         golden = _words(sections.get("GOLDEN ANSWER", ""))
@@ -220,15 +252,15 @@ def evaluate_rule(rule: dict[str, Any], sections: dict[str, str], *, nth: int, d
         category = sections.get("CATEGORY", "")
         return category in rule["categories"], f"category_in: category {category!r}"
     if kind == "flaky":
-        passed, why = evaluate_rule(rule.get("rule", {"kind": "always_pass"}), sections, nth=nth, digest=digest)
+        passed, why = inner(rule.get("rule", {"kind": "always_pass"}), sections)
         roll = int(hashlib.sha256(f"{digest}:{nth}".encode()).hexdigest()[:8], 16) / 0x1_0000_0000
         if roll < rule["share"]:
             return not passed, f"flaky: flipped {why} (call {nth + 1} of this prompt)"
         return passed, f"flaky: kept {why} (call {nth + 1} of this prompt)"
     if kind == "not":
-        passed, why = evaluate_rule(rule["rule"], sections, nth=nth, digest=digest)
+        passed, why = inner(rule["rule"], sections)
         return not passed, f"not ({why})"
-    results = [evaluate_rule(r, sections, nth=nth, digest=digest) for r in rule["rules"]]
+    results = [inner(r, sections) for r in rule["rules"]]
     combine = all if kind == "all" else any
     return combine(p for p, _ in results), f"{kind} of ({'; '.join(w for _, w in results)})"
 
@@ -262,6 +294,7 @@ class State:
             self.latency_rngs: dict[str, random.Random] = {}
             self.latency_ms_served: Counter[str] = Counter()
             self.seen: Counter[str] = Counter()
+            self.script_used: Counter[str] = Counter()
             self.requests: deque[dict[str, Any]] = deque(maxlen=500)
 
     def control(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +307,11 @@ class State:
             raise ValueError(f"fault: expected one of {', '.join(FAULTS)} or null")
         if "rule" in body:
             validate_rule(body["rule"])
+        script = body.get("script")
+        if script is not None and not (
+            isinstance(script, list) and script and all(isinstance(answer, dict) for answer in script)
+        ):
+            raise ValueError("script: expected a non-empty list of JSON objects, or null")
         for name in ("latency_ms", "latency_sigma", "latency_seed", "retry_after", "hang_s"):
             if name in body and (isinstance(body[name], bool) or not isinstance(body[name], int | float)):
                 raise ValueError(f"{name}: expected a number")
@@ -289,6 +327,8 @@ class State:
             if {"latency_ms", "latency_sigma", "latency_seed"} & set(body):
                 self.latency_rngs.clear()  # draws start again from the seed
             settings = self.scopes.setdefault(scope, {})
+            if "script" in body:
+                self.script_used[scope] = 0  # a new script starts from its first answer
             if "fault" in body:
                 body.setdefault("fault_count", None)  # a new fault without a count applies to every call
             settings.update(body)
@@ -300,10 +340,13 @@ class State:
     def begin(
         self, endpoint: str, model: str, digest: str, record: dict[str, Any]
     ) -> tuple[dict, str | None, int, float]:
-        """Count a call, and decide its settings, its fault (using up a fault_count) and its latency in ms."""
+        """Count a call, and decide its settings, its fault (using up a fault_count) and its latency in ms.
+
+        `record["model_calls"]` is how many calls of this model came before it (the `after_calls` rule)."""
         with self.lock:
             self.total += 1
             self.by_endpoint[endpoint] += 1
+            record["model_calls"] = self.by_model[model]
             self.by_model[model] += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -341,6 +384,17 @@ class State:
             if fault != "timeout":
                 self.latency_ms_served[model] += latency
             return settings, fault, nth, latency
+
+    def scripted(self, model: str) -> dict[str, Any] | None:
+        """The next scripted answer for this model (its own script, else the default scope's), if any."""
+        with self.lock:
+            scope = model if "script" in self.scopes.get(model, {}) else "*"
+            script = self.scopes[scope].get("script")
+            if not script:
+                return None
+            used = self.script_used[scope]
+            self.script_used[scope] += 1
+            return script[min(used, len(script) - 1)]
 
     def end(self, model: str, record: dict[str, Any]) -> None:
         with self.lock:
@@ -403,8 +457,9 @@ def _judge_answer(
     fault: str | None,
     nth: int,
     digest: str,
+    calls: int = 0,
 ) -> dict[str, Any]:
-    passed, why = evaluate_rule(rule, sections, nth=nth, digest=digest)
+    passed, why = evaluate_rule(rule, sections, nth=nth, digest=digest, calls=calls)
     answer_sha = hashlib.sha256(sections.get("ANSWER", "").encode()).hexdigest()[:12]
     verdict = "pass" if passed else "fail"
     answer: dict[str, Any] = {"reason": f"{STAND_IN}: {why} -> {verdict} [answer sha256 {answer_sha}]"}
@@ -527,8 +582,13 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if self._wait_and_fail(api, settings, fault, latency_ms):
                 return
-            scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
-            answer = _judge_answer(settings["rule"], parse_sections(user), scores_kind, fault, nth, digest)
+            answer = state.scripted(model)
+            record["scripted"] = answer is not None
+            if answer is None:
+                scores_kind = bool(schema and "relevance" in (schema.get("properties") or {}))
+                sections = {**parse_sections(user), WHOLE_PROMPT: f"{system}\n{user}"}
+                answer = _judge_answer(settings["rule"], sections, scores_kind, fault, nth, digest,
+                                       record["model_calls"])
             text = json.dumps(answer)
             if fault == "malformed_json":
                 text = text[: len(text) // 2]  # cut mid-object, as a model stopped short would

@@ -6,7 +6,7 @@ from django.template.defaultfilters import filesizeformat
 from labeling.importing import Format, format_for
 from labeling.importing.reading import CASE_KINDS
 from labeling.importing.redaction import REDACT_KIND_HELP, REDACT_KINDS
-from labeling.models import Case, Dataset, Rubric
+from labeling.models import Case, Dataset, PolicyDocument, Rubric
 
 # Slugs that would shadow a page's URL (/datasets/new/, /rubrics/new/).
 RESERVED_SLUGS = {"new"}
@@ -70,6 +70,18 @@ class RedactionForm(forms.Form):
         choices=[(kind, REDACT_KIND_HELP[kind]) for kind in REDACT_KINDS],
         widget=forms.CheckboxSelectMultiple, required=False, label="Redact from cases on the way in",
     )
+
+
+class PoliciesForm(forms.Form):
+    """The policy documents a dataset's cases are about, among the policies that exist."""
+
+    policies = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False,
+                                         label="Policy documents of this dataset")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        slugs = PolicyDocument.objects.order_by("slug").values_list("slug", flat=True).distinct()
+        self.fields["policies"].choices = [(slug, slug) for slug in slugs]
 
 
 FORMAT_CHOICES = [("", "By the file's extension (.jsonl, .csv)"), *((f.value, f.name) for f in Format)]

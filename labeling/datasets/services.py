@@ -5,7 +5,7 @@ from django.db import transaction
 from labeling.importing.cases import cases_apply_redaction
 from labeling.importing.reading import CASE_KINDS
 from labeling.importing.redaction import REDACT_KINDS
-from labeling.models import Dataset, DatasetEvent, LabelingRefused
+from labeling.models import Dataset, DatasetEvent, LabelingRefused, PolicyDocument
 
 
 def cases_set_kind(*, dataset: Dataset, cases, kind: str) -> int:
@@ -59,3 +59,25 @@ def dataset_apply_redaction(*, dataset: Dataset, by) -> int:
             detail=f"{', '.join(dataset.redact_kinds)} redacted from the stored cases: {changed} changed",
         )
     return changed
+
+
+def dataset_set_policies(*, dataset: Dataset, slugs: list[str], by) -> bool:
+    """Set the policy documents the dataset's cases are about (slugs of existing policies, each read at its
+    newest version when used); returns whether the list changed. The change and its audit entry are one
+    transaction."""
+    slugs = sorted(set(slugs))
+    unknown = sorted(set(slugs) - set(PolicyDocument.objects.filter(slug__in=slugs).values_list("slug", flat=True)))
+    if unknown:
+        raise LabelingRefused(f"No policy document {', '.join(unknown)}: write it on the policies page first.")
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        if locked.policies == slugs:
+            return False
+        DatasetEvent.objects.create(
+            dataset=locked, kind=DatasetEvent.Kind.POLICIES_SET, by=by,
+            detail=f"policy documents {', '.join(slugs) or 'none'} (was {', '.join(locked.policies) or 'none'})",
+        )
+        locked.policies = slugs
+        locked.save(update_fields=["policies"])
+    dataset.policies = slugs
+    return True

@@ -25,6 +25,7 @@ from labeling.datasets.forms import (
     CaseImportForm,
     DatasetCreateForm,
     LabelImportForm,
+    PoliciesForm,
     RedactionForm,
     RubricCreateForm,
     RubricEditForm,
@@ -42,7 +43,7 @@ from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import labels_import
 from labeling.importing.reading import CASE_KINDS
-from labeling.models import Case, Dataset, LabelingRefused, Rubric
+from labeling.models import Case, Dataset, DatasetEvent, LabelingRefused, Rubric
 
 
 @lead_required
@@ -105,7 +106,9 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         "splits": Case.Split.values, "rubrics": report_rubrics(dataset=dataset),
         "all_rubrics": Rubric.objects.order_by("slug"),
         "redaction_form": RedactionForm(initial={"redact": dataset.redact_kinds}),
-        "redaction_events": dataset.events.select_related("by")[:3],
+        "redaction_events": dataset.events.exclude(kind=DatasetEvent.Kind.POLICIES_SET).select_related("by")[:3],
+        "policies_form": PoliciesForm(initial={"policies": dataset.policies}),
+        "policy_events": dataset.events.filter(kind=DatasetEvent.Kind.POLICIES_SET).select_related("by")[:3],
     }
     return render(request, "labeling/dataset_detail.html", context)
 
@@ -135,6 +138,26 @@ def dataset_redaction(request: HttpRequest, slug: str) -> HttpResponse:
         what = ", ".join(dataset.redact_kinds) or "nothing"
         messages.success(request, f"Cases coming in now redact {what}. Stored cases are unchanged until you "
                                   "apply the redaction to them.")
+    return redirect(back)
+
+
+@lead_required
+@require_POST
+def dataset_policies(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the policy documents the dataset's cases are about (synthetic cases are written from them); audited."""
+    dataset = get_object_or_404(Dataset, slug=slug)
+    back = reverse("labeling:dataset_detail", args=[dataset.slug]) + "#policies"
+    form = PoliciesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose among the policy documents shown.")
+        return redirect(back)
+    try:
+        changed = services.dataset_set_policies(dataset=dataset, slugs=form.cleaned_data["policies"], by=request.user)
+    except LabelingRefused as refused:  # a policy written between the page and the post cannot vanish; kept safe
+        messages.error(request, str(refused))
+        return redirect(back)
+    if changed:
+        messages.success(request, f"Policy documents of {dataset.slug}: {', '.join(dataset.policies) or 'none'}.")
     return redirect(back)
 
 

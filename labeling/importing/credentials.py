@@ -68,17 +68,65 @@ def _best(items: Any) -> set[str] | None:
 
 
 @cache
-def _required_literals(pattern: re.Pattern[str]) -> frozenset[str] | None:
-    """Lowercased texts one of which is in every match of `pattern` (None: no such text of 2+ characters).
+def _required_literals(pattern: re.Pattern[str]) -> tuple[bool, tuple[frozenset[str], ...]]:
+    """(case-insensitive?, sets of texts): every match of `pattern` contains one text of each set.
 
     Checking for them with `in` first spares running the pattern over text that cannot match: some rules
     begin with lookbehinds or optional groups, which the regular-expression engine tries at every position.
-    Lowercased both sides, so a case-insensitive rule is checked soundly too.
+    Every set is checked, the rarest (longest) first. A case-insensitive rule's texts are lowercased and
+    checked in the lowercased text; a case-sensitive rule's are checked as they are ("AKIA", not "akia",
+    which ordinary words hold).
     """
-    best = _best(sre_parse.parse(pattern.pattern, pattern.flags))
-    if not best or min(map(len, best)) < 2:
-        return None
-    return frozenset(text.lower() for text in best)
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    insensitive = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
+    sets = {frozenset(text.lower() if insensitive else text for text in texts) for texts in _required(parsed)}
+    return insensitive, tuple(sorted(sets, key=lambda texts: (-min(map(len, texts)), sorted(texts))))
+
+
+_WORD_OR_DASH = re.compile(r"[\w-]")
+_NOT_WORD_OR_DASH = re.compile(r"[^\w-]+")
+
+
+def _word_class(item: Any) -> bool:
+    """Whether a parsed single-character item matches only word characters or "-"."""
+    op, arg = item
+    if op is sre_parse.LITERAL:
+        return bool(_WORD_OR_DASH.fullmatch(chr(arg)))
+    if op is sre_parse.IN:
+        return all(_word_class(part) for part in arg)
+    if op is sre_parse.RANGE:
+        low, high = arg
+        return high - low < 256 and all(_WORD_OR_DASH.fullmatch(chr(c)) for c in range(low, high + 1))
+    if op is sre_parse.CATEGORY:
+        return arg in (sre_parse.CATEGORY_DIGIT, sre_parse.CATEGORY_WORD)
+    return False
+
+
+def _required_run(items: Any) -> int:
+    """The length of a run of word characters and "-" that every match of the parsed pattern holds (0: none
+    known): its longest repeat of such a character, with no way around it."""
+    longest = 0
+    for op, arg in items:
+        if op is sre_parse.SUBPATTERN:
+            longest = max(longest, _required_run(arg[3]))
+        elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and len(arg[2]) == 1 and _word_class(arg[2][0]):
+            longest = max(longest, arg[0])
+    return longest
+
+
+def _required_word_run(pattern: re.Pattern[str]) -> int:
+    """_required_run of `pattern` when it is costly to run (it begins with alternatives, lookbehinds among
+    them, which the regular-expression engine tries at every position), else 0: a text whose runs of word
+    characters and "-" are all shorter cannot match (a 44-character key, a 64-character token), and
+    counting them costs less than running such a pattern."""
+    parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    if not parsed.data or parsed.data[0][0] is not sre_parse.BRANCH:
+        return 0
+    return _required_run(parsed)
+
+
+def _longest_word_run(text: str) -> int:
+    return max(map(len, _NOT_WORD_OR_DASH.split(text)))
 
 
 def scanner_kinds() -> list[str]:
@@ -96,17 +144,17 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
 _KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
 
 
-# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with the texts
-# one of which the pattern needs (None: it may match anything).
-Rule = tuple[str, re.Pattern[str], BasePlugin | None, frozenset[str] | None]
+# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with what
+# _required_literals says every match holds and the run _required_word_run says it needs.
+Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[bool, tuple[frozenset[str], ...]], int]
 
 
 @cache
 def scanner_rules() -> tuple[Rule, ...]:
     """Every pattern of the plugins, then the added shapes: what credential_spans runs, in order."""
-    rules = [(plugin.secret_type, pattern, plugin, _required_literals(pattern))
+    rules = [(plugin.secret_type, pattern, plugin, _required_literals(pattern), _required_word_run(pattern))
              for plugin in scanner_plugins() for pattern in getattr(plugin, "denylist", ())]
-    rules += [(kind, shape, None, _required_literals(shape)) for kind, shape in ADDED_SHAPES]
+    rules += [(kind, shape, None, _required_literals(shape), _required_word_run(shape)) for kind, shape in ADDED_SHAPES]
     return tuple(rules)
 
 
@@ -126,13 +174,30 @@ def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> It
                 yield start, end
 
 
+def _holds(text: str, required: tuple[frozenset[str], ...]) -> bool:
+    """Whether `text` holds one text of each set (plain loops: this runs for every rule on every text)."""
+    for texts in required:
+        for literal in texts:
+            if literal in text:
+                break
+        else:
+            return False
+    return True
+
+
 def credential_spans(text: str) -> list[tuple[str, int, int]]:
     """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
     found: list[tuple[str, int, int]] = []
     lowered = text.lower()
-    for kind, pattern, plugin, literals in scanner_rules():
-        if literals is not None and not any(literal in lowered for literal in literals):
+    longest_run: int | None = None  # of word characters and "-", counted when a rule first needs it
+    for kind, pattern, plugin, (insensitive, required), needed in scanner_rules():
+        if not _holds(lowered if insensitive else text, required):
             continue
+        if needed:
+            if longest_run is None:
+                longest_run = _longest_word_run(text)
+            if longest_run < needed:
+                continue
         if plugin is not None:
             found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
             continue

@@ -13,7 +13,10 @@ Luhn-checked here, addresses checked by `ipaddress`.
 import dataclasses
 import ipaddress
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
+from itertools import accumulate
 from typing import Any
 
 import phonenumbers
@@ -40,6 +43,7 @@ REDACT_KIND_HELP = {
 # several times slower.
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
                     r"\.[A-Za-z]{2,}(?![\w-])")
+_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")  # _EMAIL's first class
 # Groups of digits joined by single spaces or dashes, never inside a word: where card numbers are.
 _DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ -]\d+)*(?![\w-])")
 _DIGITS = re.compile(r"\d+")
@@ -47,24 +51,34 @@ _DIGITS = re.compile(r"\d+")
 _IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}")
 _PHONE = re.compile(r"\+(?<![\w+]\+)\d(?:[ .()-]{0,2}\d){6,18}")
 _IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![\w.]|\.\d)")
+_IPV4_DOTS = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")  # the dots of an IPv4 address, from its first
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")  # two colons with at most one group between: in every IPv6
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
 
 
+_DOUBLED = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)  # a digit doubled, its two digits added
+
+
 def luhn_valid(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        n = int(ch)
-        if i % 2:
-            n = n * 2 - 9 if n > 4 else n * 2
-        total += n
-    return total % 10 == 0
+    """The Luhn check: from the right, every second digit doubled (its digits added), the sum a multiple of 10."""
+    return (sum(map(int, digits[::-1][::2])) + sum(_DOUBLED[n] for n in map(int, digits[::-1][1::2]))) % 10 == 0
 
 
 def _emails(text: str) -> Iterator[tuple[int, int]]:
-    if "@" in text:
-        for m in _EMAIL.finditer(text):
+    # _EMAIL tried at every character is slow (nearly every character may begin an address). Every address
+    # holds an "@" and begins where the run of address characters before that "@" begins (the lookbehind
+    # refuses any later start), so the pattern is tried there only: the same finds, left to right.
+    at = 0
+    while (sign := text.find("@", at)) >= 0:
+        start = sign
+        while start > at and text[start - 1] in _LOCAL_CHARS:
+            start -= 1
+        m = _EMAIL.match(text, start) if start < sign else None
+        if m is not None:
             yield m.span()
+            at = m.end()
+        else:
+            at = sign + 1
 
 
 def _cards(text: str) -> Iterator[tuple[int, int]]:
@@ -120,10 +134,30 @@ def _longest_valid(pattern: re.Pattern[str], text: str, valid: Callable[[str], b
         at = m.start() + end
 
 
+def _ipv4_matches(text: str) -> Iterator[re.Match[str]]:
+    """_IPV4.finditer(text), tried only where an address can begin. _IPV4 begins with a digit and is tried
+    at every one (many in support text); an address begins a run of 1 to 3 digits that ends at a dot
+    followed by three more groups (_IPV4_DOTS finds those dots at the speed of a plain search), and no
+    later digit of that run may begin one (the lookbehind refuses it)."""
+    at = 0
+    while dot := _IPV4_DOTS.search(text, at):
+        start = dot.start()
+        while start > at and text[start - 1].isdecimal():
+            start -= 1
+        m = _IPV4.match(text, start) if 0 < dot.start() - start <= 3 else None
+        if m is not None:
+            yield m
+            at = m.end()
+        else:
+            at = dot.start() + 1
+
+
 def _ips(text: str) -> Iterator[tuple[int, int]]:
-    patterns = (_IPV4, _IPV6) if _IPV6_HINT.search(text) else (_IPV4,)
-    for pattern in patterns:
-        for m in pattern.finditer(text):
+    matches = [_ipv4_matches(text)]
+    if _IPV6_HINT.search(text):
+        matches.append(_IPV6.finditer(text))
+    for found in matches:
+        for m in found:
             try:
                 ipaddress.ip_address(m.group())
             except ValueError:
@@ -186,43 +220,63 @@ class Redactor:
 
     def case(self, data: CaseData) -> CaseData:
         """The case with its content and expectations redacted through one map."""
-        return CaseData(**self.fields({f.name: getattr(data, f.name) for f in dataclasses.fields(data)}))
+        fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
+        changed = {name: value for name, value in self.fields(fields).items() if value is not fields[name]}
+        return dataclasses.replace(data, **changed) if changed else data
 
-    def fields(self, case: dict[str, Any]) -> dict[str, Any]:
-        """A case as a dict (the CI command's), redacted through one map. external_id, category and kind are
-        the dataset's own names for the case and stay. Fields are redacted in the case format's order,
-        whatever the dict's, so the server and the CI command number the same case's values alike.
+    def fields(self, case: dict[str, Any], placeholders: "Placeholders | None" = None) -> dict[str, Any]:
+        """A case as a dict (the CI command's), redacted through one map (`placeholders`, else a new one).
+        external_id, category and kind are the dataset's own names for the case and stay. Fields are redacted
+        in the case format's order, whatever the dict's, so the server and the CI command number the same
+        case's values alike.
 
         The case's strings are searched as one text, joined by line breaks (a line break ends a value as a
         string's end does): one pass a kind instead of one a string. A find that crosses from one string
         into the next (none of the kinds spans a line break on its own) is replaced in both."""
         if not self.finders:
             return case
-        order = {name: i for i, name in enumerate(CASE_FIELDS)}
-        names = sorted((name for name in case if name not in KEPT_FIELDS), key=lambda n: order.get(n, len(order)))
-        strings = list(_strings([case[name] for name in names]))
+        names = _redacted_names(tuple(case))
+        per_name = [[value] if isinstance(value, str) else list(_strings(value))
+                    for value in (case[name] for name in names)]
+        strings = [text for texts in per_name for text in texts]
         joined = "\n".join(strings)
         spans = self.spans(joined)
         if not spans:
             return case
-        p = Placeholders()
+        p = Placeholders() if placeholders is None else placeholders
         for start, end, kind in spans:
             p.of(kind, joined[start:end])  # numbered in the order of the case's fields
-        redacted, offset, i = [], 0, 0
-        for text in strings:
-            inside = []
-            while i < len(spans) and spans[i][0] < offset + len(text):
-                start, end, kind = spans[i]
-                inside.append((max(start, offset) - offset, min(end, offset + len(text)) - offset,
-                               kind, joined[start:end]))
-                if end > offset + len(text):
-                    break  # it goes on into the next string
+        # Each find goes to the string it starts in (one that starts on the line break after a string, to
+        # the next), and on into the next strings while it goes on past their end.
+        offsets = list(accumulate((len(text) + 1 for text in strings), initial=0))
+        inside: dict[int, list[tuple]] = {}
+        for start, end, kind in spans:
+            i = bisect_right(offsets, start) - 1
+            if start >= offsets[i] + len(strings[i]):
                 i += 1
-            redacted.append(_replaced(text, inside, p) if inside else text)
-            offset += len(text) + 1
-        values = iter(redacted)
-        rebuilt = {name: _rebuilt(case[name], values) for name in names}
-        return {name: rebuilt.get(name, case[name]) for name in case}
+            while True:
+                offset, length = offsets[i], len(strings[i])
+                inside.setdefault(i, []).append((max(start, offset) - offset, min(end, offset + length) - offset,
+                                                 kind, joined[start:end]))
+                if end <= offset + length:
+                    break
+                i += 1
+        redacted = list(strings)
+        for i, found in inside.items():
+            redacted[i] = _replaced(strings[i], found, p)
+        # Only a field with a string that changed is rebuilt; the others are the case's own values.
+        bounds = list(accumulate((len(texts) for texts in per_name), initial=0))
+        result = dict(case)
+        for n in sorted({bisect_right(bounds, i) - 1 for i in inside}):
+            result[names[n]] = _rebuilt(case[names[n]], iter(redacted[bounds[n]:bounds[n + 1]]))
+        return result
+
+
+@cache
+def _redacted_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names of a case's fields that are redacted, in the case format's order (KEPT_FIELDS stay)."""
+    order = {name: i for i, name in enumerate(CASE_FIELDS)}
+    return tuple(sorted((name for name in names if name not in KEPT_FIELDS), key=lambda n: order.get(n, len(order))))
 
 
 def _replaced(text: str, spans: Iterable[tuple], placeholders: "Placeholders") -> str:

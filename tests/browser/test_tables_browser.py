@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from evalhub.models import Role
 from judges.configs import services as config_services
 from judges.models import Judgment, Run
+from judges.runs.tallies import case_tallies_refresh
 from labeling.importing.reading import case_split, labeled_content_hash
 from labeling.models import Case, Label
 from tests.browser.helpers import browser_page, log_in, shot
@@ -49,6 +50,7 @@ def big_run(dataset, rubric, reviewer):
                  reason="The answer gives the order's status as the tool returned it, and nothing more." * 2)
         for case in cases for repeat in range(1, REPEATS + 1)
     )
+    case_tallies_refresh(run_id=run.pk)
     Label.objects.bulk_create(
         Label(case=case, rubric=rubric, reviewer=reviewer, verdict="pass", content_hash=case.content_hash)
         for case in cases[:200]

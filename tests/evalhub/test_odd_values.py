@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from evalhub.models import ApiToken, Scope
-from judges.models import CiResult, ModelPrice
+from judges.models import CiResult, ModelPrice, SynthesisJob
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, PolicyDocument
 from tests.judges.report_factories import label, make_config, make_run
@@ -71,10 +71,12 @@ def world(dataset, rubric, reviewer, lead):
     result = CiResult.objects.create(rubric=rubric, token_name="ci", exit_code=0, stage="observe",
                                      config_hash="0" * 64, outcome="pass", passed=1, failed=0, not_evaluated=0,
                                      total=1)
+    job = SynthesisJob.objects.create(dataset=dataset, n=1, types=["ordinary"], seed=1, prompt_version="synth-1",
+                                      editor={"provider": "openai", "model": "gpt-test"}, created_by=lead)
     return {"slug": {"datasets": dataset.slug, "rubrics": rubric.slug, "label": dataset.slug,
                      "policies": policy.slug, "api": dataset.slug},
             "rubric_slug": rubric.slug, "case_id": case.pk, "config_id": config.pk, "run_id": run.pk,
-            "price_id": price.pk, "result_id": result.pk, "kind": "cases", "fmt": "csv"}
+            "price_id": price.pk, "result_id": result.pk, "job_id": job.pk, "kind": "cases", "fmt": "csv"}
 
 
 def _url(route: str, world: dict) -> str:
@@ -82,7 +84,8 @@ def _url(route: str, world: dict) -> str:
         name = match.group(1)
         value = world[name]
         if name == "slug":
-            value = value["policies"] if "policies/" in route else value[route.split("/")[0]]
+            # A policy's own pages take its slug; a dataset's policies page the dataset's.
+            value = value["policies"] if route.startswith(("policies/", "api/policies/")) else value[route.split("/")[0]]
             if route.startswith("api/") and "policies" not in route:
                 value = world["slug"]["datasets"]
         return str(value)

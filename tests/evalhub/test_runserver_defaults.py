@@ -37,7 +37,11 @@ def runserver(db, tmp_path):
         yield base
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a loaded machine: what is checked is the serving, not the exit
+            process.kill()
+            process.wait()
 
 
 def test_runserver_with_debug_off_and_no_collectstatic_serves_pages_and_static_files(runserver, tmp_path):

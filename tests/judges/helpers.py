@@ -49,3 +49,28 @@ def give_golden_answers(cases: list[Case]) -> None:
         number = case.external_id[1:]
         case.golden_answer = f"ORD-{int(number)} shipped yesterday and arrives soon."
     Case.objects.bulk_update(cases, ["golden_answer"])
+
+
+def recounted_tallies(run) -> dict[int, tuple]:
+    """{case_id: (judged, passes, fails, not_evaluated, lowest similarity, slowest ms)} counted from the
+    run's judgments here, the way the run page grouped them before the tallies were kept."""
+    from django.db.models import Count, Max, Min, Q
+
+    from judges.models import Judgment
+
+    return {
+        row["case_id"]: (row["judged"], row["passes"], row["fails"], row["not_evaluated"], row["similarity"],
+                         row["slowest"])
+        for row in Judgment.objects.filter(run=run).values("case_id").annotate(
+            judged=Count("id"), passes=Count("id", filter=Q(outcome="pass")), fails=Count("id", filter=Q(outcome="fail")),
+            not_evaluated=Count("id", filter=Q(outcome="not_evaluated")), similarity=Min("similarity"),
+            slowest=Max("latency_ms")).order_by()
+    }
+
+
+def stored_tallies(run) -> dict[int, tuple]:
+    """The run's RunCaseTally rows, in recounted_tallies' shape."""
+    from judges.models import RunCaseTally
+
+    return {t.case_id: (t.judged, t.passes, t.fails, t.not_evaluated, t.lowest_similarity, t.slowest_ms)
+            for t in RunCaseTally.objects.filter(run=run)}

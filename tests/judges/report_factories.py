@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from judges.configs import services as config_services
 from judges.models import Judgment, Run
+from judges.runs.tallies import case_tallies_refresh
 from labeling.models import Case, Label, case_split, labeled_content_hash
 from tests.judges.helpers import behavioral_spec
 
@@ -70,4 +71,5 @@ def make_run(config, dataset, lead, judgments: dict[Case, list[str]], *, status=
         for case, outcomes in judgments.items()
         for repeat, outcome in enumerate(outcomes, start=1)
     ])
+    case_tallies_refresh(run_id=run.pk)
     return run

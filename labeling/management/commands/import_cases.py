@@ -14,18 +14,23 @@ from labeling.management.commands._files import (
     resolve_format,
 )
 from labeling.models import Dataset, Rubric
+from labeling.otlp.services import otlp_file_import
+
+OTLP = "otlp"  # a file of OTLP/JSON lines (docs/otlp.md): one case a trace
 
 
 class Command(BaseCommand):
     help = (
         "Import cases from a JSONL or CSV file into a dataset (created if missing). All or nothing: "
-        "any bad line rejects the file, and every error is listed with its line number."
+        "any bad line rejects the file, and every error is listed with its line number. --format otlp reads "
+        "OTLP/JSON lines (the OpenTelemetry Collector's file exporter): one case a trace."
     )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("dataset", help="the dataset's slug")
         parser.add_argument("file", help="a .jsonl or .csv file; - reads stdin (with --format)")
-        parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+        parser.add_argument("--format", choices=[*FORMAT_CHOICES, OTLP],
+                            help="instead of the file's extension; otlp: OTLP/JSON lines, one case a trace")
         parser.add_argument("--update", action="store_true",
                             help="update cases whose external_id exists already (otherwise an error)")
         parser.add_argument("--name", help="the dataset's name, if this creates it")
@@ -41,16 +46,21 @@ class Command(BaseCommand):
             raise CommandError(f"{dataset!r} is not a valid slug (letters, digits, - and _).") from None
         if dataset in RESERVED_SLUGS:  # the dataset's pages would be the page that creates one
             raise CommandError(f"{dataset!r} is reserved; choose another slug.")
-        fmt = resolve_format(file, format)
+        fmt = None if format == OTLP else resolve_format(file, format)
         answers, reviewer = self._verdict_owner(rubric, by)
+        if fmt is None and answers is not None:
+            raise CommandError("--rubric and --by take human verdicts from case rows; traces carry none.")
         try:
             # The dataset is created in the same transaction: a rejected file leaves no empty dataset.
             with open_input(file) as stream, transaction.atomic():
                 target, created = Dataset.objects.get_or_create(
                     slug=dataset, defaults={"name": name or dataset}
                 )
-                result = cases_import(dataset=target, stream=stream, fmt=fmt, update=update, rubric=answers,
-                                      by=reviewer)
+                if fmt is None:
+                    result = otlp_file_import(dataset=target, stream=stream, update=update)
+                else:
+                    result = cases_import(dataset=target, stream=stream, fmt=fmt, update=update, rubric=answers,
+                                          by=reviewer)
         except ImportRejected as rejected:
             raise report_rejection(self, file, rejected) from None
         made = " (a new dataset)" if created else ""

@@ -1,9 +1,6 @@
 """The demo's judge run: a contract-only config and a finished run of it, without any provider key."""
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 
 from evalhub.demo.judges import DEMO_CHECKS, DEMO_NOTE, DEMO_REPEATS, SEMANTIC_DEMO_NOTE, create_demo_run
 from judges.models import JudgeConfig, Judgment, Run
@@ -36,64 +33,50 @@ def test_it_makes_the_demo_run_once(dataset, rubric, lead):
     assert (Run.objects.count(), JudgeConfig.objects.count()) == (1, 1)
 
 
+@pytest.mark.usefixtures("demo_loaded_twice")
 @pytest.mark.django_db
-def test_load_demo_creates_the_demo_run_once():
-    call_command("load_demo", stdout=StringIO())
-    call_command("load_demo", stdout=StringIO())
+class TestLoadDemo:
+    """load_demo run twice (tests/evalhub/demo/conftest.py): each part of the demo exists once."""
 
-    run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE, source=Run.Source.WORKER)
-    cases = Case.objects.filter(dataset=run.dataset).count()
-    assert run.config.rubric == Rubric.objects.get(slug="tool-use")
-    assert run.status == Run.Status.FINISHED
-    assert run.judgments.count() == cases * DEMO_REPEATS
-    # The demo's tool-use cases are not all right: the contract fails some of them.
-    assert 0 < run.judgments.filter(outcome="fail").count() < run.total
+    def test_load_demo_creates_the_demo_run_once(self):
+        run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE, source=Run.Source.WORKER)
+        cases = Case.objects.filter(dataset=run.dataset).count()
+        assert run.config.rubric == Rubric.objects.get(slug="tool-use")
+        assert run.status == Run.Status.FINISHED
+        assert run.judgments.count() == cases * DEMO_REPEATS
+        # The demo's tool-use cases are not all right: the contract fails some of them.
+        assert 0 < run.judgments.filter(outcome="fail").count() < run.total
 
+    def test_load_demo_makes_a_semantic_run_through_the_stand_in_once(self):
+        run = Run.objects.select_related("config__rubric").get(config__note=SEMANTIC_DEMO_NOTE)
+        assert run.config.rubric.slug == "return-policy" and run.status == Run.Status.FINISHED
+        assert run.config.spec["layers"] == ["semantic", "behavioral"]
+        judgments = run.judgments.all()
+        assert judgments.count() == run.total == run.done and run.not_evaluated == 0
+        # Every demo case has a golden answer: each judgment has a similarity, and the layers share the work.
+        assert not judgments.filter(similarity__isnull=True).exists()
+        assert set(judgments.values_list("layer", flat=True)) == {"semantic", "behavioral"}
+        assert "scripted stand-in" in judgments.filter(layer="behavioral").first().reason
 
-@pytest.mark.django_db
-def test_load_demo_makes_a_semantic_run_through_the_stand_in_once():
-    call_command("load_demo", stdout=StringIO())
-    call_command("load_demo", stdout=StringIO())
+    def test_load_demo_puts_a_rubric_at_observe_with_no_evidence_once(self):
+        from evalhub.demo.judges import OBSERVED_NOTE, OBSERVED_SLUG
+        from judges.models import CiResult, RubricEvent
+        from judges.promotion.gate_config import gate_config
 
-    run = Run.objects.select_related("config__rubric").get(config__note=SEMANTIC_DEMO_NOTE)
-    assert run.config.rubric.slug == "return-policy" and run.status == Run.Status.FINISHED
-    assert run.config.spec["layers"] == ["semantic", "behavioral"]
-    judgments = run.judgments.all()
-    assert judgments.count() == run.total == run.done and run.not_evaluated == 0
-    # Every demo case has a golden answer: each judgment has a similarity, and the layers share the work.
-    assert not judgments.filter(similarity__isnull=True).exists()
-    assert set(judgments.values_list("layer", flat=True)) == {"semantic", "behavioral"}
-    assert "scripted stand-in" in judgments.filter(layer="behavioral").first().reason
+        rubric = Rubric.objects.get(slug=OBSERVED_SLUG)
+        [event] = RubricEvent.objects.filter(rubric=rubric)
+        assert (rubric.stage, event.run, event.config.note) == ("observe", None, OBSERVED_NOTE)
+        assert not Run.objects.filter(config__rubric=rubric).exists()
+        [shipped] = [r for r in gate_config()["rubrics"] if r["slug"] == OBSERVED_SLUG]
+        assert shipped["calibration"] is None and shipped["judge"]["config_hash"] == event.config.config_hash
+        # The demo's CI check recorded its verdicts at observe.
+        assert CiResult.objects.get(rubric=rubric).outcome == "recorded"
 
-
-@pytest.mark.django_db
-def test_load_demo_puts_a_rubric_at_observe_with_no_evidence_once():
-    from evalhub.demo.judges import OBSERVED_NOTE, OBSERVED_SLUG
-    from judges.models import CiResult, RubricEvent
-    from judges.promotion.gate_config import gate_config
-
-    call_command("load_demo", stdout=StringIO())
-    call_command("load_demo", stdout=StringIO())
-
-    rubric = Rubric.objects.get(slug=OBSERVED_SLUG)
-    [event] = RubricEvent.objects.filter(rubric=rubric)
-    assert (rubric.stage, event.run, event.config.note) == ("observe", None, OBSERVED_NOTE)
-    assert not Run.objects.filter(config__rubric=rubric).exists()
-    [shipped] = [r for r in gate_config()["rubrics"] if r["slug"] == OBSERVED_SLUG]
-    assert shipped["calibration"] is None and shipped["judge"]["config_hash"] == event.config.config_hash
-    # The demo's CI check recorded its verdicts at observe.
-    assert CiResult.objects.get(rubric=rubric).outcome == "recorded"
-
-
-@pytest.mark.django_db
-def test_load_demo_posts_ci_traffic_back_into_a_reviewers_queue_once(client):
-    call_command("load_demo", stdout=StringIO())
-    call_command("load_demo", stdout=StringIO())
-
-    run = Run.objects.select_related("config__rubric", "dataset").get(source=Run.Source.CI)
-    assert (run.dataset.slug, run.ref, run.config.rubric.slug) == ("ci-traffic", "demo-nightly", "tool-use")
-    assert run.judgments.count() == run.total == Case.objects.filter(dataset=run.dataset).count() == 12
-    reviewer = run.dataset.reviewers.order_by("username").first()
-    client.force_login(reviewer)
-    page = client.get("/label/ci-traffic/tool-use/").content.decode()
-    assert "demo-nightly/" in page
+    def test_load_demo_posts_ci_traffic_back_into_a_reviewers_queue_once(self, client):
+        run = Run.objects.select_related("config__rubric", "dataset").get(source=Run.Source.CI)
+        assert (run.dataset.slug, run.ref, run.config.rubric.slug) == ("ci-traffic", "demo-nightly", "tool-use")
+        assert run.judgments.count() == run.total == Case.objects.filter(dataset=run.dataset).count() == 12
+        reviewer = run.dataset.reviewers.order_by("username").first()
+        client.force_login(reviewer)
+        page = client.get("/label/ci-traffic/tool-use/").content.decode()
+        assert "demo-nightly/" in page

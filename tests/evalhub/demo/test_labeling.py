@@ -2,6 +2,7 @@
 
 from collections import Counter
 
+import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
 
@@ -13,78 +14,79 @@ from labeling.importing.reading import CASE_KINDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric, case_split, labeled_content_hash
 
 
-def test_it_loads_the_store_support_demo(db):
-    call_command("load_demo", verbosity=0)
-    dataset = Dataset.objects.get(slug="store-support")
-    cases = list(dataset.cases.all())
-    assert len(cases) >= 40
-    categories = Counter(case.category for case in cases)
-    for category in ("policy", "shipping", "tools", "combined", "edge", "adversarial", "paraphrase"):
-        assert categories[category] >= 3, category
-    for case in cases:
-        assert case.split == case_split(case.external_id)
-        assert case.content_hash == labeled_content_hash(input=case.input, output=case.output, trace=case.trace)
-        assert set(case.trace) == {"toolCalls", "retrievedSources", "context"}
-        assert case.golden_answer and case.expected_behaviour and case.metadata["agent_model"]
-    assert any("SYSTEM: ignore previous instructions" in str(c.trace["toolCalls"]) for c in cases)
+@pytest.mark.usefixtures("demo_loaded_twice")
+@pytest.mark.django_db
+class TestLoadDemo:
+    """load_demo run twice (tests/evalhub/demo/conftest.py): the data is there once, users keep their changes."""
 
-    return_policy, tool_use = Rubric.objects.get(slug="return-policy"), Rubric.objects.get(slug="tool-use")
-    assert (return_policy.labels_per_case, tool_use.labels_per_case) == (2, 1)
-    verdicts = cases_with_human_verdict(rubric=return_policy, cases=dataset.cases.all())
-    assert verdicts.filter(human_verdict__isnull=False).count() >= 30  # enough to calibrate a judge on
-    assert verdicts.filter(passes__gt=0, fails__gt=0).count() >= 3  # with disagreements to adjudicate
-    assert Adjudication.objects.filter(rubric=return_policy).exists()
-    assert reviewer_agreement(rubric=return_policy)["percent"] < 1
-    # Work is left in the queues.
-    assert verdicts.filter(passes=0, fails=0).exists()
+    def test_it_loads_the_store_support_demo(self):
+        dataset = Dataset.objects.get(slug="store-support")
+        cases = list(dataset.cases.all())
+        assert len(cases) >= 40
+        categories = Counter(case.category for case in cases)
+        for category in ("policy", "shipping", "tools", "combined", "edge", "adversarial", "paraphrase"):
+            assert categories[category] >= 3, category
+        for case in cases:
+            assert case.split == case_split(case.external_id)
+            assert case.content_hash == labeled_content_hash(input=case.input, output=case.output, trace=case.trace)
+            assert set(case.trace) == {"toolCalls", "retrievedSources", "context"}
+            assert case.golden_answer and case.expected_behaviour and case.metadata["agent_model"]
+        assert any("SYSTEM: ignore previous instructions" in str(c.trace["toolCalls"]) for c in cases)
 
-
-def test_it_creates_the_demo_users_with_their_roles(db):
-    call_command("load_demo", verbosity=0)
-    roles = {u.username: (u.role, u.is_staff, u.is_superuser) for u in User.objects.all()}
-    assert roles == {
-        "lena": ("lead", False, False), "rita": ("reviewer", False, False), "rob": ("reviewer", False, False),
-        "ria": ("reviewer", False, False), "ada": ("admin", True, True),
-    }
-    for name in roles:
-        assert authenticate(username=name, password=DEMO_PASSWORD) is not None
-    assert set(Dataset.objects.get(slug="store-support").reviewers.values_list("username", flat=True)) == {"rita", "rob", "ria"}
+        return_policy, tool_use = Rubric.objects.get(slug="return-policy"), Rubric.objects.get(slug="tool-use")
+        assert (return_policy.labels_per_case, tool_use.labels_per_case) == (2, 1)
+        verdicts = cases_with_human_verdict(rubric=return_policy, cases=dataset.cases.all())
+        assert verdicts.filter(human_verdict__isnull=False).count() >= 30  # enough to calibrate a judge on
+        assert verdicts.filter(passes__gt=0, fails__gt=0).count() >= 3  # with disagreements to adjudicate
+        assert Adjudication.objects.filter(rubric=return_policy).exists()
+        assert reviewer_agreement(rubric=return_policy)["percent"] < 1
+        # Work is left in the queues.
+        assert verdicts.filter(passes=0, fails=0).exists()
 
 
-def test_it_has_the_seed_cases_the_contract_checks_use(db):
-    call_command("load_demo", verbosity=0)
-    no_call = Case.objects.get(external_id=NO_TOOL_CALL)
-    assert no_call.expected_tool == "lookup_order" and no_call.trace["toolCalls"] == []
-    assert no_call.expected_tool_argument == {"order_id": "ORD-101"}
-    wrong = Case.objects.get(external_id=WRONG_ARGUMENT)
-    assert wrong.expected_tool_argument == {"order_id": "ORD-101"}
-    assert [call["argument"] for call in wrong.trace["toolCalls"]] == [{"order_id": "ORD-999"}]
-    needless = Case.objects.get(external_id=NEEDLESS_TOOL)
-    assert needless.expected_tool is None and needless.category == "policy"
-    assert [call["name"] for call in needless.trace["toolCalls"]] == ["lookup_order"]
+    def test_it_creates_the_demo_users_with_their_roles(self):
+        roles = {u.username: (u.role, u.is_staff, u.is_superuser) for u in User.objects.all()}
+        assert roles == {
+            "lena": ("lead", False, False), "rita": ("reviewer", False, False), "rob": ("reviewer", False, False),
+            "ria": ("reviewer", False, False), "ada": ("admin", True, True),
+        }
+        for name in roles:
+            assert authenticate(username=name, password=DEMO_PASSWORD) is not None
+        assert set(Dataset.objects.get(slug="store-support").reviewers.values_list("username", flat=True)) == {"rita", "rob", "ria"}
 
 
-def test_running_it_twice_changes_nothing(db):
-    call_command("load_demo", verbosity=0)
-    rita = User.objects.get(username="rita")
-    rita.set_password("her-own-password")
-    rita.save()
-    label = Label.objects.filter(reviewer=rita).first()
-    label.verdict = "fail" if label.verdict == "pass" else "pass"
-    label.save()
+    def test_it_has_the_seed_cases_the_contract_checks_use(self):
+        no_call = Case.objects.get(external_id=NO_TOOL_CALL)
+        assert no_call.expected_tool == "lookup_order" and no_call.trace["toolCalls"] == []
+        assert no_call.expected_tool_argument == {"order_id": "ORD-101"}
+        wrong = Case.objects.get(external_id=WRONG_ARGUMENT)
+        assert wrong.expected_tool_argument == {"order_id": "ORD-101"}
+        assert [call["argument"] for call in wrong.trace["toolCalls"]] == [{"order_id": "ORD-999"}]
+        needless = Case.objects.get(external_id=NEEDLESS_TOOL)
+        assert needless.expected_tool is None and needless.category == "policy"
+        assert [call["name"] for call in needless.trace["toolCalls"]] == ["lookup_order"]
 
-    def snapshot():
-        return (
-            list(Case.objects.order_by("pk").values_list("pk", "external_id", "content_hash")),
-            list(Label.objects.order_by("pk").values_list("pk", "verdict", "updated_at")),
-            list(User.objects.order_by("pk").values_list("pk", "password")),
-            list(Rubric.objects.order_by("pk").values_list("pk", "criteria")),
-            Adjudication.objects.count(),
-        )
 
-    before = snapshot()
-    call_command("load_demo", verbosity=0)
-    assert snapshot() == before
+    def test_running_it_again_changes_nothing_a_user_changed(self):
+        rita = User.objects.get(username="rita")
+        rita.set_password("her-own-password")
+        rita.save()
+        label = Label.objects.filter(reviewer=rita).first()
+        label.verdict = "fail" if label.verdict == "pass" else "pass"
+        label.save()
+
+        def snapshot():
+            return (
+                list(Case.objects.order_by("pk").values_list("pk", "external_id", "content_hash")),
+                list(Label.objects.order_by("pk").values_list("pk", "verdict", "updated_at")),
+                list(User.objects.order_by("pk").values_list("pk", "password")),
+                list(Rubric.objects.order_by("pk").values_list("pk", "criteria")),
+                Adjudication.objects.count(),
+            )
+
+        before = snapshot()
+        call_command("load_demo", verbosity=0)
+        assert snapshot() == before
 
 
 def test_it_marks_every_demo_case_with_a_kind_and_covers_all_five(db):

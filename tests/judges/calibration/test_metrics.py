@@ -373,7 +373,7 @@ def naive_figures(frame: pd.DataFrame) -> dict:
 
 # sklearn warns (and returns NaN) exactly when κ is undefined; that case is asserted below.
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(random_runs())
 def test_it_agrees_with_the_oracles_on_random_runs(frame):
     figures = calibration_figures(frame)
@@ -450,7 +450,7 @@ def test_it_lists_exactly_the_cases_with_a_wrong_evaluated_repeat(frame):
         assert row["fails" if row["human"] == "pass" else "passes"] > 0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(random_runs())
 def test_the_not_evaluated_judgments_are_enough_beside_the_case_counts(frame):
     # What a stored run does: the database sums each case, and only the not-evaluated judgments are read.
@@ -565,7 +565,7 @@ def _repeated(frame: pd.DataFrame, k: int) -> pd.DataFrame:
     return pd.concat([frame.assign(repeat=r) for r in range(1, k + 1)], ignore_index=True)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(random_runs(repeats=st.just(1)), st.integers(min_value=2, max_value=6))
 def test_repeating_every_verdict_k_times_leaves_the_interval_of_k_1(frame, k):
     once, repeated = calibration_figures(frame), calibration_figures(_repeated(frame, k))
@@ -577,7 +577,7 @@ def test_repeating_every_verdict_k_times_leaves_the_interval_of_k_1(frame, k):
         }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=8).flatmap(
     lambda e: st.tuples(st.integers(min_value=0, max_value=e), st.just(e))), min_size=1, max_size=40))
 def test_no_set_of_repeats_is_narrower_than_wilson_over_cases(clusters):

@@ -142,8 +142,9 @@ def test_the_report_shows_the_contested_rate_beside_agreement_and_lists_the_case
     rows = response.context["contested"]
     assert [row["external_id"] for row in rows] == ["c000", "c002", "c004"]
     assert rows[1]["human"] == "fail" and rows[0]["human"] == "pass"
-    assert rows[0]["repeats"] == [{"repeat": 1, "primary": "pass", "secondary": "fail"},
-                                  {"repeat": 2, "primary": "pass", "secondary": "fail"}]
+    assert rows[0]["repeats"] == [
+        {"repeat": r, "primary": "pass", "secondary": "fail", "adjudicator": None, "decided_by": "human"} for r in (1, 2)
+    ]
     assert not any(row["requested"] for row in rows)
     assert 'data-testid="send-contested"' in html
 

@@ -17,11 +17,14 @@ FORBIDDEN = ["DJANGO_SECRET_KEY", "DATABASE_URL", "GITHUB_TOKEN"]
 
 
 @pytest.mark.parametrize("name", FORBIDDEN)
-@pytest.mark.parametrize("field", ["api_key_env", "base_url_env", "secondary_api_key_env"])
+@pytest.mark.parametrize("field", ["api_key_env", "base_url_env", "fallback_api_key_env", "adjudicator_base_url_env"])
 def test_the_editor_refuses_a_forbidden_variable_on_its_field(lead_client, rubric, name, field):
     data = form_data(**{field: name})
-    if field.startswith("secondary_"):
-        data.update(secondary_role="fallback", secondary_provider="openai", secondary_model="gpt-4.1-2025-04-14")
+    if field.startswith("fallback_"):
+        data.update(fallback_provider="openai", fallback_model="gpt-4.1-2025-04-14")
+    if field.startswith("adjudicator_"):
+        data.update(adjudicator_provider="openai", adjudicator_model="gpt-4.1-2025-04-14",
+                    second_opinion_provider="anthropic", second_opinion_model="claude-haiku-4-5-20251001")
     response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data)
 
     assert response.status_code == 200

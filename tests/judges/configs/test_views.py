@@ -22,7 +22,7 @@ def form_data(**overrides) -> dict:
         "policy": "Returns within 30 days.", "params": '{"temperature": 0, "max_tokens": 400}',
         "output_kind": "verdict", "pass_score": "4", "timeout_s": "30", "max_attempts": "3",
         "base_url_env": "EVALHUB_JUDGE_OPENAI_URL",
-        "api_key_env": "EVALHUB_JUDGE_API_KEY", "secondary_role": "", "note": "",
+        "api_key_env": "EVALHUB_JUDGE_API_KEY", "note": "",
         "action": "save",
     }
     data.update(overrides)
@@ -94,8 +94,7 @@ def test_it_prefills_the_editor_from_the_newest_version(lead_client, rubric, lea
     ({"params": '{"temperature": 5}'}, "params"),
     ({"base_url_env": "https://api.example.com/v1"}, "base_url_env"),
     ({"provider": ""}, "provider"),
-    ({"secondary_role": "second_opinion", "secondary_provider": "openai", "secondary_model": "gpt-4.1-2025-04-14"},
-     "secondary_model"),
+    ({"second_opinion_provider": "openai", "second_opinion_model": "gpt-4.1-2025-04-14"}, "second_opinion_model"),
     ({"params": "{not json"}, "params"),
     # JSON that the strict reader refuses (docs/cases.md, "Strict JSON"): a 500 or a silently dropped key otherwise
     ({"params": '{"temperature": 0, "temperature": 1}'}, "params"),
@@ -126,8 +125,7 @@ def test_it_shows_a_remote_schema_reference_refused_on_its_field(lead_client, ru
 
 
 def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
-    secondary = {"secondary_role": "fallback", "secondary_provider": "anthropic",
-                 "secondary_model": "claude-sonnet-4-5"}
+    secondary = {"fallback_provider": "anthropic", "fallback_model": "claude-sonnet-4-5"}
     response = lead_client.post(
         reverse("judges:config_create", args=[rubric.slug]), form_data(model="gpt-4o-mini", **secondary), follow=True,
     )
@@ -137,7 +135,7 @@ def test_it_warns_when_the_model_is_an_alias(lead_client, rubric):
     assert config.spec["model"] == "gpt-4o-mini"  # saved all the same
     assert "The model &#x27;gpt-4o-mini&#x27; is an alias, not a pinned snapshot" in page
     assert page.count("is an alias, not a pinned snapshot") == 2  # once per model, not again as a message
-    assert "The secondary model &#x27;claude-sonnet-4-5&#x27; is an alias" in page
+    assert "The fallback &#x27;claude-sonnet-4-5&#x27; is an alias" in page
     # The config page keeps saying it, not only the message after saving.
     detail = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
     assert "is an alias, not a pinned snapshot" in detail
@@ -280,7 +278,8 @@ def test_the_editor_folds_the_sections_a_config_does_not_use(lead_client, rubric
     url = reverse("judges:config_create", args=[rubric.slug])
     config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     plain = lead_client.get(url).content.decode()
-    assert '<details class="card fold" data-testid="fold-secondary">' in plain  # folded
+    for role in ("fallback", "second_opinion", "adjudicator"):
+        assert f'<details class="card fold" data-testid="fold-{role}">' in plain  # folded
     assert '<details class="card fold" data-testid="fold-semantic">' in plain
     assert '<details class="card fold" data-testid="fold-contract">' in plain
 
@@ -288,7 +287,8 @@ def test_the_editor_folds_the_sections_a_config_does_not_use(lead_client, rubric
     config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(
         layers=["contract", "behavioral"], contract_checks=["answer_present"], secondary=secondary), by=lead)
     used = lead_client.get(url).content.decode()
-    assert '<details class="card fold" data-testid="fold-secondary" open>' in used
+    assert '<details class="card fold" data-testid="fold-fallback" open>' in used  # the older secondary, as it names
+    assert '<details class="card fold" data-testid="fold-second_opinion">' in used
     assert '<details class="card fold" data-testid="fold-contract" open>' in used
     assert '<details class="card fold" data-testid="fold-semantic">' in used
 

@@ -152,7 +152,9 @@ def test_a_second_opinion_that_could_not_answer_is_not_cached(fake, env, quick_r
     assert (first.outcome, first.secondary_outcome) == ("pass", "not_evaluated")
     fake.control(model=ANTHROPIC_MODEL, fault=None, rule={"kind": "always_fail"})
     j = judge_case(tool_case(), config, 1, env=env, cache=cache)
-    assert (j.cached, j.secondary_outcome, j.contested) == (False, "fail", True)
+    # The primary's verdict comes from the cache (its own key); the second opinion is asked again.
+    assert (j.cached, j.secondary_outcome, j.contested) == (True, "fail", True)
+    assert j.calls_by_judge == {"second_opinion": 1}
 
 
 # ---- the same-family refusal ---------------------------------------------------------------------------

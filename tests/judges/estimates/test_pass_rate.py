@@ -7,13 +7,17 @@ from io import StringIO
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.db.models import Count, Max, Q
 from django.urls import reverse
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 from evalhub.models import ApiToken, Scope
-from judges.estimates.selectors import run_cases, run_pass_rate
+from judges.calibration.estimates import Sample, pass_rate, probability_in_draw
+from judges.estimates.selectors import RunCases, RunSample, interval_history, run_cases, run_pass_rate, uncertainty
 from judges.estimates.services import audit_sample_draw
-from judges.models import AuditDraw
+from judges.models import AuditDraw, AuditSampleCase
+from judges.runs.tallies import case_tallies_refresh
+from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Case
 from tests.judges.estimates.factories import make_sampled_run
 from tests.judges.report_factories import label, make_cases, make_config, make_run
@@ -85,6 +89,70 @@ def test_an_active_sample_is_weighted(run, rubric, reviewer, lead):
     figures = run_pass_rate(run=run)
     assert figures["method"] == "active" and figures["n_pending"] == 0 and figures["provisional"] is None
     assert 0 <= figures["ci95"][0] <= figures["estimate"] <= figures["ci95"][1] <= 1
+
+
+def per_case_figures(run) -> dict:
+    """The figures from every case of N read one by one from the run's judgments, in case order: the
+    estimate's input as it was built before the tallies, for comparison with the tallies' shortcut."""
+    in_run = Q(judgments__run=run)
+    rows = list(Case.objects.filter(in_run, output__isnull=False).annotate(
+        evaluated=Count("judgments", filter=in_run & Q(judgments__outcome__in=["pass", "fail"])),
+        passes=Count("judgments", filter=in_run & Q(judgments__outcome="pass")),
+    ).order_by("pk").values_list("pk", "external_id", "category", "evaluated", "passes"))
+    evaluated, passes = (np.array([row[i] for row in rows], dtype=float) for i in (3, 4))
+    cases = RunCases(case_id=np.array([row[0] for row in rows]), external_id=[row[1] for row in rows],
+                     category=np.array([row[2] or "" for row in rows], dtype=object),
+                     f=np.divide(passes, evaluated, out=np.full(len(rows), np.nan), where=evaluated > 0),
+                     similarity=np.full(len(rows), np.nan))
+    index = {case_id: i for i, case_id in enumerate(cases.case_id.tolist())}
+    draws = list(run.audit_draws.order_by("created_at", "id"))
+    drawn = np.full(len(rows), -1)
+    for case_id, draw_id in AuditSampleCase.objects.filter(run=run).values_list("case_id", "draw_id"):
+        drawn[index[case_id]] = [d.pk for d in draws].index(draw_id)
+    probabilities = np.column_stack([
+        probability_in_draw(uncertainty(run=run, cases=cases, source=d.uncertainty), scale=d.scale,
+                            uniform_share=d.uniform_share) for d in draws])
+    human, verdict_at = np.full(len(rows), np.nan), [None] * len(rows)
+    verdicts = cases_with_human_verdict(rubric=run.config.rubric, cases=Case.objects.filter(pk__in=list(index)))
+    for case_id, verdict, when in verdicts.annotate(at=Max("labels__updated_at")).values_list("pk", "human_verdict",
+                                                                                             "at"):
+        if verdict is not None and drawn[index[case_id]] >= 0:
+            human[index[case_id]], verdict_at[index[case_id]] = float(verdict == "pass"), when
+    sample = Sample(f=cases.f, category=cases.category, draw=drawn, human=human, probabilities=probabilities,
+                    uniform=all(d.method == "uniform" for d in draws))
+    return {**pass_rate(sample), "history": interval_history(RunSample(cases, sample, verdict_at))}
+
+
+def assert_same_figures(got, expected, path="figures"):
+    if isinstance(expected, dict):
+        assert set(got) == set(expected), path
+        for key in expected:
+            assert_same_figures(got[key], expected[key], f"{path}.{key}")
+    elif isinstance(expected, list):
+        assert len(got) == len(expected), path
+        for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+            assert_same_figures(a, b, f"{path}[{i}]")
+    elif isinstance(expected, float):
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-12), path
+    else:
+        assert got == expected, path
+
+
+def test_the_figures_from_the_tallies_equal_those_from_every_case_read_one_by_one(run, rubric, reviewer, lead):
+    """Two draws (uniform, then active: weighted), pending cases, a case with no output (not in N) and one
+    whose every repeat was not evaluated (f filled with the mean): every figure, and the history, alike."""
+    cases = list(Case.objects.filter(dataset=run.dataset).order_by("pk"))
+    Case.objects.filter(pk=cases[1].pk).update(output=None)
+    run.judgments.filter(case=cases[2]).update(outcome="not_evaluated")
+    case_tallies_refresh(run_id=run.pk, case_ids=[cases[2].pk])  # as every writer of judgments does
+    uniform = audit_sample_draw(run=run, size=20, method="uniform", seed=4, by=lead).external_ids
+    active = audit_sample_draw(run=run, size=15, method="active", seed=9, by=lead).external_ids
+    for external_id in (uniform + active)[:-6]:
+        label(Case.objects.get(dataset=run.dataset, external_id=external_id), rubric, reviewer, truth(external_id))
+    figures = run_pass_rate(run=run, history=True)
+    assert figures["method"] == "active" and figures["n_pending"] > 0 and figures["history"]
+    assert any(c["estimate"] is not None for c in figures["by_category"].values())
+    assert_same_figures(figures, per_case_figures(run))
 
 
 def _token(lead) -> str:

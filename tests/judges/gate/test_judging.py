@@ -76,15 +76,18 @@ def test_a_contested_judgment_is_not_evaluated_at_gate_only():
 
 def test_the_budget_adds_up_calls_tokens_cost_and_latency():
     judgments = [
-        j("pass", provider_calls=2, input_tokens=100, output_tokens=10, cost_usd=0.25, latency_ms=300),
+        j("pass", provider_calls=2, input_tokens=100, output_tokens=10, cost_usd=0.25, latency_ms=300,
+          calls_by_judge={"primary": 1, "second_opinion": 1}, cost_by_judge={"primary": 0.05, "second_opinion": 0.2}),
         j("pass", provider_calls=1, input_tokens=50, output_tokens=5, cost_usd=0.125, latency_ms=100,
-          contested=True),
+          contested=True, judge="adjudicator", calls_by_judge={"adjudicator": 1}, cost_by_judge={"adjudicator": None}),
         j("pass", cached=True, latency_ms=1),  # a cache hit: no call, left out of the latency
         j("fail", provider_calls=1, latency_ms=200),
     ]
     assert budget(judgments) == {
         "calls": 4, "cache_hits": 1, "input_tokens": 150, "output_tokens": 15, "cost_usd": 0.375,
-        "contested": 1, "latency_ms_p50": 200, "latency_ms_p95": 300,
+        "contested": 1, "adjudicated": 1, "latency_ms_p50": 200, "latency_ms_p95": 300,
+        "calls_by_judge": {"primary": 1, "second_opinion": 1, "adjudicator": 1},
+        "cost_by_judge": {"primary": 0.05, "second_opinion": 0.2, "adjudicator": None},  # None: unpriced
     }
     unpriced = budget([j("pass", provider_calls=1, cost_usd=None), j("pass", cost_usd=0.5)])
     assert unpriced["cost_usd"] is None

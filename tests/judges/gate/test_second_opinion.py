@@ -103,3 +103,60 @@ def gate_cli_config(workdir, *rubrics) -> str:
     path = workdir / "gates.json"
     path.write_text(json.dumps({"schema": "evalhub.gates/v1", "generated_at": "now", "rubrics": list(rubrics)}))
     return str(path)
+
+
+# ---- the new form: an adjudicator decides, the budget counts each judge, the sample draws per ref ----------
+
+ADJUDICATOR = "claude-opus-4-1-20250805"
+
+
+def judge_of(model: str) -> dict:
+    return {"provider": "anthropic", "model": model, "base_url_env": "EVALHUB_JUDGE_ANTHROPIC_URL",
+            "api_key_env": "EVALHUB_JUDGE_API_KEY"}
+
+
+def escalating(*when: dict, adjudicator: bool = True) -> dict:
+    rubric = gate_rubric(second_opinion={**judge_of(SECOND), "when": list(when) or [{"mode": "always"}]},
+                         **({"adjudicator": judge_of(ADJUDICATOR)} if adjudicator else {}))
+    rubric["prices"] |= {SECOND: {"input_per_mtok": 1.0, "output_per_mtok": 5.0},
+                         ADJUDICATOR: {"input_per_mtok": 15.0, "output_per_mtok": 75.0}}
+    return rubric
+
+
+@pytest.mark.parametrize(("adjudicator_rule", "code", "passed", "failed"), [
+    ({"kind": "always_pass"}, 0, 3, 0), ({"kind": "always_fail"}, 1, 0, 3)])
+def test_an_adjudicated_gate_case_is_evaluated_and_the_budget_counts_each_judge(
+    workdir, judges, capsys, adjudicator_rule, code, passed, failed
+):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    judges.control(model=ADJUDICATOR, rule=adjudicator_rule)
+    json_path = workdir / "results.json"
+    assert run(workdir, [escalating()], GOOD, "--json", str(json_path)) == code
+    [result] = json.loads(json_path.read_text())["rubrics"]
+    assert (result["passed"], result["failed"], result["not_evaluated"]) == (passed, failed, 0)
+    budget = result  # the budget fields sit on each rubric
+    assert (budget["contested"], budget["adjudicated"]) == (3, 3)
+    assert budget["calls_by_judge"] == {"primary": 3, "second_opinion": 3, "adjudicator": 3}
+    assert budget["cost_by_judge"]["adjudicator"] > budget["cost_by_judge"]["second_opinion"] > 0
+    assert "primary 3 ($" in capsys.readouterr().out  # the budget table's "calls by judge" column
+
+
+def test_without_an_adjudicator_a_contested_case_is_not_evaluated_as_before(workdir, judges):
+    judges.control(model=SECOND, rule={"kind": "always_fail"})
+    assert run(workdir, [escalating(adjudicator=False)], GOOD[:1]) == 3
+    assert judges.stats()["by_model"] == {MODEL: 1, SECOND: 1}
+
+
+def test_the_rotating_sample_draws_per_ref_and_holds_its_share(workdir, judges, monkeypatch):
+    cases = [{**GOOD[0], "external_id": f"ok-{i}", "output": f"Returns within 30 days (answer {i:02})."}
+             for i in range(10)]
+    drawn = []
+    for ref in ("sha-a", "sha-b", "sha-a"):
+        monkeypatch.setenv("GITHUB_SHA", ref)
+        judges.reset()
+        judges.control(model=MODEL, rule=PASS_RULE)
+        assert run(workdir, [escalating({"mode": "sample", "share": 0.3}, adjudicator=False)], cases) == 0
+        prompts = [r["prompt"] for r in judges.requests() if r["model"] == SECOND]
+        drawn.append({i for i in range(10) for p in prompts if f"answer {i:02}" in p})
+    assert [len(d) for d in drawn] == [3, 3, 3]  # ⌈0.3 · 10⌉ each time
+    assert drawn[0] == drawn[2] != drawn[1]  # its own cases per ref, the same again for the same ref

@@ -48,6 +48,23 @@ def test_requires_cli_is_the_highest_version_among_the_fields_used():
         requires_cli({"schema": GATES_SCHEMA, "rubrics": [{"slug": "x", "gate_after": "pass_rate"}]})
 
 
+def test_a_judge_with_more_judges_ships_them_and_needs_0_5_0_one_without_keeps_its_shape():
+    judge_of = {"provider": "anthropic", "api_key_env": "EVALHUB_JUDGE_API_KEY"}
+    spec = {"rubric": "safe", "criteria": "No secrets.", "layers": ["behavioral"], "provider": "openai",
+            "model": "gpt-4o-mini-2024-07-18", "second_opinion": {**judge_of, "model": "claude-haiku-4-5-20251001"},
+            "adjudicator": {**judge_of, "model": "claude-opus-4-1-20250805"}}
+    judge = JudgeConfig.from_dict(spec).to_dict(include_hash=True)
+    data = config()
+    data["rubrics"][0]["judge"] = judge
+    data["requires_cli"] = requires_cli(data)
+    assert data["requires_cli"] == "0.5.0" and judge["second_opinion"]["when"] == [{"mode": "always"}]
+    with pytest.raises(ConfigError, match="needs evalhub-gate 0.5.0 or newer; this is 0.4.0"):
+        check_versions(data, version="0.4.0")
+    [rubric] = parse_gate_config(data)  # this command judges with them, hash and all
+    assert rubric.judge.adjudicator.model == "claude-opus-4-1-20250805"
+    assert "second_opinion" not in JudgeConfig.from_dict({**spec, "second_opinion": None, "adjudicator": None}).to_dict()
+
+
 def test_this_command_reads_what_its_table_knows():
     [rubric] = parse_gate_config(config())
     assert rubric.slug == "safe" and rubric.calibration is None
@@ -91,13 +108,13 @@ def test_a_server_without_requires_cli_still_gets_the_field_named():
 
 def test_the_installed_command_exits_2_naming_the_field_and_the_version(tmp_path):
     data = config() | {"requires_cli": "9.9.0"}
-    data["rubrics"][0]["release_judge"] = None
+    data["rubrics"][0]["canary_judge"] = None
     (tmp_path / "gates.json").write_text(json.dumps(data))
     (tmp_path / "outputs.jsonl").write_text(json.dumps({"id": "a", "question": "q", "answer": "fine"}) + "\n")
     done = subprocess.run([str(GATE), "check", "--config", "gates.json", "--outputs", "outputs.jsonl"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
-    assert ("rubrics[0].release_judge: a gate config field evalhub-gate "
+    assert ("rubrics[0].canary_judge: a gate config field evalhub-gate "
             f"{VERSION} does not know; evalhub-gate 9.9.0 or newer knows it") in done.stderr
     version = subprocess.run([str(GATE), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert version.stdout.strip() == f"evalhub-gate {VERSION}"

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from judges.configs.cases import engine_case
 from judges.models import Judgment, Run
+from judges.runs.tallies import case_tallies_refresh
 from judges.runs.variants import make_variant
 
 
@@ -39,4 +40,5 @@ def make_probe(run: Run, kind: str, *, moved: int, status: str = Run.Status.FINI
             rows.append(Judgment(run=probe, case=case, repeat=repeat, outcome=flip(outcome) if i < moved else outcome,
                                  reason=f"probe {kind}", variant=variant))
     Judgment.objects.bulk_create(rows)
+    case_tallies_refresh(run_id=probe.pk)
     return probe

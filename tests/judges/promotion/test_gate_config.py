@@ -62,7 +62,8 @@ def test_it_ships_each_promoted_rubric_with_its_pinned_judge(rubric, lead, gated
     assert config["schema"] == "evalhub.gates/v1" and config["generated_at"]
     [entry] = config["rubrics"]  # the draft rubric is left out
     assert list(entry) == ["slug", "criteria", "stage", "fail_closed", "judge", "prices", "calibration",
-                           "gate_on", "min_agent_pass_rate", "recalibration_needed", "recalibration_reasons",
+                           "gate_on", "min_agent_pass_rate", "release_judge", "release_calibration",
+                           "recalibration_needed", "recalibration_reasons",
                            "promoted_by", "promoted_at"]
     assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])
     assert (entry["slug"], entry["criteria"], entry["stage"], entry["fail_closed"]) == (
@@ -137,10 +138,10 @@ def test_its_query_count_does_not_grow_with_rubrics(lead, reviewer, prices, n, d
         data = Dataset.objects.create(slug=f"d{i}", name=f"D{i}")
         run = evidence_run(rubric, data, lead, reviewer, config=behavioral_config(rubric, lead), prefix=f"r{i}")
         rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
-    # The evidence (rubric, run, config, who); whether it holds: staleness, judgments counted per case, human
-    # verdicts (one UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice, the
-    # newest drift check of each evidence; the prices.
-    with django_assert_num_queries(8):
+    # The evidence (rubric, run, config, who); the release tiers' entries; whether it holds: staleness, judgments
+    # counted per case, human verdicts (one UNION), the not-evaluated judgments, the reviewers' labels on cases
+    # labeled twice, the newest drift check of each evidence; the prices.
+    with django_assert_num_queries(9):
         assert len(gate_config()["rubrics"]) == n
 
 

@@ -44,7 +44,7 @@ def test_the_page_sets_the_rate_gate_audited_and_the_gate_config_ships_it(lead_c
     # 40 cases alternating pass / fail, the first two wrong on both repeats (the run's figures).
     counts = {"tp": 19, "fn": 1, "fp": 1, "tn": 19}
     assert entry["calibration"]["cases"] == counts and entry["calibration"]["cases_single"] == counts
-    assert entry["calibration"]["run"] == run.pk and gate_config()["requires_cli"] == "0.3.0"
+    assert entry["calibration"]["run"] == run.pk and gate_config()["requires_cli"] == "0.4.0"  # release_judge is in every entry
     # Without a minimum the rate gate has nothing to compare: refused, nothing written.
     response = lead_client.post(url, {**data, "min_agent_pass_rate": "", "reason": "Drop the minimum."})
     assert response.status_code == 400 and "needs the minimum rate" in response.text

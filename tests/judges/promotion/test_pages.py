@@ -138,7 +138,7 @@ def test_it_demotes_and_changes_thresholds_through_the_page(lead_client, lead, r
     assert response.status_code == 400 and "ceiling must be above the floor" in response.text
 
 
-@pytest.mark.parametrize("name", ["promotion_promote", "promotion_demote", "promotion_thresholds"])
+@pytest.mark.parametrize("name", ["promotion_promote", "promotion_demote", "promotion_thresholds", "promotion_release"])
 def test_reviewers_cannot_promote_demote_or_change(reviewer_client, rubric, name):
     response = reviewer_client.post(reverse(f"judges:{name}", args=[rubric.slug]),
                                     {"to_stage": "observe", "reason": "x", "min_cases": 1})
@@ -257,6 +257,7 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     # on each pass over the choices), the run they start on (the newest kept version, its runs, their
     # staleness), at observe whether another kept config exists to switch CI to (none here: the switch form is
     # not shown), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
-    # checks over time and the drift run at work, the traffic judging pairs and the traffic form's dataset menu.
-    with django_assert_num_queries(27):
+    # checks over time and the drift run at work, the traffic judging pairs and the traffic form's dataset menu;
+    # the release tier (its entry, its newest config, the newest again for its form's start, whether it has runs).
+    with django_assert_num_queries(31):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -20,6 +20,7 @@ from judges.configs.cases import engine_case
 from judges.engine import build_messages
 from judges.models import Judgment, ModelPrice, Run
 from judges.runs import services
+from judges.runs.tallies import case_tallies_refresh
 from labeling.models import Dataset, Label
 from tests.judges.helpers import (
     CONTRACT_SPEC,
@@ -502,6 +503,7 @@ def test_it_marks_a_case_whose_repeats_flipped_and_sorts_it_first(lead_client, f
     judgment = finished_run.judgments.get(case__external_id="c005", repeat=2)
     judgment.outcome = "fail"
     judgment.save(update_fields=["outcome"])
+    case_tallies_refresh(run_id=finished_run.pk, case_ids=[judgment.case_id])  # as every writer of judgments does
 
     response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), {"sort": "-flipped"})
 
@@ -553,9 +555,9 @@ def test_it_shows_a_run_page_in_constant_queries(
                                  by=lead)
     url = reverse("judges:run_detail", args=[run.pk])
     # session, user, the run with config/rubric/dataset/creator, the cases' count and page, the page's
-    # judgments, the layers and the errors present; the agent's pass rate: each case's judgment counts, the
-    # audit draws and the drawn cases (no sample yet, so no human verdicts to read)
-    with django_assert_num_queries(11):
+    # judgments, the layers and errors present; the agent's pass rate: the audit draws, the drawn cases and
+    # the cases' tallies counted (no sample yet, so no drawn case's tally or human verdict to read)
+    with django_assert_num_queries(10):
         lead_client.get(url)
     # session, user, run
     with django_assert_num_queries(3):

@@ -8,7 +8,7 @@ import pytest
 from judges.configs import services as config_services
 from judges.models import Judgment, Run
 from judges.runs import services
-from tests.judges.helpers import behavioral_spec, make_cases
+from tests.judges.helpers import behavioral_spec, make_cases, recounted_tallies, stored_tallies
 from tests.judges.workers import broker_url, empty_broker, fresh, kill, queue_run_work, start_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -59,3 +59,4 @@ def test_it_finishes_a_run_exactly_once_after_its_worker_is_killed(
     # The chunk in hand when the worker died was taken up again by the second.
     assert run.chunks.filter(attempts__gte=2).exists()
     assert run.lease_until is None
+    assert stored_tallies(run) == recounted_tallies(run)  # the per-case counts too: none lost, none twice

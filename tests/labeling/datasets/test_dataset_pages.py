@@ -93,8 +93,9 @@ def test_an_htmx_request_gets_only_the_case_table(lead_client, dataset):
 def test_the_case_list_query_count_does_not_grow(lead_client, dataset, django_assert_num_queries, n, query):
     add_cases(dataset, n, category="policy")
     # session + user, dataset, count, page of rows, categories, rubrics with labels here, all rubrics,
-    # the latest redaction changes
-    with django_assert_num_queries(9):
+    # the latest redaction changes, the policy documents to choose from, the latest changes of the dataset's;
+    # the synthetic-cases card: its policy documents, the judge configs an editor comes from, the latest requests
+    with django_assert_num_queries(14):
         lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug]), {"page": 2, **query})
 
 

@@ -1,0 +1,98 @@
+"""The OTLP receiver: `POST /api/otlp/v1/traces`, where an agent's OpenTelemetry exporter sends its spans
+(docs/otlp.md), with a `cases:write` token like the ingest API.
+
+Answers as OTLP/HTTP expects, in the content type of the request: 200 with an ExportTraceServiceResponse,
+whose partial_success names each trace that could not be a case and why; 400, 404, 413 or 415 with a
+google.rpc.Status saying what was wrong with the request as a whole (nothing of it is used then).
+"""
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from evalhub.access import bounded_body, gunzipped, method_not_allowed, token_required
+from evalhub.models import Scope
+from labeling.models import Dataset
+from labeling.otlp.services import otlp_receive
+from labeling.otlp.traces import OtlpBodyError, request_from_json, request_from_protobuf, spans_of
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+DATASET_HEADER = "X-Evalhub-Dataset"
+_CODES = {400: code_pb2.INVALID_ARGUMENT, 404: code_pb2.NOT_FOUND, 413: code_pb2.RESOURCE_EXHAUSTED,
+          415: code_pb2.INVALID_ARGUMENT}
+
+
+def _answer(message: Message, content_type: str, status: int = 200) -> HttpResponse:
+    if content_type == PROTOBUF:
+        return HttpResponse(message.SerializeToString(), content_type=PROTOBUF, status=status)
+    return HttpResponse(json_format.MessageToJson(message, indent=None), content_type=JSON, status=status)
+
+
+def _refused(status: int, text: str, content_type: str) -> HttpResponse:
+    return _answer(status_pb2.Status(code=_CODES[status], message=text), content_type, status)
+
+
+@token_required(Scope.CASES_WRITE.value)  # the plain string, so the 403 message names 'cases:write'
+def otlp_traces(request: HttpRequest) -> HttpResponse:
+    """POST /api/otlp/v1/traces?dataset=SLUG (or the X-Evalhub-Dataset header): protobuf or OTLP/JSON spans,
+    gzip allowed; each trace becomes a case of the dataset when its root span has come."""
+    if request.method != "POST":
+        return method_not_allowed("POST")
+    content_type = (request.content_type or "").strip().lower()
+    if content_type not in (PROTOBUF, JSON):
+        return _refused(415, f"Content-Type {content_type[:60]!r} is not accepted: send {PROTOBUF} (what the "
+                             f"OTLP exporters send) or {JSON} (OTLP/JSON).", JSON)
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("identity", "gzip"):
+        return _refused(415, f"Content-Encoding {encoding[:40]!r} is not accepted: send gzip or none.", content_type)
+    slug, problem = _dataset_slug(request)
+    if problem:
+        return _refused(400, problem, content_type)
+    dataset = Dataset.objects.filter(slug=slug).first()
+    if dataset is None:
+        return _refused(404, f"No dataset {slug[:100]!r}: create it in evalhub first.", content_type)
+    limit = settings.EVALHUB_OTLP_MAX_BYTES
+    # The declared length is checked before a byte is read, and never more than the limit is read.
+    body = bounded_body(request, limit)
+    if body is None:
+        return _refused(413, f"The body is over the limit of {limit:,} bytes (EVALHUB_OTLP_MAX_BYTES): export "
+                             "smaller batches (the batch processor's max_export_batch_size).", content_type)
+    if encoding == "gzip":
+        try:
+            unpacked = gunzipped(body, limit)
+        except ValueError as exc:
+            return _refused(400, f"The body is not gzip: {exc}", content_type)
+        if unpacked is None:
+            return _refused(413, f"The body unpacks to over {limit:,} bytes: export smaller batches.", content_type)
+        body = unpacked
+    try:
+        if content_type == PROTOBUF:
+            message = request_from_protobuf(body)
+        else:
+            message = request_from_json(body.decode("utf-8"))
+        spans = spans_of(message)
+    except UnicodeDecodeError:
+        return _refused(400, "The body is not UTF-8 text.", content_type)
+    except OtlpBodyError as exc:
+        return _refused(400, f"The body is not OTLP traces: {exc}", content_type)
+    outcome = otlp_receive(dataset=dataset, spans=spans)
+    response = ExportTraceServiceResponse()
+    if outcome.rejected or outcome.given_up:
+        response.partial_success.rejected_spans = outcome.rejected_spans
+        response.partial_success.error_message = outcome.message()
+    return _answer(response, content_type)
+
+
+def _dataset_slug(request: HttpRequest) -> tuple[str, str | None]:
+    """The dataset the request names, by ?dataset= or the header (both only if they agree), or what is wrong."""
+    query, header = request.GET.get("dataset", "").strip(), request.headers.get(DATASET_HEADER, "").strip()
+    if query and header and query != header:
+        return "", (f"The dataset is named twice, as {query[:100]!r} (?dataset=) and {header[:100]!r} "
+                    f"({DATASET_HEADER}).")
+    if not (query or header):
+        return "", f"Name the dataset: ?dataset=SLUG on the endpoint, or the {DATASET_HEADER} header."
+    return query or header, None

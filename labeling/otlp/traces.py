@@ -1,0 +1,371 @@
+"""OTLP traces as cases, with no Django: reading an OTLP request's spans (protobuf or OTLP/JSON) and making one
+case of one trace (docs/otlp.md).
+
+A span is read once into its *pieces*: the few things a case takes from it (its messages, the tool call or
+the documents it stands for, its model), JSON-shaped, so a trace whose spans come in several requests keeps
+only those while it waits for its root span, never the span's other attributes. `trace_case` then makes the
+case from a trace's pieces: the first user message is `input`, the last assistant message `output`, tool spans
+`trace.toolCalls`, retrieval spans `trace.retrievedSources`, the models `metadata`.
+
+Three ways of writing what a model saw and said are read:
+- the OpenTelemetry GenAI conventions as they are now: `gen_ai.input.messages` / `gen_ai.output.messages`
+  (structured messages with `parts`), on the span or on an event;
+- their older event form: `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
+  `gen_ai.tool.message` and `gen_ai.choice` events (and `gen_ai.content.prompt` / `gen_ai.content.completion`),
+  and the indexed `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` attributes;
+- OpenInference (Arize Phoenix): `llm.input_messages.N.message.*`, `llm.output_messages.N.message.*`,
+  `input.value` / `output.value`, `tool.name`, `retrieval.documents.N.document.id`.
+"""
+
+import base64
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from labeling.importing.reading import json_error, parse_json
+
+
+class OtlpBodyError(ValueError):
+    """The body is not an OTLP traces request: nothing of it is used."""
+
+
+class TraceProblem(ValueError):
+    """A trace that cannot be a case; the message says why (the caller names the trace)."""
+
+
+@dataclass
+class Span:
+    trace_id: str  # hex, as OTLP/JSON and every tracing UI write it
+    span_id: str
+    parent_span_id: str  # "" for a root span
+    name: str
+    start: int  # nanoseconds since the epoch
+    end: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    service: str = ""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading a request.
+
+
+def request_from_protobuf(body: bytes) -> ExportTraceServiceRequest:
+    """The request as the official exporters send it (application/x-protobuf)."""
+    try:
+        return ExportTraceServiceRequest.FromString(body)
+    except (DecodeError, RecursionError) as exc:
+        raise OtlpBodyError(f"the body is not an OTLP traces request in protobuf: {exc}") from None
+
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def request_from_json(text: str) -> ExportTraceServiceRequest:
+    """The request in OTLP/JSON: strict JSON (docs/cases.md), ids as hex (not protobuf JSON's base64)."""
+    try:
+        value = parse_json(text)
+    except ValueError as exc:
+        raise OtlpBodyError(f"the body is not JSON: {json_error(exc)}") from None
+    return request_from_json_value(value)
+
+
+def request_from_json_value(value: Any) -> ExportTraceServiceRequest:
+    if not isinstance(value, dict):
+        raise OtlpBodyError("the body is not an OTLP traces request: it must be a JSON object with resourceSpans")
+    try:
+        for span in _json_spans(value):
+            for name in _ID_FIELDS:
+                if name in span:
+                    span[name] = _hex_as_base64(span[name], name)
+            for link in span.get("links") or []:
+                for name in _ID_FIELDS:
+                    if isinstance(link, dict) and name in link:
+                        link[name] = _hex_as_base64(link[name], name)
+        return json_format.ParseDict(value, ExportTraceServiceRequest(), ignore_unknown_fields=True)
+    except (json_format.ParseError, TypeError, AttributeError, RecursionError) as exc:
+        raise OtlpBodyError(f"the body is not an OTLP traces request: {str(exc)[:300]}") from None
+
+
+def _json_spans(value: dict) -> Iterator[dict]:
+    for resource_spans in _list(value.get("resourceSpans", value.get("resource_spans"))):
+        for scope_spans in _list(resource_spans.get("scopeSpans", resource_spans.get("scope_spans"))):
+            for span in _list(scope_spans.get("spans")):
+                if isinstance(span, dict):
+                    yield span
+
+
+def _list(value: Any) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, found {type(value).__name__}")
+    return [item for item in value if isinstance(item, dict)]
+
+
+def _hex_as_base64(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a hex string")
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode()
+    except ValueError:
+        raise OtlpBodyError(f"{name} {value[:40]!r} is not hex") from None
+
+
+def spans_of(request: ExportTraceServiceRequest) -> list[Span]:
+    """Every span of the request, with its attributes and events as plain values."""
+    spans = []
+    for resource_spans in request.resource_spans:
+        resource = _attributes(resource_spans.resource.attributes)
+        service = resource.get("service.name")
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                spans.append(Span(
+                    trace_id=span.trace_id.hex(), span_id=span.span_id.hex(), parent_span_id=span.parent_span_id.hex(),
+                    name=span.name, start=span.start_time_unix_nano, end=span.end_time_unix_nano,
+                    attributes=_attributes(span.attributes),
+                    events=[(event.name, _attributes(event.attributes)) for event in span.events],
+                    service=service if isinstance(service, str) else "",
+                ))
+    return spans
+
+
+def _attributes(pairs: Iterable) -> dict[str, Any]:
+    return {pair.key: _value(pair.value) for pair in pairs}
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return _attributes(value.kvlist_value.values)
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    if kind is None:
+        return None
+    if kind == "double_value" and not math.isfinite(value.double_value):
+        return None  # NaN and infinities are no JSON values
+    return getattr(value, kind)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A span's pieces: what a case takes from it.
+
+_OPENINFERENCE_MESSAGE = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(role|content)")
+_INDEXED_MESSAGE = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(role|content)")
+_OPENINFERENCE_DOCUMENT = re.compile(r"retrieval\.documents\.(\d+)\.document\.id")
+_EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool", "gen_ai.choice": "assistant"}
+
+
+def span_pieces(span: Span) -> dict[str, Any]:
+    """The JSON-shaped part of a span that a case uses; `trace_case` reads a trace's pieces."""
+    a = span.attributes
+    operation = str(a.get("gen_ai.operation.name") or "").lower()
+    openinference_kind = str(a.get("openinference.span.kind") or "").upper()
+    pieces: dict[str, Any] = {"span": span.span_id, "parent": span.parent_span_id, "start": span.start,
+                              "end": span.end, "messages": _messages(span)}
+    if operation == "execute_tool" or openinference_kind == "TOOL" or span.name.startswith("execute_tool "):
+        pieces["tool"] = _tool_call(span)
+    if operation == "retrieval" or openinference_kind == "RETRIEVER" or any(
+            _OPENINFERENCE_DOCUMENT.fullmatch(key) for key in a):
+        pieces["sources"] = _sources(a)
+    model = a.get("gen_ai.request.model") or a.get("llm.model_name") or a.get("gen_ai.response.model")
+    if isinstance(model, str) and model:
+        pieces["model"] = model
+    if not span.parent_span_id:
+        pieces["root"] = {"input": _text(a.get("input.value")), "output": _text(a.get("output.value")),
+                          "service": span.service, "name": span.name}
+    return pieces
+
+
+def _messages(span: Span) -> list[list[str | None]]:
+    """[role, text] of each message the span records, what went in before what came out; text None for a
+    message without text (an assistant turn that only calls a tool)."""
+    a = span.attributes
+    found: list[list[str | None]] = []
+    found += _message_list(a.get("gen_ai.input.messages"))
+    for name, attributes in span.events:
+        if name in _EVENT_ROLES and name != "gen_ai.choice":
+            found.append([_EVENT_ROLES[name], _event_text(attributes)])
+        elif name == "gen_ai.content.prompt":
+            found += _message_list(attributes.get("gen_ai.prompt"))
+        found += _message_list(attributes.get("gen_ai.input.messages"))
+    found += _indexed(a, _OPENINFERENCE_MESSAGE, "input") + _indexed(a, _INDEXED_MESSAGE, "prompt")
+    found += _message_list(a.get("gen_ai.output.messages"))
+    for name, attributes in span.events:
+        if name == "gen_ai.choice":
+            found.append(["assistant", _event_text(attributes)])
+        elif name == "gen_ai.content.completion":
+            found += _message_list(attributes.get("gen_ai.completion"), role="assistant")
+        found += _message_list(attributes.get("gen_ai.output.messages"), role="assistant")
+    found += _indexed(a, _OPENINFERENCE_MESSAGE, "output") + _indexed(a, _INDEXED_MESSAGE, "completion")
+    return found
+
+
+def _json_or_value(value: Any) -> Any:
+    """A JSON text parsed (instrumentations record structures as JSON strings); anything else as it is."""
+    if isinstance(value, str) and value[:1] in ("[", "{"):
+        try:
+            return parse_json(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _message_list(value: Any, role: str = "") -> list[list[str | None]]:
+    """Structured messages: [{"role", "parts": [{"type": "text", "content"}]}] or [{"role", "content"}]."""
+    value = _json_or_value(value)
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    found = []
+    for message in value:
+        if isinstance(message, dict):
+            found.append([str(message.get("role") or role or "assistant"), _message_text(message)])
+    return found
+
+
+def _message_text(message: dict) -> str | None:
+    parts = message.get("parts")
+    if isinstance(parts, list):
+        texts = [part.get("content") for part in parts
+                 if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("content"), str)]
+        return "\n".join(texts) if texts else None
+    content = message.get("content")
+    if isinstance(content, list):  # a provider's own content blocks: [{"type": "text", "text": ...}]
+        texts = [block["text"] for block in content
+                 if isinstance(block, dict) and isinstance(block.get("text"), str)]
+        return "\n".join(texts) if texts else None
+    return content if isinstance(content, str) else None
+
+
+def _event_text(attributes: dict[str, Any]) -> str | None:
+    """The text of an older-form event: `content`, `message.content`, `message` or `gen_ai.event.content`."""
+    for key in ("content", "message.content"):
+        if isinstance(attributes.get(key), str):
+            return attributes[key]
+    for key in ("message", "gen_ai.event.content", "body"):
+        value = _json_or_value(attributes.get(key))
+        if isinstance(value, dict):
+            inner = value.get("message") if isinstance(value.get("message"), dict) else value
+            return _message_text(inner)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def _indexed(attributes: dict[str, Any], pattern: re.Pattern[str], direction: str) -> list[list[str | None]]:
+    """Messages flattened into indexed attributes (`llm.input_messages.0.message.content`), in index order."""
+    by_index: dict[int, dict[str, Any]] = {}
+    starts = (f"llm.{direction}_messages.", f"gen_ai.{direction}.")  # a cheap test before the pattern's
+    for key, value in attributes.items():
+        match = pattern.fullmatch(key) if key.startswith(starts) else None
+        if match and match[1] == direction:
+            by_index.setdefault(int(match[2]), {})[match[3]] = value
+    default = "user" if direction in ("input", "prompt") else "assistant"
+    return [[str(message.get("role") or default), _text(message.get("content"))]
+            for _, message in sorted(by_index.items())]
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _tool_call(span: Span) -> dict[str, Any]:
+    a = span.attributes
+    name = a.get("gen_ai.tool.name") or a.get("tool.name")
+    if not isinstance(name, str) or not name:
+        name = span.name.removeprefix("execute_tool ").strip()
+    call: dict[str, Any] = {"name": name}
+    for target, keys in (("argument", ("gen_ai.tool.call.arguments", "tool.parameters", "input.value")),
+                         ("result", ("gen_ai.tool.call.result", "output.value"))):
+        for key in keys:
+            if key in a:
+                call[target] = _json_or_value(a[key])
+                break
+    return call
+
+
+def _sources(attributes: dict[str, Any]) -> list[str]:
+    documents = _json_or_value(attributes.get("gen_ai.retrieval.documents"))
+    found = []
+    if isinstance(documents, list):
+        for document in documents:
+            if isinstance(document, dict) and isinstance(document.get("id"), str | int):
+                found.append(str(document["id"]))
+            elif isinstance(document, str):
+                found.append(document)
+    indexed = sorted((int(m[1]), value) for key, value in attributes.items()
+                     if (m := _OPENINFERENCE_DOCUMENT.fullmatch(key)))
+    return found + [str(value) for _, value in indexed if isinstance(value, str | int)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# A trace's pieces as a case.
+
+
+def merged_pieces(*groups: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One trace's pieces from several requests, each span once (an exporter may send a batch again)."""
+    by_span: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        for pieces in group:
+            by_span.setdefault(pieces["span"], pieces)
+    return list(by_span.values())
+
+
+def has_root(pieces: Iterable[dict[str, Any]]) -> bool:
+    """Whether the trace's root span has come: exporters send a span once it has ended."""
+    return any("root" in p for p in pieces)
+
+
+def trace_case(trace_id: str, pieces: list[dict[str, Any]]) -> dict[str, Any]:
+    """The case one whole trace makes (the case format of docs/cases.md); TraceProblem when it has no user
+    message to be the input or no assistant message to be the output."""
+    by_start = sorted(pieces, key=lambda p: (p["start"], p["end"]))
+    by_end = sorted(pieces, key=lambda p: (p["end"], p["start"]))
+    root = next((p["root"] for p in by_start if "root" in p), {})
+    question = next((text for p in by_start for role, text in p["messages"] if role == "user" and text is not None),
+                    root.get("input"))
+    answered = [(p, text) for p in by_end for role, text in p["messages"] if role == "assistant"]
+    with_text = [(p, text) for p, text in answered if text is not None]
+    if with_text:
+        answering, answer = with_text[-1]
+    elif root.get("output") is not None:
+        answering, answer = next(p for p in pieces if "root" in p), root["output"]
+    elif answered:
+        answering, answer = answered[-1][0], ""  # the agent answered with no text: an empty answer
+    else:
+        answering, answer = None, None
+    if question is None and answer is None:
+        raise TraceProblem("has no messages: no gen_ai.input.messages / gen_ai.output.messages, gen_ai.* message "
+                           "events, llm.input_messages / llm.output_messages or input.value / output.value")
+    if question is None:
+        raise TraceProblem("has no user message to be the case's input")
+    if answer is None:
+        raise TraceProblem("has no assistant message to be the case's output")
+    trace: dict[str, Any] = {}
+    calls = [p["tool"] for p in by_start if "tool" in p]
+    if calls:
+        trace["toolCalls"] = calls
+    sources = list(dict.fromkeys(source for p in by_start for source in p.get("sources", ())))
+    if sources:
+        trace["retrievedSources"] = sources
+    models = list(dict.fromkeys(p["model"] for p in by_start if "model" in p))
+    metadata: dict[str, Any] = {"otlp": {"spans": len(pieces)}}
+    if root.get("service"):
+        metadata["otlp"]["service"] = root["service"]
+    if models:
+        metadata["agent_model"] = answering.get("model", models[-1]) if answering else models[-1]
+    if len(models) > 1:
+        metadata["models"] = models
+    return {"external_id": trace_id, "input": question, "output": answer, "trace": trace, "metadata": metadata}

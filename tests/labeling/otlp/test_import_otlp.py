@@ -1,0 +1,49 @@
+"""`import_cases --format otlp`: a file of OTLP/JSON lines, as the Collector's file exporter writes it."""
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from labeling.models import Case, Dataset
+from tests.labeling.otlp.helpers import (
+    ANSWER,
+    QUESTION,
+    genai_trace,
+    json_body,
+    openinference_trace,
+    recording_tracer,
+    silent_trace,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_each_trace_of_the_file_becomes_a_case_even_split_over_lines(tmp_path, capsys):
+    tracer, exporter = recording_tracer()
+    genai_id, openinference_id = genai_trace(tracer), openinference_trace(tracer)
+    spans = exporter.get_finished_spans()
+    path = tmp_path / "traces.jsonl"
+    # The genai trace's root span is on the second line, with the other trace: the lines are joined by trace.
+    path.write_bytes(json_body(spans[:4]) + b"\n" + json_body(spans[4:]) + b"\n")
+
+    call_command("import_cases", "from-collector", str(path), "--format", "otlp")
+
+    cases = {case.external_id: case for case in Dataset.objects.get(slug="from-collector").cases.all()}
+    assert set(cases) == {genai_id, openinference_id}
+    assert (cases[genai_id].input, cases[genai_id].output) == (QUESTION, ANSWER)
+    assert [call["name"] for call in cases[genai_id].trace["toolCalls"]] == ["lookup_order"]
+    assert "2 created" in capsys.readouterr().out
+
+
+def test_a_trace_that_cannot_be_a_case_rejects_the_file_naming_it(tmp_path, capsys):
+    tracer, exporter = recording_tracer()
+    genai_trace(tracer)
+    silent_id = silent_trace(tracer)
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(json_body(exporter.get_finished_spans()) + b"\nnot json\n")
+
+    with pytest.raises(CommandError, match="rejected with 2 error"):
+        call_command("import_cases", "from-collector", str(path), "--format", "otlp")
+
+    errors = capsys.readouterr().err
+    assert f"line 1: trace {silent_id} has no messages" in errors and "line 2: is not valid JSON" in errors
+    assert not Case.objects.exists() and not Dataset.objects.filter(slug="from-collector").exists()
