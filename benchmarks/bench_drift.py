@@ -8,10 +8,14 @@ cases − new old cases, each labelled, judged by a finished evidence run of a b
 stand-in provider, judges.testing.fake_provider, answering in --latency-ms) whose judgments sit in the
 app's cache as a real run leaves them; the rubric promoted on it. Then `new` cases arrive with human
 verdicts. The drift check is then timed end to end in this process exactly as a worker does it:
-`drift_start`, the chunks claimed and judged (chunk_claim / chunk_judge) until none is left, and
-`drift_check_record`. It reports the calls made (expected: new cases × repeats; the stand-in's own count
-too), the cache hits, the figures on new and all cases, the reasons for recalibration, the wall time of
-each step, and the promotion page with its drift chart afterwards.
+`drift_start`, the run's windows worked (`run_work_here`: its chunks read, judged through the engine's
+batch and recorded) until none is left, and `drift_check_record`. It reports the calls made (expected:
+new cases × repeats; the stand-in's own count too), the cache hits, the figures on new and all cases, the
+reasons for recalibration, the wall time of each step, and the promotion page with its drift chart
+afterwards. Then its peer: the same number of judge calls alone (the new cases' prompts through the
+same SDK client at the same concurrency, no engine, no database), and the target: the check's total at
+most 1.5× that plus 3 s (the drift run's part of the check: its fresh sample is timed apart). The stand-in's
+CPU time is printed beside each (it shares the two cores).
 
 The fresh sample (docs/promotion.md, "Fresh drift sample") is on, at --fresh-share (default 0.05, as
 EVALHUB_DRIFT_FRESH_SHARE): its fresh run re-judges that share of the unchanged cases anew, timed apart and
@@ -32,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
+from benchmarks.bench_semantic import cpu_seconds  # noqa: E402
 from judges.testing.fake_provider import FakeProvider  # noqa: E402
 
 MODEL = "gpt-4o-mini-2024-07-18"
@@ -126,6 +131,35 @@ def build(args, fake):
     return rubric, evidence, lead
 
 
+def calls_alone(rubric, args, env: dict, fake) -> tuple[float, float]:
+    """Wall time of the check's judge calls made with no engine and no database: each new case's prompt,
+    `repeats` times, through the same SDK client at the same concurrency; and the stand-in's CPU time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from judges.configs.cases import engine_case
+    from judges.engine import JudgeConfig
+    from judges.engine.prompt import build_messages
+    from judges.engine.providers import ClientPool, call_model, resolve_endpoint
+    from labeling.models import Case
+
+    cfg = JudgeConfig.from_dict(rubric.judge_configs.order_by("-version").first().spec)
+    endpoint = resolve_endpoint(provider=cfg.provider, base_url_env=cfg.base_url_env, api_key_env=cfg.api_key_env,
+                                env=env, timeout_s=30)
+    prompts = [build_messages(engine_case(c), template=cfg.prompt_template, criteria=cfg.criteria, policy=cfg.policy,
+                              output_kind=cfg.output_kind)
+               for c in Case.objects.filter(external_id__startswith="new")] * args.repeats
+    clients = ClientPool()
+    client = clients.get(endpoint)
+    cpu = cpu_seconds(fake.proc.pid)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+        list(pool.map(lambda p: call_model(client, endpoint, model=cfg.model, system=p[0], user=p[1],
+                                           output_kind=cfg.output_kind, params=cfg.params), prompts))
+    wall = time.perf_counter() - started
+    clients.close()
+    return wall, cpu_seconds(fake.proc.pid) - cpu
+
+
 def main() -> None:
     args = arguments()
     with FakeProvider() as fake:
@@ -157,8 +191,10 @@ def main() -> None:
             [check] = drift_start(rubric_ids=[rubric.pk], by=lead)
             timings["start_s"] = time.perf_counter() - t0
             t1 = time.perf_counter()
+            stand_in_cpu = cpu_seconds(fake.proc.pid)
             run_work_here(run_id=check.run_id)
             timings["judge_s"] = time.perf_counter() - t1
+            stand_in_cpu = cpu_seconds(fake.proc.pid) - stand_in_cpu
             drift_calls = fake.stats()["total"] - before
             timings["fresh_judge_s"] = 0.0
             if check.fresh_run_id is not None:
@@ -169,9 +205,13 @@ def main() -> None:
             check = drift_check_record(run_id=check.fresh_run_id or check.run_id)
             timings["record_s"] = time.perf_counter() - t2
             timings["total_s"] = time.perf_counter() - t0
+            # The check without its fresh sample: what its calls alone are the peer of.
+            timings["drift_s"] = timings["total_s"] - timings["fresh_judge_s"]
             run = Run.objects.get(pk=check.run_id)
             fresh = Run.objects.get(pk=check.fresh_run_id) if check.fresh_run_id else None
             calls = fake.stats()["total"] - before
+            alone_s, alone_cpu = calls_alone(rubric, args, env, fake)
+            target_s = 1.5 * alone_s + 3
             fresh_calls = fresh.provider_calls if fresh else 0
             # The fresh run's ideal: its calls in rounds of the concurrency at the stand-in's latency.
             fresh_ideal = fresh_calls * args.latency_ms / 1000 / args.concurrency
@@ -204,9 +244,19 @@ def main() -> None:
                 "all_n": check.all_n, "all_agreement": check.all_agreement,
                 "recalibration": row.recalibration,
                 "promotion_page_median_s": round(sorted(page)[len(page) // 2], 3),
+                "calls_alone_s": round(alone_s, 2), "stand_in_cpu_s": round(stand_in_cpu, 2),
+                "calls_alone_stand_in_cpu_s": round(alone_cpu, 2),
+                "target_s": round(target_s, 2), "drift_vs_calls_alone": round(timings["drift_s"] / alone_s, 2),
                 "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             }
             print(json.dumps(result, indent=2))
+            print(f"  drift check {timings['drift_s']:.2f} s without its fresh sample (stand-in CPU {stand_in_cpu:.2f} s) "
+                  f"against its {drift_calls:,} calls alone {alone_s:.2f} s (stand-in CPU {alone_cpu:.2f} s): "
+                  f"{timings['drift_s'] / alone_s:.2f}× the calls alone; target ≤ 1.5 × {alone_s:.2f} + 3 = "
+                  f"{target_s:.2f} s: {'met' if timings['drift_s'] <= target_s else 'NOT met'}")
+            if fresh_ideal:
+                print(f"  fresh sample {timings['fresh_judge_s']:.2f} s for {fresh_calls:,} calls: "
+                      f"{timings['fresh_judge_s'] / fresh_ideal:.2f}× its ideal {fresh_ideal:.2f} s")
             out = ROOT / "benchmarks" / "results" / "bench_drift.json"
             out.parent.mkdir(exist_ok=True)
             out.write_text(json.dumps(result, indent=2) + "\n")

@@ -2,7 +2,10 @@
 every caller of the engine.
 
 `judge_many` takes (key, engine, case, repeat) items, as many at a time as it has room for, and yields
-lists of (key, judgment) as they complete. The texts the semantic layer needs are embedded ahead, many
+lists of (key, judgment) as they complete. An item the judgment cache answers is answered where it is
+taken, in the calling thread, and handed back in bulk (up to HITS_PER_YIELD at a time): a drift check
+of thousands of unchanged cases costs no thread hop per case (a cached verdict drawn for a second opinion
+goes to the pool, since that opinion may need a call). The texts the semantic layer needs are embedded ahead, many
 to a call, each call sent as soon as it is full; an item is judged as soon as its texts are in: in the
 calling thread when its config is semantic only (the engine's own arithmetic), else on the pool. All
 provider calls of the batch, embeddings and judges alike, share one pool of `concurrency` threads, so
@@ -42,6 +45,9 @@ class _Item[K]:
     engine: Engine
     case: dict[str, Any]
     repeat: int
+    cache_key: str | None = None
+    looked_up: bool = True  # False: looking it up in the cache raised; judge() meets it again on the pool
+    cached: Judgment | None = None  # its cached primary verdict, when a drawn second opinion is still to come
     plan: Plan | None = None
     missing: int = 0  # embedding calls this item still waits for
 
@@ -54,6 +60,12 @@ class _Open:
     texts: list[tuple[str, str]] = field(default_factory=list)  # (key, text)
     on_the_way: dict[str, int] = field(default_factory=dict)  # key -> the call that embeds it
     sent: dict[int, list[str]] = field(default_factory=dict)  # call -> its keys, until it is back
+
+
+# Cached judgments answered where items are taken, before the caller is handed them: one bulk write of the
+# caller's (a worker's recording costs a handful of queries whatever its size: fewer, larger ones are
+# cheaper), few enough that the calls in flight are not left waiting long while it records them.
+HITS_PER_YIELD = 2000
 
 
 def _lookahead(engine: Engine, concurrency: int) -> int:
@@ -158,15 +170,28 @@ class _Batch[K]:
     # ---- taking items ----------------------------------------------------------------------------
 
     def _take(self) -> None:
-        while not self.halt.is_set() and not self.exhausted and self.held < self.lookahead:
+        while (
+            not self.halt.is_set()
+            and not self.exhausted
+            and self.held < self.lookahead
+            and len(self.out) < HITS_PER_YIELD
+        ):
             try:
                 key, engine, case, repeat = next(self.items)
             except StopIteration:
                 self.exhausted = True
                 break
+            item = _Item(key, engine, case, repeat)
+            try:
+                item.cache_key, hit, item.cached = engine.lookup(case, repeat)
+            except Exception:
+                item.looked_up, hit = False, None
+            if hit is not None:  # no call, no thread: it does not count against the lookahead
+                self.out.append((key, hit))
+                continue
             self.held += 1
             self.lookahead = max(self.lookahead, _lookahead(engine, self.concurrency))
-            self._admit(_Item(key, engine, case, repeat))
+            self._admit(item)
         if not self.halt.is_set() and (self.exhausted or self.in_flight == 0):
             # No more items come, or nothing in flight could make room for more: a call still being filled
             # goes as it is, or its items would wait for good. Otherwise what comes back makes room, and
@@ -177,7 +202,8 @@ class _Batch[K]:
 
     def _admit(self, item: _Item[K]) -> None:
         engine = item.engine
-        plan = item.plan = engine.plan(item.case, item.repeat)
+        needs_plan = item.looked_up and item.cached is None
+        plan = item.plan = engine.plan(item.case, item.repeat, item.cache_key) if needs_plan else None
         if plan is None:
             self._ready(item)
             return
@@ -233,7 +259,7 @@ class _Batch[K]:
         planned: dict[Engine, list[_Item[K]]] = defaultdict(list)
         for item in ready:
             if item.plan is None:
-                self.out.append((item.key, item.engine.judge(item.case, item.repeat)))
+                self.out.append((item.key, _judge(item)))
             else:
                 planned[item.engine].append(item)
         for engine, items in planned.items():
@@ -251,7 +277,7 @@ class _Batch[K]:
             self.messages.put(("dropped", item, None))
             return
         try:
-            judgment = item.engine.judge(item.case, item.repeat)
+            judgment = _judge(item)
         except BaseException as exc:  # raised in the calling thread once the calls in flight are in
             self.messages.put(("failed", item, exc))
         else:
@@ -297,6 +323,12 @@ class _Batch[K]:
             item.missing -= 1
             if not item.missing:
                 self._ready(item)
+
+
+def _judge[K](item: _Item[K]) -> Judgment:
+    if not item.looked_up:
+        return item.engine.judge(item.case, item.repeat)
+    return item.engine.judge_new(item.case, item.repeat, item.cache_key, item.cached)
 
 
 def judge_batch(

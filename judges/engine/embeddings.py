@@ -25,10 +25,12 @@ __all__ = ["EMBED_BATCH", "Embeddings", "Plan", "Similarity"]
 
 @dataclass(slots=True)
 class Embedding:
-    """One text's embedding, or why there is none, and what making it cost until a judgment takes it."""
+    """One text's embedding, or why there is none, and what making it cost until a judgment takes it.
 
-    vector: Any  # numpy array, or None when the call failed
-    unit: Any = None  # the vector scaled to length 1, for the cosine
+    Only the vector scaled to length 1 is kept (the cosine needs no more): the vector as it came goes to the
+    embedding cache and is not held for the rest of the batch."""
+
+    unit: Any  # numpy array, or None when the call failed
     failure: ProviderFailure | None = None
     attempts: int = 0
     calls: int = 0
@@ -100,7 +102,7 @@ class Embeddings:
         if vector is None or vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
             return False  # a damaged entry is a miss: the text is embedded again
         with self._lock:
-            self._memory.setdefault(key, Embedding(vector, unit(vector)))
+            self._memory.setdefault(key, Embedding(unit(vector)))
         return True
 
     def similarity(self, case: dict[str, Any], tally: Tally) -> Similarity:
@@ -194,7 +196,6 @@ class Embeddings:
         for i, (key, text) in enumerate(batch):
             share = len(text) / total_chars
             entries[key] = Embedding(
-                None if done.value is None else done.value[i],
                 None if units is None else units[i],
                 failure=done.failure,
                 attempts=done.attempts,

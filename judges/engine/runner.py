@@ -98,19 +98,45 @@ class Engine:
         j = Judgment.from_stored(hit) if hit is not None else None  # a partial or mistyped entry is a miss
         return j if j is not None and j.evaluated else None
 
+    def lookup(
+        self, case: dict[str, Any], repeat: int
+    ) -> tuple[str | None, Judgment | None, Judgment | None]:
+        """(key, answered, pending) for an item: its cache key (None without a cache); its judgment when the
+        cache answers it whole (a cached verdict whose second opinion is not drawn: no call, no thread, so a
+        batch answers it where it takes the item); else, when the primary's verdict is cached but a second
+        opinion is drawn (it may need a call), that cached verdict, for judge_new to finish on the pool."""
+        if self.cache is None:
+            return None, None, None
+        key = self.cache_key(case, repeat)
+        j = self._cached(key)
+        if j is None:
+            return key, None, None
+        # The same content may sit under another id; this run spent nothing on it.
+        j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
+        j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
+        j.calls_by_judge, j.cost_by_judge = {}, {}
+        j.latency_ms = 0
+        if self._second_opinion_drawn(case, j):
+            return key, None, j
+        j.secondary_outcome, j.contested, j.opinions = None, False, None
+        return key, j, None
+
     def judge(self, case: dict[str, Any], repeat: int) -> Judgment:
         """The case's judgment: the primary's verdict (or the fallback's), from the cache or asked; then the
         escalation step. Each judge's verdict is cached under its own key, so whether a second opinion is
         drawn is decided after the cache lookup, and a cached primary verdict still gets one when drawn."""
+        key, answered, pending = self.lookup(case, repeat)
+        return answered if answered is not None else self.judge_new(case, repeat, key, pending)
+
+    def judge_new(
+        self, case: dict[str, Any], repeat: int, key: str | None, cached: Judgment | None = None
+    ) -> Judgment:
+        """Judge an item the cache did not answer whole (`key`: its cache key from lookup, None without a
+        cache; `cached`: lookup's pending primary verdict, whose drawn second opinion is still to come)."""
         started = time.monotonic()
-        key = self.cache_key(case, repeat)
-        j = self._cached(key) if key is not None else None
         earlier: str | None = None
-        if j is not None:
-            # The same content may sit under another id; this run spent nothing on it.
-            j.external_id, j.repeat, j.cached = str(case.get("external_id", "")), repeat, True
-            j.provider_calls, j.input_tokens, j.output_tokens, j.cost_usd = 0, 0, 0, 0.0
-            j.calls_by_judge, j.cost_by_judge = {}, {}
+        if cached is not None:
+            j = cached
             # An entry from before each judge had its own key carries the second opinion's verdict: kept for
             # when the case is drawn again and its own key has none.
             earlier, j.secondary_outcome, j.contested, j.opinions = j.secondary_outcome, None, False, None
@@ -142,12 +168,7 @@ class Engine:
         adjudicator's verdict, when there is one and it answers, becomes the judgment's."""
         cfg = self.cfg
         second = cfg.second_opinion_judge
-        if second is None or j.layer != "behavioral" or not j.evaluated:
-            return
-        pass_at = cfg.semantic.pass_at if cfg.semantic is not None else None
-        if not second.asks_on(
-            case, j.scores, j.similarity, pass_score=cfg.pass_score, pass_at=pass_at, sampled=self.sampled
-        ):
+        if second is None or not self._second_opinion_drawn(case, j):
             return
         system, user = self._messages(case)
         first = {"model": j.model, "outcome": j.outcome, "scores": j.scores, "reason": j.reason}
@@ -169,6 +190,17 @@ class Engine:
         if decided["outcome"] != "not_evaluated":
             j.outcome, j.scores, j.reason = decided["outcome"], decided["scores"], decided["reason"]
             j.model, j.judge = decided["model"], "adjudicator"
+
+    def _second_opinion_drawn(self, case: dict[str, Any], j: Judgment) -> bool:
+        """Whether the escalation step asks a second opinion on this verdict."""
+        cfg = self.cfg
+        second = cfg.second_opinion_judge
+        if second is None or j.layer != "behavioral" or not j.evaluated:
+            return False
+        pass_at = cfg.semantic.pass_at if cfg.semantic is not None else None
+        return second.asks_on(
+            case, j.scores, j.similarity, pass_score=cfg.pass_score, pass_at=pass_at, sampled=self.sampled
+        )
 
     def _opinion(
         self, role: str, spec: JudgeSpec, system: str, user: str, key: str | None, j: Judgment,
@@ -376,22 +408,20 @@ class Engine:
 
     # ---- many judgments whose embeddings are in (batch.judge_many) ---------------------------------
 
-    def plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
-        """What the semantic layer needs of this item, or None when it needs no embedding: no semantic
-        layer, the judgment cache answers, a contract check fails, the case has no reference or no answer,
-        a refused variable, or working it out raised (judge() tells, and says why)."""
+    def plan(self, case: dict[str, Any], repeat: int, key: str | None) -> Plan | None:
+        """What the semantic layer needs of an item the cache did not answer (`key`: its cache key from
+        lookup), or None when it needs no embedding: no semantic layer, a contract check fails, the case
+        has no reference or no answer, a refused variable, or working it out raised (judge_new() tells,
+        and says why)."""
         if self.embeddings is None or self.env_refusals:
             return None
         try:
-            return self._plan(case, repeat)
-        except Exception:  # judge() meets the same error and makes it the judgment's
+            return self._plan(case, repeat, key)
+        except Exception:  # judge_new() meets the same error and makes it the judgment's
             return None
 
-    def _plan(self, case: dict[str, Any], repeat: int) -> Plan | None:
+    def _plan(self, case: dict[str, Any], repeat: int, key: str | None) -> Plan | None:
         assert self.embeddings is not None
-        key = self.cache_key(case, repeat)
-        if key is not None and self._cached(key) is not None:
-            return None
         checks = run_contract_checks(case, self.cfg) if "contract" in self.cfg.layers else []
         if not all(c["passed"] for c in checks):
             return None

@@ -7,10 +7,13 @@ and the new ones written as the window records its results, like the judgment ca
 import threading
 from typing import Any
 
+from django.utils import timezone
+
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import MemoryCache, embedding_key
 from judges.engine.semantic import texts_to_embed
 from judges.models import CachedEmbedding
+from judges.runs.bulk import copy_rows, jsonb
 
 
 class StoredEmbeddings(MemoryCache):
@@ -26,7 +29,8 @@ class StoredEmbeddings(MemoryCache):
             super().put(key, {"vector": vector})
 
     def put(self, key: str, value: dict) -> None:
-        super().put(key, value)
+        # Kept only until saved: the engine keeps what it embedded itself, and asks the cache only for
+        # what it has not seen (a window's memory does not grow by a vector a text twice over).
         with self._new_lock:
             self._new[key] = value["vector"]
 
@@ -53,8 +57,6 @@ def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list
 def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
     new = embeddings.take_new() if embeddings is not None else {}
     if new:
-        CachedEmbedding.objects.bulk_create(
-            [CachedEmbedding(key=key, vector=vector) for key, vector in new.items()],
-            ignore_conflicts=True,
-            batch_size=500,
-        )
+        now = timezone.now()
+        copy_rows(CachedEmbedding, ("key", "vector", "created_at"),
+                  ((key, jsonb(vector), now) for key, vector in new.items()), ignore_conflicts=True)

@@ -27,6 +27,7 @@ from judges.engine import Engine, MemoryCache, SpendTracker, judge_cache_key, ju
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
+from judges.runs.bulk import copy_rows, jsonb
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
@@ -102,7 +103,10 @@ class _RecordingCache(MemoryCache):
     """A window's engine cache: entries read from the database ahead of their cases, and what is new."""
 
     def __init__(self) -> None:
-        super().__init__()
+        # Shared, not copied: entries come from the database or from Judgment.to_dict (a fresh dict), and a
+        # judgment made from one changes only its own scalar fields. Copying 60,000 cached judgments of a
+        # drift check would cost more than recording them.
+        super().__init__(copies=False)
         self._new: dict[str, dict] = {}
         self._new_lock = threading.Lock()
 
@@ -124,7 +128,10 @@ class _RecordingCache(MemoryCache):
 # How often the window extends its lease and looks for a cancel, and records what has arrived.
 HEARTBEAT_SECONDS = 1.0
 RECORD_EVERY_SECONDS = 0.5
-RECORD_BATCH = 500
+RECORD_BATCH = 2000
+# Cases read from the database at once, several chunks together: a handful of queries per group rather
+# than per chunk of EVALHUB_CHUNK_CASES, and a bound on what a window holds whatever the run's size.
+READ_AHEAD_CASES = 1000
 
 
 class _Window:
@@ -198,42 +205,62 @@ class _Window:
         self.engine.close()
 
     def _pairs(self, ends_at: float) -> Iterator[tuple[tuple, Engine, dict, int]]:
-        """The run's (case, repeat) pairs still to judge, a chunk at a time, as the batch has room for
-        them; once the window's time is up no chunk is taken (but the first, however short the window:
-        every window moves the run on)."""
-        while self.last_index < 0 or time.monotonic() < ends_at:
-            pairs = self._take_next_chunk()
-            if pairs is None:
+        """The run's (case, repeat) pairs still to judge, read a group of chunks at a time as the batch has
+        room for them; once the window's time is up no further chunk is handed on (but the first, however
+        short the window: every window moves the run on). A chunk read and not handed on stays to do."""
+        handed = False
+        while True:
+            group = self._take_next_chunks()
+            if group is None:
                 return
-            for chunk_pk, case, judged, repeat in pairs:
-                yield (chunk_pk, case, judged), self.engine, judged, repeat
+            for chunk_pairs in group:
+                if handed and time.monotonic() >= ends_at:
+                    return
+                handed = True
+                for chunk_pk, case, judged, repeat in chunk_pairs:
+                    yield (chunk_pk, case, judged), self.engine, judged, repeat
 
-    def _take_next_chunk(self) -> list[tuple[int, Case, dict, int]] | None:
-        """The next chunk's pairs with no judgment yet (its cached judgments and stored embeddings read
-        ahead); None when no chunk is left."""
+    def _take_next_chunks(self) -> list[list[tuple[int, Case, dict, int]]] | None:
+        """The next group of chunks (READ_AHEAD_CASES cases, at least one chunk), each chunk's pairs with no
+        judgment yet, their cached judgments and stored embeddings read ahead; None when no chunk is left.
+        A chunk with nothing left to judge is marked done here."""
         run = self.run
-        chunk = run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index").first()
-        if chunk is None:
+        count = max(1, READ_AHEAD_CASES // max(1, settings.EVALHUB_CHUNK_CASES))
+        chunks = list(
+            run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index")[:count]
+        )
+        if not chunks:
             return None
-        self.last_index = chunk.index
-        RunChunk.objects.filter(pk=chunk.pk).update(attempts=F("attempts") + 1)
-        done = set(run.judgments.filter(case_id__in=chunk.case_ids).values_list("case_id", "repeat"))
-        pairs = []
-        for case in Case.objects.filter(pk__in=chunk.case_ids).order_by("pk"):
-            judged = _judged_case(run, chunk, case)
-            if judged is None:
-                continue
-            pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case.pk, r) not in done]
-        if not pairs:
-            RunChunk.objects.filter(pk=chunk.pk).update(done_at=timezone.now())
-            return []
-        keys = [self.engine.cache_key(judged, repeat) for _, _, judged, repeat in pairs]
+        self.last_index = chunks[-1].index
+        RunChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(attempts=F("attempts") + 1)
+        case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
+        done = set(run.judgments.filter(case_id__in=case_ids).values_list("case_id", "repeat"))
+        cases = {case.pk: case for case in Case.objects.filter(pk__in=case_ids)}
+        group, finished = [], []
+        for chunk in chunks:
+            pairs = []
+            for case_id in sorted(chunk.case_ids):
+                case = cases.get(case_id)  # gone since the run started: nothing to judge
+                judged = None if case is None else _judged_case(run, chunk, case)
+                if case is None or judged is None:
+                    continue
+                pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case_id, r) not in done]
+            if pairs:
+                self.unrecorded[chunk.pk] = len(pairs)
+                group.append(pairs)
+            else:
+                finished.append(chunk.pk)
+        if finished:
+            RunChunk.objects.filter(pk__in=finished).update(done_at=timezone.now())
+        everything = [pair for pairs in group for pair in pairs]
+        keys = [self.engine.cache_key(judged, repeat) for _, _, judged, repeat in everything]
         keys += [judge_cache_key(key, role) for key in keys if key is not None for role in self.other_judges]
         self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
-            self.embeddings.preload(stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in pairs]))
-        self.unrecorded[chunk.pk] = len(pairs)
-        return pairs
+            self.embeddings.preload(
+                stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in everything])
+            )
+        return group
 
     def _record(self, arrived: list[tuple]) -> None:
         if not arrived:
@@ -245,9 +272,9 @@ class _Window:
         )
         new = self.cache.take_new()
         if new:
-            CachedJudgment.objects.bulk_create(
-                [CachedJudgment(key=k, judgment=v) for k, v in new.items()], ignore_conflicts=True
-            )
+            now = timezone.now()
+            copy_rows(CachedJudgment, ("key", "judgment", "created_at"),
+                      ((key, jsonb(value), now) for key, value in new.items()), ignore_conflicts=True)
         embeddings_save(embeddings=self.embeddings)
         finished = []
         for chunk_pk, *_ in judged:
@@ -310,8 +337,11 @@ def judgments_record(
             if (case.pk, result.repeat) not in existing:
                 fresh[(case.pk, result.repeat)] = result
         variants = variants or {}
-        rows = [_judgment_row(run, case_id, result, variants.get(case_id)) for (case_id, _), result in fresh.items()]
-        Judgment.objects.bulk_create(rows)
+        now = timezone.now()
+        rows = [_judgment_row(run, case_id, result, variants.get(case_id), now)
+                for (case_id, _), result in fresh.items()]
+        copy_rows(Judgment, JUDGMENT_FIELDS, rows)
+        costs = [row[JUDGMENT_FIELDS.index("cost_usd")] for row in rows]
         case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh})
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
@@ -321,22 +351,27 @@ def judgments_record(
             cache_hits=F("cache_hits") + sum(r.cached for r in counted),
             input_tokens=F("input_tokens") + sum(r.input_tokens for r in counted),
             output_tokens=F("output_tokens") + sum(r.output_tokens for r in counted),
-            cost_usd=F("cost_usd") + sum((row.cost_usd or Decimal(0) for row in rows), Decimal(0)),
-            unknown_cost_judgments=F("unknown_cost_judgments") + sum(row.cost_usd is None for row in rows),
+            cost_usd=F("cost_usd") + sum((cost or Decimal(0) for cost in costs), Decimal(0)),
+            unknown_cost_judgments=F("unknown_cost_judgments") + sum(cost is None for cost in costs),
         )
     return len(rows)
 
 
-def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict | None = None) -> Judgment:
-    return Judgment(
-        run=run, case_id=case_id, repeat=result.repeat, outcome=result.outcome, scores=result.scores,
-        reason=result.reason, raw_output=result.raw_output, error=result.error, layer=result.layer,
-        judge=result.judge, checks=result.checks, input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        cost_usd=None if result.cost_usd is None else Decimal(str(result.cost_usd)),
-        latency_ms=result.latency_ms, cached=result.cached, contested=result.contested,
-        secondary_outcome=result.secondary_outcome or "", variant=variant, similarity=result.similarity,
-        opinions=result.opinions, calls_by_judge=result.calls_by_judge, cost_by_judge=result.cost_by_judge,
+JUDGMENT_FIELDS = (
+    "run_id", "case_id", "repeat", "outcome", "scores", "reason", "raw_output", "error", "layer", "judge", "checks",
+    "input_tokens", "output_tokens", "cost_usd", "latency_ms", "cached", "contested", "secondary_outcome", "variant",
+    "similarity", "opinions", "calls_by_judge", "cost_by_judge", "created_at",
+)
+
+
+def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict | None, now) -> tuple:
+    """A Judgment row's values in JUDGMENT_FIELDS' order."""
+    return (
+        run.pk, case_id, result.repeat, result.outcome, jsonb(result.scores), result.reason, result.raw_output,
+        result.error, result.layer, result.judge, jsonb(result.checks), result.input_tokens, result.output_tokens,
+        None if result.cost_usd is None else Decimal(str(result.cost_usd)), result.latency_ms, result.cached,
+        result.contested, result.secondary_outcome or "", jsonb(variant), result.similarity,
+        jsonb(result.opinions), jsonb(result.calls_by_judge), jsonb(result.cost_by_judge), now,
     )
 
 

@@ -227,3 +227,14 @@ def test_a_drift_run_is_never_evidence(rubric, dataset, lead, reviewer):
     drift = DriftCheck.objects.get().run
     with pytest.raises(PromotionError, match="is a drift check of run"):
         rubric_renew(rubric=rubric, run=drift, reason="Renewed on the drift run.", by=lead)
+
+
+def test_a_drift_run_spreads_the_cases_its_evidence_did_not_judge_among_those_it_did():
+    from judges.drift.services import _spread_unjudged
+
+    order = _spread_unjudged(list(range(1, 13)), judged=set(range(1, 10)))  # 10, 11, 12 are new
+
+    assert sorted(order) == list(range(1, 13))  # every case, once
+    assert [order.index(pk) for pk in (10, 11, 12)] == [1, 6, 10]  # one in each third, not all at the end
+    assert [pk for pk in order if pk < 10] == list(range(1, 10))  # the others keep their order
+    assert _spread_unjudged([3, 1, 2], judged=set()) == [3, 1, 2]  # nothing judged before: as given

@@ -1,8 +1,9 @@
 """judge_many, the one batch path: it takes items only as it has room, stops cleanly, keeps its caller
 awake, and a judgment that raises stops the batch without losing what finished.
 
-Contract-only configs with a cache that can hold or fail a lookup stand in for a slow or broken
-judgment: the engine looks a judgment up before it does any work, on the thread that judges it.
+Contract-only configs with a cache that can hold or fail a write stand in for a slow or broken
+judgment: the engine writes a new judgment to the cache on the thread that judged it (its lookup is
+the calling thread's, where a hit is answered at once).
 """
 
 import threading
@@ -11,28 +12,29 @@ import time
 import pytest
 
 from judges.engine import Engine, MemoryCache, judge_many
+from judges.engine.batch import HITS_PER_YIELD
 
 from .factories import contract_config, tool_case
 
 
 class HeldCache(MemoryCache):
-    """Each lookup waits until `release` is set; `fail_for` makes the lookup of that case's key raise."""
+    """Each write waits until `release` is set; with `fail`, the first write raises."""
 
     def __init__(self) -> None:
         super().__init__()
         self.release = threading.Event()
-        self.looked_up = 0
+        self.written = 0
         self.fail = False
         self._lock = threading.Lock()
 
-    def get(self, key):
+    def put(self, key, judgment):
         with self._lock:
-            self.looked_up += 1
-            fail = self.fail and self.looked_up == 1
+            self.written += 1
+            fail = self.fail and self.written == 1
         if fail:
             raise RuntimeError("a judgment that breaks")
         assert self.release.wait(10)
-        return super().get(key)
+        super().put(key, judgment)
 
 
 def engine(cache=None) -> Engine:
@@ -56,7 +58,7 @@ def test_it_takes_items_only_as_it_has_room_for_them():
     cache = HeldCache()
     pulled: list[int] = []
     batches = judge_many(items(100, engine(cache), pulled), concurrency=2, poll_s=0.05)
-    assert next(batches) == []  # nothing finished while every lookup is held
+    assert next(batches) == []  # nothing finished while every write is held
     # Two items a thread in hand, no more: the rest of the dataset is not read ahead.
     assert len(pulled) == 4
     cache.release.set()
@@ -86,7 +88,7 @@ def test_once_stopped_nothing_new_starts_and_what_is_in_flight_is_yielded():
     # The two that had started finish and come back; the two waiting and the rest never start.
     assert sorted(yielded) == [0, 1]
     assert len(pulled) == 4
-    assert cache.looked_up == 2
+    assert cache.written == 2
 
 
 def test_a_judgment_that_raises_stops_the_batch_after_what_was_in_flight():
@@ -99,6 +101,32 @@ def test_a_judgment_that_raises_stops_the_batch_after_what_was_in_flight():
             yielded += [key for key, _ in done]
     # The batch stopped near where it broke: far from all of it was judged, and nothing twice.
     assert len(yielded) < 10 and len(set(yielded)) == len(yielded)
+
+
+class ThreadNoting(MemoryCache):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lookup_threads: set[str] = set()
+
+    def get(self, key):
+        self.lookup_threads.add(threading.current_thread().name)
+        return super().get(key)
+
+
+def test_cached_judgments_are_answered_in_the_calling_thread_and_handed_back_in_bulk():
+    cache = ThreadNoting()
+    first = {key: j for done in judge_many(items(HITS_PER_YIELD + 100, engine(cache)), concurrency=2) for key, j in done}
+    cache.lookup_threads.clear()
+
+    batches = judge_many(items(HITS_PER_YIELD + 100, engine(cache)), concurrency=2)
+    bulk = next(batches)
+    rest = [pair for done in batches for pair in done]
+
+    assert len(bulk) == HITS_PER_YIELD  # one hand-over, not one per thread's result
+    assert cache.lookup_threads == {threading.current_thread().name}
+    again = dict(bulk + rest)
+    assert sorted(again) == sorted(first) and all(j.cached for j in again.values())
+    assert [(j.outcome, j.reason) for j in again.values()] == [(first[k].outcome, first[k].reason) for k in again]
 
 
 def test_one_pool_serves_several_engines_in_the_order_given():

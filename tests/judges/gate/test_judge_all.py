@@ -50,8 +50,10 @@ def semantic(base_url_env: str = "EVALHUB_JUDGE_DEAD_URL") -> dict:
 
 
 class WatchedCache(FolderCache):
-    """A cache folder that notes each lookup (which key, on which thread, how many at once). With
-    `meet`, a lookup waits until that many are under way, so a pool of that size is seen full."""
+    """A cache folder that notes each lookup (which key, in order: the batch looks items up where it takes
+    them) and each write of a new judgment (on which thread, how many at once: a judgment is written by
+    the thread that judged it). With `meet`, a write waits until that many are under way, so a pool of
+    that size is seen full."""
 
     def __init__(self, path, *, meet: int = 1) -> None:
         super().__init__(path)
@@ -64,6 +66,10 @@ class WatchedCache(FolderCache):
     def get(self, key):
         with self._lock:
             self.looked_up.append(key)
+        return super().get(key)
+
+    def put(self, key, judgment):
+        with self._lock:
             self.threads.add(threading.get_ident())
             self.at_once += 1
             self.peak = max(self.peak, self.at_once)
@@ -72,7 +78,7 @@ class WatchedCache(FolderCache):
         finally:
             with self._lock:
                 self.at_once -= 1
-        return super().get(key)
+        super().put(key, judgment)
 
 
 def verdicts(results) -> dict[str, list[tuple[str, str, str]]]:
@@ -121,7 +127,10 @@ def test_no_more_cases_are_judged_at_once_than_the_concurrency(tmp_path):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
     cache = WatchedCache(tmp_path / "cache", meet=2)
 
-    judge_all(rubrics, CASES * 3, repeats=2, concurrency=2, cache=cache, env={})
+    # Six cases of distinct content: none is a hit for another, so each of the 24 judgments is written.
+    cases = [{**c, "external_id": f"{c['external_id']}-{i}", "input": f"{c['input']} ({i})"} for i in range(3)
+             for c in CASES]
+    judge_all(rubrics, cases, repeats=2, concurrency=2, cache=cache, env={})
 
     assert len(cache.looked_up) == 2 * 6 * 2
     assert (cache.peak, len(cache.threads)) == (2, 2)
@@ -198,3 +207,30 @@ def test_the_texts_of_every_case_go_to_the_embeddings_endpoint_in_one_call(env):
     assert sum(j.provider_calls for j in result.judgments) == 1
     assert {j.error for j in result.judgments} == {"connection error"}
     assert all(c.verdict == "not_evaluated" for c in result.cases)
+
+
+def test_the_ci_commands_batch_judges_each_case_as_the_one_case_path_does_and_again_from_its_folder(
+    tmp_path, fake_provider
+):
+    from judges.engine import judge_case
+
+    env = {"EVALHUB_JUDGE_OPENAI_URL": fake_provider.openai_base_url, "EVALHUB_JUDGE_API_KEY": "sk-test-not-a-real-key"}
+    outputs = ["Yes, returns are accepted within 30 days of delivery.", "Within 30 days, yes.", "No returns, ever.",
+               "", "Returns are accepted within 30 days of delivery."]
+    cases = [{"external_id": f"c{i}", "input": "Can I return shoes?", "output": output, "golden_answer": GOLDEN}
+             for i, output in enumerate(outputs)]
+    judge = {**semantic("EVALHUB_JUDGE_OPENAI_URL"), "layers": ["contract", "semantic"],
+             "contract_checks": ["answer_present"]}
+    judge["semantic"]["pass_at"] = 0.6
+    rubric = gate_rubric("returns", "gate", judge)
+
+    def seen(judgments):
+        return [(j.external_id, j.repeat, j.outcome, j.reason, j.similarity, j.checks) for j in judgments]
+
+    alone = [judge_case(c, rubric.judge, repeat, env=env) for c in cases for repeat in (1, 2)]
+    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
+    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
+
+    assert {j.outcome for j in alone} == {"pass", "fail"} and len({j.similarity for j in alone}) > 2
+    assert seen(first.judgments) == seen(alone)
+    assert seen(again.judgments) == seen(alone) and all(j.cached for j in again.judgments)

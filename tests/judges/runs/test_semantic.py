@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from judges.configs import services as config_services
 from judges.models import CachedEmbedding, Judgment, Run
+from labeling.models import Case
 from judges.runs import services
 from tests.judges.helpers import give_golden_answers, make_cases, semantic_spec
 
@@ -155,3 +156,37 @@ def test_the_estimate_of_a_semantic_run_counts_its_embeddings(dataset, rubric, l
     priced = run_estimate(config=config, dataset=dataset, repeats=3)
     assert priced.cost_usd == (Decimal(priced.embedding_tokens) * 1000 / 1_000_000).quantize(Decimal("0.0001"))
     assert "The semantic layer embeds each answer and reference once" in priced.notes[0]
+
+
+def test_the_workers_batch_judges_each_case_as_the_one_case_path_does_and_again_from_its_cache(
+    eager, dataset, rubric, lead, fake_provider, django_capture_on_commit_callbacks, monkeypatch
+):
+    from judges.configs.cases import engine_case
+    from judges.engine import judge_case
+    from judges.runs import worker
+
+    monkeypatch.setattr(worker, "READ_AHEAD_CASES", 4)  # two chunks of 4 a group: the 10 cases span three groups
+    cases = make_cases(dataset, 10)
+    give_golden_answers(cases[:7])  # the last three have no reference: not evaluated, "no reference"
+    for i, case in enumerate(cases):  # answers further and further from their golden answer: each its own similarity
+        case.output = case.output and case.output + " Tracking follows by mail" * (i % 4)
+    Case.objects.bulk_update(cases, ["output"])
+    spec = {**semantic_spec(), "layers": ["contract", "semantic"], "contract_checks": ["answer_present"]}
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    first = start(config, dataset, lead, django_capture_on_commit_callbacks, repeats=1)
+    again = start(config, dataset, lead, django_capture_on_commit_callbacks, repeats=1)
+
+    def rows(run):
+        return {j.case.external_id: (j.outcome, j.reason, j.layer, j.similarity, j.checks, j.error)
+                for j in Judgment.objects.filter(run=run).select_related("case")}
+
+    alone = {}
+    for case in dataset.cases.all():
+        j = judge_case(engine_case(case), config.spec, 1)
+        alone[case.external_id] = (j.outcome, j.reason, j.layer, j.similarity, j.checks, j.error)
+    assert {o for o, *_ in alone.values()} == {"pass", "fail", "not_evaluated"}  # every kind of verdict
+    assert rows(first) == alone
+    assert rows(again) == alone
+    again.refresh_from_db()
+    # What was evaluated came from the cache; what was not is asked again (and still has no reference).
+    assert again.cache_hits == sum(o != "not_evaluated" for o, *_ in alone.values()) and again.provider_calls == 0
