@@ -34,14 +34,17 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use 1/0, true/false, yes/no or on/off.")
 
 
-def env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     raw = env_str(name)
     if not raw:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r}: it must be at least {minimum}.")
+    return value
 
 
 def env_share(name: str, default: float) -> float:
@@ -259,8 +262,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 # The OTLP receiver (docs/otlp.md): a request's body as sent and unpacked (a batch of 512 spans with their
 # messages is a few MB), and how long a trace whose root span has not come is kept waiting for it.
-EVALHUB_OTLP_MAX_BYTES = env_int("EVALHUB_OTLP_MAX_BYTES", 20 * 1024 * 1024)
-EVALHUB_OTLP_TRACE_WAIT_SECONDS = env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60)
+EVALHUB_OTLP_MAX_BYTES = env_int("EVALHUB_OTLP_MAX_BYTES", 20 * 1024 * 1024, minimum=1)
+# The wait is also the give-up task's period: 0 would run it without a pause.
+EVALHUB_OTLP_TRACE_WAIT_SECONDS = env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60, minimum=1)
 
 
 def _broker() -> tuple[str, dict]:
@@ -308,7 +312,7 @@ EVALHUB_JUDGE_ENV_ALLOW = env_names("EVALHUB_JUDGE_ENV_ALLOW")
 # works the run's cases, read ahead a chunk at a time, for a window of time before it queues the run again.
 EVALHUB_CHUNK_CASES = env_int("EVALHUB_CHUNK_CASES", 20)
 # How long a judge improvement's editor may take to answer (docs/improving.md): it writes more than a verdict.
-EVALHUB_EDITOR_TIMEOUT_SECONDS = env_int("EVALHUB_EDITOR_TIMEOUT_SECONDS", 120)
+EVALHUB_EDITOR_TIMEOUT_SECONDS = env_int("EVALHUB_EDITOR_TIMEOUT_SECONDS", 120, minimum=1)
 EVALHUB_RUN_LEASE_SECONDS = env_int("EVALHUB_RUN_LEASE_SECONDS", 120)
 EVALHUB_RUN_WINDOW_SECONDS = env_int("EVALHUB_RUN_WINDOW_SECONDS", 60)
 EVALHUB_SWEEP_SECONDS = env_int("EVALHUB_SWEEP_SECONDS", 30)

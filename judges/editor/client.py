@@ -16,17 +16,15 @@ from typing import Any
 
 import jsonschema
 
-from judges.engine import fields
 from judges.engine.chain import FailureChain, RetryPolicy
 from judges.engine.config import JudgeConfig
 from judges.engine.envnames import env_name_refusals
+from judges.engine.escalation import JudgeSpec
 from judges.engine.providers import ClientPool, ProviderFailure, call_model, resolve_endpoint
-from judges.engine.secondary import PROVIDERS
 from judges.engine.spend import Prices, SpendTracker, Tally, estimate_cost
 from judges.engine.validation import InvalidOutput, load_json_object
 
 EDITOR_TOOL_NAME = "record_answer"
-_SPEC_FIELDS = ("provider", "model", "model_family", "base_url_env", "api_key_env", "params", "timeout_s", "max_attempts")
 # An editor writes several proposals or cases in one answer: more room than a verdict needs.
 EDITOR_MAX_TOKENS = 4096
 
@@ -73,30 +71,17 @@ class EditorSpec:
     @classmethod
     def from_dict(cls, d: Any, *, extra_allowed: Iterable[str] = ()) -> "EditorSpec":
         """A validated spec; ValueError names the field at fault, env names refused like a config's."""
-        w = "editor."
         if not isinstance(d, dict):
             raise ValueError("editor: expected an object")
-        fields.reject_unknown(d, _SPEC_FIELDS, where=w)
-        provider = fields.choice(d, "provider", PROVIDERS, where=w)
-        base_url_env = fields.env_name(d, "base_url_env", where=w)
-        if provider == "openai-compatible" and base_url_env is None:
-            raise ValueError("editor.base_url_env: an openai-compatible provider needs its endpoint's variable")
+        # The fields a judge has are checked as a judge's are; the editor's own two here.
+        judge = JudgeSpec.validated_fields(d, "editor", ("timeout_s", "max_attempts"))
         timeout = d.get("timeout_s", 120.0)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 600:
             raise ValueError("editor.timeout_s: must be a number of seconds in (0, 600]")
         attempts = d.get("max_attempts", 2)
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 5:
             raise ValueError("editor.max_attempts: must be an integer from 1 to 5")
-        spec = cls(
-            provider=provider,
-            model=fields.nonempty_string(d, "model", where=w).strip(),
-            model_family=fields.string(d, "model_family", where=w, required=False),
-            base_url_env=base_url_env,
-            api_key_env=fields.env_name(d, "api_key_env", where=w),
-            params=fields.params(d, where=w),
-            timeout_s=float(timeout),
-            max_attempts=attempts,
-        )
+        spec = cls(**{**judge, "model": judge["model"].strip()}, timeout_s=float(timeout), max_attempts=attempts)
         refusals = spec.env_refusals(extra_allowed=extra_allowed)
         if refusals:
             raise ValueError(refusals[0])

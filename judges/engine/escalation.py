@@ -38,7 +38,9 @@ class JudgeSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def _parts(cls, d: Any, name: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    def validated_fields(cls, d: Any, name: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The judge fields of `d` checked (ValueError names the field at fault, under `name.`); `extra` names
+        the further fields the caller reads itself."""
         w = f"{name}."
         if not isinstance(d, dict):
             raise ValueError(f"{name}: expected an object or null")
@@ -58,7 +60,7 @@ class JudgeSpec:
 
     @classmethod
     def from_dict(cls, d: Any, name: str) -> "JudgeSpec":
-        return cls(**cls._parts(d, name))
+        return cls(**cls.validated_fields(d, name))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,7 +86,7 @@ class SecondOpinion(JudgeSpec):
 
     @classmethod
     def from_dict(cls, d: Any, name: str = "second_opinion") -> "SecondOpinion":
-        parts = cls._parts(d, name, ("when",))
+        parts = cls.validated_fields(d, name, ("when",))
         return cls(**parts, when=_when_list(d.get("when"), name))
 
     @classmethod

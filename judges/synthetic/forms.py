@@ -4,7 +4,7 @@ from django import forms
 
 from judges.models import JudgeConfig
 from judges.synthetic.selectors import editor_configs
-from judges.synthetic.writing import MAX_CASES, SYNTHETIC_TYPES
+from judges.synthetic.writing import MAX_CASES, MAX_SEED, SYNTHETIC_TYPES
 from labeling.models import Dataset, PolicyDocument
 
 TYPE_LABELS = {
@@ -23,7 +23,7 @@ class SynthesisForm(forms.Form):
                                          help_text="The dataset's own are ticked; tick others to write from them too.")
     from_failed_dev = forms.BooleanField(required=False, label="Also show the editor the dev cases the reviewers "
                                                                "failed (never holdout)")
-    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1,
+    seed = forms.IntegerField(required=False, min_value=0, max_value=MAX_SEED,
                               help_text="Varies the cases; empty: a fresh one, recorded on each case.")
     editor_config = forms.TypedChoiceField(coerce=int, label="Editor: the primary of",
                                            help_text="A judge config's model writes the cases.")

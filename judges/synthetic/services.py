@@ -86,6 +86,8 @@ def synthesis_start(*, dataset: Dataset, n: int, types: list[str] | tuple[str, .
     SynthesisError (a message for the person) for a request that cannot be made."""
     if not 1 <= n <= writing.MAX_CASES:
         raise SynthesisError(f"Ask for 1 to {writing.MAX_CASES} cases, not {n}.")
+    if seed is not None and not 0 <= seed <= writing.MAX_SEED:
+        raise SynthesisError(f"The seed is a whole number from 0 to {writing.MAX_SEED}, not {seed}.")
     unknown = [kind for kind in types if kind not in writing.SYNTHETIC_TYPES]
     if unknown or not types:
         raise SynthesisError(f"The types are {', '.join(writing.SYNTHETIC_TYPES)}; "
@@ -98,7 +100,7 @@ def synthesis_start(*, dataset: Dataset, n: int, types: list[str] | tuple[str, .
     job = SynthesisJob(
         dataset=dataset, n=n, types=chosen, from_failed_dev=from_failed_dev,
         policies=[{"slug": p.slug, "version": p.version, "sha256": p.sha256} for p in documents],
-        seed=random.randrange(1, 2**31) if seed is None else seed, prompt_version=writing.PROMPT_VERSION,
+        seed=random.randrange(1, writing.MAX_SEED + 1) if seed is None else seed, prompt_version=writing.PROMPT_VERSION,
         editor=editor.to_dict(), created_by=by,
     )
     failed = failed_dev_cases(dataset=dataset) if from_failed_dev else []

@@ -11,6 +11,7 @@ SYNTHETIC_TYPES = ("adversarial", "near_miss", "ordinary")
 # Bumped whenever the prompt's text changes: each case records the version that wrote it.
 PROMPT_VERSION = "synth-1"
 MAX_CASES = 100  # per request: one editor answer must hold them all
+MAX_SEED = 2**31 - 1  # the seeds a person may choose; a fresh one is drawn from 1 to it
 MAX_FAILED_CASES = 20  # failed dev cases shown to the editor, newest first
 MAX_CASE_CHARS = 2_000  # of a failed case's input or answer, in the prompt
 

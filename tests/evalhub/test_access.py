@@ -80,6 +80,15 @@ def test_it_fails_loudly_on_a_bad_broker_url(monkeypatch):
         settings_module._broker()
 
 
+@pytest.mark.parametrize("raw", ["0", "-5"])
+def test_a_wait_of_no_time_is_refused_at_start(monkeypatch, raw):
+    from evalhub import settings as settings_module
+
+    monkeypatch.setenv("EVALHUB_OTLP_TRACE_WAIT_SECONDS", raw)
+    with pytest.raises(ImproperlyConfigured, match="EVALHUB_OTLP_TRACE_WAIT_SECONDS=.*at least 1"):
+        settings_module.env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60, minimum=1)
+
+
 @pytest.mark.parametrize(
     ("url", "options"),
     [("redis://127.0.0.1:6379/3", {"visibility_timeout": 600}), ("amqp://guest:guest@127.0.0.1:5672//", {})],

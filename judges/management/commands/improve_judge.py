@@ -1,11 +1,10 @@
-from decimal import Decimal, InvalidOperation
-
 from django.core.management.base import BaseCommand, CommandError
 
 from evalhub.celery import app
 from judges.management.commands.import_judgments import _user
 from judges.models import Proposal, Run
 from judges.proposals import selectors, services
+from judges.proposals.forms import ProposalForm
 
 
 class Command(BaseCommand):
@@ -29,21 +28,21 @@ class Command(BaseCommand):
         target = Run.objects.select_related("config__rubric", "dataset").filter(pk=run).first()
         if target is None:
             raise CommandError(f"No run {run}.")
-        cap = None
-        if max_cost_usd is not None:
-            try:
-                cap = Decimal(max_cost_usd)
-            except InvalidOperation:
-                raise CommandError(f"--max-cost-usd: {max_cost_usd!r} is not a number of dollars.") from None
-            if not cap.is_finite():
-                raise CommandError("--max-cost-usd: must be a finite number of dollars.")
+        # The page's form checks the values, so the command takes exactly what the page takes.
+        form = ProposalForm({"candidates": candidates, "editor_model": editor_model, "seed": seed,
+                             "max_cost_usd": max_cost_usd or ""})
+        if not form.is_valid():
+            raise CommandError("; ".join(f"--{name.replace('_', '-')}: {' '.join(errors)}"
+                                         for name, errors in form.errors.items()))
+        values = form.cleaned_data
         user = _user(by)
         if not queue:
             # The job and its runs work right here, as load_demo's runs do: no worker or broker needed.
             app.conf.task_always_eager = True
         try:
-            started = services.proposal_start(run=target, by=user, candidates=candidates, editor_model=editor_model,
-                                              seed=seed, max_cost_usd=cap)
+            started = services.proposal_start(run=target, by=user, candidates=values["candidates"],
+                                              editor_model=values["editor_model"], seed=values["seed"],
+                                              max_cost_usd=values["max_cost_usd"])
         except services.ProposalError as error:
             raise CommandError(str(error)) from None
         estimate = "unknown" if started.estimate_usd is None else f"${started.estimate_usd:.4f}"

@@ -91,6 +91,21 @@ def test_a_variable_a_judge_may_not_read_is_refused_when_the_spec_is_made_and_wh
         ask_editor(operator_allowed, system="s", user="u", schema=SCHEMA, prices=PRICES)
 
 
+@pytest.mark.parametrize(("changed", "said"), [
+    ({"colour": "red"}, "editor.colour"),
+    ({"provider": "nope"}, "editor.provider"),
+    ({"provider": "openai-compatible", "base_url_env": None}, "editor.base_url_env"),
+    ({"model": ""}, "editor.model"),
+    ({"timeout_s": 0}, "editor.timeout_s"),
+    ({"max_attempts": 6}, "editor.max_attempts"),
+])
+def test_a_bad_field_is_refused_by_name(changed, said):
+    fine = {"provider": "openai", "model": f"  {EDITOR_MODEL} ", "api_key_env": "EVALHUB_JUDGE_API_KEY"}
+    assert EditorSpec.from_dict(fine).model == EDITOR_MODEL
+    with pytest.raises(ValueError, match=said):
+        EditorSpec.from_dict({**fine, **changed})
+
+
 def test_the_default_editor_is_the_configs_primary():
     config = {"rubric": "r", "criteria": "c", "layers": ["behavioral"], "provider": "anthropic",
               "model": "claude-x-2025-01-01", "api_key_env": "EVALHUB_JUDGE_API_KEY",

@@ -36,4 +36,7 @@ def test_it_writes_the_cases_and_says_what_it_dropped_and_cost(fake_provider, le
         call_command("synthesize_cases", dataset.slug, "--n", "3")
     with pytest.raises(CommandError, match="No judge config 999"):
         call_command("synthesize_cases", dataset.slug, "--n", "3", "--editor-config", "999")
+    with pytest.raises(CommandError, match="The seed is a whole number from 0 to 2147483647, not 2147483648"):
+        call_command("synthesize_cases", dataset.slug, "--n", "3", "--policy", "returns", "--seed", str(2**31),
+                     "--editor-model", EDITOR_MODEL)
     assert Case.objects.count() == 3
