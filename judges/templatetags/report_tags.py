@@ -47,13 +47,13 @@ def run_cost(run: Run) -> str:
 
 
 @register.filter
-def run_calls_by_judge(run: Run) -> str:
-    """The run's calls and cost by judge on one line ("primary 40 ($0.01) · second opinion 12 ($0.02)"), for
-    a config with more than one judge; "" otherwise (no query then)."""
+def run_calls_by_judge(run: Run) -> list[str]:
+    """The run's calls and cost, one entry a judge ("primary 40 ($0.01)", "second opinion 12 ($0.02)"), for a
+    config with more than one judge; [] otherwise (no query then). The page keeps each entry on one line."""
     spec = run.config.spec
     if not any(spec.get(part) for part in ("secondary", "fallback", "second_opinion", "adjudicator")):
-        return ""
-    return " · ".join(
+        return []
+    return [
         f"{role.replace('_', ' ')} {calls} ({'unpriced' if cost is None else usd(cost)})"
         for role, calls, cost in calls_by_judge(run=run)
-    )
+    ]

@@ -66,6 +66,9 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
     assert "20 rounds" in page.inner_text("[data-testid=estimate-time]")
     page.fill("#id_concurrency", "2")
     expect(page.locator("[data-testid=estimate-time]")).to_contain_text("2 at a time")
+    # The fresh-run checkbox sits on its label's line, before it (_field.html's layout of a single checkbox).
+    box, label = page.locator("#id_fresh").bounding_box(), page.locator("label[for=id_fresh]").bounding_box()
+    assert box["x"] < label["x"] and abs((box["y"] + box["height"] / 2) - (label["y"] + label["height"] / 2)) < 10
     shot(page, "run_start_estimate.png")
     page.click("text=Start the run")
 
