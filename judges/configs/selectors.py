@@ -286,7 +286,7 @@ def preview_panel(
 def prompt_preview(
     *, case: Case | None, error: str = "", template: str, criteria: str, policy: str, output_kind: str,
     semantic: dict | None = None, behavioral: bool = True, judges: list[tuple[str, str, str]] | None = None,
-    guidance: str = "",
+    guidance: str = "", examples: list[dict] | tuple[dict, ...] = (),
 ) -> PromptPreview:
     """The (system, user) messages the engine would send for `case`, built by the engine's own function,
     and, with a `semantic` block, the references the semantic layer compares the answer with.
@@ -314,7 +314,7 @@ def prompt_preview(
     try:
         system, user = build_messages(
             engine_case(case), template=template or DEFAULT_PROMPT_TEMPLATE, criteria=criteria, policy=policy,
-            output_kind=output_kind, guidance=guidance,
+            output_kind=output_kind, guidance=guidance, examples=tuple(examples),
         )
     except (KeyError, IndexError, ValueError) as exc:
         found.error = f"The prompt template cannot be filled in: {exc!r}"

@@ -209,7 +209,8 @@ def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
             dataset=dataset, case_id=case_id, search=search, template=spec["prompt_template"],
             criteria=spec["criteria"], policy=spec["policy"], output_kind=spec["output_kind"],
             semantic=spec.get("semantic"), behavioral=behavioral, judges=selectors.judges_sent(spec),
-            guidance=spec.get("guidance") or "",  # "exactly as sent": a proposal's guidance is in the system message
+            # "Exactly as sent": a kept or proposed improvement's guidance and examples are in the prompt too.
+            guidance=spec.get("guidance") or "", examples=spec.get("examples") or (),
         )
         panel = {"picker": picker, "preview": preview}
         if request.htmx:

@@ -144,12 +144,15 @@ def test_the_picker_escapes_what_the_cases_say(lead_client, rubric, dataset):
     assert "<b>id</b>" not in html and "<script>" not in html and "<img src=x" not in html
 
 
-def test_a_config_page_previews_and_shows_the_guidance_it_sends(lead_client, rubric, dataset, lead):
+def test_a_config_page_previews_and_shows_the_guidance_and_examples_it_sends(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
-    spec = behavioral_spec() | {"guidance": "Fail an answer that <b>skips</b> the fee."}
+    example = {"external_id": "ex-1", "input": "Can I return <i>shoes</i>?", "output": "Yes, within 30 days.",
+               "verdict": "pass", "reason": ""}
+    spec = behavioral_spec() | {"guidance": "Fail an answer that <b>skips</b> the fee.", "examples": [example]}
     config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
 
     page = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
 
     assert "Guidance for this rubric:\nFail an answer that &lt;b&gt;skips&lt;/b&gt; the fee." in page  # the system message
     assert 'data-testid="spec-guidance">Fail an answer that &lt;b&gt;skips&lt;/b&gt; the fee.</div>' in page
+    assert "Question: Can I return &lt;i&gt;shoes&lt;/i&gt;?" in page  # the example, in the user message as sent
