@@ -5,7 +5,8 @@ every value psycopg first binds into the statement's text, in Python: for a drif
 judgments that work, not the database's, is most of the time. `copy_rows` streams plain rows (the values
 as the columns hold them; JSON wrapped by `jsonb`) with no statement to build. Rows that would break a
 unique constraint are left out when asked, like bulk_create's `ignore_conflicts`: they go through a
-temporary table and an INSERT … ON CONFLICT DO NOTHING.
+temporary table and an INSERT … ON CONFLICT DO NOTHING. SQLite (the embedded default) has no COPY: there
+the same rows go through bulk_create.
 """
 
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,11 @@ def jsonb(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
+def _plain(value: Any) -> Any:
+    """A value as a model field takes it: a JSON column's wrapped value unwrapped."""
+    return value.obj if isinstance(value, Jsonb) else value
+
+
 def copy_rows(
     model: type[models.Model], fields: Sequence[str], rows: Iterable[Sequence[Any]], *, ignore_conflicts: bool = False
 ) -> int:
@@ -28,6 +34,12 @@ def copy_rows(
     rows = list(rows)
     if not rows:
         return 0
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(
+            [model(**{name: _plain(value) for name, value in zip(fields, row, strict=True)}) for row in rows],
+            ignore_conflicts=ignore_conflicts,
+        )
+        return len(rows)
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
     columns = ", ".join(quote(model._meta.get_field(name).column) for name in fields)
