@@ -1,10 +1,9 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
-
 from judges.calibration.rules import promotable
 from judges.calibration.selectors import pct, run_figures, run_rules, shown_rules
 from judges.estimates.selectors import run_pass_rate
+from judges.management.run_command import RunFiguresCommand
 from judges.models import Run
 
 
@@ -12,20 +11,14 @@ def _kappa(figures: dict) -> str:
     return f"{figures['kappa']:.3f}" if figures["kappa"] is not None else f"undefined ({figures['kappa_note']})"
 
 
-class Command(BaseCommand):
+class Command(RunFiguresCommand):
     help = (
         "A run's calibration figures against its rubric's current human verdicts: a readable summary, "
         "or with --json the same JSON as GET /api/runs/<id>/report (with the agent's pass rate on the run)."
     )
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("run", type=int, help="the run's id")
-        parser.add_argument("--json", action="store_true", dest="as_json", help="print the figures as JSON (unrounded)")
-
     def handle(self, *args, run: int, as_json: bool, **options) -> None:
-        target = Run.objects.select_related("config__rubric", "dataset").filter(pk=run).first()
-        if target is None:
-            raise CommandError(f"No run {run}.")
+        target = self.run_or_error(run)
         figures = run_figures(run=target)
         if as_json:
             self.stdout.write(_dumps({**figures, "pass_rate": run_pass_rate(run=target)}))

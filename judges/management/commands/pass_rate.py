@@ -1,10 +1,9 @@
 import json
 
-from django.core.management.base import BaseCommand, CommandError
-
 from judges.calibration.estimates import ASSUMPTION
 from judges.calibration.selectors import pct
 from judges.estimates.selectors import run_pass_rate
+from judges.management.run_command import RunFiguresCommand
 from judges.models import Run
 
 
@@ -12,20 +11,14 @@ def _interval(ci: list[float] | None) -> str:
     return f"  (95 % CI {pct(ci[0])} – {pct(ci[1])})" if ci else ""
 
 
-class Command(BaseCommand):
+class Command(RunFiguresCommand):
     help = (
         "The agent's pass rate on a run's cases: the judge's verdicts corrected by the run's audit sample "
         "(docs/estimates.md); with --json the same JSON as GET /api/runs/<id>/pass-rate."
     )
 
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("run", type=int, help="the run's id")
-        parser.add_argument("--json", action="store_true", dest="as_json", help="print the figures as JSON (unrounded)")
-
     def handle(self, *args, run: int, as_json: bool, **options) -> None:
-        target = Run.objects.select_related("config__rubric", "dataset").filter(pk=run).first()
-        if target is None:
-            raise CommandError(f"No run {run}.")
+        target = self.run_or_error(run)
         figures = run_pass_rate(run=target)
         if as_json:
             self.stdout.write(json.dumps(figures, indent=2, allow_nan=False, ensure_ascii=False))
