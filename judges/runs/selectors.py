@@ -21,7 +21,8 @@ from judges.engine import build_messages, cache_key, judge_cache_key, run_contra
 from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.engine.escalation import SecondOpinion, rotating_sample
 from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
-from judges.models import CachedEmbedding, CachedJudgment, JudgeConfig, Judgment, ModelPrice, Outcome, Run, RunCaseTally
+from judges.models import (CachedEmbedding, CachedJudgment, DriftCheck, JudgeConfig, Judgment, ModelPrice, Outcome, Run,
+                           RunCaseTally)
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
@@ -86,6 +87,13 @@ def run_for_page_or_404(run_id: int | str | None) -> Run:
         return run_for_page(run_id if isinstance(run_id, int) else object_id_or_404(run_id))
     except Run.DoesNotExist:
         raise Http404("No such run.") from None
+
+
+def run_drift_check(*, run: Run) -> DriftCheck | None:
+    """The drift check a run belongs to, as its run or its fresh sample: a run with a parent and no probe."""
+    if not run.parent_id or run.probe:
+        return None
+    return DriftCheck.objects.filter(Q(run=run) | Q(fresh_run=run)).select_related("rubric").first()
 
 
 # The run table's sort keys (evalhub.tables): a case's id, its failing and not-evaluated repeats, whether its

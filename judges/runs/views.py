@@ -197,6 +197,7 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
         return render(request, "judges/runs/run_detail.html#judgments", context)
     context |= _progress_context(run, None)
     context["config"] = run.config
+    context["drift"] = selectors.run_drift_check(run=run)
     pass_rate = run_pass_rate(run=run, history=True)
     context |= {"pass_rate": pass_rate, "audit_form": AuditSampleForm(), "assumption": ASSUMPTION,
                 "narrowing_chart": narrowing_chart(history=pass_rate["history"],
