@@ -1,8 +1,6 @@
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db.models import Q
 
-from evalhub.models import Role
+from judges.management.acting_user import acting_user
 from judges.runs.importing import judgments_import, tool_judgments_import
 from judges.runs.tool_results import TOOLS
 from labeling.importing import ImportRejected
@@ -45,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError("--match-var and --metric go with --format promptfoo or --format deepeval.")
         if format is None and file.lower().endswith(".json"):
             raise CommandError("A .json file is another tool's results: say --format promptfoo or --format deepeval.")
-        user = _user(by)
+        user = acting_user(by)
         source_name = "stdin" if file == "-" else file
         try:
             if format in TOOLS:
@@ -64,18 +62,3 @@ class Command(BaseCommand):
         self.stderr.write(self.style.SUCCESS(f"Imported {file} into {dataset} for {rubric}: {result}."))
         self.stdout.write(str(result.run.pk))  # the id alone on stdout, for scripts
 
-
-def _user(username: str | None):
-    User = get_user_model()
-    if username:
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(f"No user {username!r}.")
-        return user
-    user = (
-        User.objects.filter(Q(is_superuser=True) | Q(role__in=[Role.LEAD, Role.ADMIN]))
-        .order_by("pk").first()
-    )
-    if user is None:
-        raise CommandError("No lead exists to record as the run's creator: create one, or pass --by USERNAME.")
-    return user

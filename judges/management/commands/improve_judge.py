@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from evalhub.celery import app
-from judges.management.commands.import_judgments import _user
+from judges.management.acting_user import acting_user
 from judges.models import Proposal, Run
 from judges.proposals import selectors, services
 from judges.proposals.forms import ProposalForm
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             raise CommandError("; ".join(f"--{name.replace('_', '-')}: {' '.join(errors)}"
                                          for name, errors in form.errors.items()))
         values = form.cleaned_data
-        user = _user(by)
+        user = acting_user(by)
         if not queue:
             # The job and its runs work right here, as load_demo's runs do: no worker or broker needed.
             app.conf.task_always_eager = True
