@@ -9,7 +9,7 @@ from django import forms
 
 from evalhub.params import has_nul
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
-from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS
+from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, parse_examples
 from judges.engine.escalation import ESCALATION_ROLES, SECOND_OPINION_MODES
 from judges.engine.semantic import SEMANTIC_FIELDS, SEMANTIC_PROVIDERS
 from judges.models import ModelPrice, Tier
@@ -101,6 +101,23 @@ class JsonText(TextArea):
         if value is None or isinstance(value, str):
             return value
         return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def preview_examples(value: Any) -> tuple[tuple[dict[str, Any], ...], str]:
+    """The editor's examples for its live preview (the JSON typed, or the base version's list when prefilled):
+    (the examples, "") when a save would take them, ((), why) when not: the preview then goes without them."""
+    why = "The examples are left out of this preview"
+    if isinstance(value, str):
+        if not value.strip():
+            return (), ""
+        try:
+            value = parse_json(value.replace("\r\n", "\n"))
+        except ValueError as exc:
+            return (), f"{why}: they are not valid JSON: {json_error(exc)}."
+    try:
+        return parse_examples(value), ""
+    except ValueError as exc:
+        return (), f"{why}: {exc}."
 
 
 class LinesField(TextArea):

@@ -217,6 +217,7 @@ class PromptPreview:
     semantic: dict | None = None
     references: list[tuple[str, str]] | None = None
     references_error: str = ""
+    examples_error: str = ""  # why the editor's examples, as typed, are left out of the preview
     behavioral: bool = True
     # Who is sent this same prompt: (who, model, when), the primary first (judges_sent).
     judges: list[tuple[str, str, str]] = field(default_factory=list)

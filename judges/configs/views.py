@@ -17,7 +17,7 @@ from evalhub.http import HtmxHttpRequest
 from evalhub.params import object_id, whole
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
-from judges.configs.forms import OTHER_JUDGES, JudgeConfigForm, ModelPriceForm, PreviewForm
+from judges.configs.forms import OTHER_JUDGES, JudgeConfigForm, ModelPriceForm, PreviewForm, preview_examples
 from judges.models import JudgeConfig, ModelPrice, Tier
 from judges.probes.selectors import self_preference, version_probe_rows
 from judges.promotion.selectors import evidence_for
@@ -168,6 +168,7 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
     if "semantic" in layers:
         semantic = {"pass_at": form["semantic_pass_at"].value(), "fail_below": form["semantic_fail_below"].value()}
     dataset, search, case_id = preview_form.picked()
+    examples, examples_error = preview_examples(form["examples"].value())
     picker, preview = selectors.preview_panel(
         dataset=dataset, case_id=case_id, search=search, template=text("prompt_template"),
         criteria=rubric.criteria, policy=_preview_policy(text("policy_ref"), text("policy")),
@@ -179,8 +180,9 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
                 {"mode": mode, "share": form["when_share"].value()} for mode in form["when_modes"].value() or []
             ] or None},
         }),
-        guidance=text("guidance"),
+        guidance=text("guidance"), examples=examples,
     )
+    preview.examples_error = examples_error
     return {"picker": picker, "preview": preview}
 
 

@@ -491,7 +491,15 @@ def _improvements(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
     guidance = fields.string(d, "guidance", default="")
     if len(guidance) > MAX_GUIDANCE_CHARS:
         raise ValueError(f"guidance: at most {MAX_GUIDANCE_CHARS} characters, got {len(guidance)}")
-    examples_in = d.get("examples") or []
+    examples = parse_examples(d.get("examples"))
+    if (guidance.strip() or examples) and "behavioral" not in layers:
+        raise ValueError("guidance: only a config with the behavioral layer reads a prompt to add to")
+    return {"guidance": guidance, "examples": examples}
+
+
+def parse_examples(value: Any) -> tuple[dict[str, Any], ...]:
+    """A config's `examples` checked and normalised (None: none); ValueError says what is wrong."""
+    examples_in = value or []
     if not isinstance(examples_in, list | tuple):
         raise ValueError("examples: expected a list of {external_id, input, output, verdict, reason}")
     if len(examples_in) > MAX_EXAMPLES:
@@ -511,6 +519,4 @@ def _improvements(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
         })
     if len({e["external_id"] for e in examples}) != len(examples):
         raise ValueError("examples: a case is given twice")
-    if (guidance.strip() or examples) and "behavioral" not in layers:
-        raise ValueError("guidance: only a config with the behavioral layer reads a prompt to add to")
-    return {"guidance": guidance, "examples": tuple(examples)}
+    return tuple(examples)

@@ -1,6 +1,8 @@
 """The prompt preview's case picker, on the editor (a POST of the whole form) and on a config's page (a GET):
 which case it starts on, choosing and searching, and what a bad or foreign case id gets."""
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -156,3 +158,19 @@ def test_a_config_page_previews_and_shows_the_guidance_and_examples_it_sends(lea
     assert "Guidance for this rubric:\nFail an answer that &lt;b&gt;skips&lt;/b&gt; the fee." in page  # the system message
     assert 'data-testid="spec-guidance">Fail an answer that &lt;b&gt;skips&lt;/b&gt; the fee.</div>' in page
     assert "Question: Can I return &lt;i&gt;shoes&lt;/i&gt;?" in page  # the example, in the user message as sent
+
+
+def test_the_editor_previews_the_examples_as_typed_and_says_when_a_save_would_refuse_them(lead_client, rubric,
+                                                                                          dataset):
+    make_cases(dataset, 1)
+    example = {"external_id": "ex-1", "input": "Can I return shoes?", "output": "Yes, within 30 days.",
+               "verdict": "pass"}
+    typed = editor_preview(lead_client, rubric, preview_dataset=dataset.slug,
+                           examples=json.dumps([example])).content.decode()
+    assert "Example 1\nQuestion: Can I return shoes?" in typed and 'data-testid="examples-left-out"' not in typed
+
+    for text, why in (("[{", "they are not valid JSON"), (json.dumps([example | {"verdict": "maybe"}]), "verdict")):
+        refused = editor_preview(lead_client, rubric, preview_dataset=dataset.slug, examples=text).content.decode()
+        note = refused[refused.index('data-testid="examples-left-out"'):]
+        assert why in note[:note.index("</p>")] and "Example 1" not in refused
+        assert 'data-testid="prompt-user"' in refused  # the prompt is still previewed, without them
