@@ -15,6 +15,7 @@ from judges.runs.tallies import case_tallies_refresh
 from labeling.importing.reading import case_split, labeled_content_hash
 from labeling.models import Case, Label
 from tests.browser.helpers import browser_page, log_in, shot
+from tests.browser.test_reviewer_pages_browser import PHONE, no_wider_than_the_screen
 from tests.conftest import PASSWORD, make_user
 from tests.judges.helpers import behavioral_spec
 
@@ -114,3 +115,18 @@ def test_screenshots_of_the_changed_pages_light_and_dark(live_server, page, big_
         shot(page, f"tables_queue_start_{scheme}.png")
         page.goto(f"{live_server.url}/label/history/")
         shot(page, f"tables_history_{scheme}.png")
+
+
+def test_a_leads_pages_fit_a_phone_their_tables_scrolling_in_place(live_server, big_run, dataset, rubric):
+    lead, run = big_run
+    Judgment.objects.filter(run=run, repeat=1, case__external_id="order-status-00001").update(
+        outcome="not_evaluated", error="provider_error: the judge's provider answered 503 three times in a row")
+    pages = ["/", "/runs/", f"/runs/{run.pk}/", f"/runs/{run.pk}/report/", "/promotion/",
+             f"/rubrics/{rubric.slug}/promotion/", f"/rubrics/{rubric.slug}/judges/", f"/datasets/{dataset.slug}/",
+             "/promotion/audit/"]
+    with browser_page(viewport=PHONE) as page:
+        log_in(page, live_server, lead.username, PASSWORD)
+        for path in pages:
+            assert page.goto(f"{live_server.url}{path}").status == 200, path
+            no_wider_than_the_screen(page, PHONE["width"])
+        shot(page, "tables_audit_390.png")
