@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from judges.engine.prompt import output_schema
-from judges.engine.providers import Endpoint, call_model
+from judges.engine.providers import Endpoint, ProviderFailure, call_model
 
 from .conftest import FAKE_KEY
 
@@ -58,3 +58,34 @@ def test_the_chat_request_is_the_one_the_sdks_typed_method_sends(provider):
     assert ours.headers["Authorization"] == typed.headers["Authorization"] == f"Bearer {FAKE_KEY}"
     assert ours.headers["Content-Type"] == typed.headers["Content-Type"]
     assert (json.loads(reply.text), reply.input_tokens, reply.output_tokens) == (ANSWER, 11, 7)
+
+
+def replying(status: int, content: bytes, content_type: str) -> openai.OpenAI:
+    reply = httpx2.Response(status, content=content, headers={"content-type": content_type})
+    return openai.OpenAI(base_url="http://judge.test/v1", api_key=FAKE_KEY, max_retries=0,
+                         http_client=httpx2.Client(transport=httpx2.MockTransport(lambda request: reply)))  # fmt: skip
+
+
+REFUSED = json.dumps({"choices": [{"message": {"content": None, "refusal": "I can't."}}], "usage": {"prompt_tokens": 3}})
+
+
+@pytest.mark.parametrize(("content", "content_type", "text", "tokens_in"), [
+    (REFUSED.encode(), "application/json", "(no content; refusal: I can't.)", 3),
+    (b'{"choices": [], "usage": null}', "application/json", "(no content)", None),
+    (b"[1, 2]", "application/json", "(no content)", None),
+    (b"upstream said no", "text/plain", "(no content)", None),  # the SDK gives the text, which holds no completion
+])  # fmt: skip
+def test_a_reply_is_read_as_leniently_as_the_sdk_reads_it(content, content_type, text, tokens_in):
+    endpoint = Endpoint(provider="openai", base_url="http://judge.test/v1", api_key=FAKE_KEY, timeout_s=5)
+    reply = call_model(replying(200, content, content_type), endpoint, model="gpt-4o-mini", system="s", user="u",
+                       output_kind="binary", params={})  # fmt: skip
+    assert (reply.text, reply.input_tokens, reply.output_tokens) == (text, tokens_in, None)
+
+
+def test_json_that_does_not_parse_is_an_unreadable_reply_asked_again():
+    endpoint = Endpoint(provider="openai", base_url="http://judge.test/v1", api_key=FAKE_KEY, timeout_s=5)
+    with pytest.raises(ProviderFailure) as failure:
+        call_model(replying(200, b"{not json", "application/json"), endpoint, model="gpt-4o-mini", system="s",
+                   user="u", output_kind="binary", params={})  # fmt: skip
+    assert (failure.value.category, failure.value.retryable) == ("server error", True)
+    assert "unreadable response: JSONDecodeError" in failure.value.detail
