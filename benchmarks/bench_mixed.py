@@ -13,8 +13,13 @@ or fixed 50 ms). The ideal is the judge calls' latency as the stand-in served it
 plus the wall time of the run's embeddings calls made alone (the same distinct texts, EMBED_BATCH to a
 call, through `call_embeddings` on the same SDK client and concurrency, no engine); the target is 1.15×
 it at most. CPU time is given for this process (`engine_cpu_s`, `alone_cpu_s`) and the stand-in
-(`stand_in_cpu_s`): on the two-core machine they compete. Measured through the engine only, not through
-a run's worker. Figures are printed and written to benchmarks/results/bench_mixed.json.
+(`stand_in_cpu_s`): on the two-core machine they compete. With `--worker` (DATABASE_URL on PostgreSQL)
+the same cases are also judged as a run's worker judges them (`judges.runs.worker.run_work_here`: chunks
+read from the database, judgments and embeddings recorded; a database of its own, `--database`, dropped at
+the end), its wall time over the same ideal and over the engine's. Figures are printed and written to
+benchmarks/results/bench_mixed.json.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub python benchmarks/bench_mixed.py --worker
 """
 
 import argparse
@@ -94,6 +99,50 @@ def config(dimensions: int) -> dict:
     }
 
 
+def worker_run_of(cases: list[dict], args: argparse.Namespace):
+    """The cases and config saved to the benchmark's database; returns a function that judges them all in a
+    new run, as the worker's task does, with nothing cached, and gives the run's outcomes."""
+    from benchmarks._benchdb import settle_after_bulk_load
+    from evalhub.models import Role, User
+    from judges.configs import services as config_services
+    from judges.models import CachedEmbedding, CachedJudgment, Run
+    from judges.runs import services, worker
+    from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
+
+    spec = config(args.dimensions)
+    lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
+    rubric = Rubric.objects.create(slug=spec["rubric"], name="Returns", criteria=spec["criteria"])
+    saved = config_services.judge_config_save(rubric=rubric, by=lead,
+                                              spec={k: v for k, v in spec.items() if k != "rubric"})  # fmt: skip
+    dataset = Dataset.objects.create(slug="mixed", name="mixed")
+    Case.objects.bulk_create(
+        [
+            Case(dataset=dataset, external_id=c["external_id"], input=c["input"], output=c["output"],
+                 trace=c["trace"], golden_answer=c["golden_answer"], expected_source=c["expected_source"],
+                 category=c["category"], split=case_split(c["external_id"]),
+                 content_hash=labeled_content_hash(input=c["input"], output=c["output"], trace=c["trace"]))
+            for c in cases
+        ],
+        batch_size=2000,
+    )  # fmt: skip
+    settle_after_bulk_load()
+
+    def work() -> dict[str, int]:
+        CachedJudgment.objects.all().delete()
+        CachedEmbedding.objects.all().delete()
+        run = services.run_start(config=saved, dataset=dataset, repeats=1, concurrency=args.concurrency,
+                                 spend_cap_usd=None, by=lead)  # fmt: skip
+        worker.run_work_here(run_id=run.pk)
+        run = Run.objects.get(pk=run.pk)
+        assert run.status == Run.Status.FINISHED and run.done == len(cases), (run.status, run.done)
+        outcomes: dict[str, int] = {}
+        for outcome in run.judgments.values_list("outcome", flat=True):
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        return outcomes
+
+    return work
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=4000)
@@ -101,6 +150,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=int, default=50, help="the median (log-normal) and the fixed latency")
     parser.add_argument("--latency-shape", choices=["lognormal", "fixed", "both"], default="both")
     parser.add_argument("--dimensions", type=int, default=256)
+    parser.add_argument("--worker", action="store_true", help="also through a run's worker (PostgreSQL)")
+    parser.add_argument("--database", default="evalhub_bench_mixed", help="the worker's database (dropped)")
     args = parser.parse_args()
     shapes = list(LATENCIES) if args.latency_shape == "both" else [args.latency_shape]
 
@@ -161,6 +212,32 @@ def main() -> None:
                 "by_layer": by["layer"],
                 "load_average_1min": round(os.getloadavg()[0], 2),
             }
+        if args.worker:
+            from benchmarks._benchdb import bench_database
+
+            os.environ.update(env)  # the worker reads the config's variables from its environment
+            with bench_database(args.database):
+                work = worker_run_of(cases, args)
+                for shape in shapes:
+                    name, latency = LATENCIES[shape]
+                    fake.reset()
+                    fake.control(latency_ms=args.latency_ms, rule=RULE, **latency)
+                    stand_in_cpu = cpu_seconds(fake.proc.pid)
+                    started, cpu = time.monotonic(), time.process_time()
+                    outcomes = work()
+                    wall, cpu = time.monotonic() - started, time.process_time() - cpu
+                    if stand_in_cpu is not None:
+                        stand_in_cpu = cpu_seconds(fake.proc.pid) - stand_in_cpu
+                    run = runs[name]
+                    run["worker"] = {
+                        "wall_s": round(wall, 2),
+                        "ratio": round(wall / run["ideal_s"], 3),
+                        "vs_engine": round(wall / run["wall_s"], 3),
+                        "cpu_s": round(cpu, 2),
+                        "stand_in_cpu_s": None if stand_in_cpu is None else round(stand_in_cpu, 2),
+                        "by_outcome": outcomes,
+                        "load_average_1min": round(os.getloadavg()[0], 2),
+                    }
 
     result = {
         "n": args.n,

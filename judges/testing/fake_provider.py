@@ -153,7 +153,10 @@ def _text_coordinates(text: str, dimensions: int) -> tuple[np.ndarray, np.ndarra
         index, sign = _coordinate(word, dimensions)
         columns.append(index)
         signs.append(sign)
-    return np.array(columns, dtype=np.intp), np.array(signs, dtype=np.float64)
+    arrays = np.array(columns, dtype=np.intp), np.array(signs, dtype=np.float64)
+    for array in arrays:
+        array.flags.writeable = False  # shared by every later call with this text
+    return arrays
 
 
 def _stand_in_arrays(texts: list[str], dimensions: int) -> np.ndarray:
