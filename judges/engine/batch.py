@@ -115,6 +115,7 @@ class _Batch[K]:
         self.in_flight = 0  # tasks on the pool whose message has not come back
         self.judging = 0  # of which judgments
         self.open: dict[Engine, _Open] = {}
+        self.here: dict[Engine, bool] = {}  # whose items are judged in this thread (_ready)
         self.waiting: dict[tuple[Engine, int], list[_Item[K]]] = defaultdict(list)
         self.ready_here: list[_Item[K]] = []  # judged in this thread: their config is semantic only
         self.ready_pool: deque[_Item[K]] = deque()
@@ -190,7 +191,9 @@ class _Batch[K]:
                 self.out.append((key, hit))
                 continue
             self.held += 1
-            self.lookahead = max(self.lookahead, _lookahead(engine, self.concurrency))
+            if engine not in self.here:  # the engine's first item: what its config asks of the batch
+                self.here[engine] = engine.embeddings is not None and not engine.calls_judge
+                self.lookahead = max(self.lookahead, _lookahead(engine, self.concurrency))
             self._admit(item)
         if not self.halt.is_set() and (self.exhausted or self.in_flight == 0):
             # No more items come, or nothing in flight could make room for more: a call still being filled
@@ -207,13 +210,16 @@ class _Batch[K]:
         if plan is None:
             self._ready(item)
             return
-        assert engine.embeddings is not None
-        open_ = self.open.setdefault(engine, _Open())
-        waits = set()
+        embeddings = engine.embeddings
+        assert embeddings is not None
+        open_ = self.open.get(engine)
+        if open_ is None:
+            open_ = self.open[engine] = _Open()
+        on_the_way, waits = open_.on_the_way, set()
         for key, text in zip(plan.keys, plan.texts, strict=True):
-            n = open_.on_the_way.get(key)
-            if n is None and not engine.embeddings.known(key):
-                n = open_.on_the_way[key] = open_.number
+            n = on_the_way.get(key)
+            if n is None and not embeddings.known(key):
+                n = on_the_way[key] = open_.number
                 open_.texts.append((key, text))
             if n is not None:
                 waits.add(n)
@@ -235,9 +241,7 @@ class _Batch[K]:
     def _ready(self, item: _Item[K]) -> None:
         # A semantic-only judgment, once its texts are in, is arithmetic: no thread needed. Every other
         # one may call a provider or run contract checks on untrusted text: on the pool, under the cap.
-        engine = item.engine
-        here = engine.embeddings is not None and not engine.calls_judge
-        (self.ready_here if here else self.ready_pool).append(item)
+        (self.ready_here if self.here[item.engine] else self.ready_pool).append(item)
 
     # ---- judging ---------------------------------------------------------------------------------
 

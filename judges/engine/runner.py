@@ -24,7 +24,7 @@ from .escalation import JudgeSpec, disagree
 from .judgment import Judgment
 from .prompt import build_messages
 from .providers import KEY_REFUSED, ClientPool
-from .semantic import SemanticLayer, decide, references, texts_to_embed
+from .semantic import SemanticLayer, answer_and_references, decide, references
 from .spend import Prices, SpendTracker, Tally
 
 INHERITED_PARAMS = frozenset({"temperature", "max_tokens"})
@@ -425,10 +425,11 @@ class Engine:
         checks = run_contract_checks(case, self.cfg) if "contract" in self.cfg.layers else []
         if not all(c["passed"] for c in checks):
             return None
-        texts = texts_to_embed(case)
+        refs = references(case)  # a ValueError: plan() returns None, judge_new() tells why
+        texts = answer_and_references(case, refs)
         if not texts:
             return None
-        return Plan(checks, references(case), texts, [self.embeddings.key(text) for text in texts], key)
+        return Plan(checks, refs, texts, [self.embeddings.key(text) for text in texts], key)
 
     def judge_planned(self, planned: list[tuple[dict[str, Any], int, Plan]]) -> list[Judgment]:
         """Judge (case, repeat, plan) items of a config that calls no judge, once their texts are embedded:

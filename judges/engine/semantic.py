@@ -130,6 +130,11 @@ def texts_to_embed(case: dict[str, Any]) -> list[str]:
         refs = references(case)
     except ValueError:
         return []
+    return answer_and_references(case, refs)
+
+
+def answer_and_references(case: dict[str, Any], refs: list[tuple[str, str]]) -> list[str]:
+    """texts_to_embed() of a case whose references() are already read."""
     answer = str(case.get("output") or "")
     return [answer, *(text for _, text in refs)] if refs and answer.strip() else []
 
