@@ -12,12 +12,15 @@ numbers, UUIDs and hex digests never look like one.
 
 import re
 import re._parser as sre_parse  # the standard library's own reader of patterns (see _required_literals)
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from functools import cache
 from typing import Any
 
+import re2
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import BasePlugin
+
+from labeling.importing.prefilter import PatternSet
 
 LEFT_OUT = {"Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword", "Public IP (ipv4)"}
 
@@ -71,11 +74,10 @@ def _best(items: Any) -> set[str] | None:
 def _required_literals(pattern: re.Pattern[str]) -> tuple[bool, tuple[frozenset[str], ...]]:
     """(case-insensitive?, sets of texts): every match of `pattern` contains one text of each set.
 
-    Checking for them with `in` first spares running the pattern over text that cannot match: some rules
-    begin with lookbehinds or optional groups, which the regular-expression engine tries at every position.
-    Every set is checked, the rarest (longest) first. A case-insensitive rule's texts are lowercased and
-    checked in the lowercased text; a case-sensitive rule's are checked as they are ("AKIA", not "akia",
-    which ordinary words hold).
+    Looking for them first (all rules' at once, see scanner_literals) spares running the pattern over text
+    that cannot match: some rules begin with lookbehinds or optional groups, which the regular-expression
+    engine tries at every position. A case-insensitive rule's texts are lowercased and looked for in any
+    case; a case-sensitive rule's as they are ("AKIA", not "akia", which ordinary words hold).
     """
     parsed = sre_parse.parse(pattern.pattern, pattern.flags)
     insensitive = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
@@ -144,18 +146,62 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
 _KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
 
 
-# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with what
-# _required_literals says every match holds and the run _required_word_run says it needs.
-Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[bool, tuple[frozenset[str], ...]], int]
+# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with what every
+# match holds (sets of literal ids, see scanner_literals: one of each set) and the run _required_word_run
+# says it needs.
+Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[frozenset[int], ...], int]
 
 
 @cache
+def _rules_and_literals() -> tuple[tuple[Rule, ...], tuple[tuple[str, bool], ...]]:
+    patterns = [(plugin.secret_type, pattern, plugin) for plugin in scanner_plugins()
+                for pattern in getattr(plugin, "denylist", ())]
+    patterns += [(kind, shape, None) for kind, shape in ADDED_SHAPES]
+    literals: dict[tuple[str, bool], int] = {}
+    rules = []
+    for kind, pattern, plugin in patterns:
+        insensitive, required = _required_literals(pattern)
+        ids = tuple(frozenset(literals.setdefault((text, insensitive), len(literals)) for text in texts)
+                    for texts in required)
+        rules.append((kind, pattern, plugin, ids, _required_word_run(pattern)))
+    return tuple(rules), tuple(literals)
+
+
 def scanner_rules() -> tuple[Rule, ...]:
     """Every pattern of the plugins, then the added shapes: what credential_spans runs, in order."""
-    rules = [(plugin.secret_type, pattern, plugin, _required_literals(pattern), _required_word_run(pattern))
-             for plugin in scanner_plugins() for pattern in getattr(plugin, "denylist", ())]
-    rules += [(kind, shape, None, _required_literals(shape), _required_word_run(shape)) for kind, shape in ADDED_SHAPES]
-    return tuple(rules)
+    return _rules_and_literals()[0]
+
+
+def scanner_literals() -> tuple[str, ...]:
+    """RE2 patterns (see prefilter.py) of the literal texts the rules need, by id: a case-insensitive rule's
+    as Python's `re` compares them, which is not lowercasing ("ſecret" matches `(?i)secret`, and so does
+    "SECRET" turned to lower case) and is RE2's case folding except for "i", which Python's also finds as
+    "İ" and "ı" (tests/labeling/importing/test_credentials.py checks every character)."""
+    return tuple(re2_literal(text, insensitive) for text, insensitive in _rules_and_literals()[1])
+
+
+def re2_literal(text: str, insensitive: bool) -> str:
+    """An RE2 pattern that finds `text` wherever Python's `re` would (in any case, if `insensitive`)."""
+    return "(?i)" + re2.escape(text).replace("i", "[iİı]") if insensitive else re2.escape(text)
+
+
+@cache
+def _literal_set() -> PatternSet:
+    return PatternSet(scanner_literals())
+
+
+@cache
+def _rules_by_literal() -> tuple[dict[int, list[int]], list[int]]:
+    """The rules (their indexes) that a literal may let through, by the literal's id: each rule under the
+    literals of its first set; and the rules that need no literal at all."""
+    by_literal: dict[int, list[int]] = {}
+    needing_none = []
+    for index, (_, _, _, required, _) in enumerate(scanner_rules()):
+        for literal in required[0] if required else ():
+            by_literal.setdefault(literal, []).append(index)
+        if not required:
+            needing_none.append(index)
+    return by_literal, needing_none
 
 
 def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
@@ -174,24 +220,20 @@ def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> It
                 yield start, end
 
 
-def _holds(text: str, required: tuple[frozenset[str], ...]) -> bool:
-    """Whether `text` holds one text of each set (plain loops: this runs for every rule on every text)."""
-    for texts in required:
-        for literal in texts:
-            if literal in text:
-                break
-        else:
-            return False
-    return True
+def credential_spans(text: str, literals: Collection[int] | None = None) -> list[tuple[str, int, int]]:
+    """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one.
 
-
-def credential_spans(text: str) -> list[tuple[str, int, int]]:
-    """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
+    A rule runs only where `text` holds one literal of each of its sets: `literals` are the ids of those
+    it holds (scanner_literals), when the caller has looked them up with its own (redaction.py), else
+    they are looked up here, all in one pass."""
+    present = _literal_set().found(text) if literals is None else literals
+    rules = scanner_rules()
+    by_literal, candidates = _rules_by_literal()
+    candidates = sorted({*candidates, *(index for literal in present for index in by_literal.get(literal, ()))})
     found: list[tuple[str, int, int]] = []
-    lowered = text.lower()
     longest_run: int | None = None  # of word characters and "-", counted when a rule first needs it
-    for kind, pattern, plugin, (insensitive, required), needed in scanner_rules():
-        if not _holds(lowered if insensitive else text, required):
+    for kind, pattern, plugin, required, needed in map(rules.__getitem__, candidates):
+        if not all(not present.isdisjoint(ids) for ids in required[1:]):
             continue
         if needed:
             if longest_run is None:
