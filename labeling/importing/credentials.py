@@ -207,6 +207,9 @@ def _rules_by_literal() -> tuple[dict[int, list[int]], list[int]]:
 def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
     """Where the pattern matches, whole: a plugin reports only a pattern's group (GitHub's reports `ghp`),
     which is not the credential's extent. A match counts when the plugin confirms it (a JWT must decode)."""
+    # The last token run read: a match that ends inside it runs on to its end too (read once, not for every
+    # match in a long run of them, which would take the square of its length).
+    run_from = run_end = -1
     for m in pattern.finditer(text):
         value = m.group()
         if value and any(plugin.analyze_string(value)):
@@ -215,7 +218,9 @@ def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> It
             if plugin.secret_type == "Private Key":
                 end = _KEY_BLOCK.match(text, end).end()
             elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
-                end = _TOKEN_RUN.match(text, end).end()
+                if not run_from <= end <= run_end:
+                    run_from, run_end = end, _TOKEN_RUN.match(text, end).end()
+                end = run_end
             if start < end:
                 yield start, end
 

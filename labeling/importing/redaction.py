@@ -119,7 +119,8 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
         for i, (start, *_) in enumerate(groups):
             count = kept = doubled = 0  # the stretch's digits, its two Luhn sums (see _luhn_sums)
             best = None
-            for _, g_end, length, g_kept, g_doubled in groups[i:]:
+            for j in range(i, len(groups)):  # not groups[i:]: a copy of the rest each time, square in a long run
+                _, g_end, length, g_kept, g_doubled = groups[j]
                 count += length
                 if count > 19:
                     break
