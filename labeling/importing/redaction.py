@@ -82,7 +82,14 @@ _DOUBLED = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)  # a digit doubled, its two digits add
 
 def luhn_valid(digits: str) -> bool:
     """The Luhn check: from the right, every second digit doubled (its digits added), the sum a multiple of 10."""
-    return (sum(map(int, digits[::-1][::2])) + sum(_DOUBLED[n] for n in map(int, digits[::-1][1::2]))) % 10 == 0
+    return _luhn_sums(digits)[0] % 10 == 0
+
+
+def _luhn_sums(digits: str) -> tuple[int, int]:
+    """The Luhn sum of `digits` with its last digit kept (luhn_valid's), and with its last digit doubled:
+    what `digits` adds to a longer number's sum, as an even or an odd number of digits follow it."""
+    kept, doubled = list(map(int, digits[::-1][::2])), list(map(int, digits[::-1][1::2]))
+    return sum(kept) + sum(_DOUBLED[n] for n in doubled), sum(_DOUBLED[n] for n in kept) + sum(doubled)
 
 
 def _emails(text: str) -> Iterator[tuple[int, int]]:
@@ -98,13 +105,6 @@ def _emails(text: str) -> Iterator[tuple[int, int]]:
             at = m.end()
         else:
             at = sign + 1
-
-
-def _luhn_sums(digits: str) -> tuple[int, int]:
-    """The Luhn sum of `digits` with its last digit kept (luhn_valid's), and with its last digit doubled:
-    what `digits` adds to a longer number's sum, as an even or an odd number of digits follow it."""
-    kept, doubled = list(map(int, digits[::-1][::2])), list(map(int, digits[::-1][1::2]))
-    return sum(kept) + sum(_DOUBLED[n] for n in doubled), sum(_DOUBLED[n] for n in kept) + sum(doubled)
 
 
 def _cards(text: str) -> Iterator[tuple[int, int]]:
@@ -229,9 +229,10 @@ class Redactor:
         finders = {"secret": _secrets, "email": _emails, "iban": _ibans, "card": _cards, "ip": _ips,
                    "phone": _phones}
         # Secrets first: where two kinds overlap, the earlier kind here wins (a key is not a phone number).
+        chosen = set(kinds)
         self.finders: list[tuple[str, Callable[..., Iterator[tuple[int, int]]]]] = [
-            (kind, finders[kind]) for kind in finders if kind in set(kinds)]
-        self.prefilter, self.candidate_ids = _prefilter("secret" in kinds)
+            (kind, finders[kind]) for kind in finders if kind in chosen]
+        self.prefilter, self.candidate_ids = _prefilter("secret" in chosen)
 
     def __bool__(self) -> bool:
         return bool(self.finders)
