@@ -46,15 +46,18 @@ def scanner_plugins() -> tuple[BasePlugin, ...]:
 def _required(items: Any) -> list[set[str]]:
     """Sets of literal text, one of which every match of the parsed pattern `items` must contain."""
     found: list[set[str]] = []
-    run = ""
+    runs = {""}  # the literal text just read, in each of its ways: "gh" then [pou] reads as ghp, gho, ghu
     for op, arg in list(items) + [(None, None)]:
-        if op is sre_parse.LITERAL:
-            run += chr(arg)
+        ways = _literal_ways(op, arg)
+        if ways is not None and len(runs) * len(ways) <= 64:
+            runs = {run + way for run in runs for way in ways}
             continue
-        if run:
-            found.append({run})
-            run = ""
-        if op is sre_parse.SUBPATTERN:
+        if runs != {""}:
+            found.append(runs)
+        runs = {""}
+        if ways is not None:
+            runs = set(ways)
+        elif op is sre_parse.SUBPATTERN:
             found += _required(arg[3])
         elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
             found += _required(arg[2])
@@ -63,6 +66,19 @@ def _required(items: Any) -> list[set[str]]:
             if all(branches):
                 found.append(set().union(*branches))
     return found
+
+
+def _literal_ways(op: Any, arg: Any) -> list[str] | None:
+    """The texts a parsed item matches when it is a literal, a set of literal characters or a choice of
+    literal texts (a few), else None."""
+    if op is sre_parse.LITERAL:
+        return [chr(arg)]
+    if op is sre_parse.IN and len(arg) <= 8 and all(item_op is sre_parse.LITERAL for item_op, _ in arg):
+        return [chr(c) for _, c in arg]
+    if op is sre_parse.BRANCH and len(arg[1]) <= 8 and all(
+            all(item_op is sre_parse.LITERAL for item_op, _ in branch) for branch in arg[1]):
+        return ["".join(chr(c) for _, c in branch) for branch in arg[1]]
+    return None
 
 
 def _best(items: Any) -> set[str] | None:
@@ -81,7 +97,12 @@ def _required_literals(pattern: re.Pattern[str]) -> tuple[bool, tuple[frozenset[
     """
     parsed = sre_parse.parse(pattern.pattern, pattern.flags)
     insensitive = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
-    sets = {frozenset(text.lower() if insensitive else text for text in texts) for texts in _required(parsed)}
+    sets = set()
+    for texts in _required(parsed):
+        texts = {text.lower() if insensitive else text for text in texts}
+        # A text that holds another of its set adds nothing ("cl" stands for '"cl'); one that is empty, the set.
+        if "" not in texts:
+            sets.add(frozenset(text for text in texts if not any(other != text and other in text for other in texts)))
     return insensitive, tuple(sorted(sets, key=lambda texts: (-min(map(len, texts)), sorted(texts))))
 
 
