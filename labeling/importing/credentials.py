@@ -12,7 +12,7 @@ numbers, UUIDs and hex digests never look like one.
 
 import re
 import re._parser as sre_parse  # the standard library's own reader of patterns (see _required_literals)
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -175,8 +175,9 @@ Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[frozenset[int], ...]
 
 @cache
 def _rules_and_literals() -> tuple[tuple[Rule, ...], tuple[tuple[str, bool], ...]]:
-    patterns = [(plugin.secret_type, pattern, plugin) for plugin in scanner_plugins()
-                for pattern in getattr(plugin, "denylist", ())]
+    patterns: list[tuple[str, re.Pattern[str], BasePlugin | None]] = [
+        (plugin.secret_type, pattern, plugin) for plugin in scanner_plugins()
+        for pattern in getattr(plugin, "denylist", ())]
     patterns += [(kind, shape, None) for kind, shape in ADDED_SHAPES]
     literals: dict[tuple[str, bool], int] = {}
     rules = []
@@ -194,10 +195,10 @@ def scanner_rules() -> tuple[Rule, ...]:
 
 
 def scanner_literals() -> tuple[str, ...]:
-    """RE2 patterns (see prefilter.py) of the literal texts the rules need, by id: a case-insensitive rule's
-    as Python's `re` compares them, which is not lowercasing ("ſecret" matches `(?i)secret`, and so does
-    "SECRET" turned to lower case) and is RE2's case folding except for "i", which Python's also finds as
-    "İ" and "ı" (tests/labeling/importing/test_credentials.py checks every character)."""
+    """RE2 patterns (see prefilter.py) of the literal texts the rules need, by id. A case-insensitive rule's
+    are found in any case as Python's `re` compares cases, which is not lowercasing (`(?i)secret` matches
+    "ſecret", whose lower case is "ſecret"): RE2's case folding, and for "i" also "İ" and "ı", which only
+    Python's finds (tests/labeling/importing/test_redaction_prefilter.py checks every character)."""
     return tuple(re2_literal(text, insensitive) for text, insensitive in _rules_and_literals()[1])
 
 
@@ -246,7 +247,7 @@ def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> It
                 yield start, end
 
 
-def credential_spans(text: str, literals: Collection[int] | None = None) -> list[tuple[str, int, int]]:
+def credential_spans(text: str, literals: frozenset[int] | None = None) -> list[tuple[str, int, int]]:
     """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one.
 
     A rule runs only where `text` holds one literal of each of its sets: `literals` are the ids of those
@@ -254,8 +255,8 @@ def credential_spans(text: str, literals: Collection[int] | None = None) -> list
     they are looked up here, all in one pass."""
     present = _literal_set().found(text) if literals is None else literals
     rules = scanner_rules()
-    by_literal, candidates = _rules_by_literal()
-    candidates = sorted({*candidates, *(index for literal in present for index in by_literal.get(literal, ()))})
+    by_literal, needing_none = _rules_by_literal()
+    candidates = sorted({*needing_none, *(index for literal in present for index in by_literal.get(literal, ()))})
     found: list[tuple[str, int, int]] = []
     longest_run: int | None = None  # of word characters and "-", counted when a rule first needs it
     for kind, pattern, plugin, required, needed in map(rules.__getitem__, candidates):

@@ -226,8 +226,8 @@ class Redactor:
         unknown = [k for k in kinds if k not in REDACT_KINDS]
         if unknown:
             raise ValueError(f"cannot redact {', '.join(map(repr, unknown))}: the kinds are {', '.join(REDACT_KINDS)}")
-        finders = {"secret": _secrets, "email": _emails, "iban": _ibans, "card": _cards, "ip": _ips,
-                   "phone": _phones}
+        finders: dict[str, Callable[..., Iterator[tuple[int, int]]]] = {
+            "secret": _secrets, "email": _emails, "iban": _ibans, "card": _cards, "ip": _ips, "phone": _phones}
         # Secrets first: where two kinds overlap, the earlier kind here wins (a key is not a phone number).
         chosen = set(kinds)
         self.finders: list[tuple[str, Callable[..., Iterator[tuple[int, int]]]]] = [
