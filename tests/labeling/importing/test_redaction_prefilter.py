@@ -29,6 +29,7 @@ NEAR = [
     "٤١١١١١١١١١١١١١١١", "٤١١١ ١١١١ ١١١١ ١١١١", "١٩٢.٠.٢.٤٤", "+٤٤ ٢٠ ٧٩٤٦ ٠٩٥٨", "sk-short", "ghp_short",
     "eyJhbGciOiJIUzI1NiJ9", "xoxb-123", "AKIA123", "Bearer x", "aws_secret_access_key=short", "\ud800",
     "jane@example", "@", "a@b", "::", "fe80::1%eth0",
+    "+683 4002", "+6834002", "+500 31111",  # the shortest valid numbers: seven and eight digits (Niue, Falklands)
 ]
 WORDS = ["order", "card", "IBAN", "call", "ref", "key", "token", "password:", "", " ", "\n", "-", ".", ",",
          "é", "İ", "ſ", "K", "\t", "\"", "'", "=", ":", "/", "\\"]
