@@ -16,8 +16,11 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+import re2
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.plugins.base import BasePlugin
+
+from labeling.importing.prefilter import PatternSet
 
 LEFT_OUT = {"Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword", "Public IP (ipv4)"}
 
@@ -43,15 +46,18 @@ def scanner_plugins() -> tuple[BasePlugin, ...]:
 def _required(items: Any) -> list[set[str]]:
     """Sets of literal text, one of which every match of the parsed pattern `items` must contain."""
     found: list[set[str]] = []
-    run = ""
+    runs = {""}  # the literal text just read, in each of its ways: "gh" then [pou] reads as ghp, gho, ghu
     for op, arg in list(items) + [(None, None)]:
-        if op is sre_parse.LITERAL:
-            run += chr(arg)
+        ways = _literal_ways(op, arg)
+        if ways is not None and len(runs) * len(ways) <= 64:
+            runs = {run + way for run in runs for way in ways}
             continue
-        if run:
-            found.append({run})
-            run = ""
-        if op is sre_parse.SUBPATTERN:
+        if runs != {""}:
+            found.append(runs)
+        runs = {""}
+        if ways is not None:
+            runs = set(ways)
+        elif op is sre_parse.SUBPATTERN:
             found += _required(arg[3])
         elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
             found += _required(arg[2])
@@ -60,6 +66,19 @@ def _required(items: Any) -> list[set[str]]:
             if all(branches):
                 found.append(set().union(*branches))
     return found
+
+
+def _literal_ways(op: Any, arg: Any) -> list[str] | None:
+    """The texts a parsed item matches when it is a literal, a set of literal characters or a choice of
+    literal texts (a few), else None."""
+    if op is sre_parse.LITERAL:
+        return [chr(arg)]
+    if op is sre_parse.IN and len(arg) <= 8 and all(item_op is sre_parse.LITERAL for item_op, _ in arg):
+        return [chr(c) for _, c in arg]
+    if op is sre_parse.BRANCH and len(arg[1]) <= 8 and all(
+            all(item_op is sre_parse.LITERAL for item_op, _ in branch) for branch in arg[1]):
+        return ["".join(chr(c) for _, c in branch) for branch in arg[1]]
+    return None
 
 
 def _best(items: Any) -> set[str] | None:
@@ -71,15 +90,19 @@ def _best(items: Any) -> set[str] | None:
 def _required_literals(pattern: re.Pattern[str]) -> tuple[bool, tuple[frozenset[str], ...]]:
     """(case-insensitive?, sets of texts): every match of `pattern` contains one text of each set.
 
-    Checking for them with `in` first spares running the pattern over text that cannot match: some rules
-    begin with lookbehinds or optional groups, which the regular-expression engine tries at every position.
-    Every set is checked, the rarest (longest) first. A case-insensitive rule's texts are lowercased and
-    checked in the lowercased text; a case-sensitive rule's are checked as they are ("AKIA", not "akia",
-    which ordinary words hold).
+    Looking for them first (all rules' at once, see scanner_literals) spares running the pattern over text
+    that cannot match: some rules begin with lookbehinds or optional groups, which the regular-expression
+    engine tries at every position. A case-insensitive rule's texts are lowercased and looked for in any
+    case; a case-sensitive rule's as they are ("AKIA", not "akia", which ordinary words hold).
     """
     parsed = sre_parse.parse(pattern.pattern, pattern.flags)
     insensitive = bool(parsed.state.flags & re.IGNORECASE) or "(?i" in pattern.pattern
-    sets = {frozenset(text.lower() if insensitive else text for text in texts) for texts in _required(parsed)}
+    sets = set()
+    for texts in _required(parsed):
+        texts = {text.lower() if insensitive else text for text in texts}
+        # A text that holds another of its set adds nothing ("cl" stands for '"cl'); one that is empty, the set.
+        if "" not in texts:
+            sets.add(frozenset(text for text in texts if not any(other != text and other in text for other in texts)))
     return insensitive, tuple(sorted(sets, key=lambda texts: (-min(map(len, texts)), sorted(texts))))
 
 
@@ -144,23 +167,71 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9_-]*")
 _KEY_BLOCK = re.compile(r"-*(?:\s*[A-Za-z0-9+/=]{16,})*(?:\s*-----END [A-Z0-9 ]*(?:PRIVATE KEY|KEY BLOCK)-----)?")
 
 
-# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with what
-# _required_literals says every match holds and the run _required_word_run says it needs.
-Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[bool, tuple[frozenset[str], ...]], int]
+# One rule: (kind, pattern, the plugin that confirms a match, or None for an added shape), with what every
+# match holds (sets of literal ids, see scanner_literals: one of each set) and the run _required_word_run
+# says it needs.
+Rule = tuple[str, re.Pattern[str], BasePlugin | None, tuple[frozenset[int], ...], int]
 
 
 @cache
+def _rules_and_literals() -> tuple[tuple[Rule, ...], tuple[tuple[str, bool], ...]]:
+    patterns: list[tuple[str, re.Pattern[str], BasePlugin | None]] = [
+        (plugin.secret_type, pattern, plugin) for plugin in scanner_plugins()
+        for pattern in getattr(plugin, "denylist", ())]
+    patterns += [(kind, shape, None) for kind, shape in ADDED_SHAPES]
+    literals: dict[tuple[str, bool], int] = {}
+    rules = []
+    for kind, pattern, plugin in patterns:
+        insensitive, required = _required_literals(pattern)
+        ids = tuple(frozenset(literals.setdefault((text, insensitive), len(literals)) for text in texts)
+                    for texts in required)
+        rules.append((kind, pattern, plugin, ids, _required_word_run(pattern)))
+    return tuple(rules), tuple(literals)
+
+
 def scanner_rules() -> tuple[Rule, ...]:
     """Every pattern of the plugins, then the added shapes: what credential_spans runs, in order."""
-    rules = [(plugin.secret_type, pattern, plugin, _required_literals(pattern), _required_word_run(pattern))
-             for plugin in scanner_plugins() for pattern in getattr(plugin, "denylist", ())]
-    rules += [(kind, shape, None, _required_literals(shape), _required_word_run(shape)) for kind, shape in ADDED_SHAPES]
-    return tuple(rules)
+    return _rules_and_literals()[0]
+
+
+def scanner_literals() -> tuple[str, ...]:
+    """RE2 patterns (see prefilter.py) of the literal texts the rules need, by id. A case-insensitive rule's
+    are found in any case as Python's `re` compares cases, which is not lowercasing (`(?i)secret` matches
+    "ſecret", whose lower case is "ſecret"): RE2's case folding, and for "i" also "İ" and "ı", which only
+    Python's finds (tests/labeling/importing/test_redaction_prefilter.py checks every character)."""
+    return tuple(re2_literal(text, insensitive) for text, insensitive in _rules_and_literals()[1])
+
+
+def re2_literal(text: str, insensitive: bool) -> str:
+    """An RE2 pattern that finds `text` wherever Python's `re` would (in any case, if `insensitive`)."""
+    return "(?i)" + re2.escape(text).replace("i", "[iİı]") if insensitive else re2.escape(text)
+
+
+@cache
+def _literal_set() -> PatternSet:
+    return PatternSet(scanner_literals())
+
+
+@cache
+def _rules_by_literal() -> tuple[dict[int, list[int]], list[int]]:
+    """The rules (their indexes) that a literal may let through, by the literal's id: each rule under the
+    literals of its first set; and the rules that need no literal at all."""
+    by_literal: dict[int, list[int]] = {}
+    needing_none = []
+    for index, (_, _, _, required, _) in enumerate(scanner_rules()):
+        for literal in required[0] if required else ():
+            by_literal.setdefault(literal, []).append(index)
+        if not required:
+            needing_none.append(index)
+    return by_literal, needing_none
 
 
 def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
     """Where the pattern matches, whole: a plugin reports only a pattern's group (GitHub's reports `ghp`),
     which is not the credential's extent. A match counts when the plugin confirms it (a JWT must decode)."""
+    # The last token run read: a match that ends inside it runs on to its end too (read once, not for every
+    # match in a long run of them, which would take the square of its length).
+    run_from = run_end = -1
     for m in pattern.finditer(text):
         value = m.group()
         if value and any(plugin.analyze_string(value)):
@@ -169,29 +240,27 @@ def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> It
             if plugin.secret_type == "Private Key":
                 end = _KEY_BLOCK.match(text, end).end()
             elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
-                end = _TOKEN_RUN.match(text, end).end()
+                if not run_from <= end <= run_end:
+                    run_from, run_end = end, _TOKEN_RUN.match(text, end).end()
+                end = run_end
             if start < end:
                 yield start, end
 
 
-def _holds(text: str, required: tuple[frozenset[str], ...]) -> bool:
-    """Whether `text` holds one text of each set (plain loops: this runs for every rule on every text)."""
-    for texts in required:
-        for literal in texts:
-            if literal in text:
-                break
-        else:
-            return False
-    return True
+def credential_spans(text: str, literals: frozenset[int] | None = None) -> list[tuple[str, int, int]]:
+    """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one.
 
-
-def credential_spans(text: str) -> list[tuple[str, int, int]]:
-    """(kind, start, end) of each credential in `text`. An added shape counts only where no plugin found one."""
+    A rule runs only where `text` holds one literal of each of its sets: `literals` are the ids of those
+    it holds (scanner_literals), when the caller has looked them up with its own (redaction.py), else
+    they are looked up here, all in one pass."""
+    present = _literal_set().found(text) if literals is None else literals
+    rules = scanner_rules()
+    by_literal, needing_none = _rules_by_literal()
+    candidates = sorted({*needing_none, *(index for literal in present for index in by_literal.get(literal, ()))})
     found: list[tuple[str, int, int]] = []
-    lowered = text.lower()
     longest_run: int | None = None  # of word characters and "-", counted when a rule first needs it
-    for kind, pattern, plugin, (insensitive, required), needed in scanner_rules():
-        if not _holds(lowered if insensitive else text, required):
+    for kind, pattern, plugin, required, needed in map(rules.__getitem__, candidates):
+        if not all(not present.isdisjoint(ids) for ids in required[1:]):
             continue
         if needed:
             if longest_run is None:

@@ -15,7 +15,7 @@ import ipaddress
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from functools import cache
+from functools import cache, lru_cache
 from itertools import accumulate
 from typing import Any
 
@@ -23,7 +23,8 @@ import phonenumbers
 from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
-from labeling.importing.credentials import credential_spans
+from labeling.importing.credentials import credential_spans, scanner_literals
+from labeling.importing.prefilter import PatternSet
 from labeling.importing.reading import CASE_FIELDS, CaseData
 
 REDACT_KINDS = ("email", "phone", "card", "iban", "ip", "secret")
@@ -43,7 +44,7 @@ REDACT_KIND_HELP = {
 # several times slower.
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
                     r"\.[A-Za-z]{2,}(?![\w-])")
-_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")  # _EMAIL's first class
+_LOCAL_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-"  # _EMAIL's first class
 # Groups of digits joined by single spaces or dashes, never inside a word: where card numbers are.
 _DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ -]\d+)*(?![\w-])")
 _DIGITS = re.compile(r"\d+")
@@ -55,13 +56,40 @@ _IPV4_DOTS = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")  # the dots of an IPv4 addres
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")  # two colons with at most one group between: in every IPv6
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
 
+# What every find of a kind holds, in RE2's syntax (prefilter.py; `\p{Nd}` is any decimal digit, as
+# Python's `\d`): a text without it is not searched for that kind. Each is a pattern above with its
+# lookarounds left out and its repeats cut to the fewest that a find needs (a card's 13 digits).
+_CANDIDATES = {
+    "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
+    "phone": r"\+\p{Nd}(?:[ .()-]{0,2}\p{Nd}){6}",
+    "card": r"\p{Nd}(?:[ -]?\p{Nd}){12}",
+    "iban": r"[A-Z]{2}\p{Nd}{2}(?: ?[A-Z0-9]){11}",
+    "ip": r"\p{Nd}\.\p{Nd}{1,3}\.\p{Nd}{1,3}\.\p{Nd}|:[0-9A-Fa-f]{0,4}:",  # IPv4's dots, _IPV6_HINT
+}
+
+
+@cache
+def _prefilter(with_secrets: bool) -> tuple[PatternSet, dict[str, int]]:
+    """The credential rules' literals (for `secret`: their ids are scanner_literals'), then the kinds'
+    patterns, found in one pass; with the id of each kind's."""
+    literals = scanner_literals() if with_secrets else ()
+    return (PatternSet([*literals, *_CANDIDATES.values()]),
+            {kind: len(literals) + i for i, kind in enumerate(_CANDIDATES)})
+
 
 _DOUBLED = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)  # a digit doubled, its two digits added
 
 
 def luhn_valid(digits: str) -> bool:
     """The Luhn check: from the right, every second digit doubled (its digits added), the sum a multiple of 10."""
-    return (sum(map(int, digits[::-1][::2])) + sum(_DOUBLED[n] for n in map(int, digits[::-1][1::2]))) % 10 == 0
+    return _luhn_sums(digits)[0] % 10 == 0
+
+
+def _luhn_sums(digits: str) -> tuple[int, int]:
+    """The Luhn sum of `digits` with its last digit kept (luhn_valid's), and with its last digit doubled:
+    what `digits` adds to a longer number's sum, as an even or an odd number of digits follow it."""
+    kept, doubled = list(map(int, digits[::-1][::2])), list(map(int, digits[::-1][1::2]))
+    return sum(kept) + sum(_DOUBLED[n] for n in doubled), sum(_DOUBLED[n] for n in kept) + sum(doubled)
 
 
 def _emails(text: str) -> Iterator[tuple[int, int]]:
@@ -70,9 +98,7 @@ def _emails(text: str) -> Iterator[tuple[int, int]]:
     # refuses any later start), so the pattern is tried there only: the same finds, left to right.
     at = 0
     while (sign := text.find("@", at)) >= 0:
-        start = sign
-        while start > at and text[start - 1] in _LOCAL_CHARS:
-            start -= 1
+        start = len(text[at:sign].rstrip(_LOCAL_CHARS)) + at  # back over the address characters before it
         m = _EMAIL.match(text, start) if start < sign else None
         if m is not None:
             yield m.span()
@@ -86,17 +112,22 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
     # group, the longest Luhn-valid stretch of 13 to 19 digits is a candidate, and where candidates overlap
     # the earliest wins (Redactor.text), so a phone number before a card leaves the card whole.
     for m in _DIGIT_RUN.finditer(text):
-        if len(m.group()) < 13:
+        run = m.group()
+        if len(run) < 13:
             continue  # fewer than 13 digits
-        groups = [g.span() for g in _DIGITS.finditer(m.group())]
-        for i, (start, _) in enumerate(groups):
-            digits = ""
+        groups = [(g.start(), g.end(), len(g.group()), *_luhn_sums(g.group())) for g in _DIGITS.finditer(run)]
+        for i, (start, *_) in enumerate(groups):
+            count = kept = doubled = 0  # the stretch's digits, its two Luhn sums (see _luhn_sums)
             best = None
-            for g_start, g_end in groups[i:]:
-                digits += m.group()[g_start:g_end]
-                if len(digits) > 19:
+            for j in range(i, len(groups)):  # not groups[i:]: a copy of the rest each time, square in a long run
+                _, g_end, length, g_kept, g_doubled = groups[j]
+                count += length
+                if count > 19:
                     break
-                if len(digits) >= 13 and luhn_valid(digits):
+                # The digits before this group move on by `length` places from the right.
+                kept, doubled = (g_kept + kept, g_doubled + doubled) if length % 2 == 0 else \
+                    (g_kept + doubled, g_doubled + kept)
+                if count >= 13 and kept % 10 == 0:
                     best = g_end
             if best is not None:
                 yield m.start() + start, m.start() + best
@@ -108,6 +139,7 @@ def _ibans(text: str) -> Iterator[tuple[int, int]]:
     yield from _longest_valid(_IBAN, text, _iban_valid, shortest=15)
 
 
+@lru_cache(maxsize=4096)  # a customer's IBAN, phone number recurs across cases
 def _iban_valid(candidate: str) -> bool:
     if candidate.endswith(" "):
         return False
@@ -172,6 +204,7 @@ def _phones(text: str) -> Iterator[tuple[int, int]]:
     yield from _longest_valid(_PHONE, text, _phone_valid, shortest=8)
 
 
+@lru_cache(maxsize=4096)
 def _phone_valid(candidate: str) -> bool:
     if not candidate[-1].isdigit():
         return False
@@ -181,8 +214,8 @@ def _phone_valid(candidate: str) -> bool:
         return False
 
 
-def _secrets(text: str) -> Iterator[tuple[int, int]]:
-    for _, start, end in credential_spans(text):
+def _secrets(text: str, found: frozenset[int]) -> Iterator[tuple[int, int]]:
+    for _, start, end in credential_spans(text, found):
         yield start, end
 
 
@@ -193,21 +226,33 @@ class Redactor:
         unknown = [k for k in kinds if k not in REDACT_KINDS]
         if unknown:
             raise ValueError(f"cannot redact {', '.join(map(repr, unknown))}: the kinds are {', '.join(REDACT_KINDS)}")
-        finders = {"secret": _secrets, "email": _emails, "iban": _ibans, "card": _cards, "ip": _ips,
-                   "phone": _phones}
+        finders: dict[str, Callable[..., Iterator[tuple[int, int]]]] = {
+            "secret": _secrets, "email": _emails, "iban": _ibans, "card": _cards, "ip": _ips, "phone": _phones}
         # Secrets first: where two kinds overlap, the earlier kind here wins (a key is not a phone number).
-        self.finders: list[tuple[str, Callable[[str], Iterator[tuple[int, int]]]]] = [
-            (kind, finders[kind]) for kind in finders if kind in set(kinds)]
+        chosen = set(kinds)
+        self.finders: list[tuple[str, Callable[..., Iterator[tuple[int, int]]]]] = [
+            (kind, finders[kind]) for kind in finders if kind in chosen]
+        self.prefilter, self.candidate_ids = _prefilter("secret" in chosen)
 
     def __bool__(self) -> bool:
         return bool(self.finders)
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """(start, end, kind) of what to replace in `text`, in order, never overlapping: where two finds
-        overlap, the one that starts first wins (then the longer, then the kind listed first)."""
+        overlap, the one that starts first wins (then the longer, then the kind listed first).
+
+        One pass of the prefilter first says which kinds, and which credential rules, can be in the
+        text: only those are searched for."""
+        present = self.prefilter.found(text)
         found: list[tuple[int, int, int, str]] = []
         for rank, (kind, find) in enumerate(self.finders):
-            found += [(start, -(end - start), rank, kind) for start, end in find(text)]
+            if kind == "secret":
+                finds = find(text, present)
+            elif self.candidate_ids[kind] in present:
+                finds = find(text)
+            else:
+                continue
+            found += [(start, -(end - start), rank, kind) for start, end in finds]
         spans, at = [], 0
         for start, negative_length, _, kind in sorted(found):
             if start >= at:
@@ -220,56 +265,63 @@ class Redactor:
 
     def case(self, data: CaseData) -> CaseData:
         """The case with its content and expectations redacted through one map."""
-        fields = {f.name: getattr(data, f.name) for f in dataclasses.fields(data)}
-        changed = {name: value for name, value in self.fields(fields).items() if value is not fields[name]}
+        changed = self._changed({name: getattr(data, name) for name in _CASE_DATA_FIELDS}, Placeholders())
         return dataclasses.replace(data, **changed) if changed else data
 
     def fields(self, case: dict[str, Any], placeholders: "Placeholders | None" = None) -> dict[str, Any]:
         """A case as a dict (the CI command's), redacted through one map (`placeholders`, else a new one).
         external_id, category and kind are the dataset's own names for the case and stay. Fields are redacted
         in the case format's order, whatever the dict's, so the server and the CI command number the same
-        case's values alike.
+        case's values alike."""
+        changed = self._changed(case, Placeholders() if placeholders is None else placeholders)
+        return {**case, **changed} if changed else case
+
+    def _changed(self, case: dict[str, Any], placeholders: "Placeholders") -> dict[str, Any]:
+        """The fields of `case` that redaction changes, redacted; only those are rebuilt.
 
         The case's strings are searched as one text, joined by line breaks (a line break ends a value as a
         string's end does): one pass a kind instead of one a string. A find that crosses from one string
         into the next (none of the kinds spans a line break on its own) is replaced in both."""
         if not self.finders:
-            return case
+            return {}
         names = _redacted_names(tuple(case))
-        per_name = [[value] if isinstance(value, str) else list(_strings(value))
-                    for value in (case[name] for name in names)]
-        strings = [text for texts in per_name for text in texts]
+        strings: list[str] = []
+        ends = []  # for each name, how many strings there are up to the end of its value's
+        for name in names:
+            _collect(case[name], strings)
+            ends.append(len(strings))
         joined = "\n".join(strings)
         spans = self.spans(joined)
         if not spans:
-            return case
-        p = Placeholders() if placeholders is None else placeholders
-        for start, end, kind in spans:
-            p.of(kind, joined[start:end])  # numbered in the order of the case's fields
+            return {}
         # Each find goes to the string it starts in (one that starts on the line break after a string, to
         # the next), and on into the next strings while it goes on past their end.
-        offsets = list(accumulate((len(text) + 1 for text in strings), initial=0))
+        offsets = list(accumulate([len(text) + 1 for text in strings], initial=0))
         inside: dict[int, list[tuple]] = {}
         for start, end, kind in spans:
+            value = joined[start:end]
             i = bisect_right(offsets, start) - 1
-            if start >= offsets[i] + len(strings[i]):
+            if start >= offsets[i + 1] - 1:
                 i += 1
             while True:
-                offset, length = offsets[i], len(strings[i])
-                inside.setdefault(i, []).append((max(start, offset) - offset, min(end, offset + length) - offset,
-                                                 kind, joined[start:end]))
-                if end <= offset + length:
+                offset, string_end = offsets[i], offsets[i + 1] - 1
+                inside.setdefault(i, []).append((max(start, offset) - offset, min(end, string_end) - offset,
+                                                 kind, value))
+                if end <= string_end:
                     break
                 i += 1
-        redacted = list(strings)
-        for i, found in inside.items():
-            redacted[i] = _replaced(strings[i], found, p)
-        # Only a field with a string that changed is rebuilt; the others are the case's own values.
-        bounds = list(accumulate((len(texts) for texts in per_name), initial=0))
-        result = dict(case)
-        for n in sorted({bisect_right(bounds, i) - 1 for i in inside}):
-            result[names[n]] = _rebuilt(case[names[n]], iter(redacted[bounds[n]:bounds[n + 1]]))
-        return result
+        # The strings in order, so the values are numbered in the order of the case's fields.
+        redacted = {i: _replaced(strings[i], found, placeholders) for i, found in inside.items()}
+        changed = {}
+        for n in sorted({bisect_right(ends, i) for i in inside}):
+            first = ends[n - 1] if n else 0
+            value = case[names[n]]
+            changed[names[n]] = redacted[first] if isinstance(value, str) else \
+                _rebuilt(value, (redacted.get(i, strings[i]) for i in range(first, ends[n])))
+        return changed
+
+
+_CASE_DATA_FIELDS = tuple(f.name for f in dataclasses.fields(CaseData))
 
 
 @cache
@@ -289,32 +341,34 @@ def _replaced(text: str, spans: Iterable[tuple], placeholders: "Placeholders") -
     return "".join(out)
 
 
-def _rebuilt(value: Any, strings: Iterator[str]) -> Any:
-    """`value` with its strings taken, in _strings' order, from `strings`."""
-    if isinstance(value, str):
-        return next(strings)
+def _rebuilt(value: dict | list, strings: Iterator[str]) -> dict | list:
+    """`value` with its strings taken, in _collect's order, from `strings`."""
+    # A dict comprehension reads a key before its value, as _collect lists them.
     if isinstance(value, dict):
-        rebuilt = {}
-        for item in value.values():
-            key = next(strings)  # a key comes before its value, as in _strings
-            rebuilt[key] = _rebuilt(item, strings)
-        return rebuilt
-    if isinstance(value, list):
-        return [_rebuilt(item, strings) for item in value]
-    return value
+        return {next(strings): (next(strings) if isinstance(item, str) else
+                                _rebuilt(item, strings) if isinstance(item, (dict, list)) else item)
+                for item in value.values()}
+    return [next(strings) if isinstance(item, str) else _rebuilt(item, strings) if isinstance(item, (dict, list))
+            else item for item in value]
 
 
-def _strings(value: Any) -> Iterator[str]:
-    """Every string in a JSON value, object keys too."""
+def _collect(value: Any, strings: list[str]) -> None:
+    """Every string in a JSON value, object keys too, each key before its value's, appended to `strings`."""
     if isinstance(value, str):
-        yield value
+        strings.append(value)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield key
-            yield from _strings(item)
+            strings.append(key)
+            if isinstance(item, str):
+                strings.append(item)
+            elif isinstance(item, (dict, list)):
+                _collect(item, strings)
     elif isinstance(value, list):
         for item in value:
-            yield from _strings(item)
+            if isinstance(item, str):
+                strings.append(item)
+            elif isinstance(item, (dict, list)):
+                _collect(item, strings)
 
 
 class Placeholders:

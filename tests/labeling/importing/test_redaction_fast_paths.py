@@ -56,3 +56,14 @@ def test_a_case_is_rebuilt_only_where_something_was_found():
     assert redacted == reference.Redactor(reference.REDACT_KINDS).case(data)
     assert redacted.input == "Write to [EMAIL_1]" and redacted.expected_tool_argument == {"email": "[EMAIL_1]"}
     assert redacted.trace is data.trace and redacted.metadata is data.metadata  # nothing found: not copied
+
+
+def test_long_runs_of_candidates_are_found_as_the_patterns_alone_find_them():
+    # Read once each (a token run, a run of digit groups), not once a match: the same finds. (The frozen
+    # copy shares _plugin_spans, so the credentials' extents are written out.)
+    keys = "AKIA" * 40 + " and AKIA" + "IOSFODNN7EXAMPLE.x"
+    assert [span for _, *span in credential_spans(keys)] == [[n, 160] for n in range(0, 160, 20)] + [[165, 185]]
+    tokens = ("ghp_" + "a1" * 18) * 3 + "-z ghp_" + "b2" * 18
+    assert [span for _, *span in credential_spans(tokens)] == [[0, 122], [40, 122], [80, 122], [123, 163]]
+    for text in ["4111 " * 40 + "-1", "x 4111 1111 1111 1111 5555 5555 5555 4444 378282246310005"]:
+        assert list(redaction._cards(text)) == list(reference._cards(text)), text
