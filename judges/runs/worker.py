@@ -28,6 +28,7 @@ from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
 from judges.runs.bulk import copy_rows, jsonb
+from judges.runs.cached import cached_in_bulk, cached_judgments_record
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
@@ -159,6 +160,8 @@ class _Window:
             allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW, embedding_cache=self.embeddings,
             cache_salt=fresh_salt(self.run), sampled=second_opinion_sample(self.run),
         )
+        # The cache hits of each group of cases recorded in bulk before the batch takes the rest (judges.runs.cached).
+        self.cached_in_bulk = cached_in_bulk(run=self.run, engine=self.engine)
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
         self.last_index = -1
@@ -234,8 +237,12 @@ class _Window:
         self.last_index = chunks[-1].index
         RunChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(attempts=F("attempts") + 1)
         case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
+        if self.cached_in_bulk:
+            cached_judgments_record(run=run, engine=self.engine, case_ids=case_ids)
         done = set(run.judgments.filter(case_id__in=case_ids).values_list("case_id", "repeat"))
-        cases = {case.pk: case for case in Case.objects.filter(pk__in=case_ids)}
+        # Only the cases with a pair left are read whole (after a bulk record, the new and changed ones).
+        left = [pk for pk in case_ids if any((pk, r) not in done for r in range(1, run.repeats + 1))]
+        cases = {case.pk: case for case in Case.objects.filter(pk__in=left)}
         group, finished = [], []
         for chunk in chunks:
             pairs = []
