@@ -29,8 +29,7 @@ from judges.configs.cases import engine_cases
 from judges.engine import Engine
 from judges.engine import Judgment as EngineJudgment
 from judges.engine.judgment import ADDED_LATER
-from judges.models import CachedJudgment, Judgment, Run
-from judges.runs.tallies import case_tallies_refresh
+from judges.models import CachedJudgment, Judgment, Run, RunCaseTally
 
 
 def cached_in_bulk(*, run: Run, engine: Engine) -> bool:
@@ -44,7 +43,7 @@ def cached_in_bulk(*, run: Run, engine: Engine) -> bool:
 def cached_judgments_record(*, run: Run, engine: Engine, case_ids: list[int]) -> int:
     """Record the run's judgments of these cases that the cache answers, in bulk; returns how many were new.
 
-    Counted on the run and in its tallies in the same transaction, under the run's row lock, as
+    Counted on the run and in its tallies (judges.runs.tallies) in the same transaction, under the run's row lock, as
     judgments_record does: a (case, repeat) judged already is skipped, so two workers holding the same chunk
     never count it twice."""
     repeats = range(1, run.repeats + 1)
@@ -58,13 +57,11 @@ def cached_judgments_record(*, run: Run, engine: Engine, case_ids: list[int]) ->
         Run.objects.select_for_update().filter(pk=run.pk).first()
         cases, numbers, keys = zip(*pairs, strict=True)
         cursor.execute(_insert(), {"run": run.pk, "cases": list(cases), "repeats": list(numbers), "keys": list(keys),
-                                 "defaults": Jsonb(ADDED_LATER)})
-        recorded = [case_id for (case_id,) in cursor.fetchall()]
+                                   "defaults": Jsonb(ADDED_LATER)})
+        [(recorded,)] = cursor.fetchall()
         if recorded:
-            case_tallies_refresh(run_id=run.pk, case_ids=set(recorded))
-            Run.objects.filter(pk=run.pk).update(done=F("done") + len(recorded),
-                                                 cache_hits=F("cache_hits") + len(recorded))
-    return len(recorded)
+            Run.objects.filter(pk=run.pk).update(done=F("done") + recorded, cache_hits=F("cache_hits") + recorded)
+    return recorded
 
 
 def _fits(value: str, kind: Any, depth: int = 0) -> str:
@@ -116,6 +113,12 @@ def _insert() -> str:
     column = {f.attname: f.column for f in Judgment._meta.concrete_fields if not f.primary_key}
     assert set(row) == set(column), "a Judgment column has no value here"
     columns = ", ".join(quote(column[name]) for name in row)
+    tally = {f.attname: f.column for f in RunCaseTally._meta.concrete_fields if not f.primary_key}
+    counts = [name for name in tally if name not in ("run_id", "case_id")]
+    added = {"judged": "tally.{0} + excluded.{0}", "passes": "tally.{0} + excluded.{0}",
+             "fails": "tally.{0} + excluded.{0}", "not_evaluated": "tally.{0} + excluded.{0}",
+             "lowest_similarity": "LEAST(tally.{0}, excluded.{0})", "slowest_ms": "GREATEST(tally.{0}, excluded.{0})"}
+    assert set(added) == set(counts), "a RunCaseTally count is not kept here"
     return (
         # Each entry with the defaults merged once (MATERIALIZED: not once for every field read below); one that is
         # not an object has no fields (and `||` would make an array of it).
@@ -123,10 +126,23 @@ def _insert() -> str:
         "SELECT pair.case_id, pair.repeat, "
         "CASE WHEN jsonb_typeof(cached.judgment) = 'object' THEN %(defaults)s || cached.judgment END AS j "
         "FROM unnest(%(cases)s::bigint[], %(repeats)s::integer[], %(keys)s::text[]) AS pair(case_id, repeat, key) "
-        f"JOIN {quote(CachedJudgment._meta.db_table)} AS cached ON cached.key = pair.key) "
-        f"INSERT INTO {quote(Judgment._meta.db_table)} ({columns}) "
+        f"JOIN {quote(CachedJudgment._meta.db_table)} AS cached ON cached.key = pair.key), "
+        f"inserted AS (INSERT INTO {quote(Judgment._meta.db_table)} ({columns}) "
         f"SELECT {', '.join(row.values())} FROM entry "
         f"WHERE entry.j ->> 'outcome' IN ('pass', 'fail') AND {well_formed} "
         "ORDER BY entry.case_id, entry.repeat "
-        "ON CONFLICT (run_id, case_id, repeat) DO NOTHING RETURNING case_id"
+        "ON CONFLICT (run_id, case_id, repeat) DO NOTHING "
+        "RETURNING case_id, outcome, similarity, latency_ms), "
+        # The tallies (judges.runs.tallies) of the cases: each held its judgments' counts before, under the run's
+        # lock, so adding exactly the rows inserted keeps it so, with no read of the run's other judgments.
+        "counted AS (SELECT case_id, count(*) AS judged, count(*) FILTER (WHERE outcome = 'pass') AS passes, "
+        "count(*) FILTER (WHERE outcome = 'fail') AS fails, "
+        "count(*) FILTER (WHERE outcome = 'not_evaluated') AS not_evaluated, "
+        "min(similarity) AS lowest_similarity, max(latency_ms) AS slowest_ms FROM inserted GROUP BY case_id), "
+        f"tallied AS (INSERT INTO {quote(RunCaseTally._meta.db_table)} AS tally "
+        f"({', '.join(quote(tally[name]) for name in ('run_id', 'case_id', *counts))}) "
+        f"SELECT %(run)s, case_id, {', '.join(counts)} FROM counted "
+        f"ON CONFLICT ({quote(tally['run_id'])}, {quote(tally['case_id'])}) DO UPDATE SET "
+        + ", ".join(f"{quote(tally[name])} = {added[name].format(quote(tally[name]))}" for name in counts)
+        + ") SELECT COALESCE(sum(judged), 0) FROM counted"
     )

@@ -8,8 +8,7 @@ to the judgments. Pages and the agent's pass rate then read one row a case, not 
 
 from collections.abc import Iterable
 
-from django.db import connection
-from django.db.models import Count, Max, Min, Q, QuerySet
+from django.db.models import Count, Max, Min, Q
 
 from judges.models import Judgment, Outcome, RunCaseTally
 
@@ -34,31 +33,11 @@ def case_tallies_refresh(*, run_id: int, case_ids: Iterable[int] | None = None) 
                       lowest_similarity=Min("similarity"), slowest_ms=Max("latency_ms"))
             .order_by()
         )
-        gone = set(batch) - _upsert(run_id, counted)
+        tallies = [RunCaseTally(run_id=run_id, **row) for row in counted]
+        RunCaseTally.objects.bulk_create(
+            tallies, update_conflicts=True, unique_fields=["run", "case"],
+            update_fields=["judged", "passes", "fails", "not_evaluated", "lowest_similarity", "slowest_ms"],
+        )
+        gone = set(batch) - {tally.case_id for tally in tallies}
         if gone:
             RunCaseTally.objects.filter(run_id=run_id, case_id__in=gone).delete()
-
-
-def _upsert(run_id: int, counted: QuerySet) -> set[int]:
-    """Write the counted rows (case_id and COUNTED) as the run's tallies in one INSERT … SELECT … ON CONFLICT
-    inside the database (PostgreSQL and SQLite alike): a thousand cases' counts never pass through Python.
-    Returns the cases written."""
-    quote = connection.ops.quote_name
-    select, params = counted.query.sql_with_params()
-    columns = ["case_id", *COUNTED]
-    names = ", ".join(quote(RunCaseTally._meta.get_field(name).column) for name in ["run", *columns])
-    updates = ", ".join(f"{quote(name)} = excluded.{quote(name)}" for name in COUNTED)
-    run_column, case_column = (quote(RunCaseTally._meta.get_field(name).column) for name in ("run", "case"))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            # WHERE TRUE: SQLite reads an ON CONFLICT after a bare SELECT's FROM as a join's ON.
-            f"INSERT INTO {quote(RunCaseTally._meta.db_table)} ({names}) "
-            f"SELECT %s, {', '.join(f'counted.{quote(c)}' for c in columns)} FROM ({select}) AS counted WHERE TRUE "
-            f"ON CONFLICT ({run_column}, {case_column}) DO UPDATE SET {updates} RETURNING {case_column}",
-            (run_id, *params),
-        )
-        return {case_id for (case_id,) in cursor.fetchall()}
-
-
-# A tally's counts, as RunCaseTally's columns and the counting query's names.
-COUNTED = ("judged", "passes", "fails", "not_evaluated", "lowest_similarity", "slowest_ms")

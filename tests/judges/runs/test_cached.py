@@ -16,7 +16,7 @@ from judges.models import CachedJudgment, Run
 from judges.runs import cached, worker
 from judges.runs.services import run_start
 from judges.runs.worker import run_work_here
-from tests.judges.helpers import behavioral_spec, make_cases
+from tests.judges.helpers import behavioral_spec, make_cases, recounted_tallies, stored_tallies
 from tests.judges.runs.test_escalation import SECOND, judge_of
 
 REPEATS = 2
@@ -37,8 +37,10 @@ def without(*names) -> dict:
     return stored
 
 
-# What each case's cache entry holds (the same for its repeats); cases past the list have none.
-ENTRIES = [
+# What each case's cache entry holds (the same for its repeats); cases past the list have none. Hits and misses
+# alternate, so each group of cases the worker reads holds both (the calls of one, the hits of the next recorded
+# while they are in flight).
+HITS = [
     entry(),
     # A second opinion's traces, which a cache hit does not keep; a score, a similarity, checks, odd text.
     entry(outcome="fail", contested=True, secondary_outcome="pass", opinions={"primary": {"outcome": "fail"}},
@@ -46,6 +48,8 @@ ENTRIES = [
           checks=[{"name": "answer_present", "passed": True, "detail": None}], raw_output='{"verdict": "fail"}'),
     without("opinions", "calls_by_judge", "cost_by_judge"),  # stored before those fields existed
     entry(similarity=1, cost_usd=None, unknown="kept out"),  # an int fits a float; unknown keys are ignored
+]
+MISSES = [
     entry(outcome="not_evaluated", error="timeout"),  # never a hit: asked again
     entry(reason=5),  # mistyped, as every one below: a miss, asked again
     entry(repeat=1.0),
@@ -57,6 +61,7 @@ ENTRIES = [
     ["pass"],
     "pass",
 ]
+ENTRIES = [e for pair in zip(HITS, MISSES[:len(HITS)], strict=True) for e in pair] + MISSES[len(HITS):]
 
 
 def judgments(run: Run) -> dict:
@@ -79,8 +84,14 @@ COUNTS = ("total", "done", "not_evaluated", "provider_calls", "cache_hits", "inp
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, lead, fake_provider, monkeypatch):
+def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, lead, fake_provider, monkeypatch,
+                                                               settings):
     fake_provider.control(rule={"kind": "answer_contains", "text": "shipped"})
+    # Groups of four cases in chunks of two, one call at a time: the hits of the next group are recorded a case at a
+    # time from the third pull of a group on (worker._Window._cached_ahead), the rest when the group is read.
+    settings.EVALHUB_CHUNK_CASES = 2
+    monkeypatch.setattr(worker, "READ_AHEAD_CASES", 4)
+    monkeypatch.setattr(worker, "CACHED_AHEAD_CASES", 1)
     cases = make_cases(dataset, len(ENTRIES) + 3)
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
@@ -91,22 +102,23 @@ def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, 
     cache = list(CachedJudgment.objects.values_list("key", "judgment"))
     recorded_in_bulk = []
     record = cached.cached_judgments_record
-    monkeypatch.setattr(worker, "cached_judgments_record", lambda **kw: recorded_in_bulk.append(record(**kw)))
+    monkeypatch.setattr(worker, "cached_judgments_record",
+                        lambda **kw: recorded_in_bulk.append((len(kw["case_ids"]), record(**kw))))
 
     def judged(*, in_bulk: bool) -> Run:
         CachedJudgment.objects.all().delete()  # the cache as it was: no entry the other run's calls added
         CachedJudgment.objects.bulk_create(CachedJudgment(key=key, judgment=value) for key, value in cache)
         monkeypatch.setattr(worker, "cached_in_bulk", lambda **kw: in_bulk)
-        run = run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=4, spend_cap_usd=None, by=lead)
+        run = run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=1, spend_cap_usd=None, by=lead)
         run_work_here(run_id=run.pk)
         run.refresh_from_db()
         return run
 
     one_by_one, in_bulk = judged(in_bulk=False), judged(in_bulk=True)
 
-    hits = 4 * REPEATS  # the first four entries
-    assert sum(recorded_in_bulk) == in_bulk.cache_hits == hits
-    assert in_bulk.provider_calls == (len(cases) - 4) * REPEATS > 0
+    assert sum(n for _, n in recorded_in_bulk) == in_bulk.cache_hits == len(HITS) * REPEATS
+    assert (1, REPEATS) in recorded_in_bulk  # a hit recorded ahead, while calls were in flight
+    assert in_bulk.provider_calls == (len(cases) - len(HITS)) * REPEATS > 0
     assert judgments(in_bulk) == judgments(one_by_one)
     assert tallies(in_bulk) == tallies(one_by_one)
     assert [getattr(in_bulk, name) for name in COUNTS] == [getattr(one_by_one, name) for name in COUNTS]
@@ -123,3 +135,25 @@ def test_only_where_the_cache_alone_decides_a_hit(dataset, rubric, lead):
     assert not bulk(behavioral_spec(), fresh=True)  # its keys are its own
     assert not bulk(behavioral_spec(), probe=Run.Probe.VERBOSITY)  # it judges variants
     assert not bulk(behavioral_spec(second_opinion=judge_of(SECOND)))  # a cached verdict may draw a second opinion
+
+
+@pytest.mark.django_db
+def test_a_case_judged_in_part_before_keeps_its_tally_equal_to_its_judgments(dataset, rubric, lead):
+    cases = make_cases(dataset, 2)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
+    run = Run.objects.create(config=config, dataset=dataset, repeats=3, created_by=lead, status=Run.Status.RUNNING)
+    CachedJudgment.objects.bulk_create(
+        CachedJudgment(key=engine.cache_key(engine_case(case), repeat),
+                       judgment=entry(outcome="pass" if repeat > 1 else "fail", similarity=0.5 + repeat / 10))
+        for case in cases for repeat in (1, 2, 3)
+    )
+    # The first case's first repeat was judged (a call, slower and less similar than any cached one) before.
+    worker.judgments_record(run=run, results=[(cases[0], EngineJudgment(
+        cases[0].external_id, 1, "not_evaluated", error="timeout", similarity=0.2, latency_ms=900))])
+
+    assert cached.cached_judgments_record(run=run, engine=engine, case_ids=[c.pk for c in cases]) == 5
+    assert stored_tallies(run) == recounted_tallies(run)
+    assert stored_tallies(run)[cases[0].pk] == (3, 2, 0, 1, 0.2, 900)
+    run.refresh_from_db()
+    assert (run.done, run.cache_hits, run.not_evaluated) == (6, 5, 1)
