@@ -57,7 +57,12 @@ def cache_key(case: dict[str, Any], config_hash: str, repeat: int, salt: str = "
     A fresh run's `salt` (its own, "run:<id>") keys its work apart from every other run's: it reuses no cached
     verdict and overwrites none. Unsalted keys are as they always were.
     """
-    payload: dict[str, Any] = {"case": case_content_key(case), "config_hash": config_hash, "repeat": repeat}
+    return content_cache_key(case_content_key(case), config_hash, repeat, salt)
+
+
+def content_cache_key(content_key: str, config_hash: str, repeat: int, salt: str = "") -> str:
+    """`cache_key` from the case's `case_content_key`: a run's repeats of one case hash its content once."""
+    payload: dict[str, Any] = {"case": content_key, "config_hash": config_hash, "repeat": repeat}
     if salt:
         payload["salt"] = salt
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()

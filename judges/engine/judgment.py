@@ -72,7 +72,7 @@ class Judgment:
         is a miss, never a verdict."""
         if not isinstance(d, dict) or d.get("outcome") not in OUTCOMES:
             return None
-        d = {**copy.deepcopy(_ADDED_LATER), **d}  # entries stored before these fields had them at their default
+        d = {**copy.deepcopy(ADDED_LATER), **d}  # entries stored before these fields had them at their default
         if not all(name in d and fits(d[name]) for name, fits in _FIELD_CHECKS):
             return None
         return cls(**{name: d[name] for name, _ in _FIELD_CHECKS})
@@ -106,7 +106,7 @@ def _fits_check(kind: Any) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, kind) and not isinstance(value, bool)
 
 
-_ADDED_LATER: dict[str, Any] = {"opinions": None, "calls_by_judge": {}, "cost_by_judge": {}}
+ADDED_LATER: dict[str, Any] = {"opinions": None, "calls_by_judge": {}, "cost_by_judge": {}}
 _FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
     (f.name, _fits_check(f.type)) for f in dataclasses.fields(Judgment)
 )

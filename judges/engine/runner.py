@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .asking import Asking, Judge
-from .cache import Cache, cache_key, judge_cache_key
+from .cache import Cache, cache_key, case_content_key, content_cache_key, judge_cache_key
 from .chain import FailureChain, RetryPolicy
 from .config import JudgeConfig
 from .contract import run_contract_checks
@@ -92,6 +92,13 @@ class Engine:
     def cache_key(self, case: dict[str, Any], repeat: int) -> str | None:
         """The key this engine caches (case, repeat) under; None without a cache."""
         return cache_key(case, self.config_hash, repeat, self.cache_salt) if self.cache is not None else None
+
+    def cache_keys(self, case: dict[str, Any], repeats: Iterable[int]) -> list[str | None]:
+        """`cache_key` of each of the repeats, the case's content hashed once."""
+        if self.cache is None:
+            return [None for _ in repeats]
+        content = case_content_key(case)
+        return [content_cache_key(content, self.config_hash, repeat, self.cache_salt) for repeat in repeats]
 
     def _cached(self, key: str | None) -> Judgment | None:
         hit = self.cache.get(key) if key is not None and self.cache is not None else None

@@ -3,7 +3,8 @@
 Every write that adds or removes a run's judgments calls `case_tallies_refresh` for the cases it touched,
 in the same transaction: the counts are recomputed from those cases' judgments (not incremented), so a
 redelivered chunk, a re-judged case or a worker killed before its transaction committed leaves them equal
-to the judgments. Pages and the agent's pass rate then read one row a case, not every judgment.
+to the judgments. Pages and the agent's pass rate then read one row a case, not every judgment. (The bulk record
+of cached judgments, judges.runs.cached, adds to them in its own statement instead: docs/estimates.md.)
 """
 
 from collections.abc import Iterable

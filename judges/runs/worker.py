@@ -28,6 +28,7 @@ from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
 from judges.runs.bulk import copy_rows, jsonb
+from judges.runs.cached import cached_in_bulk, cached_judgments_record
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
@@ -132,6 +133,9 @@ RECORD_BATCH = 2000
 # Cases read from the database at once, several chunks together: a handful of queries per group rather
 # than per chunk of EVALHUB_CHUNK_CASES, and a bound on what a window holds whatever the run's size.
 READ_AHEAD_CASES = 1000
+# The next group's cases whose cached judgments are recorded at each pull of the batch (_Window._cached_ahead): a
+# piece short enough that the calls in flight do not run out meanwhile.
+CACHED_AHEAD_CASES = 250
 
 
 class _Window:
@@ -159,6 +163,10 @@ class _Window:
             allowed_env=settings.EVALHUB_JUDGE_ENV_ALLOW, embedding_cache=self.embeddings,
             cache_salt=fresh_salt(self.run), sampled=second_opinion_sample(self.run),
         )
+        # The cache hits of each group of cases recorded in bulk before the batch takes the rest (judges.runs.cached).
+        self.cached_in_bulk = cached_in_bulk(run=self.run, engine=self.engine)
+        self.ahead: list[int] | None = None  # the next group's cases whose cached judgments are still to record
+        self.recorded_ahead: set[int] = set()  # and those recorded
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
         self.last_index = -1
@@ -213,29 +221,54 @@ class _Window:
             group = self._take_next_chunks()
             if group is None:
                 return
+            pulled = 0
             for chunk_pairs in group:
                 if handed and time.monotonic() >= ends_at:
                     return
                 handed = True
                 for chunk_pk, case, judged, repeat in chunk_pairs:
+                    # Past the batch's first pull of the group (it fills two a thread at once), it pulls a pair
+                    # each time a call ends: a piece of what is ahead recorded then leaves the calls in flight.
+                    if (pulled := pulled + 1) > 2 * self.run.concurrency:
+                        self._cached_ahead()
                     yield (chunk_pk, case, judged), self.engine, judged, repeat
+
+    def _cached_ahead(self) -> None:
+        """Record a piece of the cached judgments of the next group's cases (judges.runs.cached) while this group's
+        calls are in flight, so that group's read finds them done rather than leaving the threads waiting."""
+        if not self.cached_in_bulk:
+            return
+        if self.ahead is None:
+            self.ahead = [pk for chunk in self._next_chunks() for pk in chunk.case_ids]
+        piece, self.ahead = self.ahead[:CACHED_AHEAD_CASES], self.ahead[CACHED_AHEAD_CASES:]
+        if piece:
+            cached_judgments_record(run=self.run, engine=self.engine, case_ids=piece)
+            self.recorded_ahead.update(piece)
+
+    def _next_chunks(self) -> list[RunChunk]:
+        """The next group of chunks to take (READ_AHEAD_CASES cases, at least one chunk)."""
+        count = max(1, READ_AHEAD_CASES // max(1, settings.EVALHUB_CHUNK_CASES))
+        return list(self.run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index")[:count])
 
     def _take_next_chunks(self) -> list[list[tuple[int, Case, dict, int]]] | None:
         """The next group of chunks (READ_AHEAD_CASES cases, at least one chunk), each chunk's pairs with no
         judgment yet, their cached judgments and stored embeddings read ahead; None when no chunk is left.
         A chunk with nothing left to judge is marked done here."""
         run = self.run
-        count = max(1, READ_AHEAD_CASES // max(1, settings.EVALHUB_CHUNK_CASES))
-        chunks = list(
-            run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index")[:count]
-        )
+        chunks = self._next_chunks()
         if not chunks:
             return None
         self.last_index = chunks[-1].index
         RunChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(attempts=F("attempts") + 1)
         case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
+        if self.cached_in_bulk:
+            left = [pk for pk in case_ids if pk not in self.recorded_ahead]
+            cached_judgments_record(run=run, engine=self.engine, case_ids=left)
+            self.ahead, self.recorded_ahead = None, set()
         done = set(run.judgments.filter(case_id__in=case_ids).values_list("case_id", "repeat"))
-        cases = {case.pk: case for case in Case.objects.filter(pk__in=case_ids)}
+        # Only the cases with a pair left are read whole (after a bulk record, the new and changed ones).
+        left = [pk for pk in case_ids if any((pk, r) not in done for r in range(1, run.repeats + 1))]
+        cases = {case.pk: case for case in Case.objects.filter(pk__in=left)}
         group, finished = [], []
         for chunk in chunks:
             pairs = []

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from judges.engine import FolderCache, JudgeConfig, MemoryCache, cache_key, case_content_key, judge_case
+from judges.engine import Engine, FolderCache, JudgeConfig, MemoryCache, cache_key, case_content_key, judge_case
 
 from .factories import contract_config, tool_case
 
@@ -41,6 +41,16 @@ def test_cache_key_changes_with_content_config_and_repeat():
     assert cache_key(case, "b" * 64, 1) != key
     assert cache_key(case, "a" * 64, 2) != key
     assert cache_key(tool_case(output="x"), "a" * 64, 1) != key
+
+
+def test_an_engine_keys_a_cases_repeats_as_one_by_one_with_its_salt():
+    case = tool_case()
+    for salt in ("", "run:7"):
+        engine = Engine(contract_config("answer_present"), cache=MemoryCache(), cache_salt=salt)
+        keys = engine.cache_keys(case, [1, 2, 3])
+        assert keys == [cache_key(case, engine.config_hash, r, salt) for r in (1, 2, 3)] == [
+            engine.cache_key(case, r) for r in (1, 2, 3)]
+    assert Engine(contract_config("answer_present")).cache_keys(case, [1, 2]) == [None, None]  # no cache, no key
 
 
 @pytest.mark.parametrize("make", [MemoryCache, "folder"])
