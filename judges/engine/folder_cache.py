@@ -71,13 +71,17 @@ def _check_key(key: str) -> None:
         raise ValueError(f"cache key must be a hex digest, got {key!r}")
 
 
-def _encoded(value: Any) -> Any:
+def _base64(vector: Any) -> bytes:
     # An embedding is put as a numpy array: kept exactly, as its float64 bytes (a list of numbers costs
     # a float's repr each, written and read).
-    if hasattr(value, "tobytes") and getattr(value, "ndim", None) == 1:
-        import numpy as np
+    import numpy as np
 
-        return {_ARRAY: base64.b64encode(np.asarray(value, dtype="<f8").tobytes()).decode("ascii")}
+    return base64.b64encode(np.asarray(vector, dtype="<f8").tobytes())
+
+
+def _encoded(value: Any) -> Any:
+    if _is_vector(value):  # deeper in the value than its top level
+        return {_ARRAY: _base64(value).decode("ascii")}
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"{type(value).__name__} cannot be written as JSON")
@@ -92,9 +96,22 @@ def _decoded_arrays(obj: dict[str, Any]) -> Any:
     return obj
 
 
+def _is_vector(value: Any) -> bool:
+    return hasattr(value, "tobytes") and getattr(value, "ndim", None) == 1
+
+
 def entry_line(key: str, value: dict[str, Any]) -> bytes:
     """One entry as a pack holds it: a JSON line, the key first so an index is read without the value."""
-    return b'{"key": "%s", "value": %s}\n' % (key.encode("ascii"), json.dumps(value, default=_encoded).encode())
+    try:
+        body = json.dumps(value).encode()
+    except TypeError:  # an array in it (an embedding)
+        # An embedding's base64 needs no escaping: spliced in as it is, not through json's string encoder.
+        body = b"{%s}" % b", ".join(
+            b'%s: {"%s": "%s"}' % (json.dumps(name).encode(), _ARRAY.encode(), _base64(item)) if _is_vector(item)
+            else b"%s: %s" % (json.dumps(name).encode(), json.dumps(item, default=_encoded).encode())
+            for name, item in value.items()
+        )
+    return b'{"key": "%s", "value": %s}\n' % (key.encode("ascii"), body)
 
 
 def decode_entry(raw: bytes, key: str) -> dict[str, Any] | None:
