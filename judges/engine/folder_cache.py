@@ -175,6 +175,13 @@ def read_legacy(path: Path, key: str) -> dict[str, Any] | None:
     return decode_entry(raw, key) if len(raw) <= MAX_ENTRY else None
 
 
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:  # a symlink loop, say
+        return False
+
+
 class _Pack:
     """A finished pack held open: its values are read by offset, even once another process has
     compacted it away (the descriptor keeps the file)."""
@@ -261,9 +268,10 @@ def _open_pack(path: Path) -> tuple[_Pack, list[tuple[str, int, int]], str | Non
     return pack, entries, problem
 
 
-def _write_pack(folder: Path, lines: Iterator[bytes]) -> tuple[str, int, list[int]]:
+def _write_pack(folder: Path, lines: Iterator[bytes], stamp: int | None = None) -> tuple[str, int, list[int]]:
     """Write `lines` as a new pack: into a temp file, its header rewritten once its size is known, then
-    renamed into place whole. Returns the pack's name, a descriptor open on it and each line's offset."""
+    renamed into place whole, named by `stamp` (now, by default: packs are read in that order). Returns the
+    pack's name, a descriptor open on it and each line's offset."""
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".pack-", suffix=".tmp")
     try:
         offsets = []
@@ -276,7 +284,7 @@ def _write_pack(folder: Path, lines: Iterator[bytes]) -> tuple[str, int, list[in
                 offset += len(line)
             fh.seek(0)
             fh.write(_header(len(offsets), offset - HEADER_SIZE))
-        name = f"pack-{time.time_ns():020d}-{secrets.token_hex(4)}.jsonl"
+        name = f"pack-{time.time_ns() if stamp is None else stamp:020d}-{secrets.token_hex(4)}.jsonl"
         os.replace(tmp, folder / name)
     except BaseException:
         os.close(fd)
@@ -309,7 +317,7 @@ class _Store:
                 for entry in entries:
                     if _PACK_RE.match(entry.name):
                         packs.append(self.path / entry.name)
-                    elif (match := _LEGACY_RE.match(entry.name)) and entry.is_file():
+                    elif (match := _LEGACY_RE.match(entry.name)) and _is_file(entry):
                         legacy.add(match.group(1))  # a directory or FIFO under an entry's name is only a miss
         except OSError as exc:
             self.warn(f"the cache folder {self.path} cannot be listed ({exc.strerror or exc}): nothing is read from it")
@@ -417,8 +425,11 @@ class _Store:
                         seen.add(key)
                         yield entry_line(key, value)
 
+            # Named as the newest pack it merges, not now: a pack another process finished meanwhile is newer
+            # and still wins a key both hold.
+            stamp = int(paths[-1].name.split("-")[1]) if paths else 0
             try:
-                _name, fd, _offsets = _write_pack(self.path, lines())
+                _name, fd, _offsets = _write_pack(self.path, lines(), stamp)
             except OSError as exc:
                 self.warn(f"the cache folder {self.path} cannot be compacted ({exc.strerror or exc})")
                 return
@@ -426,12 +437,10 @@ class _Store:
                 for _path, (pack, _entries, _problem) in merged:
                     pack.close()
             os.close(fd)
-            for path, _o in merged:
-                path.unlink(missing_ok=True)
-            for key in legacy:
+            for path in [p for p, _o in merged] + [self.path / f"{key}.json" for key in legacy]:
                 try:
-                    (self.path / f"{key}.json").unlink()
-                except OSError:  # a directory under an entry's name, say: left as it is, a miss
+                    path.unlink(missing_ok=True)
+                except OSError:  # a directory under a pack's or an entry's name, say: left as it is, a miss
                     pass
             with self.lock:
                 self.legacy -= legacy
@@ -483,7 +492,7 @@ class FolderCache:
     def __init__(self, path: str | os.PathLike[str], *, warn: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
-        self._warn = warn or _warn
+        self._warn = _warn if warn is None else warn
         self._store = _Store(self.path, self._warn)
         self._subfolders: dict[str, FolderCache] = {}
         self._finalizer = weakref.finalize(self, self._store.close)
