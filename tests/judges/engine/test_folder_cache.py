@@ -343,3 +343,15 @@ def test_a_compaction_is_skipped_while_another_process_compacts(tmp_path):
         held.wait()
     write_pack(tmp_path, {key(99): {"n": 99}})
     assert len(packs(tmp_path)) == 1
+
+
+def test_a_compacted_pack_does_not_outrank_a_pack_finished_while_it_was_made(tmp_path, monkeypatch):
+    older = write_pack(tmp_path, {KEY: {"n": 1}})
+    write_pack(tmp_path, {KEY: {"n": 2}})  # finished after the compaction below listed the folder
+    listing = fc._Store.listing
+    monkeypatch.setattr(fc._Store, "listing", lambda self: ([older], listing(self)[1]))
+
+    FolderCache(tmp_path).compact()
+
+    monkeypatch.undo()
+    assert len(packs(tmp_path)) == 2 and FolderCache(tmp_path).get(KEY) == {"n": 2}
