@@ -403,8 +403,8 @@ class _Store:
         """Merge the folder's packs and its entries of the older layout into one pack, then remove what was
         merged; skipped while another process compacts. An entry is kept only when it reads as one (damaged
         and forged lines go), the newest of a key; every entry stays readable throughout."""
-        lock = self._compaction_lock()
-        if lock is False:
+        free, lock = self._compaction_lock()
+        if not free:
             return
         try:
             paths, legacy = self.listing()
@@ -447,24 +447,24 @@ class _Store:
                 self.damaged = False
             self._remove_stale_temp_files()
         finally:
-            if lock is not None and lock is not False:
+            if lock is not None:
                 lock.close()
 
-    def _compaction_lock(self) -> IO[bytes] | None | bool:
-        """The compaction lock held (a file whose close releases it), None where there are no locks
-        (Windows), False while another process holds it."""
+    def _compaction_lock(self) -> tuple[bool, IO[bytes] | None]:
+        """(whether this process may compact, the lock it holds: a file whose close releases it). Where there
+        are no locks (Windows) it may, holding none; while another process holds the lock it may not."""
         if fcntl is None:
-            return None
+            return True, None
         try:
             fh = open(self.path / ".compact.lock", "ab")  # noqa: SIM115 - held until compaction ends
         except OSError:
-            return False
+            return False, None
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             fh.close()
-            return False
-        return fh
+            return False, None
+        return True, fh
 
     def _remove_stale_temp_files(self) -> None:
         now = time.time()
