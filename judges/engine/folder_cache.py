@@ -188,10 +188,15 @@ class _Pack:
 
     def __init__(self, name: str, fd: int) -> None:
         self.name, self.fd = name, fd
+        self.lock = threading.Lock()
 
     def read(self, offset: int, length: int) -> bytes:
         try:
-            return os.pread(self.fd, length, offset)
+            if hasattr(os, "pread"):
+                return os.pread(self.fd, length, offset)
+            with self.lock:  # no pread (Windows): a seek and a read, one thread at a time
+                os.lseek(self.fd, offset, os.SEEK_SET)
+                return os.read(self.fd, length)
         except OSError:
             return b""
 
