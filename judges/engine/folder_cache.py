@@ -121,6 +121,14 @@ def entry_line(key: str, value: dict[str, Any]) -> bytes:
 def decode_entry(raw: bytes, key: str) -> dict[str, Any] | None:
     """The value of an entry's line when it is one for `key` (an object under the key it was written for);
     None for anything else."""
+    start = b'{"key": "%s", "value": {"vector": {"%s": "' % (key.encode("ascii"), _ARRAY.encode())
+    if raw.startswith(start) and raw.endswith(b'"}}}\n'):  # an embedding as entry_line writes it: no JSON to parse
+        import numpy as np
+
+        try:  # validate: the base64 alphabet only (no quote: the line holds nothing else), a whole number of floats
+            return {"vector": np.frombuffer(base64.b64decode(raw[len(start):-5], validate=True), dtype="<f8").copy()}
+        except ValueError:
+            pass  # something else after all: read as JSON, as any line
     try:
         entry = json.loads(raw, object_hook=_decoded_arrays) if _ARRAY.encode() in raw else json.loads(raw)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past parsing, a bad array

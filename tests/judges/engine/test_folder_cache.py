@@ -355,3 +355,19 @@ def test_a_compacted_pack_does_not_outrank_a_pack_finished_while_it_was_made(tmp
 
     monkeypatch.undo()
     assert len(packs(tmp_path)) == 2 and FolderCache(tmp_path).get(KEY) == {"n": 2}
+
+
+def test_an_embeddings_line_read_without_json_parsing_means_what_json_says(tmp_path):
+    # An embedding's line is read by its known shape; a line of that shape holding more is still read as JSON.
+    vector = np.array([0.5, -1.25])
+    made = fc.entry_line(KEY, {"vector": vector})
+    b64 = json.loads(made)["value"]["vector"][fc._ARRAY]
+    more = _entry('{"vector": {"%s": "%s"}, "n": {"m": "x"}}' % (fc._ARRAY, b64))
+    body = made + fc.entry_line(OTHER_KEY, {}) + more.replace(KEY.encode(), OTHER_KEY.encode())
+    (tmp_path / f"pack-{1:020d}-00000000.jsonl").write_bytes(fc._header(3, len(body)) + body)
+
+    cache = FolderCache(tmp_path)
+
+    assert cache.get(KEY)["vector"].tolist() == [0.5, -1.25]
+    got = cache.get(OTHER_KEY)
+    assert (got["vector"].tolist(), got["n"]) == ([0.5, -1.25], {"m": "x"})
