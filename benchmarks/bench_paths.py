@@ -1,14 +1,15 @@
 """One batch path: the same semantic-only cases judged by the engine, by a run's worker and by the CI command.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub .venv/bin/python benchmarks/bench_paths.py \\
-        [--n 4000] [--concurrency 8] [--latency-ms 50]
+        [--n 4000] [--concurrency 8] [--latency-ms 50] [--latency log-normal|fixed] [--rounds 3]
 
 All go through `judges.engine.judge_many`: the engine's `judge_batch` in this process (no database, an
 embedding cache in memory; then again writing a cache folder, as the CI command does), a run worked as the
 worker's task works it (`judges.runs.worker.run_work_here`: the lease, the window, chunks read from
 PostgreSQL, judgments and embeddings recorded), and the CI command's `judge_all` (a cache folder on disk, as
 `evalhub-gate check` keeps it). Each starts with nothing cached, against the scripted stand-in's
-/v1/embeddings with the same seeded log-normal latency (median `--latency-ms`, sigma 0.8). Printed for
+/v1/embeddings with the same seeded log-normal latency (median `--latency-ms`, sigma 0.8; `--latency fixed`:
+each call waits `--latency-ms` exactly). The cache folders are written whole (flushed) inside the timing. Printed for
 each: embeddings calls, wall time, the ideal (latency served / concurrency) and each path over the
 engine's: the CI command over the engine writing the same cache folder is what its own orchestration adds;
 the rest is what the caches and the recording cost. It uses a database of its own
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -30,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402
 from benchmarks.bench_semantic import config, cpu_seconds, make_cases  # noqa: E402
 
-LATENCY = {"latency_sigma": 0.8, "latency_seed": 11}
+LATENCIES = {"log-normal": {"latency_sigma": 0.8, "latency_seed": 11}, "fixed": {"latency_sigma": 0}}
 
 
 def main() -> None:
@@ -38,7 +40,11 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--latency-ms", type=int, default=50)
+    parser.add_argument("--latency", choices=sorted(LATENCIES), default="log-normal",
+                        help="the stand-in's latency: log-normal (median --latency-ms, sigma 0.8) or fixed")
     parser.add_argument("--dimensions", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the paths in turn this many times; each ratio is the median of the rounds'")
     parser.add_argument("--database", default="evalhub_bench_paths")
     parser.add_argument("--paths", default="engine,folder,worker,gate",
                         help="which paths, of engine, folder, worker, gate (the engine always: the others' peer); "
@@ -89,7 +95,7 @@ def measure(args, fake, env: dict) -> dict:
 
     def stand_in() -> None:
         fake.reset()
-        fake.control(latency_ms=args.latency_ms, **LATENCY)
+        fake.control(latency_ms=args.latency_ms, **LATENCIES[args.latency])
 
     def timed(label: str, work) -> dict:
         stand_in()
@@ -119,10 +125,10 @@ def measure(args, fake, env: dict) -> dict:
         return tally(j.outcome for j in judgments)
 
     def engine_with_folder() -> dict:
-        with tempfile.TemporaryDirectory() as folder:
+        with tempfile.TemporaryDirectory() as folder, FolderCache(Path(folder)) as cache:
             judgments = judge_batch([(c, 1) for c in cases], spec, concurrency=args.concurrency, env=env,
-                                    cache=FolderCache(Path(folder)),
-                                    embedding_cache=FolderCache(Path(folder) / "embeddings"))
+                                    cache=cache, embedding_cache=cache.subfolder("embeddings"))
+            cache.flush()  # inside the timing: the packs are written
         return tally(j.outcome for j in judgments)
 
     def run_worker() -> dict:
@@ -137,38 +143,59 @@ def measure(args, fake, env: dict) -> dict:
 
     def gate() -> dict:
         rubrics = [GateRubric(spec["rubric"], "gate", False, JudgeConfig.from_dict(saved.spec), {}, None)]
-        with tempfile.TemporaryDirectory() as folder:
-            results = judge_all(rubrics, cases, repeats=1, concurrency=args.concurrency,
-                                cache=FolderCache(Path(folder)), env=env)
+        with tempfile.TemporaryDirectory() as folder, FolderCache(Path(folder)) as cache:
+            results = judge_all(rubrics, cases, repeats=1, concurrency=args.concurrency, cache=cache, env=env)
+            cache.flush()  # as evalhub-gate check closes it once judged
         return tally(c.verdict for c in results[0].cases)
 
     print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, "
-          f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)")
+          + (f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)" if args.latency == "log-normal"
+             else f"fixed latency ({args.latency_ms} ms)"))
     judge_batch([({**cases[0], "output": "warm up"}, 1)], spec, concurrency=1, env=env)  # the SDK's import
     chosen = set(args.paths.split(",")) | {"engine"}
-    rows = {}
-    for name, label, work in (
+    paths = [(name, label, work) for name, label, work in (
         ("engine", "engine (judge_batch)", engine),
         ("folder", "engine, a cache folder", engine_with_folder),
         ("worker", "worker (run_work_here)", run_worker),
         ("gate", "CI command (judge_all)", gate),
-    ):
-        if name in chosen:
+    ) if name in chosen]
+    rounds: dict[str, list[dict]] = {label: [] for _, label, _ in paths}
+    for number in range(1, args.rounds + 1):  # the paths in turn, each round: a shared machine's load hits all
+        if args.rounds > 1:
+            print(f" round {number} (load average {os.getloadavg()[0]:.1f})")
+        for _name, label, work in paths:
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            rows[label] = timed(label, work)
-            rows[label]["peak_rise_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
+            row = timed(label, work)
+            row["peak_rise_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
+            rounds[label].append(row)
     if chosen == {"engine", "worker"}:
-        print(f"  the worker's peak memory rose {rows['worker (run_work_here)']['peak_rise_mb']} MB over the "
+        print(f"  the worker's peak memory rose {rounds['worker (run_work_here)'][0]['peak_rise_mb']} MB over the "
               f"process's peak before it (the cases and the engine's run); compare --n 4000 with --n 20000")
-    base = rows["engine (judge_batch)"]["wall_s"]
-    folder = rows.get("engine, a cache folder", {}).get("wall_s") or float("nan")
-    for label, row in rows.items():
-        row["vs_engine"] = round(row["wall_s"] / base, 3)
-        row["vs_engine_with_folder"] = round(row["wall_s"] / folder, 3)
+    engine_rows = rounds["engine (judge_batch)"]
+    folder_rows = rounds.get("engine, a cache folder")
+    rows = {}
+    for label, mine in rounds.items():
+        # Each round's ratio to the engine's run of the same round, then the median over the rounds.
+        vs_engine = [r["wall_s"] / e["wall_s"] for r, e in zip(mine, engine_rows, strict=True)]
+        cpu_vs_engine = [r["cpu_s"] / e["cpu_s"] for r, e in zip(mine, engine_rows, strict=True) if e["cpu_s"]]
+        vs_folder = ([r["wall_s"] / f["wall_s"] for r, f in zip(mine, folder_rows, strict=True)] if folder_rows
+                     else [float("nan")])
+        row = rows[label] = {
+            "wall_s": statistics.median(r["wall_s"] for r in mine),
+            "cpu_s": statistics.median(r["cpu_s"] for r in mine),
+            "stand_in_cpu_s": statistics.median(r["stand_in_cpu_s"] or 0 for r in mine),
+            "vs_engine": round(statistics.median(vs_engine), 3),
+            "cpu_vs_engine": round(statistics.median(cpu_vs_engine), 3) if cpu_vs_engine else None,
+            "vs_engine_with_folder": round(statistics.median(vs_folder), 3),
+            "rounds": mine,
+        }
         target = " (target ≤ 1.10× the engine)" if label.startswith(("worker", "CI command")) else ""
-        print(f"  {label:<28} {row['vs_engine']:.2f}× the engine{target}, {row['vs_engine_with_folder']:.2f}× the "
-              "engine writing the same cache folder")
-    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "paths": rows}
+        spread = f" (rounds {min(vs_engine):.2f}–{max(vs_engine):.2f})" if len(mine) > 1 else ""
+        print(f"  {label:<28} {row['vs_engine']:.2f}× the engine{spread}{target}, CPU here {row['cpu_vs_engine']}× "
+              f"the engine's, {row['vs_engine_with_folder']:.2f}× the engine writing the same cache folder; "
+              f"median {row['wall_s']:.2f} s, CPU here {row['cpu_s']:.2f} s, the stand-in's {row['stand_in_cpu_s']:.2f} s")
+    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "latency": args.latency,
+            "rounds": args.rounds, "load_average": os.getloadavg(), "paths": rows}
 
 
 if __name__ == "__main__":

@@ -8,13 +8,14 @@ Whether a config may read the environment variables it names: `env_name_refusals
 """
 
 from .batch import judge_batch, judge_many
-from .cache import Cache, FolderCache, MemoryCache, cache_key, case_content_key, judge_cache_key
+from .cache import Cache, MemoryCache, cache_key, case_content_key, judge_cache_key
 from .chain import RetryPolicy
 from .config import CONTRACT_CHECKS, JudgeConfig, SecondaryJudge, config_hash
 from .contract import json_equal, run_contract_checks
 from .credentials import redact_key, secret_kinds
 from .envnames import ALLOWED_ENV_NAMES, env_name_refusals, is_never_allowed, parse_env_allow
 from .families import is_pinned_snapshot, model_family
+from .folder_cache import CacheFolderWarning, FolderCache
 from .judgment import ERRORS, OUTCOMES, Judgment
 from .prompt import DEFAULT_PROMPT_TEMPLATE, SCORE_FIELDS, build_messages, parse_sections
 from .providers import KEY_REFUSED
@@ -34,6 +35,7 @@ __all__ = [
     "SEMANTIC_PROVIDERS",
     "SemanticLayer",
     "Cache",
+    "CacheFolderWarning",
     "Engine",
     "FolderCache",
     "InvalidOutput",

@@ -1,20 +1,13 @@
 """Cache keys and the two caches: identical work (case content, config_hash, repeat) is asked once.
 
 The app keeps its cache in the database (any object with `get`/`put` will do); the CI command
-keeps one in a folder. Only evaluated judgments (pass/fail) are ever put: a not-evaluated one
+keeps one in a folder (folder_cache.py). Only evaluated judgments (pass/fail) are ever put: a not-evaluated one
 must be asked again next time.
 """
 
 import copy
 import hashlib
-import json
-import os
-import re
-import shutil
-import stat
-import tempfile
 import threading
-from pathlib import Path
 from typing import Any, Protocol
 
 from .canonical import canonical_json
@@ -104,68 +97,3 @@ class MemoryCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._data)
-
-
-def _listed(value: Any) -> Any:
-    # An embedding is put as a numpy array; a file keeps it as a list of numbers.
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} cannot be written as JSON")
-
-
-_KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
-
-
-class FolderCache:
-    """One JSON file per key in a folder; written to a temp file then renamed, so a reader never sees half.
-
-    The folder is outside the engine's hands (restored by CI, editable by anyone with the checkout), so
-    what it holds is checked before it is trusted: each file is `{"key": ..., "value": {...}}`, the key
-    it was written for, and anything else under an entry's name (not JSON, not UTF-8, not an object, a
-    directory, unreadable, written under another key or before entries recorded their key) is a miss,
-    replaced by the next put. The value's own shape is its reader's to check (a judgment, a vector).
-    """
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-
-    def _file(self, key: str) -> Path:
-        if not _KEY_RE.match(key):  # keys are hex digests; anything else could name a path outside
-            raise ValueError(f"cache key must be a hex digest, got {key!r}")
-        return self.path / f"{key}.json"
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        path = self._file(key)
-        try:
-            # Non-blocking, so a FIFO under an entry's name cannot hang the reader; only a file is read.
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except OSError:  # missing, unreadable, or a directory on some systems
-            return None
-        try:
-            with os.fdopen(fd, "rb") as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    return None
-                entry = json.loads(fh.read().decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-            return None  # a damaged entry is a miss: the work is simply done again
-        if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("value"), dict):
-            return None  # copied from another key, hand-written, or from before entries recorded their key
-        value: dict[str, Any] = entry["value"]
-        return value
-
-    def put(self, key: str, judgment: dict[str, Any]) -> None:
-        target = self._file(key)
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)  # a directory under an entry's name would refuse the rename below
-        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{key[:16]}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"key": key, "value": judgment}, fh, sort_keys=True, default=_listed)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self.path.glob("*.json"))

@@ -58,7 +58,9 @@ class Judgment:
         return self.outcome in ("pass", "fail")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Its fields as a dict of copies (what dataclasses.asdict gives, without its per-value dispatch: a
+        batch puts one per judgment in its cache)."""
+        return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Judgment":
@@ -76,6 +78,22 @@ class Judgment:
         if not all(name in d and fits(d[name]) for name, fits in _FIELD_CHECKS):
             return None
         return cls(**{name: d[name] for name, _ in _FIELD_CHECKS})
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Judgment))
+_ATOMS = frozenset({str, int, float, bool, types.NoneType})
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a field's JSON-like value: containers copied all the way down, anything else as deepcopy has it."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [_copied(v) for v in value]
+    return copy.deepcopy(value)
 
 
 def _fits_check(kind: Any) -> Callable[[Any], bool]:

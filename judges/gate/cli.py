@@ -296,12 +296,16 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     )
     write_tier(rubrics, args.tier, sys.stdout)
     write_recalibration(rubrics, sys.stdout, github=github)
-    results = judge_all(
-        rubrics, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env,
-        max_cost_usd=args.max_cost_usd, allowed_env=allowed_env,
-        # A rotating second-opinion sample draws per ref: the posted ref, else the commit CI checked out.
-        sample_salt=ref or args.ref or env.get("GITHUB_SHA") or "",
-    )
+    try:
+        results = judge_all(
+            rubrics, cases, repeats=args.repeats, concurrency=args.concurrency, cache=cache, env=env,
+            max_cost_usd=args.max_cost_usd, allowed_env=allowed_env,
+            # A rotating second-opinion sample draws per ref: the posted ref, else the commit CI checked out.
+            sample_salt=ref or args.ref or env.get("GITHUB_SHA") or "",
+        )
+    finally:
+        if cache is not None:
+            cache.close()  # what was judged is kept (one pack), whatever comes after
     code = exit_code(results)
     print(f"evalhub-gate: judged in {time.monotonic() - started:.1f} s", file=sys.stdout)
     refused = refused_keys(results)
@@ -344,9 +348,14 @@ def write_tier(rubrics: Sequence[GateRubric], tier: str, out: TextIO) -> None:
 
 def _cache(path: str) -> FolderCache:
     try:
-        return FolderCache(path)
+        return FolderCache(path, warn=_cache_warning)
     except OSError as exc:  # a file of that name, or a folder it may not create
         raise ConfigError(f"--cache-dir {path}: {exc.strerror or exc}") from None
+
+
+def _cache_warning(message: str) -> None:
+    """A cache folder's damaged pack, or one it could not write: said, never a failure (the work is judged)."""
+    print(f"evalhub-gate: warning: {one_line(message, None)}", file=sys.stderr)
 
 
 def _against_base(

@@ -221,7 +221,7 @@ def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str
 def embedding_cache(cache: FolderCache | None) -> FolderCache | None:
     """The semantic layer's embeddings, in the cache folder's `embeddings/` (a text is embedded once, whatever
     the rubric or the check); none when the check runs without a cache."""
-    return None if cache is None else FolderCache(cache.path / "embeddings")
+    return None if cache is None else cache.subfolder("embeddings")
 
 
 def judge_all(

@@ -284,8 +284,12 @@ def _session_code(state: _State) -> int | None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Where pytest would exit 0 (or 1 beside a config error), say what evalhub-gate would: 1 for a failed rate
-    gate, 3 for a gate-stage case not evaluated, 2 for a config error."""
-    code = _session_code(session.config.stash[_STATE])
+    gate, 3 for a gate-stage case not evaluated, 2 for a config error. The session's judgments go to the cache
+    folder now, as one pack."""
+    state = session.config.stash[_STATE]
+    if state.gate is not None and state.gate.cache is not None:
+        state.gate.cache.flush()
+    code = _session_code(state)
     if code is None:
         return
     if session.exitstatus == pytest.ExitCode.OK or (code == 2 and session.exitstatus == pytest.ExitCode.TESTS_FAILED):

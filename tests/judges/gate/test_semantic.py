@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from judges.configs import services as config_services
+from judges.engine import FolderCache
 from judges.gate import cli as gate_cli
 from judges.models import ModelPrice
 from judges.promotion.gate_config import gate_config
@@ -71,7 +72,7 @@ def test_the_cache_folder_keeps_embeddings_for_another_config(workdir, fake_prov
         config = write_config(workdir / "gates.json", semantic_rubric(pass_at=pass_at))
         assert gate_cli.main(["check", "--config", config, "--outputs", outputs, "--cache-dir", str(cache)]) == 0
     assert fake_provider.stats()["by_endpoint"] == {"embeddings": 1}
-    assert len(list((cache / "embeddings").glob("*.json"))) == 2  # the shared answer and the golden answer
+    assert len(FolderCache(cache / "embeddings")) == 2  # the shared answer and the golden answer
 
 
 def test_it_exits_2_when_the_embeddings_variable_is_unset(workdir, fake_provider, capsys, monkeypatch):
