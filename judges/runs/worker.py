@@ -31,7 +31,7 @@ from judges.runs.bulk import copy_rows, jsonb
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
-from judges.runs.tallies import case_tallies_refresh
+from judges.runs.tallies import case_tallies_add, case_tallies_refresh
 from judges.runs.variants import make_variant
 from labeling.models import Case
 
@@ -342,7 +342,12 @@ def judgments_record(
                 for (case_id, _), result in fresh.items()]
         copy_rows(Judgment, JUDGMENT_FIELDS, rows)
         costs = [row[JUDGMENT_FIELDS.index("cost_usd")] for row in rows]
-        case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh})
+        judged_before = {case_id for case_id, _ in existing}
+        case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh} & judged_before)
+        case_tallies_add(run_id=run.pk, judgments=(
+            (case_id, result.outcome, result.similarity, result.latency_ms)
+            for (case_id, _), result in fresh.items() if case_id not in judged_before
+        ))
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
             done=F("done") + len(rows),
