@@ -17,7 +17,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -135,9 +135,9 @@ READ_AHEAD_CASES = 1000
 
 
 class _Window:
-    """One task's window of a run's work (run_window). Only this thread touches the database: it reads the
-    chunks as the engine's batch asks for more (judge_many pulls in the calling thread) and records what
-    comes back."""
+    """One task's window of a run's work (run_window). The engine's threads make no database call: the
+    calling thread reads the chunks as the engine's batch asks for more (judge_many pulls in it), and
+    what comes back is recorded by the window's _Recorder."""
 
     def __init__(self, *, run_id: int, token: str) -> None:
         self.run = Run.objects.select_related("config").get(pk=run_id)
@@ -174,31 +174,24 @@ class _Window:
 
     def work(self) -> None:
         ends_at = time.monotonic() + settings.EVALHUB_RUN_WINDOW_SECONDS
-        heartbeat = min(HEARTBEAT_SECONDS, settings.EVALHUB_RUN_LEASE_SECONDS / 3)
-        last_beat = last_record = time.monotonic()
-        arrived: list[tuple] = []
+        recorder = _Recorder(self)
         batches = judge_many(
             self._pairs(ends_at), concurrency=self.run.concurrency, stop=self.stop,
-            poll_s=min(heartbeat, RECORD_EVERY_SECONDS),
+            poll_s=min(recorder.heartbeat, RECORD_EVERY_SECONDS),
         )
-        while True:
-            try:
-                done = next(batches)
-            except StopIteration:
-                break
-            except BaseException as exc:  # raised by run_window once what came back is recorded
-                self.failure = exc
-                break
-            arrived += done
-            now = time.monotonic()
-            if arrived and (len(arrived) >= RECORD_BATCH or now - last_record >= RECORD_EVERY_SECONDS):
-                self._record(arrived)
-                arrived, last_record = [], now
-            if now >= last_beat + heartbeat:
-                if not self._extend_lease():
-                    self.stop.set()  # cancelled, or the lease was lost to another task
-                last_beat = now
-        self._record(arrived)
+        recorder.start()
+        try:
+            while True:
+                try:
+                    done = next(batches)
+                except StopIteration:
+                    break
+                except BaseException as exc:  # raised by run_window once what came back is recorded
+                    self.failure = exc
+                    break
+                recorder.hand(done)
+        finally:
+            recorder.finish()
 
     def close(self) -> None:
         self.stop.set()
@@ -290,6 +283,85 @@ class _Window:
                 lease_until=timezone.now() + _lease()
             )
         )
+
+
+class _Recorder:
+    """What a window's calls bring back, recorded in batches as it arrives (live progress), and the lease
+    extended every heartbeat (a cancel, or a lease lost, stops the window).
+
+    On PostgreSQL this is a thread with its own database connection (closed when the window ends): the
+    thread feeding the calls never waits for a write, and the run's row, locked while judgments are counted
+    on it, is written by this thread alone. Inside a transaction (a test's: another connection would not see
+    its rows) or on SQLite (one writer at a time) the feeding thread records as results arrive instead.
+    Either way nothing is recorded but in judgments_record's transactions: a worker killed mid-window loses
+    only what was not recorded yet, and its chunks stay to do.
+    """
+
+    def __init__(self, window: "_Window") -> None:
+        self.window = window
+        self.heartbeat = min(HEARTBEAT_SECONDS, settings.EVALHUB_RUN_LEASE_SECONDS / 3)
+        self.threaded = connection.vendor == "postgresql" and not connection.in_atomic_block
+        self._arrived: list[tuple] = []  # what came back and is not recorded yet
+        self._last_record = self._last_beat = time.monotonic()
+        self._handed: list[tuple] = []  # handed over by the feeding thread, not taken by the recorder yet
+        self._closing = False
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.threaded:
+            self._thread = threading.Thread(target=self._loop, name=f"run-{self.window.run.pk}-recorder", daemon=True)
+            self._thread.start()
+
+    def hand(self, done: list[tuple]) -> None:
+        """Called by the feeding thread with each batch that came back (empty when nothing did in a poll)."""
+        if self._thread is None:
+            self._tick(done)
+            return
+        if done:
+            with self._wake:
+                self._handed += done
+                self._wake.notify()
+
+    def finish(self) -> None:
+        """Record what is left, once the window's calls are in. A failure to record is the window's."""
+        if self._thread is None:
+            self._tick([], at_once=True)
+            return
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._wake:
+                    self._wake.wait_for(lambda: self._closing or self._handed, timeout=self.heartbeat)
+                    handed, self._handed, closing = self._handed, [], self._closing
+                # On its own thread, what has come back is recorded at once: as much as came while the last
+                # batch was being recorded, so the batches grow as large as the database needs them to.
+                self._tick(handed, at_once=True)
+                if closing:
+                    return
+        except BaseException as exc:  # nothing more is recorded: the window stops, run_window raises it
+            self.window.failure = self.window.failure or exc
+            self.window.stop.set()
+        finally:
+            connection.close()
+
+    def _tick(self, handed: list[tuple], *, at_once: bool = False) -> None:
+        self._arrived += handed
+        now = time.monotonic()
+        due = at_once or len(self._arrived) >= RECORD_BATCH or now - self._last_record >= RECORD_EVERY_SECONDS
+        if self._arrived and due:
+            arrived, self._arrived = self._arrived, []
+            self.window._record(arrived)
+            self._last_record = now
+        if now >= self._last_beat + self.heartbeat:
+            if not self.window._extend_lease():
+                self.window.stop.set()  # cancelled, or the lease was lost to another task
+            self._last_beat = now
 
 
 def _window_end(*, run_id: int, token: str) -> bool:
