@@ -1,14 +1,15 @@
 """One batch path: the same semantic-only cases judged by the engine, by a run's worker and by the CI command.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub .venv/bin/python benchmarks/bench_paths.py \\
-        [--n 4000] [--concurrency 8] [--latency-ms 50]
+        [--n 4000] [--concurrency 8] [--latency-ms 50] [--latency-shape lognormal|fixed]
 
 All go through `judges.engine.judge_many`: the engine's `judge_batch` in this process (no database, an
 embedding cache in memory; then again writing a cache folder, as the CI command does), a run worked as the
 worker's task works it (`judges.runs.worker.run_work_here`: the lease, the window, chunks read from
 PostgreSQL, judgments and embeddings recorded), and the CI command's `judge_all` (a cache folder on disk, as
 `evalhub-gate check` keeps it). Each starts with nothing cached, against the scripted stand-in's
-/v1/embeddings with the same seeded log-normal latency (median `--latency-ms`, sigma 0.8). Printed for
+/v1/embeddings with the same seeded log-normal latency (median `--latency-ms`, sigma 0.8; or every call
+`--latency-ms` exactly with `--latency-shape fixed`). Printed for
 each: embeddings calls, wall time, the ideal (latency served / concurrency) and each path over the
 engine's: the CI command over the engine writing the same cache folder is what its own orchestration adds;
 the rest is what the caches and the recording cost. It uses a database of its own
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402
 from benchmarks.bench_semantic import config, cpu_seconds, make_cases  # noqa: E402
 
-LATENCY = {"latency_sigma": 0.8, "latency_seed": 11}
+LATENCY = {"lognormal": {"latency_sigma": 0.8, "latency_seed": 11}, "fixed": {"latency_sigma": 0}}
 
 
 def main() -> None:
@@ -38,11 +39,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--latency-ms", type=int, default=50)
+    parser.add_argument("--latency-shape", choices=sorted(LATENCY), default="lognormal",
+                        help="log-normal around --latency-ms (sigma 0.8), or every call --latency-ms exactly")
     parser.add_argument("--dimensions", type=int, default=256)
     parser.add_argument("--database", default="evalhub_bench_paths")
     parser.add_argument("--paths", default="engine,folder,worker,gate",
                         help="which paths, of engine, folder, worker, gate (the engine always: the others' peer); "
-                             "worker alone prints how far the process's peak memory rose during the run")
+                             "worker alone runs first and prints how far the process's peak memory rose during it")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_paths.json"))
     args = parser.parse_args()
 
@@ -89,7 +92,7 @@ def measure(args, fake, env: dict) -> dict:
 
     def stand_in() -> None:
         fake.reset()
-        fake.control(latency_ms=args.latency_ms, **LATENCY)
+        fake.control(latency_ms=args.latency_ms, **LATENCY[args.latency_shape])
 
     def timed(label: str, work) -> dict:
         stand_in()
@@ -142,24 +145,30 @@ def measure(args, fake, env: dict) -> dict:
                                 cache=FolderCache(Path(folder)), env=env)
         return tally(c.verdict for c in results[0].cases)
 
-    print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, "
-          f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)")
+    shape = ("log-normal latency (median {} ms, sigma 0.8)" if args.latency_shape == "lognormal"
+             else "fixed latency ({} ms)").format(args.latency_ms)
+    print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, {shape}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     judge_batch([({**cases[0], "output": "warm up"}, 1)], spec, concurrency=1, env=env)  # the SDK's import
     chosen = set(args.paths.split(",")) | {"engine"}
-    rows = {}
-    for name, label, work in (
+    paths = [
         ("engine", "engine (judge_batch)", engine),
         ("folder", "engine, a cache folder", engine_with_folder),
         ("worker", "worker (run_work_here)", run_worker),
         ("gate", "CI command (judge_all)", gate),
-    ):
+    ]
+    alone = chosen == {"engine", "worker"}
+    if alone:  # the worker first: its peak is measured over the cases alone, not under the engine's own peak
+        paths.reverse()
+    rows = {}
+    for name, label, work in paths:
         if name in chosen:
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             rows[label] = timed(label, work)
             rows[label]["peak_rise_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
-    if chosen == {"engine", "worker"}:
+    if alone:
         print(f"  the worker's peak memory rose {rows['worker (run_work_here)']['peak_rise_mb']} MB over the "
-              f"process's peak before it (the cases and the engine's run); compare --n 4000 with --n 20000")
+              f"process's peak before it (the cases made); compare --n 4000 with --n 20000")
     base = rows["engine (judge_batch)"]["wall_s"]
     folder = rows.get("engine, a cache folder", {}).get("wall_s") or float("nan")
     for label, row in rows.items():
@@ -168,7 +177,9 @@ def measure(args, fake, env: dict) -> dict:
         target = " (target ≤ 1.10× the engine)" if label.startswith(("worker", "CI command")) else ""
         print(f"  {label:<28} {row['vs_engine']:.2f}× the engine{target}, {row['vs_engine_with_folder']:.2f}× the "
               "engine writing the same cache folder")
-    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "paths": rows}
+    print(f"  load average {os.getloadavg()[0]:.1f} at the end")
+    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms,
+            "latency_shape": args.latency_shape, "load_average": round(os.getloadavg()[0], 1), "paths": rows}
 
 
 if __name__ == "__main__":

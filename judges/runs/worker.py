@@ -114,8 +114,14 @@ class _RecordingCache(MemoryCache):
         for key, value in entries:
             super().put(key, value)
 
+    def get(self, key: str) -> dict | None:
+        with self._new_lock:
+            new = self._new.get(key)
+        return new if new is not None else super().get(key)
+
     def put(self, key: str, judgment: dict) -> None:
-        super().put(key, judgment)
+        # Kept only until recorded (take_new), then the database has it: a window's memory does not grow
+        # with every judgment it makes.
         with self._new_lock:
             self._new[key] = judgment
 
