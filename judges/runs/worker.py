@@ -408,7 +408,8 @@ def judgments_record(
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).first()
         existing = set(
-            Judgment.objects.filter(run=run, case__in=[case for case, _ in results]).values_list("case_id", "repeat")
+            Judgment.objects.filter(run=run, case_id__in={case.pk for case, _ in results})
+            .values_list("case_id", "repeat")
         )
         fresh: dict[tuple[int, int], EngineJudgment] = {}
         for case, result in results:
