@@ -299,8 +299,9 @@ class _Recorder:
     thread feeding the calls never waits for a write, and the run's row, locked while judgments are counted
     on it, is written by this thread alone. Inside a transaction (a test's: another connection would not see
     its rows) or on SQLite (one writer at a time) the feeding thread records as results arrive instead.
-    Either way nothing is recorded but in judgments_record's transactions: a worker killed mid-window loses
-    only what was not recorded yet, and its chunks stay to do.
+    Either way a judgment is recorded with its counts in judgments_record's transaction, and a chunk is marked
+    done only once all its judgments are: a worker killed mid-window loses only what was not recorded yet, its
+    chunks stay to do, and a redelivered chunk skips what was recorded.
     """
 
     def __init__(self, window: "_Window") -> None:
@@ -316,7 +317,8 @@ class _Recorder:
 
     def start(self) -> None:
         if self.threaded:
-            self._thread = threading.Thread(target=self._loop, name=f"run-{self.window.run.pk}-recorder", daemon=True)
+            name = f"run-{self.window.run.pk}-recorder"
+            self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
             self._thread.start()
 
     def hand(self, done: list[tuple]) -> None:
@@ -326,8 +328,10 @@ class _Recorder:
             return
         if done:
             with self._wake:
+                first = not self._handed
                 self._handed += done
-                self._wake.notify()
+                if first or len(self._handed) >= RECORD_BATCH:
+                    self._wake.notify()  # something to record: the recorder works out when it is due
 
     def finish(self) -> None:
         """Record what is left, once the window's calls are in. A failure to record is the window's."""
@@ -343,11 +347,10 @@ class _Recorder:
         try:
             while True:
                 with self._wake:
-                    self._wake.wait_for(lambda: self._closing or self._handed, timeout=self.heartbeat)
+                    if not self._closing:
+                        self._wake.wait(timeout=self._until_due())
                     handed, self._handed, closing = self._handed, [], self._closing
-                # On its own thread, what has come back is recorded at once: as much as came while the last
-                # batch was being recorded, so the batches grow as large as the database needs them to.
-                self._tick(handed, at_once=True)
+                self._tick(handed, at_once=closing)
                 if closing:
                     return
         except BaseException as exc:  # nothing more is recorded: the window stops, run_window raises it
@@ -355,6 +358,16 @@ class _Recorder:
             self.window.stop.set()
         finally:
             connection.close()
+
+    def _until_due(self) -> float:
+        """Seconds until the recorder has work: the next heartbeat, or recording what is waiting (as often
+        as the feeding thread would record it: fewer, larger writes cost less than many small ones)."""
+        if len(self._arrived) + len(self._handed) >= RECORD_BATCH:
+            return 0.0
+        due = self._last_beat + self.heartbeat
+        if self._arrived or self._handed:
+            due = min(due, self._last_record + RECORD_EVERY_SECONDS)
+        return max(0.0, due - time.monotonic())
 
     def _tick(self, handed: list[tuple], *, at_once: bool = False) -> None:
         self._arrived += handed
