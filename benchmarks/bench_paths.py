@@ -1,14 +1,14 @@
 """One batch path: the same semantic-only cases judged by the engine, by a run's worker and by the CI command.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub .venv/bin/python benchmarks/bench_paths.py \\
-        [--n 4000] [--concurrency 8] [--latency-ms 50] [--latency log-normal|fixed] [--rounds 3]
+        [--n 4000] [--concurrency 8] [--latency-ms 50] [--latency-shape lognormal|fixed] [--rounds 3]
 
 All go through `judges.engine.judge_many`: the engine's `judge_batch` in this process (no database, an
 embedding cache in memory; then again writing a cache folder, as the CI command does), a run worked as the
 worker's task works it (`judges.runs.worker.run_work_here`: the lease, the window, chunks read from
 PostgreSQL, judgments and embeddings recorded), and the CI command's `judge_all` (a cache folder on disk, as
 `evalhub-gate check` keeps it). Each starts with nothing cached, against the scripted stand-in's
-/v1/embeddings with the same seeded log-normal latency (median `--latency-ms`, sigma 0.8; `--latency fixed`:
+/v1/embeddings with the same seeded log-normal latency (median `--latency-ms`, sigma 0.8; `--latency-shape fixed`:
 each call waits `--latency-ms` exactly). The cache folders are written whole (flushed) inside the timing. Printed for
 each: embeddings calls, wall time, the ideal (latency served / concurrency) and each path over the
 engine's: the CI command over the engine writing the same cache folder is what its own orchestration adds;
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402
 from benchmarks.bench_semantic import config, cpu_seconds, make_cases  # noqa: E402
 
-LATENCIES = {"log-normal": {"latency_sigma": 0.8, "latency_seed": 11}, "fixed": {"latency_sigma": 0}}
+LATENCIES = {"lognormal": {"latency_sigma": 0.8, "latency_seed": 11}, "fixed": {"latency_sigma": 0}}
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--latency-ms", type=int, default=50)
-    parser.add_argument("--latency", choices=sorted(LATENCIES), default="log-normal",
+    parser.add_argument("--latency-shape", choices=sorted(LATENCIES), default="lognormal",
                         help="the stand-in's latency: log-normal (median --latency-ms, sigma 0.8) or fixed")
     parser.add_argument("--dimensions", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=1,
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--database", default="evalhub_bench_paths")
     parser.add_argument("--paths", default="engine,folder,worker,gate",
                         help="which paths, of engine, folder, worker, gate (the engine always: the others' peer); "
-                             "worker alone prints how far the process's peak memory rose during the run")
+                             "worker alone runs first and prints how far the process's peak memory rose during it")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_paths.json"))
     args = parser.parse_args()
 
@@ -95,7 +95,7 @@ def measure(args, fake, env: dict) -> dict:
 
     def stand_in() -> None:
         fake.reset()
-        fake.control(latency_ms=args.latency_ms, **LATENCIES[args.latency])
+        fake.control(latency_ms=args.latency_ms, **LATENCIES[args.latency_shape])
 
     def timed(label: str, work) -> dict:
         stand_in()
@@ -148,8 +148,8 @@ def measure(args, fake, env: dict) -> dict:
             cache.flush()  # as evalhub-gate check closes it once judged
         return tally(c.verdict for c in results[0].cases)
 
-    print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, "
-          + (f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)" if args.latency == "log-normal"
+    print(f"{args.n} semantic-only cases, concurrency {args.concurrency}, load average {os.getloadavg()[0]:.1f}, "
+          + (f"log-normal latency (median {args.latency_ms} ms, sigma 0.8)" if args.latency_shape == "lognormal"
              else f"fixed latency ({args.latency_ms} ms)"))
     judge_batch([({**cases[0], "output": "warm up"}, 1)], spec, concurrency=1, env=env)  # the SDK's import
     chosen = set(args.paths.split(",")) | {"engine"}
@@ -159,6 +159,8 @@ def measure(args, fake, env: dict) -> dict:
         ("worker", "worker (run_work_here)", run_worker),
         ("gate", "CI command (judge_all)", gate),
     ) if name in chosen]
+    if chosen == {"engine", "worker"}:  # the worker first: its peak is its own, not hidden under the engine's
+        paths.reverse()
     rounds: dict[str, list[dict]] = {label: [] for _, label, _ in paths}
     for number in range(1, args.rounds + 1):  # the paths in turn, each round: a shared machine's load hits all
         if args.rounds > 1:
@@ -194,7 +196,7 @@ def measure(args, fake, env: dict) -> dict:
         print(f"  {label:<28} {row['vs_engine']:.2f}× the engine{spread}{target}, CPU here {row['cpu_vs_engine']}× "
               f"the engine's, {row['vs_engine_with_folder']:.2f}× the engine writing the same cache folder; "
               f"median {row['wall_s']:.2f} s, CPU here {row['cpu_s']:.2f} s, the stand-in's {row['stand_in_cpu_s']:.2f} s")
-    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "latency": args.latency,
+    return {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms, "latency_shape": args.latency_shape,
             "rounds": args.rounds, "load_average": os.getloadavg(), "paths": rows}
 
 

@@ -275,11 +275,14 @@ class CachedJudgment(models.Model):
 class CachedEmbedding(models.Model):
     """The semantic layer's cache: one text's embedding under (provider, model, dimensions, text hash).
 
-    Only the vector is kept, never the text: `key` is judges.engine.embedding_key's digest.
+    Only the vector is kept, never the text: `key` is judges.engine.embedding_key's digest. The vector is
+    its numbers as little-endian float64 bytes (judges.runs.embeddings.vector_bytes): as exact as the
+    numbers that came, read and written with no text to format or parse (a JSON list of 256 numbers
+    costs more to write and read back than the rest of a judgment's row).
     """
 
     key = models.CharField(max_length=64, unique=True)
-    vector = models.JSONField()
+    vector = models.BinaryField()
     created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:

@@ -148,6 +148,11 @@ class _Batch[K]:
                         self._receive(self.messages.get_nowait())
                     except queue.Empty:
                         break
+                # Judged and handed on before more items are taken (taking may wait for a database).
+                self._start_ready()
+                if self.out:
+                    out, self.out = self.out, []
+                    yield out
         finally:
             self.halt.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -176,6 +181,9 @@ class _Batch[K]:
             and not self.exhausted
             and self.held < self.lookahead
             and len(self.out) < HITS_PER_YIELD
+            # What came back is taken in first: items that come slowly (read from a database as the
+            # batch has room) do not hold back the judgments already possible, nor their recording.
+            and (self.in_flight == 0 or self.messages.empty())
         ):
             try:
                 key, engine, case, repeat = next(self.items)

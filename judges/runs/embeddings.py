@@ -1,19 +1,35 @@
 """The semantic layer's embeddings in the database (CachedEmbedding), for one window of a run's work.
 
 The engine's threads make no database call: each chunk's embeddings are read before its cases are judged
-and the new ones written as the window records its results, like the judgment cache.
+and the new ones written as the window records its results, like the judgment cache. A vector is stored as
+its numbers' little-endian float64 bytes (`vector_bytes`), exactly the numbers the engine had.
 """
 
 import threading
 from typing import Any
 
+import numpy as np
 from django.utils import timezone
 
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import MemoryCache, embedding_key
 from judges.engine.semantic import texts_to_embed
 from judges.models import CachedEmbedding
-from judges.runs.bulk import copy_rows, jsonb
+from judges.runs.bulk import copy_rows
+
+VECTOR_DTYPE = "<f8"
+
+
+def vector_bytes(vector: Any) -> bytes:
+    """A vector as CachedEmbedding.vector stores it."""
+    return np.asarray(vector, dtype=VECTOR_DTYPE).tobytes()
+
+
+def vector_from_bytes(stored: bytes | memoryview) -> np.ndarray | None:
+    """A stored vector, or None when the bytes are no whole number of float64s (a damaged entry: a miss)."""
+    if len(stored) % 8:
+        return None
+    return np.frombuffer(stored, dtype=VECTOR_DTYPE)
 
 
 class StoredEmbeddings(MemoryCache):
@@ -24,7 +40,7 @@ class StoredEmbeddings(MemoryCache):
         self._new: dict[str, Any] = {}
         self._new_lock = threading.Lock()
 
-    def preload(self, stored: dict[str, list[float]]) -> None:
+    def preload(self, stored: dict[str, np.ndarray]) -> None:
         for key, vector in stored.items():
             super().put(key, {"vector": vector})
 
@@ -34,14 +50,13 @@ class StoredEmbeddings(MemoryCache):
         with self._new_lock:
             self._new[key] = value["vector"]
 
-    def take_new(self) -> dict[str, list[float]]:
+    def take_new(self) -> dict[str, Any]:
         with self._new_lock:
             new, self._new = self._new, {}
-        # The engine puts arrays; the JSON column keeps lists (made here, off the engine's threads).
-        return {key: vector.tolist() if hasattr(vector, "tolist") else vector for key, vector in new.items()}
+        return new
 
 
-def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list[float]]:
+def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, np.ndarray]:
     """The stored embeddings of every text the cases' semantic layer needs (none without the layer)."""
     s = config.semantic
     if s is None:
@@ -51,7 +66,9 @@ def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, list
         for case in cases
         for text in texts_to_embed(case)
     }
-    return dict(CachedEmbedding.objects.filter(key__in=keys).values_list("key", "vector"))
+    stored = CachedEmbedding.objects.filter(key__in=keys).values_list("key", "vector")
+    vectors = ((key, vector_from_bytes(vector)) for key, vector in stored)
+    return {key: vector for key, vector in vectors if vector is not None}
 
 
 def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
@@ -59,4 +76,4 @@ def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
     if new:
         now = timezone.now()
         copy_rows(CachedEmbedding, ("key", "vector", "created_at"),
-                  ((key, jsonb(vector), now) for key, vector in new.items()), ignore_conflicts=True)
+                  ((key, vector_bytes(vector), now) for key, vector in new.items()), ignore_conflicts=True)

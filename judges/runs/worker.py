@@ -17,7 +17,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -32,7 +32,7 @@ from judges.runs.cached import cached_in_bulk, cached_judgments_record
 from judges.runs.embeddings import StoredEmbeddings, embeddings_save, stored_vectors
 from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
-from judges.runs.tallies import case_tallies_refresh
+from judges.runs.tallies import case_tallies_add, case_tallies_refresh
 from judges.runs.variants import make_variant
 from labeling.models import Case
 
@@ -115,8 +115,14 @@ class _RecordingCache(MemoryCache):
         for key, value in entries:
             super().put(key, value)
 
+    def get(self, key: str) -> dict | None:
+        with self._new_lock:
+            new = self._new.get(key)
+        return new if new is not None else super().get(key)
+
     def put(self, key: str, judgment: dict) -> None:
-        super().put(key, judgment)
+        # Kept only until recorded (take_new), then the database has it: a window's memory does not grow
+        # with every judgment it makes.
         with self._new_lock:
             self._new[key] = judgment
 
@@ -139,9 +145,9 @@ CACHED_AHEAD_CASES = 250
 
 
 class _Window:
-    """One task's window of a run's work (run_window). Only this thread touches the database: it reads the
-    chunks as the engine's batch asks for more (judge_many pulls in the calling thread) and records what
-    comes back."""
+    """One task's window of a run's work (run_window). The engine's threads make no database call: the
+    calling thread reads the chunks as the engine's batch asks for more (judge_many pulls in it), and
+    what comes back is recorded by the window's _Recorder."""
 
     def __init__(self, *, run_id: int, token: str) -> None:
         self.run = Run.objects.select_related("config").get(pk=run_id)
@@ -182,31 +188,24 @@ class _Window:
 
     def work(self) -> None:
         ends_at = time.monotonic() + settings.EVALHUB_RUN_WINDOW_SECONDS
-        heartbeat = min(HEARTBEAT_SECONDS, settings.EVALHUB_RUN_LEASE_SECONDS / 3)
-        last_beat = last_record = time.monotonic()
-        arrived: list[tuple] = []
+        recorder = _Recorder(self)
         batches = judge_many(
             self._pairs(ends_at), concurrency=self.run.concurrency, stop=self.stop,
-            poll_s=min(heartbeat, RECORD_EVERY_SECONDS),
+            poll_s=min(recorder.heartbeat, RECORD_EVERY_SECONDS),
         )
-        while True:
-            try:
-                done = next(batches)
-            except StopIteration:
-                break
-            except BaseException as exc:  # raised by run_window once what came back is recorded
-                self.failure = exc
-                break
-            arrived += done
-            now = time.monotonic()
-            if arrived and (len(arrived) >= RECORD_BATCH or now - last_record >= RECORD_EVERY_SECONDS):
-                self._record(arrived)
-                arrived, last_record = [], now
-            if now >= last_beat + heartbeat:
-                if not self._extend_lease():
-                    self.stop.set()  # cancelled, or the lease was lost to another task
-                last_beat = now
-        self._record(arrived)
+        recorder.start()
+        try:
+            while True:
+                try:
+                    done = next(batches)
+                except StopIteration:
+                    break
+                except BaseException as exc:  # raised by run_window once what came back is recorded
+                    self.failure = exc
+                    break
+                recorder.hand(done)
+        finally:
+            recorder.finish()
 
     def close(self) -> None:
         self.stop.set()
@@ -325,6 +324,98 @@ class _Window:
         )
 
 
+class _Recorder:
+    """What a window's calls bring back, recorded in batches as it arrives (live progress), and the lease
+    extended every heartbeat (a cancel, or a lease lost, stops the window).
+
+    On PostgreSQL this is a thread with its own database connection (closed when the window ends): the
+    thread feeding the calls never waits for a write, and the run's row, locked while judgments are counted
+    on it, is written by this thread alone. Inside a transaction (a test's: another connection would not see
+    its rows) or on SQLite (one writer at a time) the feeding thread records as results arrive instead.
+    Either way a judgment is recorded with its counts in judgments_record's transaction, and a chunk is marked
+    done only once all its judgments are: a worker killed mid-window loses only what was not recorded yet, its
+    chunks stay to do, and a redelivered chunk skips what was recorded.
+    """
+
+    def __init__(self, window: "_Window") -> None:
+        self.window = window
+        self.heartbeat = min(HEARTBEAT_SECONDS, settings.EVALHUB_RUN_LEASE_SECONDS / 3)
+        self.threaded = connection.vendor == "postgresql" and not connection.in_atomic_block
+        self._arrived: list[tuple] = []  # what came back and is not recorded yet
+        self._last_record = self._last_beat = time.monotonic()
+        self._handed: list[tuple] = []  # handed over by the feeding thread, not taken by the recorder yet
+        self._closing = False
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.threaded:
+            name = f"run-{self.window.run.pk}-recorder"
+            self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+            self._thread.start()
+
+    def hand(self, done: list[tuple]) -> None:
+        """Called by the feeding thread with each batch that came back (empty when nothing did in a poll)."""
+        if self._thread is None:
+            self._tick(done)
+            return
+        if done:
+            with self._wake:
+                first = not self._handed
+                self._handed += done
+                if first or len(self._handed) >= RECORD_BATCH:
+                    self._wake.notify()  # something to record: the recorder works out when it is due
+
+    def finish(self) -> None:
+        """Record what is left, once the window's calls are in. A failure to record is the window's."""
+        if self._thread is None:
+            self._tick([], at_once=True)
+            return
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                with self._wake:
+                    if not self._closing:
+                        self._wake.wait(timeout=self._until_due())
+                    handed, self._handed, closing = self._handed, [], self._closing
+                self._tick(handed, at_once=closing)
+                if closing:
+                    return
+        except BaseException as exc:  # nothing more is recorded: the window stops, run_window raises it
+            self.window.failure = self.window.failure or exc
+            self.window.stop.set()
+        finally:
+            connection.close()
+
+    def _until_due(self) -> float:
+        """Seconds until the recorder has work: the next heartbeat, or recording what is waiting (as often
+        as the feeding thread would record it: fewer, larger writes cost less than many small ones)."""
+        if len(self._arrived) + len(self._handed) >= RECORD_BATCH:
+            return 0.0
+        due = self._last_beat + self.heartbeat
+        if self._arrived or self._handed:
+            due = min(due, self._last_record + RECORD_EVERY_SECONDS)
+        return max(0.0, due - time.monotonic())
+
+    def _tick(self, handed: list[tuple], *, at_once: bool = False) -> None:
+        self._arrived += handed
+        now = time.monotonic()
+        due = at_once or len(self._arrived) >= RECORD_BATCH or now - self._last_record >= RECORD_EVERY_SECONDS
+        if self._arrived and due:
+            arrived, self._arrived = self._arrived, []
+            self.window._record(arrived)
+            self._last_record = now
+        if now >= self._last_beat + self.heartbeat:
+            if not self.window._extend_lease():
+                self.window.stop.set()  # cancelled, or the lease was lost to another task
+            self._last_beat = now
+
+
 def _window_end(*, run_id: int, token: str) -> bool:
     """Release the lease; finish the run when nothing is left. True when the run still needs work."""
     with transaction.atomic():
@@ -363,7 +454,8 @@ def judgments_record(
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).first()
         existing = set(
-            Judgment.objects.filter(run=run, case__in=[case for case, _ in results]).values_list("case_id", "repeat")
+            Judgment.objects.filter(run=run, case_id__in={case.pk for case, _ in results})
+            .values_list("case_id", "repeat")
         )
         fresh: dict[tuple[int, int], EngineJudgment] = {}
         for case, result in results:
@@ -375,7 +467,12 @@ def judgments_record(
                 for (case_id, _), result in fresh.items()]
         copy_rows(Judgment, JUDGMENT_FIELDS, rows)
         costs = [row[JUDGMENT_FIELDS.index("cost_usd")] for row in rows]
-        case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh})
+        judged_before = {case_id for case_id, _ in existing}
+        case_tallies_refresh(run_id=run.pk, case_ids={case_id for case_id, _ in fresh} & judged_before)
+        case_tallies_add(run_id=run.pk, judgments=(
+            (case_id, result.outcome, result.similarity, result.latency_ms)
+            for (case_id, _), result in fresh.items() if case_id not in judged_before
+        ))
         counted = fresh.values()
         Run.objects.filter(pk=run.pk).update(
             done=F("done") + len(rows),

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from judges.models import CachedEmbedding, CachedJudgment, Judgment
 from judges.runs.bulk import copy_rows, jsonb
+from judges.runs.embeddings import vector_bytes, vector_from_bytes
 from judges.runs.worker import JUDGMENT_FIELDS, _judgment_row
 
 pytestmark = pytest.mark.django_db
@@ -16,20 +17,22 @@ pytestmark = pytest.mark.django_db
 
 def test_rows_go_in_as_saved_and_a_conflict_is_left_out_when_asked():
     now = timezone.now()
-    CachedEmbedding.objects.create(key="a" * 64, vector=[1.0, 2.0])
+    CachedEmbedding.objects.create(key="a" * 64, vector=vector_bytes([1.0, 2.0]))
     sent = copy_rows(CachedEmbedding, ("key", "vector", "created_at"),
-                     [("a" * 64, jsonb([9.0]), now), ("b" * 64, jsonb([0.5, -0.25]), now)], ignore_conflicts=True)
+                     [("a" * 64, vector_bytes([9.0]), now), ("b" * 64, vector_bytes([0.5, -0.25]), now)],
+                     ignore_conflicts=True)
     assert sent == 2
-    assert dict(CachedEmbedding.objects.values_list("key", "vector")) == {"a" * 64: [1.0, 2.0], "b" * 64: [0.5, -0.25]}
+    stored = {key: vector_from_bytes(v).tolist() for key, v in CachedEmbedding.objects.values_list("key", "vector")}
+    assert stored == {"a" * 64: [1.0, 2.0], "b" * 64: [0.5, -0.25]}
     judgment = {"outcome": "pass", "reason": 'quotes " and \\ and a tab\tand\nlines', "scores": None}
     copy_rows(CachedJudgment, ("key", "judgment", "created_at"), [("c" * 64, jsonb(judgment), now)])
     assert CachedJudgment.objects.get(key="c" * 64).judgment == judgment
 
 
 def test_without_ignore_conflicts_a_conflict_is_an_error():
-    CachedEmbedding.objects.create(key="a" * 64, vector=[1.0])
+    CachedEmbedding.objects.create(key="a" * 64, vector=vector_bytes([1.0]))
     with pytest.raises(Exception, match="duplicate key"):
-        copy_rows(CachedEmbedding, ("key", "vector", "created_at"), [("a" * 64, jsonb([2.0]), timezone.now())])
+        copy_rows(CachedEmbedding, ("key", "vector", "created_at"), [("a" * 64, vector_bytes([2.0]), timezone.now())])
 
 
 def test_a_judgment_row_reads_back_as_the_engine_made_it(dataset, rubric, lead):

@@ -33,10 +33,12 @@ def test_the_tallies_equal_the_judgments_recounted_after_every_write(dataset, ru
 
     judgments_record(run=run, results=first)  # a redelivered chunk: nothing new, nothing counted twice
     later = [judged(cases[0], 2, "fail", similarity=0.4, latency_ms=200), judged(cases[2], 2, "not_evaluated"),
-             judged(cases[3], 1, "pass"), judged(cases[3], 2, "pass")]
-    judgments_record(run=run, results=later)  # the second repeats, and a case first judged now
+             judged(cases[3], 1, "fail", similarity=0.6, latency_ms=120),
+             judged(cases[3], 2, "pass", similarity=0.9, latency_ms=50)]
+    judgments_record(run=run, results=later)  # the second repeats, and a case first judged now (both repeats)
     assert stored_tallies(run) == recounted_tallies(run)
     assert stored_tallies(run)[cases[0].pk] == (2, 1, 1, 0, 0.4, 300)
+    assert stored_tallies(run)[cases[3].pk] == (2, 1, 1, 0, 0.6, 120)
 
     Run.objects.filter(pk=run.pk).update(status=Run.Status.FINISHED)
     services.run_retry_not_evaluated(run=run)  # case 2's judgments go: so does its tally
