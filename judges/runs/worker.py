@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from decimal import Decimal
 
@@ -172,7 +173,11 @@ class _Window:
         # The cache hits of each group of cases recorded in bulk before the batch takes the rest (judges.runs.cached).
         self.cached_in_bulk = cached_in_bulk(run=self.run, engine=self.engine)
         self.ahead: list[int] | None = None  # the next group's cases whose cached judgments are still to record
-        self.recorded_ahead: set[int] = set()  # and those recorded
+        self.recorded_ahead: set[int] = set()  # and those handed on to be recorded
+        # On PostgreSQL outside a transaction (as the _Recorder), the pieces recorded ahead are written by a thread
+        # of their own with its own connection, so the thread feeding the calls never waits for them.
+        self.ahead_writer: ThreadPoolExecutor | None = None
+        self.ahead_written: list[Future] = []
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
         self.last_index = -1
@@ -194,6 +199,8 @@ class _Window:
             poll_s=min(recorder.heartbeat, RECORD_EVERY_SECONDS),
         )
         recorder.start()
+        if self.cached_in_bulk and recorder.threaded:
+            self.ahead_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"run-{self.run.pk}-cached")
         try:
             while True:
                 try:
@@ -205,6 +212,13 @@ class _Window:
                     break
                 recorder.hand(done)
         finally:
+            try:
+                self._ahead_written()
+            except BaseException as exc:
+                self.failure = self.failure or exc
+            if self.ahead_writer is not None:
+                self.ahead_writer.submit(lambda: connection.close()).result()  # the writer thread's own connection
+                self.ahead_writer.shutdown()
             recorder.finish()
 
     def close(self) -> None:
@@ -240,9 +254,21 @@ class _Window:
         if self.ahead is None:
             self.ahead = [pk for chunk in self._next_chunks() for pk in chunk.case_ids]
         piece, self.ahead = self.ahead[:CACHED_AHEAD_CASES], self.ahead[CACHED_AHEAD_CASES:]
-        if piece:
+        if not piece:
+            return
+        if self.ahead_writer is None:
             cached_judgments_record(run=self.run, engine=self.engine, case_ids=piece)
-            self.recorded_ahead.update(piece)
+        else:
+            self.ahead_written.append(
+                self.ahead_writer.submit(cached_judgments_record, run=self.run, engine=self.engine, case_ids=piece)
+            )
+        self.recorded_ahead.update(piece)
+
+    def _ahead_written(self) -> None:
+        """Wait for the pieces handed to the writer thread; a failure to record one is raised here."""
+        written, self.ahead_written = self.ahead_written, []
+        for future in written:
+            future.result()
 
     def _next_chunks(self) -> list[RunChunk]:
         """The next group of chunks to take (READ_AHEAD_CASES cases, at least one chunk)."""
@@ -261,6 +287,7 @@ class _Window:
         RunChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(attempts=F("attempts") + 1)
         case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
         if self.cached_in_bulk:
+            self._ahead_written()  # what is read next must see them
             left = [pk for pk in case_ids if pk not in self.recorded_ahead]
             cached_judgments_record(run=run, engine=self.engine, case_ids=left)
             self.ahead, self.recorded_ahead = None, set()
