@@ -27,13 +27,12 @@ import json
 import os
 import resource
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_semantic import LATENCIES, cpu_seconds, transport_alone  # noqa: E402
+from benchmarks.bench_semantic import LATENCIES, measured, transport_alone  # noqa: E402
 from judges.engine import MemoryCache, judge_batch  # noqa: E402
 from judges.engine.semantic import EMBED_BATCH  # noqa: E402
 from judges.testing.fake_provider import FakeProvider  # noqa: E402
@@ -170,23 +169,18 @@ def main() -> None:
             name, latency = LATENCIES[shape]
             fake.reset()
             fake.control(latency_ms=args.latency_ms, rule=RULE, **latency)
-            stand_in_cpu = cpu_seconds(fake.proc.pid)
-            started, cpu = time.monotonic(), time.process_time()
-            judged = judge_batch(items, config(args.dimensions), concurrency=args.concurrency, prices=PRICES,
-                                 env=env, embedding_cache=MemoryCache(copies=False))  # fmt: skip
-            wall, cpu = time.monotonic() - started, time.process_time() - cpu
-            if stand_in_cpu is not None:
-                stand_in_cpu = cpu_seconds(fake.proc.pid) - stand_in_cpu
+            run = measured(fake, lambda: judge_batch(items, config(args.dimensions), concurrency=args.concurrency,
+                                                     prices=PRICES, env=env,
+                                                     embedding_cache=MemoryCache(copies=False)))  # fmt: skip
+            judged, wall, cpu, stand_in_cpu = run.value, run.wall, run.cpu, run.stand_in_cpu
             stats = fake.stats()
             served = stats["latency_ms_served_by_model"]
             judge_ideal = served.get(JUDGE_MODEL, 0.0) / 1000 / args.concurrency
             # The embeddings calls alone, their latencies drawn again from the same seed.
             fake.reset()
             fake.control(latency_ms=args.latency_ms, rule=RULE, **latency)
-            stand_in_cpu_alone = cpu_seconds(fake.proc.pid)
-            alone, alone_cpu = transport_alone(embedded, env, args.concurrency, args.dimensions)
-            if stand_in_cpu_alone is not None:
-                stand_in_cpu_alone = cpu_seconds(fake.proc.pid) - stand_in_cpu_alone
+            peer = measured(fake, lambda: transport_alone(embedded, env, args.concurrency, args.dimensions))
+            (alone, alone_cpu), stand_in_cpu_alone = peer.value, peer.stand_in_cpu
             alone_calls = fake.stats()["by_endpoint"].get("embeddings", 0)
             ideal = judge_ideal + alone
             by: dict[str, dict[str, int]] = {"outcome": {}, "layer": {}}
@@ -222,12 +216,8 @@ def main() -> None:
                     name, latency = LATENCIES[shape]
                     fake.reset()
                     fake.control(latency_ms=args.latency_ms, rule=RULE, **latency)
-                    stand_in_cpu = cpu_seconds(fake.proc.pid)
-                    started, cpu = time.monotonic(), time.process_time()
-                    outcomes = work()
-                    wall, cpu = time.monotonic() - started, time.process_time() - cpu
-                    if stand_in_cpu is not None:
-                        stand_in_cpu = cpu_seconds(fake.proc.pid) - stand_in_cpu
+                    run = measured(fake, work)
+                    outcomes, wall, cpu, stand_in_cpu = run.value, run.wall, run.cpu, run.stand_in_cpu
                     run = runs[name]
                     run["worker"] = {
                         "wall_s": round(wall, 2),

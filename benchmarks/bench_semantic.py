@@ -26,7 +26,9 @@ import resource
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -108,6 +110,24 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass
+class Measured:
+    value: Any
+    wall: float
+    cpu: float  # this process's
+    stand_in_cpu: float | None  # the stand-in's over the same time; None where there is no /proc
+
+
+def measured(fake, work) -> Measured:
+    """`work()` timed: its wall time, this process's CPU and the stand-in's beside it."""
+    stand_in = cpu_seconds(fake.proc.pid)
+    started, cpu = time.monotonic(), time.process_time()
+    value = work()
+    wall, cpu = time.monotonic() - started, time.process_time() - cpu
+    after = cpu_seconds(fake.proc.pid)
+    return Measured(value, wall, cpu, None if stand_in is None or after is None else after - stand_in)
+
+
 LATENCIES = {
     "lognormal": ("log-normal (median 50 ms, sigma 0.8)", {"latency_sigma": 0.8, "latency_seed": 7}),
     "fixed": ("fixed 50 ms", {"latency_sigma": 0}),
@@ -145,20 +165,14 @@ def main() -> None:
             fake.reset()
             fake.control(latency_ms=args.latency_ms, **latency)
             embeddings = MemoryCache(copies=False)
-            stand_in_cpu = cpu_seconds(fake.proc.pid)
-            started, cpu = time.monotonic(), time.process_time()
-            first = judge_all(0.6, embeddings)
-            wall, cpu = time.monotonic() - started, time.process_time() - cpu
-            if stand_in_cpu is not None:
-                stand_in_cpu = cpu_seconds(fake.proc.pid) - stand_in_cpu
+            run = measured(fake, lambda: judge_all(0.6, embeddings))
+            first, wall, cpu, stand_in_cpu = run.value, run.wall, run.cpu, run.stand_in_cpu
             stats = fake.stats()
             ideal = stats["latency_ms_served"] / 1000 / args.concurrency
             fake.reset()  # the same latencies again (seeded), for the peer
             fake.control(latency_ms=args.latency_ms, **latency)
-            stand_in_cpu_alone = cpu_seconds(fake.proc.pid)
-            transport, transport_cpu = transport_alone(cases, env, args.concurrency, args.dimensions)
-            if stand_in_cpu_alone is not None:
-                stand_in_cpu_alone = cpu_seconds(fake.proc.pid) - stand_in_cpu_alone
+            alone = measured(fake, lambda: transport_alone(cases, env, args.concurrency, args.dimensions))
+            (transport, transport_cpu), stand_in_cpu_alone = alone.value, alone.stand_in_cpu
             outcomes: dict[str, int] = {}
             for j in first:
                 outcomes[j.outcome] = outcomes.get(j.outcome, 0) + 1
