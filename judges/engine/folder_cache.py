@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .canonical import json_encoder
+
 try:
     import fcntl
 except ImportError:  # Windows: compaction goes without its lock (two compactions lose nothing, only time)
@@ -100,21 +102,18 @@ def _is_vector(value: Any) -> bool:
     return hasattr(value, "tobytes") and getattr(value, "ndim", None) == 1
 
 
+# json.dumps(value, default=_encoded), its encoder made once (a judgment's entry is written per judgment).
+_JSON = json_encoder(default=_encoded, separators=(", ", ": "), sort_keys=False)
+
+
 def entry_line(key: str, value: dict[str, Any]) -> bytes:
     """One entry as a pack holds it: a JSON line, the key first so an index is read without the value."""
     vector = value.get("vector")
     if len(value) == 1 and _is_vector(vector):  # an embedding: the one shape the semantic layer puts
-        body = b'{"vector": {"%s": "%s"}}' % (_ARRAY.encode(), _base64(vector))
-        return b'{"key": "%s", "value": %s}\n' % (key.encode("ascii"), body)
-    try:
-        body = json.dumps(value).encode()
-    except TypeError:  # an array in it, elsewhere
         # An embedding's base64 needs no escaping: spliced in as it is, not through json's string encoder.
-        body = b"{%s}" % b", ".join(
-            b'%s: {"%s": "%s"}' % (json.dumps(name).encode(), _ARRAY.encode(), _base64(item)) if _is_vector(item)
-            else b"%s: %s" % (json.dumps(name).encode(), json.dumps(item, default=_encoded).encode())
-            for name, item in value.items()
-        )
+        body = b'{"vector": {"%s": "%s"}}' % (_ARRAY.encode(), _base64(vector))
+    else:  # an array deeper in it is written by _encoded, as base64 too
+        body = _JSON(value).encode()
     return b'{"key": "%s", "value": %s}\n' % (key.encode("ascii"), body)
 
 

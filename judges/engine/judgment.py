@@ -59,8 +59,9 @@ class Judgment:
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields as a dict of copies (what dataclasses.asdict gives, without its per-value dispatch: a
-        batch puts one per judgment in its cache)."""
-        return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
+        batch puts one per judgment in its cache; an atom is taken as it is, without a call)."""
+        fields = self.__dict__
+        return {name: value if type(value := fields[name]) in _ATOMS else _copied(value) for name in _FIELD_NAMES}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Judgment":

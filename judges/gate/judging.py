@@ -196,6 +196,13 @@ def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str
     """(verdict, reason) of one case from its repeats: the majority of the evaluated ones; a tie is
     not evaluated. At gate stage a contested judgment (the second opinion disagreed) counts as not
     evaluated, a human must look before it can block or pass a merge, unless the adjudicator decided it."""
+    if len(judgments) == 1:  # one repeat (the usual check): its own verdict, no votes to count
+        [j] = judgments
+        if gate and j.contested and j.judge != "adjudicator":
+            return "not_evaluated", f"contested: the second opinion said {j.secondary_outcome} (a human must look)"
+        if j.evaluated:
+            return j.outcome, j.reason
+        return "not_evaluated", j.reason or j.error or "not evaluated"
     votes: Counter[str] = Counter()
     reasons: dict[str, str] = {}
     missing: list[str] = []

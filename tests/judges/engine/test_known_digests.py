@@ -40,6 +40,9 @@ CASE_CANONICAL = (
 )
 CASE_KEY = "783f76a30bcad8a6f4ce60ed4a3f2629fcff3eef41b3711ecb0135b5a5dd6984"
 CACHE_KEY_REPEAT_2 = "63b5a0a4da8a7609127d978664205dfe912199a4897f7ac5db7d03dc5a7a9b66"
+# A run's salt, with a quote and a non-ASCII letter to escape: '..."repeat":2,"salt":"run:7 \u00e9\"x"}'.
+SALT = 'run:7 é"x'
+SALTED_KEY_REPEAT_2 = "a76bff380c939f946f6cfe341365e74f308426f82d744d2f1885519b4b98d2ce"
 
 
 def test_the_fixtures_are_what_sha256sum_says():
@@ -47,6 +50,8 @@ def test_the_fixtures_are_what_sha256sum_says():
     assert hashlib.sha256(CASE_CANONICAL.encode()).hexdigest() == CASE_KEY
     cache_payload = f'{{"case":"{CASE_KEY}","config_hash":"{CONFIG_HASH}","repeat":2}}'
     assert hashlib.sha256(cache_payload.encode()).hexdigest() == CACHE_KEY_REPEAT_2
+    salted = cache_payload.removesuffix("}") + ',"salt":"run:7 \\u00e9\\"x"}'
+    assert hashlib.sha256(salted.encode()).hexdigest() == SALTED_KEY_REPEAT_2
 
 
 def test_a_known_config_has_its_known_hash():
@@ -64,3 +69,4 @@ def test_a_known_case_has_its_known_content_key():
 def test_a_known_judgment_has_its_known_cache_key():
     assert cache_key(CASE, CONFIG_HASH, 2) == CACHE_KEY_REPEAT_2
     assert cache_key(CASE, CONFIG_HASH, 1) != CACHE_KEY_REPEAT_2
+    assert cache_key(CASE, CONFIG_HASH, 2, SALT) == SALTED_KEY_REPEAT_2

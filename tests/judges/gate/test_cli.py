@@ -233,6 +233,20 @@ def test_it_counts_a_contested_judgment_as_not_evaluated_at_gate_stage_only():
     assert case_verdict([j("pass", contested=True)], gate=False)[0] == "pass"
 
 
+@pytest.mark.parametrize("gate", [True, False])
+def test_one_repeat_gives_the_verdict_and_reason_two_equal_repeats_give(gate):
+    """One repeat is read without counting votes: the same verdict and reason as a case whose repeats agree
+    (the reason without the "n of m repeats" the votes add)."""
+    contested = Judgment("c", 1, "fail", reason="r", contested=True, secondary_outcome="pass")
+    adjudicated = Judgment("c", 1, "pass", reason="the adjudicator's", contested=True, judge="adjudicator")
+    singles = [j("pass"), j("fail"), contested, adjudicated, Judgment("c", 1, "not_evaluated", reason="timed out"),
+               Judgment("c", 1, "not_evaluated", reason="timed out", error="timeout"),
+               Judgment("c", 1, "not_evaluated", error="spend cap"), Judgment("c", 1, "not_evaluated")]
+    for one in singles:
+        verdict, reason = case_verdict([one, one], gate=gate)
+        assert case_verdict([one], gate=gate) == (verdict, reason.removeprefix("2 of 2 repeats: ")), one
+
+
 # ---- usage and config errors: exit 2, nothing judged ----------------------------------------------------
 
 
