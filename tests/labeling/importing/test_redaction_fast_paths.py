@@ -67,3 +67,25 @@ def test_long_runs_of_candidates_are_found_as_the_patterns_alone_find_them():
     assert [span for _, *span in credential_spans(tokens)] == [[0, 122], [40, 122], [80, 122], [123, 163]]
     for text in ["4111 " * 40 + "-1", "x 4111 1111 1111 1111 5555 5555 5555 4444 378282246310005"]:
         assert list(redaction._cards(text)) == list(reference._cards(text)), text
+
+
+def test_cards_are_looked_for_in_long_enough_stretches_and_in_text_of_other_scripts_whole():
+    # In ASCII text only the stretches of 13 digits, spaces and dashes are searched, each seeing the
+    # character after it: a card run on into a letter is not one. Other text is searched whole.
+    cases = {"ref 4111 1111 1111 1111x": [], "ref 4111 1111 1111 1111_ and 4111-1111-1111-1111.": [(29, 48)],
+             "٤١١١ ١١١١ ١١١١ ١١١١": [(0, 19)], "é 4111 1111 1111 1111": [(2, 21)], "12 3 4111111111111111": [(5, 21)]}
+    for text, spans in cases.items():
+        assert list(redaction._cards(text)) == list(reference._cards(text)) == spans, text
+
+
+def test_strings_holding_line_breaks_and_finds_crossing_from_one_string_into_the_next_are_redacted_in_place():
+    # The case's strings are searched joined by line breaks and, when those are the only line breaks and
+    # no find takes one in, split back after redacting; else each find is put in the strings it falls in.
+    kinds = redaction.REDACT_KINDS
+    broken = {"input": "Line one\nwrite to jane@example.com", "output": "jane@example.com", "trace": {"n": 1}}
+    crossing = {"input": "jane@example.com", "trace": {"context": "Send it with Bearer"},
+                "golden_answer": "abcdefghijklmnopqrstuvwxyz012345 now"}
+    assert redaction.Redactor(kinds).fields(broken) == reference.Redactor(kinds).fields(broken) == {
+        **broken, "input": "Line one\nwrite to [EMAIL_1]", "output": "[EMAIL_1]"}
+    assert redaction.Redactor(kinds).fields(crossing) == reference.Redactor(kinds).fields(crossing) == {
+        "input": "[EMAIL_1]", "trace": {"context": "Send it with [SECRET_1]"}, "golden_answer": "[SECRET_1] now"}
