@@ -3,11 +3,13 @@ redaction_reference.py, a frozen copy of the finders without them): e-mail addre
 IPv4 addresses only where their dots are, cards through the table-driven Luhn check, the credential rules
 skipped only when a text lacks what every match of theirs holds, and a case rebuilt only where it changed."""
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labeling.importing import redaction
-from labeling.importing.credentials import credential_spans
+from labeling.importing.credentials import _word_marks, credential_spans
 from labeling.importing.reading import validate_case
 from tests.labeling.importing import redaction_reference as reference
 from tests.labeling.importing.test_redaction import VALUES
@@ -89,3 +91,12 @@ def test_strings_holding_line_breaks_and_finds_crossing_from_one_string_into_the
         **broken, "input": "Line one\nwrite to [EMAIL_1]", "output": "[EMAIL_1]"}
     assert redaction.Redactor(kinds).fields(crossing) == reference.Redactor(kinds).fields(crossing) == {
         "input": "[EMAIL_1]", "trace": {"context": "Send it with [SECRET_1]"}, "golden_answer": "[SECRET_1] now"}
+
+
+def test_the_runs_of_word_characters_the_scanner_counts_are_pythons_in_any_script():
+    # A rule that needs a long run of word characters is skipped on text without one: ASCII text is marked
+    # by a byte translation, other text as Python's patterns read word characters (letters of any script).
+    for text in ["key-ab_12 x", "clé_été-ok", "Ключ_ключ-1 a", "a b", "x\u00a0y", ""]:
+        longest = max(map(len, re.findall(r"[\w-]+", text)), default=0)
+        marks = _word_marks(text)
+        assert b"w" * longest in marks and b"w" * (longest + 1) not in marks, text
