@@ -148,8 +148,16 @@ def _required_word_run(pattern: re.Pattern[str]) -> int:
     return _required_run(parsed)
 
 
-def _longest_word_run(text: str) -> int:
-    return max(map(len, _NOT_WORD_OR_DASH.split(text)))
+# ASCII word characters and "-" marked "w", every other byte " " (_word_marks).
+_WORD_MARKS = bytes(ord("w") if chr(b).isalnum() or chr(b) in "_-" else ord(" ") for b in range(128)) + b" " * 128
+
+
+def _word_marks(text: str) -> bytes:
+    """`text` with each word character and "-" as "w", others as " ": a run of n of them in `text` is
+    b"w" * n in the marks, which a plain byte search finds. ASCII text is marked by one translation."""
+    if text.isascii():
+        return text.encode("ascii").translate(_WORD_MARKS)
+    return b" ".join(b"w" * len(run) for run in _NOT_WORD_OR_DASH.split(text))
 
 
 def scanner_kinds() -> list[str]:
@@ -258,14 +266,14 @@ def credential_spans(text: str, literals: frozenset[int] | None = None) -> list[
     by_literal, needing_none = _rules_by_literal()
     candidates = sorted({*needing_none, *(index for literal in present for index in by_literal.get(literal, ()))})
     found: list[tuple[str, int, int]] = []
-    longest_run: int | None = None  # of word characters and "-", counted when a rule first needs it
+    marks: bytes | None = None  # where the word characters and "-" are, read when a rule first needs it
     for kind, pattern, plugin, required, needed in map(rules.__getitem__, candidates):
         if not all(not present.isdisjoint(ids) for ids in required[1:]):
             continue
         if needed:
-            if longest_run is None:
-                longest_run = _longest_word_run(text)
-            if longest_run < needed:
+            if marks is None:
+                marks = _word_marks(text)
+            if b"w" * needed not in marks:
                 continue
         if plugin is not None:
             found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]

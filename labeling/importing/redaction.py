@@ -14,9 +14,10 @@ import dataclasses
 import ipaddress
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache, lru_cache
 from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 import phonenumbers
@@ -111,12 +112,16 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
     # A run of digit groups may hold more than a card ("+44 20 7946 0958 4111 1111 1111 1111"): from each
     # group, the longest Luhn-valid stretch of 13 to 19 digits is a candidate, and where candidates overlap
     # the earliest wins (Redactor.text), so a phone number before a card leaves the card whole.
-    for m in _DIGIT_RUN.finditer(text):
+    for m in _digit_runs(text):
         run = m.group()
         if len(run) < 13:
             continue  # fewer than 13 digits
-        groups = [(g.start(), g.end(), len(g.group()), *_luhn_sums(g.group())) for g in _DIGITS.finditer(run)]
-        for i, (start, *_) in enumerate(groups):
+        groups = [(g.start(), g.end(), len(g.group()), *_group_sums(g.group())) for g in _DIGITS.finditer(run)]
+        left = sum(length for _, _, length, _, _ in groups)  # the digits from group i on
+        for i, (start, _, group_length, _, _) in enumerate(groups):
+            if left < 13:
+                break
+            left -= group_length
             count = kept = doubled = 0  # the stretch's digits, its two Luhn sums (see _luhn_sums)
             best = None
             for j in range(i, len(groups)):  # not groups[i:]: a copy of the rest each time, square in a long run
@@ -131,6 +136,41 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
                     best = g_end
             if best is not None:
                 yield m.start() + start, m.start() + best
+
+
+def _group_sums(digits: str) -> tuple[int, int]:
+    """_luhn_sums of a group of digits in a run. A group of more than 19 ends every stretch it is in before
+    its sums are read (_cards): it is not summed."""
+    return _short_group_sums(digits) if len(digits) <= 19 else (0, 0)
+
+
+_short_group_sums = lru_cache(maxsize=4096)(_luhn_sums)  # a card's groups of four recur from case to case
+
+
+# ASCII digits, spaces and dashes marked "0", every other byte "x": a run of digit groups long enough for a
+# card is a run of at least 13 marks "0".
+_RUN_MARKS = bytes(ord("0") if chr(b) in "0123456789 -" else ord("x") for b in range(256))
+_THIRTEEN = b"0" * 13
+
+
+def _digit_runs(text: str) -> Iterator[re.Match[str]]:
+    """The matches of _DIGIT_RUN in `text` that can hold a card's 13 digits, and maybe shorter ones.
+
+    _DIGIT_RUN tried at every digit is slow (support text is full of short numbers). A match holds only
+    digits, spaces and dashes, so one with 13 digits lies in a stretch of 13 or more of them: in ASCII text
+    those stretches are found by plain byte searches, and the pattern runs over them only (seeing the
+    character after each, which its end checks). Text with other characters (other digits among them)
+    is searched whole."""
+    if not text.isascii():
+        yield from _DIGIT_RUN.finditer(text)
+        return
+    marks = text.encode("ascii").translate(_RUN_MARKS)
+    at = 0
+    while (start := marks.find(_THIRTEEN, at)) >= 0:
+        end = marks.find(b"x", start)
+        end = len(marks) if end < 0 else end
+        yield from _DIGIT_RUN.finditer(text, start, end + 1)
+        at = end
 
 
 def _ibans(text: str) -> Iterator[tuple[int, int]]:
@@ -265,7 +305,7 @@ class Redactor:
 
     def case(self, data: CaseData) -> CaseData:
         """The case with its content and expectations redacted through one map."""
-        changed = self._changed({name: getattr(data, name) for name in _CASE_DATA_FIELDS}, Placeholders())
+        changed = self._changed(_CASE_DATA_NAMES, _case_data_values(data), Placeholders())
         return dataclasses.replace(data, **changed) if changed else data
 
     def fields(self, case: dict[str, Any], placeholders: "Placeholders | None" = None) -> dict[str, Any]:
@@ -273,55 +313,73 @@ class Redactor:
         external_id, category and kind are the dataset's own names for the case and stay. Fields are redacted
         in the case format's order, whatever the dict's, so the server and the CI command number the same
         case's values alike."""
-        changed = self._changed(case, Placeholders() if placeholders is None else placeholders)
+        names = _redacted_names(tuple(case))
+        changed = self._changed(names, [case[name] for name in names],
+                                Placeholders() if placeholders is None else placeholders)
         return {**case, **changed} if changed else case
 
-    def _changed(self, case: dict[str, Any], placeholders: "Placeholders") -> dict[str, Any]:
-        """The fields of `case` that redaction changes, redacted; only those are rebuilt.
+    def _changed(self, names: tuple[str, ...], values: Sequence[Any], placeholders: "Placeholders") -> dict[str, Any]:
+        """Of the fields `names` (their `values`, in the case format's order), those that redaction changes,
+        redacted; only those are rebuilt.
 
         The case's strings are searched as one text, joined by line breaks (a line break ends a value as a
         string's end does): one pass a kind instead of one a string. A find that crosses from one string
         into the next (none of the kinds spans a line break on its own) is replaced in both."""
         if not self.finders:
             return {}
-        names = _redacted_names(tuple(case))
         strings: list[str] = []
         ends = []  # for each name, how many strings there are up to the end of its value's
-        for name in names:
-            _collect(case[name], strings)
+        for value in values:
+            if isinstance(value, str):
+                strings.append(value)
+            else:
+                _collect(value, strings)
             ends.append(len(strings))
         joined = "\n".join(strings)
         spans = self.spans(joined)
         if not spans:
             return {}
-        # Each find goes to the string it starts in (one that starts on the line break after a string, to
-        # the next), and on into the next strings while it goes on past their end.
-        offsets = list(accumulate([len(text) + 1 for text in strings], initial=0))
-        inside: dict[int, list[tuple]] = {}
-        for start, end, kind in spans:
-            value = joined[start:end]
-            i = bisect_right(offsets, start) - 1
-            if start >= offsets[i + 1] - 1:
-                i += 1
-            while True:
-                offset, string_end = offsets[i], offsets[i + 1] - 1
-                inside.setdefault(i, []).append((max(start, offset) - offset, min(end, string_end) - offset,
-                                                 kind, value))
-                if end <= string_end:
-                    break
-                i += 1
-        # The strings in order, so the values are numbered in the order of the case's fields.
-        redacted = {i: _replaced(strings[i], found, placeholders) for i, found in inside.items()}
-        changed = {}
-        for n in sorted({bisect_right(ends, i) for i in inside}):
-            first = ends[n - 1] if n else 0
-            value = case[names[n]]
-            changed[names[n]] = redacted[first] if isinstance(value, str) else \
-                _rebuilt(value, (redacted.get(i, strings[i]) for i in range(first, ends[n])))
+        # Where the only line breaks are the joins and no find takes one in, the joined text redacted is the
+        # strings redacted, one a line; else each find is placed in the strings it falls in.
+        if joined.count("\n") == len(strings) - 1 and not any("\n" in joined[start:end] for start, end, _ in spans):
+            lines = _replaced(joined, spans, placeholders).split("\n")
+        else:
+            lines = _redacted_apart(strings, joined, spans, placeholders)
+        changed, first = {}, 0
+        for name, value, end in zip(names, values, ends):
+            if lines[first:end] != strings[first:end]:
+                changed[name] = lines[first] if isinstance(value, str) else _rebuilt(value, iter(lines[first:end]))
+            first = end
         return changed
 
 
-_CASE_DATA_FIELDS = tuple(f.name for f in dataclasses.fields(CaseData))
+def _redacted_apart(strings: list[str], joined: str, spans: list[tuple[int, int, str]],
+                    placeholders: "Placeholders") -> list[str]:
+    """`strings` redacted, given the spans found in them joined by line breaks (`joined`): each find goes to
+    the string it starts in (one that starts on the line break after a string, to the next), and on into
+    the next strings while it goes on past their end, the same placeholder in each."""
+    offsets = list(accumulate([len(text) + 1 for text in strings], initial=0))
+    inside: dict[int, list[tuple[int, int, str, str]]] = {}
+    for start, end, kind in spans:
+        value = joined[start:end]
+        i = bisect_right(offsets, start) - 1
+        if start >= offsets[i + 1] - 1:
+            i += 1
+        while True:
+            offset, string_end = offsets[i], offsets[i + 1] - 1
+            inside.setdefault(i, []).append((max(start, offset) - offset, min(end, string_end) - offset,
+                                             kind, value))
+            if end <= string_end:
+                break
+            i += 1
+    redacted = list(strings)
+    for i, found in inside.items():  # the strings in order, so the values are numbered in the case's order
+        out, at = [], 0
+        for start, end, kind, value in found:
+            out += [strings[i][at:start], placeholders.of(kind, value)]
+            at = end
+        redacted[i] = "".join(out) + strings[i][at:]
+    return redacted
 
 
 @cache
@@ -331,11 +389,18 @@ def _redacted_names(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted((name for name in names if name not in KEPT_FIELDS), key=lambda n: order.get(n, len(order))))
 
 
-def _replaced(text: str, spans: Iterable[tuple], placeholders: "Placeholders") -> str:
-    """`text` with each (start, end, kind[, value]) span replaced by the value's placeholder."""
+# CaseData's fields that are redacted, and a getter of their values (one call, not one a field).
+_CASE_DATA_NAMES = _redacted_names(tuple(f.name for f in dataclasses.fields(CaseData)))
+_case_data_values = attrgetter(*_CASE_DATA_NAMES)
+
+
+def _replaced(text: str, spans: Iterable[tuple[int, int, str]], placeholders: "Placeholders") -> str:
+    """`text` with each (start, end, kind) span replaced by its value's placeholder."""
     out, at = [], 0
-    for start, end, kind, *value in spans:
-        out += [text[at:start], placeholders.of(kind, value[0] if value else text[start:end])]
+    of = placeholders.of
+    for start, end, kind in spans:
+        out.append(text[at:start])
+        out.append(of(kind, text[start:end]))
         at = end
     out.append(text[at:])
     return "".join(out)

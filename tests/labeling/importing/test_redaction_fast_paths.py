@@ -3,11 +3,13 @@ redaction_reference.py, a frozen copy of the finders without them): e-mail addre
 IPv4 addresses only where their dots are, cards through the table-driven Luhn check, the credential rules
 skipped only when a text lacks what every match of theirs holds, and a case rebuilt only where it changed."""
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labeling.importing import redaction
-from labeling.importing.credentials import credential_spans
+from labeling.importing.credentials import _word_marks, credential_spans
 from labeling.importing.reading import validate_case
 from tests.labeling.importing import redaction_reference as reference
 from tests.labeling.importing.test_redaction import VALUES
@@ -67,3 +69,34 @@ def test_long_runs_of_candidates_are_found_as_the_patterns_alone_find_them():
     assert [span for _, *span in credential_spans(tokens)] == [[0, 122], [40, 122], [80, 122], [123, 163]]
     for text in ["4111 " * 40 + "-1", "x 4111 1111 1111 1111 5555 5555 5555 4444 378282246310005"]:
         assert list(redaction._cards(text)) == list(reference._cards(text)), text
+
+
+def test_cards_are_looked_for_in_long_enough_stretches_and_in_text_of_other_scripts_whole():
+    # In ASCII text only the stretches of 13 digits, spaces and dashes are searched, each seeing the
+    # character after it: a card run on into a letter is not one. Other text is searched whole.
+    cases = {"ref 4111 1111 1111 1111x": [], "ref 4111 1111 1111 1111_ and 4111-1111-1111-1111.": [(29, 48)],
+             "٤١١١ ١١١١ ١١١١ ١١١١": [(0, 19)], "é 4111 1111 1111 1111": [(2, 21)], "12 3 4111111111111111": [(5, 21)]}
+    for text, spans in cases.items():
+        assert list(redaction._cards(text)) == list(reference._cards(text)) == spans, text
+
+
+def test_strings_holding_line_breaks_and_finds_crossing_from_one_string_into_the_next_are_redacted_in_place():
+    # The case's strings are searched joined by line breaks and, when those are the only line breaks and
+    # no find takes one in, split back after redacting; else each find is put in the strings it falls in.
+    kinds = redaction.REDACT_KINDS
+    broken = {"input": "Line one\nwrite to jane@example.com", "output": "jane@example.com", "trace": {"n": 1}}
+    crossing = {"input": "jane@example.com", "trace": {"context": "Send it with Bearer"},
+                "golden_answer": "abcdefghijklmnopqrstuvwxyz012345 now"}
+    assert redaction.Redactor(kinds).fields(broken) == reference.Redactor(kinds).fields(broken) == {
+        **broken, "input": "Line one\nwrite to [EMAIL_1]", "output": "[EMAIL_1]"}
+    assert redaction.Redactor(kinds).fields(crossing) == reference.Redactor(kinds).fields(crossing) == {
+        "input": "[EMAIL_1]", "trace": {"context": "Send it with [SECRET_1]"}, "golden_answer": "[SECRET_1] now"}
+
+
+def test_the_runs_of_word_characters_the_scanner_counts_are_pythons_in_any_script():
+    # A rule that needs a long run of word characters is skipped on text without one: ASCII text is marked
+    # by a byte translation, other text as Python's patterns read word characters (letters of any script).
+    for text in ["key-ab_12 x", "clé_été-ok", "Ключ_ключ-1 a", "a b", "x\u00a0y", ""]:
+        longest = max(map(len, re.findall(r"[\w-]+", text)), default=0)
+        marks = _word_marks(text)
+        assert b"w" * longest in marks and b"w" * (longest + 1) not in marks, text
