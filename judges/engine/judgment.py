@@ -59,8 +59,15 @@ class Judgment:
 
     def to_dict(self) -> dict[str, Any]:
         """Its fields as a dict of copies (what dataclasses.asdict gives, without its per-value dispatch: a
-        batch puts one per judgment in its cache)."""
-        return {name: _copied(getattr(self, name)) for name in _FIELD_NAMES}
+        batch puts one per judgment in its cache). Its attributes are its fields: copied at once, then the
+        few values that are no plain number or text copied each."""
+        d = vars(self).copy()
+        if d.keys() != _FIELD_SET:  # an attribute beyond the fields (none is set anywhere): the fields alone
+            d = {name: getattr(self, name) for name in _FIELD_NAMES}
+        for name, value in d.items():
+            if type(value) not in _ATOMS:
+                d[name] = _copied(value)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Judgment":
@@ -81,6 +88,7 @@ class Judgment:
 
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Judgment))
+_FIELD_SET = frozenset(_FIELD_NAMES)
 _ATOMS = frozenset({str, int, float, bool, types.NoneType})
 
 
