@@ -2,7 +2,9 @@
 every caller of the engine.
 
 `judge_many` takes (key, engine, case, repeat) items, as many at a time as it has room for, and yields
-lists of (key, judgment) as they complete. An item the judgment cache answers is answered where it is
+lists of (key, judgment) as they complete. An item may carry a fifth value, the case's cache key
+(`engine.cache_key(case, repeat)`) when its caller worked it out already (a run's worker keys its cases to read
+their cached judgments): the case's content is then not hashed again. An item the judgment cache answers is answered where it is
 taken, in the calling thread, and handed back in bulk (up to HITS_PER_YIELD at a time): a drift check
 of thousands of unchanged cases costs no thread hop per case (a cached verdict drawn for a second opinion
 goes to the pool, since that opinion may need a call). The texts the semantic layer needs are embedded ahead, many
@@ -81,7 +83,7 @@ def _lookahead(engine: Engine, concurrency: int) -> int:
 
 
 def judge_many[K](
-    items: Iterable[tuple[K, Engine, dict[str, Any], int]],
+    items: Iterable[tuple[K, Engine, dict[str, Any], int] | tuple[K, Engine, dict[str, Any], int, str | None]],
     *,
     concurrency: int,
     stop: threading.Event | None = None,
@@ -97,7 +99,7 @@ def judge_many[K](
 class _Batch[K]:
     def __init__(
         self,
-        items: Iterable[tuple[K, Engine, dict[str, Any], int]],
+        items: Iterable[tuple[K, Engine, dict[str, Any], int] | tuple[K, Engine, dict[str, Any], int, str | None]],
         *,
         concurrency: int,
         stop: threading.Event | None,
@@ -186,13 +188,13 @@ class _Batch[K]:
             and (self.in_flight == 0 or self.messages.empty())
         ):
             try:
-                key, engine, case, repeat = next(self.items)
+                key, engine, case, repeat, *known = next(self.items)
             except StopIteration:
                 self.exhausted = True
                 break
             item = _Item(key, engine, case, repeat)
             try:
-                item.cache_key, hit, item.cached = engine.lookup(case, repeat)
+                item.cache_key, hit, item.cached = engine.lookup(case, repeat, *known)
             except Exception:
                 item.looked_up, hit = False, None
             if hit is not None:  # no call, no thread: it does not count against the lookahead

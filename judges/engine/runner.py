@@ -106,15 +106,17 @@ class Engine:
         return j if j is not None and j.evaluated else None
 
     def lookup(
-        self, case: dict[str, Any], repeat: int
+        self, case: dict[str, Any], repeat: int, key: str | None = None
     ) -> tuple[str | None, Judgment | None, Judgment | None]:
         """(key, answered, pending) for an item: its cache key (None without a cache); its judgment when the
         cache answers it whole (a cached verdict whose second opinion is not drawn: no call, no thread, so a
         batch answers it where it takes the item); else, when the primary's verdict is cached but a second
-        opinion is drawn (it may need a call), that cached verdict, for judge_new to finish on the pool."""
+        opinion is drawn (it may need a call), that cached verdict, for judge_new to finish on the pool.
+        `key`: the item's cache_key when the caller worked it out already."""
         if self.cache is None:
             return None, None, None
-        key = self.cache_key(case, repeat)
+        if key is None:
+            key = self.cache_key(case, repeat)
         j = self._cached(key)
         if j is None:
             return key, None, None

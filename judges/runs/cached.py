@@ -40,17 +40,23 @@ def cached_in_bulk(*, run: Run, engine: Engine) -> bool:
     )
 
 
-def cached_judgments_record(*, run: Run, engine: Engine, case_ids: list[int]) -> int:
+def cached_judgments_record(
+    *, run: Run, engine: Engine, case_ids: list[int], keyed: dict[int, tuple[dict, list[str | None]]] | None = None
+) -> int:
     """Record the run's judgments of these cases that the cache answers, in bulk; returns how many were new.
+    `keyed`: {case id: (the case as the engine reads it, its cache keys by repeat)} when the caller read them.
 
     Counted on the run and in its tallies (judges.runs.tallies) in the same transaction, under the run's row lock, as
     judgments_record does: a (case, repeat) judged already is skipped, so two workers holding the same chunk
     never count it twice."""
     repeats = range(1, run.repeats + 1)
-    pairs: list[tuple[int, int, str]] = []
-    for case_id, case in engine_cases(case_ids).items():
-        pairs += [(case_id, repeat, key) for repeat, key in zip(repeats, engine.cache_keys(case, repeats), strict=True)
-                  if key is not None]
+    if keyed is None:
+        keyed = {case_id: (case, engine.cache_keys(case, repeats)) for case_id, case in engine_cases(case_ids).items()}
+    pairs = [(case_id, repeat, key) for case_id in case_ids if case_id in keyed
+             for repeat, key in zip(repeats, keyed[case_id][1], strict=True) if key is not None]
+    if pairs:  # only the pairs with an entry take the run's lock (a run of new work has none to wait for it)
+        found = set(CachedJudgment.objects.filter(key__among=[key for _, _, key in pairs]).values_list("key", flat=True))
+        pairs = [pair for pair in pairs if pair[2] in found]
     if not pairs:
         return 0
     with transaction.atomic(), connection.cursor() as cursor:

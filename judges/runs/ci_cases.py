@@ -215,7 +215,7 @@ def ci_cases_store(*, dataset: Dataset, payload: Any, by) -> CiCasesStored:
             cases = {c.external_id: c for c in
                      Case.objects.filter(dataset=dataset, external_id__in=fresh_ids).only("pk", "external_id")}
             recorded = judgments_record(
-                run=run, results=[(cases[case["external_id"]], j) for _, case, judgments in fresh for j in judgments]
+                run=run, results=[(cases[case["external_id"]].pk, j) for _, case, judgments in fresh for j in judgments]
             )
             Run.objects.filter(pk=run.pk).update(total=F("total") + len(fresh) * chunk.repeats, finished_at=now)
             # A contested verdict needs humans before other needed cases (docs/words.md, queue order).

@@ -66,7 +66,7 @@ def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, np.n
         for case in cases
         for text in texts_to_embed(case)
     }
-    stored = CachedEmbedding.objects.filter(key__in=keys).values_list("key", "vector")
+    stored = CachedEmbedding.objects.filter(key__among=keys).values_list("key", "vector")
     vectors = ((key, vector_from_bytes(vector)) for key, vector in stored)
     return {key: vector for key, vector in vectors if vector is not None}
 

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from judges.configs.cases import engine_case
+from judges.configs.cases import engine_cases
 from judges.configs.services import engine_prices
 from judges.engine import Engine, MemoryCache, SpendTracker, judge_cache_key, judge_many
 from judges.engine import JudgeConfig as EngineConfig
@@ -35,7 +35,6 @@ from judges.runs.selectors import second_opinion_sample
 from judges.runs.services import UNFINISHED
 from judges.runs.tallies import case_tallies_add, case_tallies_refresh
 from judges.runs.variants import make_variant
-from labeling.models import Case
 
 
 def fresh_salt(run: Run) -> str:
@@ -174,6 +173,9 @@ class _Window:
         self.cached_in_bulk = cached_in_bulk(run=self.run, engine=self.engine)
         self.ahead: list[int] | None = None  # the next group's cases whose cached judgments are still to record
         self.recorded_ahead: set[int] = set()  # and those handed on to be recorded
+        # Cases read ahead (to record their cached judgments) with their cache keys, for the group that takes
+        # them: each case read, and its content hashed, once.
+        self.keyed: dict[int, tuple[dict, list[str | None]]] = {}
         # On PostgreSQL outside a transaction (as the _Recorder), the pieces recorded ahead are written by a thread
         # of their own with its own connection, so the thread feeding the calls never waits for them.
         self.ahead_writer: ThreadPoolExecutor | None = None
@@ -225,7 +227,7 @@ class _Window:
         self.stop.set()
         self.engine.close()
 
-    def _pairs(self, ends_at: float) -> Iterator[tuple[tuple, Engine, dict, int]]:
+    def _pairs(self, ends_at: float) -> Iterator[tuple[tuple, Engine, dict, int, str | None]]:
         """The run's (case, repeat) pairs still to judge, read a group of chunks at a time as the batch has
         room for them; once the window's time is up no further chunk is handed on (but the first, however
         short the window: every window moves the run on). A chunk read and not handed on stays to do."""
@@ -239,12 +241,12 @@ class _Window:
                 if handed and time.monotonic() >= ends_at:
                     return
                 handed = True
-                for chunk_pk, case, judged, repeat in chunk_pairs:
+                for chunk_pk, case_id, judged, repeat, key in chunk_pairs:
                     # Past the batch's first pull of the group (it fills two a thread at once), it pulls a pair
                     # each time a call ends: a piece of what is ahead recorded then leaves the calls in flight.
                     if (pulled := pulled + 1) > 2 * self.run.concurrency:
                         self._cached_ahead()
-                    yield (chunk_pk, case, judged), self.engine, judged, repeat
+                    yield (chunk_pk, case_id, judged), self.engine, judged, repeat, key
 
     def _cached_ahead(self) -> None:
         """Record a piece of the cached judgments of the next group's cases (judges.runs.cached) while this group's
@@ -257,12 +259,22 @@ class _Window:
         if not piece:
             return
         if self.ahead_writer is None:
-            cached_judgments_record(run=self.run, engine=self.engine, case_ids=piece)
+            self._record_cached(piece)
         else:
-            self.ahead_written.append(
-                self.ahead_writer.submit(cached_judgments_record, run=self.run, engine=self.engine, case_ids=piece)
-            )
+            self.ahead_written.append(self.ahead_writer.submit(self._record_cached, piece))
         self.recorded_ahead.update(piece)
+
+    def _record_cached(self, case_ids: list[int]) -> None:
+        """Record the cached judgments of these cases, read and keyed here and kept for the group that takes them."""
+        keyed = self._read_keyed(case_ids)
+        self.keyed.update(keyed)
+        cached_judgments_record(run=self.run, engine=self.engine, case_ids=case_ids, keyed=keyed)
+
+    def _read_keyed(self, case_ids: list[int]) -> dict[int, tuple[dict, list[str | None]]]:
+        """{case id: (the case as the engine reads it, its cache keys by repeat)} of those that exist, read as
+        plain values (no model instance a case) in one query, each case's content hashed once."""
+        repeats = range(1, self.run.repeats + 1)
+        return {pk: (case, self.engine.cache_keys(case, repeats)) for pk, case in engine_cases(case_ids).items()}
 
     def _ahead_written(self) -> None:
         """Wait for the pieces handed to the writer thread; a failure to record one is raised here."""
@@ -275,10 +287,10 @@ class _Window:
         count = max(1, READ_AHEAD_CASES // max(1, settings.EVALHUB_CHUNK_CASES))
         return list(self.run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index")[:count])
 
-    def _take_next_chunks(self) -> list[list[tuple[int, Case, dict, int]]] | None:
-        """The next group of chunks (READ_AHEAD_CASES cases, at least one chunk), each chunk's pairs with no
-        judgment yet, their cached judgments and stored embeddings read ahead; None when no chunk is left.
-        A chunk with nothing left to judge is marked done here."""
+    def _take_next_chunks(self) -> list[list[tuple[int, int, dict, int, str | None]]] | None:
+        """The next group of chunks (READ_AHEAD_CASES cases, at least one chunk), each chunk's (chunk, case id,
+        case as judged, repeat, cache key) pairs with no judgment yet, their cached judgments and stored embeddings
+        read ahead; None when no chunk is left. A chunk with nothing left to judge is marked done here."""
         run = self.run
         chunks = self._next_chunks()
         if not chunks:
@@ -286,24 +298,30 @@ class _Window:
         self.last_index = chunks[-1].index
         RunChunk.objects.filter(pk__in=[c.pk for c in chunks]).update(attempts=F("attempts") + 1)
         case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
+        repeats = range(1, run.repeats + 1)
         if self.cached_in_bulk:
             self._ahead_written()  # what is read next must see them
-            left = [pk for pk in case_ids if pk not in self.recorded_ahead]
-            cached_judgments_record(run=run, engine=self.engine, case_ids=left)
+            self._record_cached([pk for pk in case_ids if pk not in self.recorded_ahead])
             self.ahead, self.recorded_ahead = None, set()
-        done = set(run.judgments.filter(case_id__in=case_ids).values_list("case_id", "repeat"))
-        # Only the cases with a pair left are read whole (after a bulk record, the new and changed ones).
-        left = [pk for pk in case_ids if any((pk, r) not in done for r in range(1, run.repeats + 1))]
-        cases = {case.pk: case for case in Case.objects.filter(pk__in=left)}
+        keyed, self.keyed = self.keyed, {}
+        done = set(run.judgments.filter(case_id__among=case_ids).values_list("case_id", "repeat"))
+        # Only the cases with a pair left are read (after a bulk record, the new and changed ones), once: those read
+        # ahead are not read again.
+        left = [pk for pk in case_ids if any((pk, r) not in done for r in repeats)]
+        keyed.update(self._read_keyed([pk for pk in left if pk not in keyed]))
         group, finished = [], []
         for chunk in chunks:
             pairs = []
             for case_id in sorted(chunk.case_ids):
-                case = cases.get(case_id)  # gone since the run started: nothing to judge
-                judged = None if case is None else _judged_case(run, chunk, case)
-                if case is None or judged is None:
+                if case_id not in keyed:  # gone since the run started, or judged already: nothing to judge
                     continue
-                pairs += [(chunk.pk, case, judged, r) for r in range(1, run.repeats + 1) if (case_id, r) not in done]
+                case, keys = keyed[case_id]
+                judged = _judged_case(run, chunk, case_id, case)
+                if judged is None:
+                    continue
+                if judged is not case:  # a bias probe's variant: keyed by its own content
+                    keys = self.engine.cache_keys(judged, repeats)
+                pairs += [(chunk.pk, case_id, judged, r, keys[r - 1]) for r in repeats if (case_id, r) not in done]
             if pairs:
                 self.unrecorded[chunk.pk] = len(pairs)
                 group.append(pairs)
@@ -312,22 +330,21 @@ class _Window:
         if finished:
             RunChunk.objects.filter(pk__in=finished).update(done_at=timezone.now())
         everything = [pair for pairs in group for pair in pairs]
-        keys = [self.engine.cache_key(judged, repeat) for _, _, judged, repeat in everything]
-        keys += [judge_cache_key(key, role) for key in keys if key is not None for role in self.other_judges]
-        self.cache.preload(CachedJudgment.objects.filter(key__in=keys).values_list("key", "judgment"))
+        keys = [key for *_, key in everything if key is not None]
+        keys += [judge_cache_key(key, role) for key in keys for role in self.other_judges]
+        self.cache.preload(CachedJudgment.objects.filter(key__among=keys).values_list("key", "judgment"))
         if self.embeddings is not None:
             self.embeddings.preload(
-                stored_vectors(config=self.config, cases=[judged for _, _, judged, _ in everything])
+                stored_vectors(config=self.config, cases=[judged for _, _, judged, _, _ in everything])
             )
         return group
 
     def _record(self, arrived: list[tuple]) -> None:
         if not arrived:
             return
-        judged = [(chunk_pk, case, variant, result) for (chunk_pk, case, variant), result in arrived]
         judgments_record(
-            run=self.run, results=[(case, result) for _, case, _, result in judged],
-            variants={case.pk: variant for _, case, variant, _ in judged} if self.run.probe else None,
+            run=self.run, results=[(case_id, result) for (_, case_id, _), result in arrived],
+            variants={case_id: variant for (_, case_id, variant), _ in arrived} if self.run.probe else None,
         )
         new = self.cache.take_new()
         if new:
@@ -336,7 +353,7 @@ class _Window:
                       ((key, jsonb(value), now) for key, value in new.items()), ignore_conflicts=True)
         embeddings_save(embeddings=self.embeddings)
         finished = []
-        for chunk_pk, *_ in judged:
+        for (chunk_pk, _, _), _ in arrived:
             self.unrecorded[chunk_pk] -= 1
             if self.unrecorded[chunk_pk] == 0:
                 finished.append(chunk_pk)
@@ -457,19 +474,20 @@ def _window_end(*, run_id: int, token: str) -> bool:
     return run.status in UNFINISHED and left
 
 
-def _judged_case(run: Run, chunk: RunChunk, case: Case) -> dict | None:
-    """What the engine judges: the case, or for a bias probe its variant (judges.runs.variants), made from the
-    human verdict the chunk stored when the probe started. None (judged not at all) cannot happen for
-    the cases a probe chose, since the same verdicts chose them."""
+def _judged_case(run: Run, chunk: RunChunk, case_id: int, case: dict) -> dict | None:
+    """What the engine judges: the case (as the engine reads it), or for a bias probe its variant
+    (judges.runs.variants), made from the human verdict the chunk stored when the probe started. None (judged
+    not at all) cannot happen for the cases a probe chose, since the same verdicts chose them."""
     if not run.probe:
-        return engine_case(case)
-    return make_variant(run.probe, engine_case(case), (chunk.human_verdicts or {}).get(str(case.pk)))
+        return case
+    return make_variant(run.probe, case, (chunk.human_verdicts or {}).get(str(case_id)))
 
 
 def judgments_record(
-    *, run: Run, results: list[tuple[Case, EngineJudgment]], variants: dict[int, dict] | None = None
+    *, run: Run, results: list[tuple[int, EngineJudgment]], variants: dict[int, dict] | None = None
 ) -> int:
-    """Store engine judgments and count them on the run, together; returns how many were new.
+    """Store engine judgments, (case id, judgment) pairs, and count them on the run, together; returns how many
+    were new.
 
     `variants` ({case_id: the case as judged}) is a probe's: each judgment keeps the variant it judged.
 
@@ -481,13 +499,13 @@ def judgments_record(
     with transaction.atomic():
         Run.objects.select_for_update().filter(pk=run.pk).first()
         existing = set(
-            Judgment.objects.filter(run=run, case_id__in={case.pk for case, _ in results})
+            Judgment.objects.filter(run=run, case_id__among={case_id for case_id, _ in results})
             .values_list("case_id", "repeat")
         )
         fresh: dict[tuple[int, int], EngineJudgment] = {}
-        for case, result in results:
-            if (case.pk, result.repeat) not in existing:
-                fresh[(case.pk, result.repeat)] = result
+        for case_id, result in results:
+            if (case_id, result.repeat) not in existing:
+                fresh[(case_id, result.repeat)] = result
         variants = variants or {}
         now = timezone.now()
         rows = [_judgment_row(run, case_id, result, variants.get(case_id), now)

@@ -142,3 +142,13 @@ def test_one_pool_serves_several_engines_in_the_order_given():
 def test_the_concurrency_must_be_a_positive_whole_number(concurrency):
     with pytest.raises(ValueError, match="concurrency"):
         judge_many([], concurrency=concurrency)
+
+
+def test_an_item_carrying_its_cache_key_is_looked_up_and_stored_under_that_key():
+    cache = MemoryCache()
+    judge = engine(cache)
+    case = tool_case(external_id="keyed")
+    [[(_, made)]] = [done for done in judge_many([(0, judge, case, 1, "a-key-of-its-own")], concurrency=1) if done]
+    assert cache.get("a-key-of-its-own") is not None and cache.get(judge.cache_key(case, 1)) is None
+    [[(_, again)]] = [done for done in judge_many([(0, judge, case, 1, "a-key-of-its-own")], concurrency=1) if done]
+    assert again.cached and not made.cached and again.outcome == made.outcome

@@ -149,7 +149,7 @@ def test_a_case_judged_in_part_before_keeps_its_tally_equal_to_its_judgments(dat
         for case in cases for repeat in (1, 2, 3)
     )
     # The first case's first repeat was judged (a call, slower and less similar than any cached one) before.
-    worker.judgments_record(run=run, results=[(cases[0], EngineJudgment(
+    worker.judgments_record(run=run, results=[(cases[0].pk, EngineJudgment(
         cases[0].external_id, 1, "not_evaluated", error="timeout", similarity=0.2, latency_ms=900))])
 
     assert cached.cached_judgments_record(run=run, engine=engine, case_ids=[c.pk for c in cases]) == 5

@@ -117,8 +117,8 @@ def test_it_records_a_judgment_only_once(eager, dataset, rubric, lead, django_ca
     run = Run.objects.create(config=config, dataset=dataset, repeats=1, created_by=lead, total=1)
     result = EngineJudgment(external_id=case.external_id, repeat=1, outcome="pass", input_tokens=7)
 
-    assert worker.judgments_record(run=run, results=[(case, result), (case, result)]) == 1
-    assert worker.judgments_record(run=run, results=[(case, result)]) == 0
+    assert worker.judgments_record(run=run, results=[(case.pk, result), (case.pk, result)]) == 1
+    assert worker.judgments_record(run=run, results=[(case.pk, result)]) == 0
     run.refresh_from_db()
     assert (run.done, run.input_tokens, run.judgments.count()) == (1, 7, 1)
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 def judged(case, repeat, outcome, **extra):
-    return case, EngineJudgment(case.external_id, repeat, outcome, **extra)
+    return case.pk, EngineJudgment(case.external_id, repeat, outcome, **extra)
 
 
 def test_the_tallies_equal_the_judgments_recounted_after_every_write(dataset, rubric, lead):
