@@ -79,17 +79,20 @@ def _fits(value: str, kind: Any, depth: int = 0) -> str:
         return f"{of_type} = 'boolean'"
     if kind is float:
         return f"{of_type} = 'number'"
-    if kind is int:  # JSON's 1.0 is a float in Python: only digits make an int
-        return f"({of_type} = 'number' AND ({value})::text ~ '^-?[0-9]+$')"
+    if kind is int:  # JSON's 1.0 is a float in Python: only digits make an int (a jsonb number shows its scale)
+        return f"(CASE WHEN {of_type} = 'number' THEN scale(({value})::numeric) = 0 ELSE FALSE END)"
     if kind is str:
         return f"{of_type} = 'string'"
     item = f"item{depth}"
+    # An empty container (the usual checks, calls and costs of a cached verdict) fits without a set-returning scan.
     if origin is list:
-        return (f"(CASE WHEN {of_type} = 'array' THEN NOT EXISTS (SELECT 1 FROM jsonb_array_elements({value}) "
-                f"AS {item}(value) WHERE NOT {_fits(f'{item}.value', args[0], depth + 1)}) ELSE FALSE END)")
+        return (f"(({value}) = '[]'::jsonb OR CASE WHEN {of_type} = 'array' THEN NOT EXISTS "
+                f"(SELECT 1 FROM jsonb_array_elements({value}) AS {item}(value) "
+                f"WHERE NOT {_fits(f'{item}.value', args[0], depth + 1)}) ELSE FALSE END)")
     if origin is dict and args[0] in (str, Any):  # a JSON object's keys are strings
-        return (f"(CASE WHEN {of_type} = 'object' THEN NOT EXISTS (SELECT 1 FROM jsonb_each({value}) "
-                f"AS {item}(key, value) WHERE NOT {_fits(f'{item}.value', args[1], depth + 1)}) ELSE FALSE END)")
+        return (f"(({value}) = '{{}}'::jsonb OR CASE WHEN {of_type} = 'object' THEN NOT EXISTS "
+                f"(SELECT 1 FROM jsonb_each({value}) AS {item}(key, value) "
+                f"WHERE NOT {_fits(f'{item}.value', args[1], depth + 1)}) ELSE FALSE END)")
     return "FALSE"
 
 
@@ -99,7 +102,8 @@ def _insert() -> str:
     field of its type (an entry from before `ADDED_LATER`'s fields had them at their default), as Engine.lookup
     answers it: the entry's verdict, nothing spent, no latency, no second opinion."""
     fields = dataclasses.fields(EngineJudgment)
-    well_formed = " AND ".join(f"(entry.j ? '{f.name}' AND {_fits(f"entry.j -> '{f.name}'", f.type)})" for f in fields)
+    well_formed = (f"entry.j ?& ARRAY[{', '.join(f"'{f.name}'" for f in fields)}] AND "
+                   + " AND ".join(_fits(f"entry.j -> '{f.name}'", f.type) for f in fields))
     quote = connection.ops.quote_name
     row = {
         "run_id": "%(run)s", "case_id": "entry.case_id", "repeat": "entry.repeat", "outcome": "entry.j ->> 'outcome'",
@@ -120,8 +124,9 @@ def _insert() -> str:
              "lowest_similarity": "LEAST(tally.{0}, excluded.{0})", "slowest_ms": "GREATEST(tally.{0}, excluded.{0})"}
     assert set(added) == set(counts), "a RunCaseTally count is not kept here"
     return (
-        # Each entry with the defaults merged once (MATERIALIZED: not once for every field read below); one that is
-        # not an object has no fields (and `||` would make an array of it).
+        # Each entry with the defaults merged once (MATERIALIZED: not once for every field read below, nor an entry
+        # stored compressed or out of line read anew each time); one that is not an object has no fields (and `||`
+        # would make an array of it).
         "WITH entry AS MATERIALIZED ("
         "SELECT pair.case_id, pair.repeat, "
         "CASE WHEN jsonb_typeof(cached.judgment) = 'object' THEN %(defaults)s || cached.judgment END AS j "
