@@ -51,7 +51,7 @@ def _drift_start_one(*, evidence: Run, rubric_id: int, by) -> DriftCheck | None:
         if evidence.config.external:
             raise RunError("An imported (external) config cannot judge.")
         case_ids, unanswered = judged_case_ids(dataset=evidence.dataset)
-        case_ids = _spread_unjudged(case_ids, set(evidence.judgments.values_list("case_id", flat=True).distinct()))
+        case_ids = _unjudged_first(case_ids, set(evidence.judgments.values_list("case_id", flat=True).distinct()))
         run = Run.objects.create(
             config=evidence.config, dataset_id=evidence.dataset_id, repeats=evidence.repeats,
             concurrency=evidence.concurrency, spend_cap_usd=evidence.spend_cap_usd, created_by=by,
@@ -68,16 +68,11 @@ def _drift_start_one(*, evidence: Run, rubric_id: int, by) -> DriftCheck | None:
     return check
 
 
-def _spread_unjudged(case_ids: list[int], judged: set[int]) -> list[int]:
-    """The cases in an order that spreads those the evidence run did not judge (the new ones, whose judge calls
-    are the check's only cost) evenly among those it did (answered from the cache): the calls then go out
-    from the start, while the cached judgments are recorded, instead of all waiting at the end."""
-    old = [pk for pk in case_ids if pk in judged]
-    new = [pk for pk in case_ids if pk not in judged]
-    if not old or not new:
-        return case_ids
-    return [pk for _, pk in sorted([((i + 1) / (len(old) + 1), pk) for i, pk in enumerate(old)]
-                                   + [((j + 0.5) / len(new), pk) for j, pk in enumerate(new)])]
+def _unjudged_first(case_ids: list[int], judged: set[int]) -> list[int]:
+    """The cases with those the evidence run did not judge (the new ones, whose judge calls are the check's only
+    cost) first: their calls go out from the start and stay in flight while the worker records the cached
+    judgments of the others after them (judges.runs.worker, _Window._cached_ahead), instead of waiting for them."""
+    return [pk for pk in case_ids if pk not in judged] + [pk for pk in case_ids if pk in judged]
 
 
 def _fresh_sample_start(*, check: DriftCheck, evidence: Run, by) -> None:

@@ -42,8 +42,9 @@ def cached_in_bulk(*, run: Run, engine: Engine) -> bool:
 
 def cached_judgments_record(
     *, run: Run, engine: Engine, case_ids: list[int], keyed: dict[int, tuple[dict, list[str | None]]] | None = None
-) -> int:
-    """Record the run's judgments of these cases that the cache answers, in bulk; returns how many were new.
+) -> tuple[int, set[int]]:
+    """Record the run's judgments of these cases that the cache answers, in bulk; returns how many were new, and
+    the cases with a repeat it had no entry for (left to the batch to judge).
     `keyed`: {case id: (the case as the engine reads it, its cache keys by repeat)} when the caller read them.
 
     Counted on the run and in its tallies (judges.runs.tallies) in the same transaction, under the run's row lock, as
@@ -53,12 +54,14 @@ def cached_judgments_record(
     if keyed is None:
         keyed = {case_id: (case, engine.cache_keys(case, repeats)) for case_id, case in engine_cases(case_ids).items()}
     pairs = [(case_id, repeat, key) for case_id in case_ids if case_id in keyed
-             for repeat, key in zip(repeats, keyed[case_id][1], strict=True) if key is not None]
-    if pairs:  # only the pairs with an entry take the run's lock (a run of new work has none to wait for it)
-        found = set(CachedJudgment.objects.filter(key__among=[key for _, _, key in pairs]).values_list("key", flat=True))
-        pairs = [pair for pair in pairs if pair[2] in found]
+             for repeat, key in zip(repeats, keyed[case_id][1], strict=True)]
+    keys = [key for _, _, key in pairs if key is not None]
+    found = set(CachedJudgment.objects.filter(key__among=keys).values_list("key", flat=True)) if keys else set()
+    unanswered = {case_id for case_id, _, key in pairs if key not in found}
+    # Only the pairs with an entry take the run's lock (a run of new work has none to wait for it).
+    pairs = [pair for pair in pairs if pair[2] in found]
     if not pairs:
-        return 0
+        return 0, unanswered
     with transaction.atomic(), connection.cursor() as cursor:
         Run.objects.select_for_update().filter(pk=run.pk).first()
         cases, numbers, keys = zip(*pairs, strict=True)
@@ -67,7 +70,7 @@ def cached_judgments_record(
         [(recorded,)] = cursor.fetchall()
         if recorded:
             Run.objects.filter(pk=run.pk).update(done=F("done") + recorded, cache_hits=F("cache_hits") + recorded)
-    return recorded
+    return recorded, unanswered
 
 
 def _fits(value: str, kind: Any, depth: int = 0) -> str:
@@ -85,17 +88,20 @@ def _fits(value: str, kind: Any, depth: int = 0) -> str:
         return f"{of_type} = 'boolean'"
     if kind is float:
         return f"{of_type} = 'number'"
-    if kind is int:  # JSON's 1.0 is a float in Python: only digits make an int
-        return f"({of_type} = 'number' AND ({value})::text ~ '^-?[0-9]+$')"
+    if kind is int:  # JSON's 1.0 is a float in Python: only digits make an int (a jsonb number shows its scale)
+        return f"(CASE WHEN {of_type} = 'number' THEN scale(({value})::numeric) = 0 ELSE FALSE END)"
     if kind is str:
         return f"{of_type} = 'string'"
     item = f"item{depth}"
+    # An empty container (the usual checks, calls and costs of a cached verdict) fits without a set-returning scan.
     if origin is list:
-        return (f"(CASE WHEN {of_type} = 'array' THEN NOT EXISTS (SELECT 1 FROM jsonb_array_elements({value}) "
-                f"AS {item}(value) WHERE NOT {_fits(f'{item}.value', args[0], depth + 1)}) ELSE FALSE END)")
+        return (f"(({value}) = '[]'::jsonb OR CASE WHEN {of_type} = 'array' THEN NOT EXISTS "
+                f"(SELECT 1 FROM jsonb_array_elements({value}) AS {item}(value) "
+                f"WHERE NOT {_fits(f'{item}.value', args[0], depth + 1)}) ELSE FALSE END)")
     if origin is dict and args[0] in (str, Any):  # a JSON object's keys are strings
-        return (f"(CASE WHEN {of_type} = 'object' THEN NOT EXISTS (SELECT 1 FROM jsonb_each({value}) "
-                f"AS {item}(key, value) WHERE NOT {_fits(f'{item}.value', args[1], depth + 1)}) ELSE FALSE END)")
+        return (f"(({value}) = '{{}}'::jsonb OR CASE WHEN {of_type} = 'object' THEN NOT EXISTS "
+                f"(SELECT 1 FROM jsonb_each({value}) AS {item}(key, value) "
+                f"WHERE NOT {_fits(f'{item}.value', args[1], depth + 1)}) ELSE FALSE END)")
     return "FALSE"
 
 
@@ -105,7 +111,8 @@ def _insert() -> str:
     field of its type (an entry from before `ADDED_LATER`'s fields had them at their default), as Engine.lookup
     answers it: the entry's verdict, nothing spent, no latency, no second opinion."""
     fields = dataclasses.fields(EngineJudgment)
-    well_formed = " AND ".join(f"(entry.j ? '{f.name}' AND {_fits(f"entry.j -> '{f.name}'", f.type)})" for f in fields)
+    well_formed = (f"entry.j ?& ARRAY[{', '.join(f"'{f.name}'" for f in fields)}] AND "
+                   + " AND ".join(_fits(f"entry.j -> '{f.name}'", f.type) for f in fields))
     quote = connection.ops.quote_name
     row = {
         "run_id": "%(run)s", "case_id": "entry.case_id", "repeat": "entry.repeat", "outcome": "entry.j ->> 'outcome'",
@@ -126,8 +133,9 @@ def _insert() -> str:
              "lowest_similarity": "LEAST(tally.{0}, excluded.{0})", "slowest_ms": "GREATEST(tally.{0}, excluded.{0})"}
     assert set(added) == set(counts), "a RunCaseTally count is not kept here"
     return (
-        # Each entry with the defaults merged once (MATERIALIZED: not once for every field read below); one that is
-        # not an object has no fields (and `||` would make an array of it).
+        # Each entry with the defaults merged once (MATERIALIZED: not once for every field read below, nor an entry
+        # stored compressed or out of line read anew each time); one that is not an object has no fields (and `||`
+        # would make an array of it).
         "WITH entry AS MATERIALIZED ("
         "SELECT pair.case_id, pair.repeat, "
         "CASE WHEN jsonb_typeof(cached.judgment) = 'object' THEN %(defaults)s || cached.judgment END AS j "

@@ -139,9 +139,14 @@ RECORD_BATCH = 2000
 # Cases read from the database at once, several chunks together: a handful of queries per group rather
 # than per chunk of EVALHUB_CHUNK_CASES, and a bound on what a window holds whatever the run's size.
 READ_AHEAD_CASES = 1000
-# The next group's cases whose cached judgments are recorded at each pull of the batch (_Window._cached_ahead): a
-# piece short enough that the calls in flight do not run out meanwhile.
+# The cases ahead whose cached judgments are recorded at each pull of the batch (_Window._cached_ahead): a piece
+# short enough that the calls in flight do not run out meanwhile.
 CACHED_AHEAD_CASES = 250
+# Threads writing those pieces, each with its own connection: one keys a piece (Python) while the other's is written
+# (PostgreSQL), the two cores at work at once. Pieces handed to them and not written yet: one waiting for each, few
+# enough that what a window hands them is soon written when the window ends.
+CACHED_AHEAD_WRITERS = 2
+CACHED_AHEAD_QUEUED = 2 * CACHED_AHEAD_WRITERS
 
 
 class _Window:
@@ -171,15 +176,19 @@ class _Window:
         )
         # The cache hits of each group of cases recorded in bulk before the batch takes the rest (judges.runs.cached).
         self.cached_in_bulk = cached_in_bulk(run=self.run, engine=self.engine)
-        self.ahead: list[int] | None = None  # the next group's cases whose cached judgments are still to record
-        self.recorded_ahead: set[int] = set()  # and those handed on to be recorded
+        # The cases of the chunks after the group being judged whose cached judgments are still to record, each with
+        # its chunk's index; the last chunk read into it (None: none is left); the cases handed on to be recorded.
+        self.ahead: list[tuple[int, int]] = []
+        self.ahead_index: int | None = -1
+        self.recorded_ahead: set[int] = set()
         # Cases read ahead (to record their cached judgments) with their cache keys, for the group that takes
         # them: each case read, and its content hashed, once.
         self.keyed: dict[int, tuple[dict, list[str | None]]] = {}
-        # On PostgreSQL outside a transaction (as the _Recorder), the pieces recorded ahead are written by a thread
-        # of their own with its own connection, so the thread feeding the calls never waits for them.
+        # On PostgreSQL outside a transaction (as the _Recorder), the pieces recorded ahead are written by threads
+        # of their own with their own connections, so the thread feeding the calls never waits for them: each piece's
+        # first chunk index and its future, in the run's order.
         self.ahead_writer: ThreadPoolExecutor | None = None
-        self.ahead_written: list[Future] = []
+        self.ahead_written: list[tuple[int, Future]] = []
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
         self.last_index = -1
@@ -202,7 +211,8 @@ class _Window:
         )
         recorder.start()
         if self.cached_in_bulk and recorder.threaded:
-            self.ahead_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"run-{self.run.pk}-cached")
+            self.ahead_writer = ThreadPoolExecutor(max_workers=CACHED_AHEAD_WRITERS,
+                                                   thread_name_prefix=f"run-{self.run.pk}-cached")
         try:
             while True:
                 try:
@@ -219,7 +229,12 @@ class _Window:
             except BaseException as exc:
                 self.failure = self.failure or exc
             if self.ahead_writer is not None:
-                self.ahead_writer.submit(lambda: connection.close()).result()  # the writer thread's own connection
+                # Each writer thread closes its own connection: the barrier holds a thread until every one has its task.
+                barrier = threading.Barrier(CACHED_AHEAD_WRITERS)
+                closing = [self.ahead_writer.submit(lambda: (barrier.wait(), connection.close()))
+                           for _ in range(CACHED_AHEAD_WRITERS)]
+                for future in closing:
+                    future.result()
                 self.ahead_writer.shutdown()
             recorder.finish()
 
@@ -249,26 +264,41 @@ class _Window:
                     yield (chunk_pk, case_id, judged), self.engine, judged, repeat, key
 
     def _cached_ahead(self) -> None:
-        """Record a piece of the cached judgments of the next group's cases (judges.runs.cached) while this group's
-        calls are in flight, so that group's read finds them done rather than leaving the threads waiting."""
+        """Record a piece of the cached judgments of the cases after the group being judged (judges.runs.cached) while
+        its calls are in flight, so their groups' reads find them done rather than leaving the threads waiting. As
+        far ahead as the writers keep up, group after group: the calls of a group of new cases overlap the recording
+        of the cached ones after it (a drift run's new cases come first: judges.drift.services)."""
         if not self.cached_in_bulk:
             return
-        if self.ahead is None:
-            self.ahead = [pk for chunk in self._next_chunks() for pk in chunk.case_ids]
+        if self.ahead_writer is not None and sum(not f.done() for _, f in self.ahead_written) >= CACHED_AHEAD_QUEUED:
+            return  # the writers are busy: the next pull looks again
+        if len(self.keyed) >= READ_AHEAD_CASES:
+            return  # a group's worth of cases read ahead wait to be judged: what a window holds stays bounded
+        if not self.ahead:
+            if self.ahead_index is None:
+                return  # every chunk is read or recorded ahead
+            if self.ahead_writer is None and self.ahead_index > self.last_index:
+                return  # written by the thread feeding the calls: no further than the next group
+            chunks = self._next_chunks(after=max(self.ahead_index, self.last_index))
+            self.ahead_index = chunks[-1].index if chunks else None
+            self.ahead = [(chunk.index, pk) for chunk in chunks for pk in chunk.case_ids]
+            if not self.ahead:
+                return
         piece, self.ahead = self.ahead[:CACHED_AHEAD_CASES], self.ahead[CACHED_AHEAD_CASES:]
-        if not piece:
-            return
+        case_ids = [pk for _, pk in piece]
         if self.ahead_writer is None:
-            self._record_cached(piece)
+            self._record_cached(case_ids)
         else:
-            self.ahead_written.append(self.ahead_writer.submit(self._record_cached, piece))
-        self.recorded_ahead.update(piece)
+            self.ahead_written.append((piece[0][0], self.ahead_writer.submit(self._record_cached, case_ids)))
+        self.recorded_ahead.update(case_ids)
 
     def _record_cached(self, case_ids: list[int]) -> None:
-        """Record the cached judgments of these cases, read and keyed here and kept for the group that takes them."""
+        """Record the cached judgments of these cases, read and keyed here; those the cache did not answer whole are
+        kept for the group that takes them (a writer thread's keys are its cases' own: dict updates of distinct keys
+        are safe across threads)."""
         keyed = self._read_keyed(case_ids)
-        self.keyed.update(keyed)
-        cached_judgments_record(run=self.run, engine=self.engine, case_ids=case_ids, keyed=keyed)
+        _, unanswered = cached_judgments_record(run=self.run, engine=self.engine, case_ids=case_ids, keyed=keyed)
+        self.keyed.update((pk, keyed[pk]) for pk in unanswered)
 
     def _read_keyed(self, case_ids: list[int]) -> dict[int, tuple[dict, list[str | None]]]:
         """{case id: (the case as the engine reads it, its cache keys by repeat)} of those that exist, read as
@@ -276,23 +306,27 @@ class _Window:
         repeats = range(1, self.run.repeats + 1)
         return {pk: (case, self.engine.cache_keys(case, repeats)) for pk, case in engine_cases(case_ids).items()}
 
-    def _ahead_written(self) -> None:
-        """Wait for the pieces handed to the writer thread; a failure to record one is raised here."""
-        written, self.ahead_written = self.ahead_written, []
-        for future in written:
+    def _ahead_written(self, *, through: int | None = None) -> None:
+        """Wait for the pieces handed to the writer threads (those starting at chunk `through` or before: they are
+        handed on in the run's order), handing them the next meanwhile (no call may be in flight to pull them: a
+        group with nothing to ask); a failure to record one is raised here."""
+        while self.ahead_written and (through is None or self.ahead_written[0][0] <= through):
+            _, future = self.ahead_written.pop(0)
             future.result()
+            if through is not None:
+                self._cached_ahead()
 
-    def _next_chunks(self) -> list[RunChunk]:
-        """The next group of chunks to take (READ_AHEAD_CASES cases, at least one chunk)."""
+    def _next_chunks(self, *, after: int) -> list[RunChunk]:
+        """The group of chunks to take after chunk index `after` (READ_AHEAD_CASES cases, at least one chunk)."""
         count = max(1, READ_AHEAD_CASES // max(1, settings.EVALHUB_CHUNK_CASES))
-        return list(self.run.chunks.filter(done_at__isnull=True, index__gt=self.last_index).order_by("index")[:count])
+        return list(self.run.chunks.filter(done_at__isnull=True, index__gt=after).order_by("index")[:count])
 
     def _take_next_chunks(self) -> list[list[tuple[int, int, dict, int, str | None]]] | None:
         """The next group of chunks (READ_AHEAD_CASES cases, at least one chunk), each chunk's (chunk, case id,
         case as judged, repeat, cache key) pairs with no judgment yet, their cached judgments and stored embeddings
         read ahead; None when no chunk is left. A chunk with nothing left to judge is marked done here."""
         run = self.run
-        chunks = self._next_chunks()
+        chunks = self._next_chunks(after=self.last_index)
         if not chunks:
             return None
         self.last_index = chunks[-1].index
@@ -300,10 +334,12 @@ class _Window:
         case_ids = [pk for chunk in chunks for pk in chunk.case_ids]
         repeats = range(1, run.repeats + 1)
         if self.cached_in_bulk:
-            self._ahead_written()  # what is read next must see them
+            self._ahead_written(through=self.last_index)  # what is read next must see them
             self._record_cached([pk for pk in case_ids if pk not in self.recorded_ahead])
-            self.ahead, self.recorded_ahead = None, set()
-        keyed, self.keyed = self.keyed, {}
+            self.recorded_ahead.difference_update(case_ids)
+            self.ahead = [(index, pk) for index, pk in self.ahead if index > self.last_index]
+        # This group's cases read ahead, taken out (the writers may be adding later groups' meanwhile).
+        keyed = {pk: self.keyed.pop(pk) for pk in case_ids if pk in self.keyed}
         done = set(run.judgments.filter(case_id__among=case_ids).values_list("case_id", "repeat"))
         # Only the cases with a pair left are read (after a bulk record, the new and changed ones), once: those read
         # ahead are not read again.

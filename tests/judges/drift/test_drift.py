@@ -229,12 +229,13 @@ def test_a_drift_run_is_never_evidence(rubric, dataset, lead, reviewer):
         rubric_renew(rubric=rubric, run=drift, reason="Renewed on the drift run.", by=lead)
 
 
-def test_a_drift_run_spreads_the_cases_its_evidence_did_not_judge_among_those_it_did():
-    from judges.drift.services import _spread_unjudged
+def test_a_drift_run_takes_the_cases_its_evidence_did_not_judge_first():
+    from judges.drift.services import _unjudged_first
 
-    order = _spread_unjudged(list(range(1, 13)), judged=set(range(1, 10)))  # 10, 11, 12 are new
+    order = _unjudged_first([3, 11, 1, 10, 2, 12], judged={1, 2, 3})  # 10, 11, 12 are new
 
-    assert sorted(order) == list(range(1, 13))  # every case, once
-    assert [order.index(pk) for pk in (10, 11, 12)] == [1, 6, 10]  # one in each third, not all at the end
-    assert [pk for pk in order if pk < 10] == list(range(1, 10))  # the others keep their order
-    assert _spread_unjudged([3, 1, 2], judged=set()) == [3, 1, 2]  # nothing judged before: as given
+    assert order == [11, 10, 12, 3, 1, 2]  # the new ones first, each part in the order given
+    assert _unjudged_first([3, 1, 2], judged=set()) == [3, 1, 2]  # nothing judged before: as given
+    assert _unjudged_first([3, 1, 2], judged={1, 2, 3}) == [3, 1, 2]  # nothing new: as given
+
+

@@ -5,6 +5,8 @@ Runs are worked in this process (judges.runs.worker.run_work_here) through the r
 stand-in, once with the bulk record and once without it, from the same cache.
 """
 
+import threading
+
 import pytest
 from django.forms.models import model_to_dict
 
@@ -124,6 +126,41 @@ def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, 
     assert [getattr(in_bulk, name) for name in COUNTS] == [getattr(one_by_one, name) for name in COUNTS]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_hits_after_a_group_of_calls_are_recorded_ahead_while_the_calls_are_in_flight(
+    dataset, rubric, lead, fake_provider, monkeypatch, settings
+):
+    # A first group of four cases with no entry (their calls, as a drift run's new cases first), then three groups of
+    # hits: every hit is handed to the writer threads a case at a time, group after group, not one group ahead only
+    # (the rest recorded when each group is read, by the thread feeding the calls).
+    settings.EVALHUB_CHUNK_CASES = 2
+    monkeypatch.setattr(worker, "READ_AHEAD_CASES", 4)
+    monkeypatch.setattr(worker, "CACHED_AHEAD_CASES", 1)
+    cases = make_cases(dataset, 16)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
+    CachedJudgment.objects.bulk_create(
+        CachedJudgment(key=engine.cache_key(engine_case(case), repeat), judgment=entry())
+        for case in cases[4:] for repeat in range(1, REPEATS + 1)
+    )
+    by_thread: dict[str, int] = {}
+    record = cached.cached_judgments_record
+
+    def recorded(**kw) -> int:
+        n = record(**kw)
+        by = "ahead" if "-cached_" in threading.current_thread().name else "group read"  # a writer thread's name
+        by_thread[by] = by_thread.get(by, 0) + n
+        return n
+
+    monkeypatch.setattr(worker, "cached_judgments_record", recorded)
+    run = run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=1, spend_cap_usd=None, by=lead)
+    run_work_here(run_id=run.pk)
+    run.refresh_from_db()
+
+    assert (run.cache_hits, run.provider_calls) == (12 * REPEATS, 4 * REPEATS)
+    assert by_thread == {"ahead": 12 * REPEATS, "group read": 0}
+
+
 @pytest.mark.django_db
 def test_only_where_the_cache_alone_decides_a_hit(dataset, rubric, lead):
     def bulk(spec: dict, **run) -> bool:
@@ -152,7 +189,7 @@ def test_a_case_judged_in_part_before_keeps_its_tally_equal_to_its_judgments(dat
     worker.judgments_record(run=run, results=[(cases[0].pk, EngineJudgment(
         cases[0].external_id, 1, "not_evaluated", error="timeout", similarity=0.2, latency_ms=900))])
 
-    assert cached.cached_judgments_record(run=run, engine=engine, case_ids=[c.pk for c in cases]) == 5
+    assert cached.cached_judgments_record(run=run, engine=engine, case_ids=[c.pk for c in cases]) == (5, set())
     assert stored_tallies(run) == recounted_tallies(run)
     assert stored_tallies(run)[cases[0].pk] == (3, 2, 0, 1, 0.2, 900)
     run.refresh_from_db()
