@@ -104,8 +104,12 @@ def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, 
     cache = list(CachedJudgment.objects.values_list("key", "judgment"))
     recorded_in_bulk = []
     record = cached.cached_judgments_record
-    monkeypatch.setattr(worker, "cached_judgments_record",
-                        lambda **kw: recorded_in_bulk.append((len(kw["case_ids"]), record(**kw))))
+
+    def recorded_and_counted(**kw) -> tuple[int, set[int]]:
+        recorded_in_bulk.append((len(kw["case_ids"]), (result := record(**kw))[0]))
+        return result
+
+    monkeypatch.setattr(worker, "cached_judgments_record", recorded_and_counted)
 
     def judged(*, in_bulk: bool) -> Run:
         CachedJudgment.objects.all().delete()  # the cache as it was: no entry the other run's calls added
@@ -146,11 +150,11 @@ def test_the_hits_after_a_group_of_calls_are_recorded_ahead_while_the_calls_are_
     by_thread: dict[str, int] = {}
     record = cached.cached_judgments_record
 
-    def recorded(**kw) -> int:
-        n = record(**kw)
+    def recorded(**kw) -> tuple[int, set[int]]:
+        n, unanswered = record(**kw)
         by = "ahead" if "-cached_" in threading.current_thread().name else "group read"  # a writer thread's name
         by_thread[by] = by_thread.get(by, 0) + n
-        return n
+        return n, unanswered
 
     monkeypatch.setattr(worker, "cached_judgments_record", recorded)
     run = run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=1, spend_cap_usd=None, by=lead)
