@@ -169,8 +169,11 @@ class _Batch[K]:
     def _halt(self) -> None:
         """Nothing new starts: what is held and not started is dropped."""
         self.halt.set()
-        dropped = len(self.ready_here) + len(self.ready_pool) + len({id(i) for w in self.waiting.values() for i in w})
-        self.held -= dropped
+        waiting = {id(i): i for w in self.waiting.values() for i in w}
+        dropped = [*self.ready_here, *self.ready_pool, *waiting.values()]
+        self.held -= len(dropped)
+        for item in dropped:
+            _release(item)
         self.ready_here, self.ready_pool, self.waiting = [], deque(), defaultdict(list)
         for open_ in self.open.values():
             open_.texts = []
@@ -222,6 +225,7 @@ class _Batch[K]:
             return
         embeddings = engine.embeddings
         assert embeddings is not None
+        embeddings.hold(plan.keys)  # its vectors stay in memory until it is judged (_release)
         open_ = self.open.get(engine)
         if open_ is None:
             open_ = self.open[engine] = _Open()
@@ -279,6 +283,8 @@ class _Batch[K]:
         for engine, items in planned.items():
             judged = engine.judge_planned([(i.case, i.repeat, i.plan) for i in items if i.plan is not None])
             self.out += [(item.key, j) for item, j in zip(items, judged, strict=True)]
+            assert engine.embeddings is not None
+            engine.embeddings.release([key for i in items if i.plan is not None for key in i.plan.keys])
         self.held -= len(ready)
 
     # ---- what the threads do, and what comes back ------------------------------------------------
@@ -318,6 +324,7 @@ class _Batch[K]:
         self.in_flight -= 1
         self.judging -= 1
         self.held -= 1
+        _release(subject)
         if kind == "judged":
             self.out.append((subject.key, value))
         elif kind == "failed":
@@ -337,6 +344,12 @@ class _Batch[K]:
             item.missing -= 1
             if not item.missing:
                 self._ready(item)
+
+
+def _release[K](item: _Item[K]) -> None:
+    """The item is judged or dropped: its texts' vectors are no longer kept for it (Embeddings.hold)."""
+    if item.plan is not None and item.engine.embeddings is not None:
+        item.engine.embeddings.release(item.plan.keys)
 
 
 def _judge[K](item: _Item[K]) -> Judgment:

@@ -4,10 +4,16 @@ to a call, and the answer's closest reference once its texts are in.
 A text is embedded once per batch (and once ever with an embedding cache), whatever case, repeat or
 config needs it. What an embedding cost is billed to the first judgment that takes it, so a run's
 totals add up however many cases share a reference.
+
+Memory does not grow with the batch: a vector is kept while an item waiting to be judged holds its text
+(`hold`, `release`), then among the last KEPT_DONE vectors no item holds, the most recently used; older ones
+are dropped. A text many cases share (a golden answer, a rubric's references) is held or used again before
+it is dropped; one that comes back later is read from the embedding cache when there is one.
 """
 
 import threading
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +26,11 @@ from .semantic import EMBED_BATCH, SemanticLayer, cosine_of_units, embedding_key
 from .spend import Tally
 from .validation import InvalidOutput
 
-__all__ = ["EMBED_BATCH", "Embeddings", "Plan", "Similarity"]
+__all__ = ["EMBED_BATCH", "KEPT_DONE", "Embeddings", "Plan", "Similarity"]
+
+# Vectors kept once no item holds their text: a text that comes back within about this many texts of its last
+# use is not embedded (nor read from the cache) again. 2048 vectors of 256 floats are 4 MB.
+KEPT_DONE = 2048
 
 
 @dataclass(slots=True)
@@ -79,6 +89,8 @@ class Embeddings:
         self.timeout_s = timeout_s
         self.cache = cache
         self._memory: dict[str, Embedding] = {}
+        self._holders: dict[str, int] = {}  # key -> items that hold it (hold) and have not released it
+        self._done: OrderedDict[str, None] = OrderedDict()  # keys in memory no item holds, least recent first
         self._lock = threading.Lock()
         self._keys: dict[str, str] = {}
 
@@ -87,8 +99,40 @@ class Embeddings:
         if key is None:  # a text's key is asked for again and again (ahead, then by each repeat)
             s = self.layer
             key = embedding_key(provider=s.provider, model=s.model, dimensions=s.dimensions, text=text)
+            if len(self._keys) >= KEPT_DONE:  # bounded like the vectors; the recent ones are made again
+                self._keys.clear()
             self._keys[text] = key
         return key
+
+    def hold(self, keys: list[str]) -> None:
+        """An item will take these keys' embeddings: they stay in memory until it releases them."""
+        with self._lock:
+            for key in keys:
+                self._holders[key] = self._holders.get(key, 0) + 1
+                self._done.pop(key, None)
+
+    def release(self, keys: list[str]) -> None:
+        """An item that held these keys is judged (or dropped): what no item holds may now be dropped."""
+        with self._lock:
+            for key in keys:
+                left = self._holders[key] - 1
+                if left:
+                    self._holders[key] = left
+                    continue
+                del self._holders[key]
+                if key in self._memory:
+                    self._done[key] = None
+                    self._done.move_to_end(key)
+            self._drop_the_oldest()
+
+    def in_memory(self) -> int:
+        """How many embeddings are in memory (held, or among the KEPT_DONE kept)."""
+        return len(self._memory)
+
+    def _drop_the_oldest(self) -> None:
+        while len(self._done) > KEPT_DONE:
+            key, _ = self._done.popitem(last=False)
+            del self._memory[key]
 
     def known(self, key: str) -> bool:
         """Whether the text's embedding is in memory, or in the embedding cache (then kept in memory)."""
@@ -102,7 +146,9 @@ class Embeddings:
         if vector is None or vector.ndim != 1 or not vector.size or not np.isfinite(vector).all():
             return False  # a damaged entry is a miss: the text is embedded again
         with self._lock:
-            self._memory.setdefault(key, Embedding(unit(vector)))
+            if key not in self._memory:
+                self._memory[key] = Embedding(unit(vector))
+                self._kept_unless_held([key])
         return True
 
     def similarity(self, case: dict[str, Any], tally: Tally) -> Similarity:
@@ -119,10 +165,14 @@ class Embeddings:
             return Similarity(0.0, closest=refs[0][0])  # no answer shares no meaning; nothing to embed
         texts = [answer, *(text for _, text in refs)]
         keys = [self.key(text) for text in texts]
-        unknown = list({key: text for key, text in zip(keys, texts, strict=True) if not self.known(key)}.items())
-        for i in range(0, len(unknown), EMBED_BATCH):
-            self.embed(unknown[i : i + EMBED_BATCH])
-        return self.closest([(refs, keys, tally)])[0]
+        self.hold(keys)
+        try:
+            unknown = list({key: text for key, text in zip(keys, texts, strict=True) if not self.known(key)}.items())
+            for i in range(0, len(unknown), EMBED_BATCH):
+                self.embed(unknown[i : i + EMBED_BATCH])
+            return self.closest([(refs, keys, tally)])[0]
+        finally:
+            self.release(keys)
 
     def closest(self, cases: list[tuple[list[tuple[str, str]], list[str], Tally]]) -> list[Similarity]:
         """For each case's (references, keys, tally): the answer's (the first key's text) highest similarity
@@ -191,7 +241,8 @@ class Embeddings:
         # The call's tokens and cost are shared by the texts in proportion to their length.
         total_chars = sum(len(text) for text in inputs) or 1
         shares = _split(tally.input_tokens, [len(text) / total_chars for text in inputs])
-        units = None if done.value is None else unit_rows(done.value)
+        # Each row an array of its own: a row kept longer than the others must not keep the whole call's.
+        units = None if done.value is None else [row.copy() for row in unit_rows(done.value)]
         entries = {}
         for i, (key, text) in enumerate(batch):
             share = len(text) / total_chars
@@ -205,9 +256,18 @@ class Embeddings:
             )
         with self._lock:
             self._memory.update(entries)
+            self._kept_unless_held(entries)
         if done.value is not None and self.cache is not None:
             for (key, _), vector in zip(batch, done.value, strict=True):
                 self.cache.put(key, {"vector": vector})  # an array: a store that writes text lists it
+
+    def _kept_unless_held(self, keys: Iterable[str]) -> None:
+        """(Under the lock.) Keys just put in memory: those no item holds (its items were dropped, say) go
+        with the kept ones."""
+        for key in keys:
+            if key not in self._holders:
+                self._done[key] = None
+        self._drop_the_oldest()
 
     def _take(self, cases: list[tuple[Any, list[str], Tally]]) -> list[list[Embedding]]:
         """Each case's embeddings (by its keys); what an embedding cost goes on the tally of the first

@@ -33,7 +33,8 @@ def vector_from_bytes(stored: bytes | memoryview) -> np.ndarray | None:
 
 
 class StoredEmbeddings(MemoryCache):
-    """A window's embeddings as stored, remembering the ones the engine adds until they are saved."""
+    """A window's embeddings as stored for the group of chunks it is taking, and the ones the engine adds
+    until they are saved."""
 
     def __init__(self) -> None:
         super().__init__(copies=False)
@@ -41,12 +42,20 @@ class StoredEmbeddings(MemoryCache):
         self._new_lock = threading.Lock()
 
     def preload(self, stored: dict[str, np.ndarray]) -> None:
-        for key, vector in stored.items():
-            super().put(key, {"vector": vector})
+        """The next group's stored vectors, in place of the last group's: the engine asks for a text's as its
+        item is taken, and every item of the last group was (a window's memory does not grow with the run)."""
+        with self._lock:
+            self._data = {key: {"vector": vector} for key, vector in stored.items()}
+
+    def get(self, key: str) -> dict | None:
+        # The engine keeps what it embedded while it is in use, not for the whole window: a text that comes back
+        # before it is saved is found here.
+        with self._new_lock:
+            new = self._new.get(key)
+        return {"vector": new} if new is not None else super().get(key)
 
     def put(self, key: str, value: dict) -> None:
-        # Kept only until saved: the engine keeps what it embedded itself, and asks the cache only for
-        # what it has not seen (a window's memory does not grow by a vector a text twice over).
+        # Kept only until saved: then the table has it, and the next group's preload reads it if needed.
         with self._new_lock:
             self._new[key] = value["vector"]
 

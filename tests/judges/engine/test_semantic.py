@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from judges.engine import (
+    Engine,
     FolderCache,
     JudgeConfig,
     MemoryCache,
@@ -21,8 +22,10 @@ from judges.engine import (
     env_name_refusals,
     judge_batch,
     judge_case,
+    judge_many,
     references,
 )
+from judges.engine import embeddings as embeddings_module
 from judges.engine.providers import ClientPool, call_embeddings, resolve_endpoint
 from judges.engine.semantic import EMBED_BATCH, SemanticLayer
 from judges.testing.fake_provider import stand_in_vector
@@ -533,3 +536,44 @@ def test_vectors_are_read_as_base64_or_as_floats():
     ragged = _vectors([packed[0], base64.b64encode(np.zeros(2, dtype="<f4").tobytes()).decode()])
     assert [len(v) for v in ragged] == [3, 2]
     assert _vectors([]) == []
+
+
+# ---- memory ---------------------------------------------------------------------------------------------
+
+
+def embedded_texts(fake) -> int:
+    return sum(r["inputs"] for r in fake.requests() if r["endpoint"] == "embeddings")
+
+
+GOLDEN = [f"Order ORD-10{g} has shipped and arrives Friday." for g in range(3)]
+
+
+@pytest.mark.parametrize("layers", [["semantic"], ["semantic", "behavioral"]])
+def test_a_batch_keeps_the_vectors_its_waiting_items_need_not_the_whole_batchs(fake, env, monkeypatch, layers):
+    # Items judged let their answers' vectors go (all but the last KEPT_DONE); the golden answers every
+    # third case shares are held while a case waits for them, and kept for the next batch: embedded once.
+    monkeypatch.setattr(embeddings_module, "KEPT_DONE", 40)
+    cfg = judge_config(layers=layers, semantic=semantic_block(pass_at=0.9, fail_below=0.3)) if len(layers) > 1 \
+        else semantic_config()
+    engine = Engine(cfg, env=env)
+    assert engine.embeddings is not None
+    for start in (0, 300):  # two batches on one engine, as a run's windows are
+        cases = [tool_case(external_id=f"c{i}", output=f"{PARAPHRASE} Ticket {i}.", golden_answer=GOLDEN[i % 3])
+                 for i in range(start, start + 300)]
+        judged = dict(j for done in judge_many(((i, engine, c, 1) for i, c in enumerate(cases)), concurrency=4)
+                      for j in done)
+        assert [judged[i].similarity for i in range(len(cases))] == [sim(c["output"], c["golden_answer"]) for c in cases]
+        assert engine.embeddings.in_memory() <= 40
+    assert embedded_texts(fake) == 600 + len(GOLDEN)
+    if layers == ["semantic"]:
+        assert embedding_calls(fake) == 2 * math.ceil(300 / EMBED_BATCH)  # the golden answers went with the first
+
+
+def test_one_case_at_a_time_keeps_no_more_vectors_than_the_bound_and_embeds_a_shared_text_once(fake, env, monkeypatch):
+    monkeypatch.setattr(embeddings_module, "KEPT_DONE", 10)
+    engine = Engine(semantic_config(), env=env)
+    assert engine.embeddings is not None
+    for i in range(30):
+        engine.judge(tool_case(external_id=f"c{i}", output=f"{PARAPHRASE} Ticket {i}."), 1)
+    assert engine.embeddings.in_memory() <= 10
+    assert embedded_texts(fake) == 30 + 1  # the golden answer with the first case, never again

@@ -190,3 +190,40 @@ def test_the_workers_batch_judges_each_case_as_the_one_case_path_does_and_again_
     again.refresh_from_db()
     # What was evaluated came from the cache; what was not is asked again (and still has no reference).
     assert again.cache_hits == sum(o != "not_evaluated" for o, *_ in alone.values()) and again.provider_calls == 0
+
+
+def test_a_windows_stored_embeddings_are_its_current_groups_and_the_new_ones_until_saved(db):
+    import numpy as np
+
+    from judges.runs.embeddings import StoredEmbeddings, embeddings_save
+
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+    stored = StoredEmbeddings()
+    stored.preload({a: np.ones(3)})
+    stored.preload({b: np.ones(3)})  # the next group's: the last group's are not kept for the rest of the window
+    assert stored.get(a) is None and stored.get(b)["vector"].tolist() == [1.0, 1.0, 1.0]
+    stored.put(c, {"vector": np.full(3, 2.0)})
+    assert stored.get(c)["vector"].tolist() == [2.0, 2.0, 2.0]  # the engine may ask again before it is saved
+    embeddings_save(embeddings=stored)
+    assert stored.get(c) is None and CachedEmbedding.objects.filter(key=c).exists()
+
+
+def test_a_run_whose_engine_keeps_no_vector_it_is_done_with_still_embeds_each_text_once(
+    eager, dataset, rubric, lead, fake_provider, django_capture_on_commit_callbacks, monkeypatch
+):
+    from judges.engine import embeddings as engine_embeddings
+    from judges.runs import worker
+
+    monkeypatch.setattr(engine_embeddings, "KEPT_DONE", 0)  # a vector goes as soon as no waiting case holds it
+    monkeypatch.setattr(worker, "READ_AHEAD_CASES", 4)  # one chunk of 4 a group: the 12 cases span three groups
+    cases = make_cases(dataset, 12)
+    for case in cases:
+        case.golden_answer = "Every order ships within two days."  # one reference all cases share
+    Case.objects.bulk_update(cases, ["golden_answer"])
+    config = config_services.judge_config_save(rubric=rubric, spec=semantic_spec(), by=lead)
+    run = start(config, dataset, lead, django_capture_on_commit_callbacks)
+
+    assert (run.status, run.done) == ("finished", 24)
+    answers = {case.output for case in cases if case.output}
+    texts = sum(r["inputs"] for r in fake_provider.requests() if r["endpoint"] == "embeddings")
+    assert texts == len(answers) + 1 == CachedEmbedding.objects.count()
