@@ -19,7 +19,11 @@ class Among(models.Lookup):
 
     def as_postgresql(self, compiler, connection):
         lhs, lhs_params = self.process_lhs(compiler, connection)
-        return f"{lhs} = ANY(%s)", (*lhs_params, list(self.rhs))
+        # The array cast to the column's type: psycopg sends a list of small ints as smallint[], and across types
+        # the planner has no statistics for the column: it guesses every row matches and scans a run's judgments
+        # whole for each group (a drift check took 12-14 s instead of 7).
+        array_type = self.lhs.output_field.cast_db_type(connection)
+        return f"{lhs} = ANY(%s::{array_type}[])", (*lhs_params, list(self.rhs))
 
 
 models.Field.register_lookup(Among)
