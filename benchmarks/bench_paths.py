@@ -12,11 +12,13 @@ PostgreSQL, judgments and embeddings recorded), and the CI command's `judge_all`
 each call waits `--latency-ms` exactly). The cache folders are written whole (flushed) inside the timing. Printed for
 each: embeddings calls, wall time, the ideal (latency served / concurrency) and each path over the
 engine's: the CI command over the engine writing the same cache folder is what its own orchestration adds;
-the rest is what the caches and the recording cost. It uses a database of its own
-(`evalhub_bench_paths`, dropped at the end). Results go to benchmarks/results/bench_paths.json.
+the rest is what the caches and the recording cost. Each path starts from a collected heap, and after the
+worker's writes the database is vacuumed and checkpointed outside the timings (else that work runs beside the
+next path). It uses a database of its own (`evalhub_bench_paths`, dropped at the end). Results go to benchmarks/results/bench_paths.json.
 """
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -165,9 +167,12 @@ def measure(args, fake, env: dict) -> dict:
     for number in range(1, args.rounds + 1):  # the paths in turn, each round: a shared machine's load hits all
         if args.rounds > 1:
             print(f" round {number} (load average {os.getloadavg()[0]:.1f})")
-        for _name, label, work in paths:
+        for name, label, work in paths:
+            gc.collect()  # each path starts from the same heap, not with the garbage of the path before it
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             row = timed(label, work)
+            if name == "worker":  # its rows' vacuum and checkpoint now, not in the background of the next path
+                settle_after_bulk_load()
             row["peak_rise_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
             rounds[label].append(row)
     if chosen == {"engine", "worker"}:
