@@ -198,31 +198,33 @@ def case_verdict(judgments: Sequence[Judgment], *, gate: bool) -> tuple[str, str
     evaluated, a human must look before it can block or pass a merge, unless the adjudicator decided it."""
     if len(judgments) == 1:  # one repeat (the usual check): its own verdict, no votes to count
         [j] = judgments
-        if gate and j.contested and j.judge != "adjudicator":
-            return "not_evaluated", f"contested: the second opinion said {j.secondary_outcome} (a human must look)"
-        if j.evaluated:
-            return j.outcome, j.reason
-        return "not_evaluated", j.reason or j.error or "not evaluated"
+        not_counted = _not_counted(j, gate=gate)
+        return ("not_evaluated", not_counted) if not_counted is not None else (j.outcome, j.reason)
     votes: Counter[str] = Counter()
     reasons: dict[str, str] = {}
     missing: list[str] = []
     for j in judgments:
-        if gate and j.contested and j.judge != "adjudicator":
-            missing.append(f"contested: the second opinion said {j.secondary_outcome} (a human must look)")
-        elif j.evaluated:
+        not_counted = _not_counted(j, gate=gate)
+        if not_counted is not None:
+            missing.append(not_counted)
+        else:
             votes[j.outcome] += 1
             reasons.setdefault(j.outcome, j.reason)
-        else:
-            missing.append(j.reason or j.error or "not evaluated")
     if votes["pass"] == votes["fail"]:
         if votes["pass"]:
             return "not_evaluated", f"a tie: {votes['pass']} pass and {votes['fail']} fail over the repeats"
         return "not_evaluated", missing[0] if missing else "not evaluated"
     verdict = "pass" if votes["pass"] > votes["fail"] else "fail"
-    reason = reasons[verdict]
-    if len(judgments) > 1:
-        reason = f"{votes[verdict]} of {len(judgments)} repeats: {reason}"
-    return verdict, reason
+    return verdict, f"{votes[verdict]} of {len(judgments)} repeats: {reasons[verdict]}"
+
+
+def _not_counted(j: Judgment, *, gate: bool) -> str | None:
+    """Why a repeat's judgment casts no vote (case_verdict), or None when it votes."""
+    if gate and j.contested and j.judge != "adjudicator":
+        return f"contested: the second opinion said {j.secondary_outcome} (a human must look)"
+    if j.evaluated:
+        return None
+    return j.reason or j.error or "not evaluated"
 
 
 def embedding_cache(cache: FolderCache | None) -> FolderCache | None:
