@@ -206,7 +206,9 @@ class RunChunk(models.Model):
 class Judgment(models.Model):
     """One (run, case, repeat) result. The unique constraint makes a redelivered chunk harmless."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="judgments")
+    # No index of its own: run leads the unique (run, case, repeat) index, which serves every run_id lookup;
+    # one index fewer to write for each of a run's rows.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="judgments", db_index=False)
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="judgments")
     repeat = models.PositiveSmallIntegerField()
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
@@ -248,7 +250,7 @@ class RunCaseTally(models.Model):
     written or removed, so the run page and the agent's pass rate read one small row a case instead of
     grouping every judgment of the run (docs/estimates.md, "Reading a large run")."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="case_tallies")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="case_tallies", db_index=False)  # as Judgment.run
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="+")
     judged = models.PositiveIntegerField(default=0)
     passes = models.PositiveIntegerField(default=0)
@@ -267,9 +269,14 @@ class RunCaseTally(models.Model):
 class CachedJudgment(models.Model):
     """The app's engine cache: identical work (case content, config_hash, repeat) is never re-asked."""
 
-    key = models.CharField(max_length=64, unique=True)
+    key = models.CharField(max_length=64)
     judgment = models.JSONField()
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # A constraint rather than unique=True, which on PostgreSQL adds a second index for LIKE on the key
+        # (never searched so): one index fewer to write for each cached judgment.
+        constraints = [models.UniqueConstraint(fields=["key"], name="cachedjudgment_unique_key")]
 
 
 class CachedEmbedding(models.Model):
@@ -281,9 +288,12 @@ class CachedEmbedding(models.Model):
     costs more to write and read back than the rest of a judgment's row).
     """
 
-    key = models.CharField(max_length=64, unique=True)
+    key = models.CharField(max_length=64)
     vector = models.BinaryField()
     created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key"], name="cachedembedding_unique_key")]  # as CachedJudgment
 
     def __str__(self) -> str:
         return f"embedding {self.key[:12]}"
