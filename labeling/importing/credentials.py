@@ -11,8 +11,8 @@ numbers, UUIDs and hex digests never look like one.
 """
 
 import re
-import re._parser as sre_parse  # the standard library's own reader of patterns (see _required_literals)
-from collections.abc import Iterator
+import re._parser as sre_parse  # type: ignore[import-not-found]  # the standard library's own reader of patterns (see _required_literals)
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -39,7 +39,7 @@ ADDED_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 @cache
 def scanner_plugins() -> tuple[BasePlugin, ...]:
     """One instance of each detect-secrets plugin that `no_secrets` uses, by kind."""
-    mapping = get_mapping_from_secret_type_to_class()
+    mapping: Mapping[str, type[BasePlugin]] = get_mapping_from_secret_type_to_class()
     return tuple(plugin() for kind, plugin in sorted(mapping.items()) if kind not in LEFT_OUT)
 
 
@@ -62,8 +62,8 @@ def _required(items: Any) -> list[set[str]]:
         elif op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT) and arg[0] >= 1:
             found += _required(arg[2])
         elif op is sre_parse.BRANCH:
-            branches = [_best(branch) for branch in arg[1]]
-            if all(branches):
+            branches = [best for branch in arg[1] if (best := _best(branch))]
+            if len(branches) == len(arg[1]):  # every branch has one: a match holds one of theirs
                 found.append(set().union(*branches))
     return found
 
@@ -246,10 +246,10 @@ def _plugin_spans(plugin: BasePlugin, pattern: re.Pattern[str], text: str) -> It
             start = m.start() + len(value) - len(value.lstrip(_EDGES))
             end = m.end() - len(value) + len(value.rstrip(_EDGES))
             if plugin.secret_type == "Private Key":
-                end = _KEY_BLOCK.match(text, end).end()
+                end = block.end() if (block := _KEY_BLOCK.match(text, end)) else end  # it matches "" too
             elif start < end and (text[end - 1] == "." or text[end - 1].isalnum()):
                 if not run_from <= end <= run_end:
-                    run_from, run_end = end, _TOKEN_RUN.match(text, end).end()
+                    run_from, run_end = end, run.end() if (run := _TOKEN_RUN.match(text, end)) else end
                 end = run_end
             if start < end:
                 yield start, end
