@@ -15,10 +15,14 @@ def test_among_finds_what_in_finds(dataset):
     assert sorted(Case.objects.filter(pk__among=wanted).values_list("pk", flat=True)) == sorted(
         Case.objects.filter(pk__in=wanted).values_list("pk", flat=True)) == sorted([cases[0].pk, cases[2].pk])
     assert not Case.objects.filter(pk__among=[]).exists()
-    CachedJudgment.objects.bulk_create(CachedJudgment(key=key, judgment={}) for key in ("a" * 64, "b'" * 32))
-    assert set(CachedJudgment.objects.filter(key__among={"b'" * 32, "c" * 64}).values_list("key", flat=True)) == {
-        "b'" * 32}
-
+    # Keys go as one comma-joined text, split again by PostgreSQL; a key holding a comma (or one empty key,
+    # which that text could not tell from none) goes as an array.
+    keys = ["a" * 64, "b'" * 32, 'c,"d\\', " e ", ""]
+    CachedJudgment.objects.bulk_create(CachedJudgment(key=key, judgment={}) for key in keys)
+    for wanted in (["b'" * 32, "f" * 64], ['c,"d\\', "a" * 64], [" e "], [""], ["", "a" * 64], keys):
+        found = set(CachedJudgment.objects.filter(key__among=wanted).values_list("key", flat=True))
+        assert found == set(CachedJudgment.objects.filter(key__in=wanted).values_list("key", flat=True)) == (
+            set(wanted) & set(keys)), wanted
 
 
 def test_the_array_has_the_columns_type_so_the_planner_reads_its_statistics(dataset):
