@@ -250,7 +250,8 @@ class RunCaseTally(models.Model):
     written or removed, so the run page and the agent's pass rate read one small row a case instead of
     grouping every judgment of the run (docs/estimates.md, "Reading a large run")."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="case_tallies", db_index=False)  # as Judgment.run
+    # As Judgment.run: run leads the unique (run, case) index.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="case_tallies", db_index=False)
     case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="+")
     judged = models.PositiveIntegerField(default=0)
     passes = models.PositiveIntegerField(default=0)
