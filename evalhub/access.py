@@ -1,6 +1,10 @@
-"""Who may do what: role checks for pages, token checks for the API.
+"""Who may do what: one door for pages, one for tokens (docs/projects.md).
 
-Pages return 404 for what a user may not see and 403 for what they may see but not change.
+Every page of project data lives under /p/<project>/ and goes through `member_required` or `lead_required`,
+which resolve the project for the signed-in user: 404 for a project they are not a member of (as for one that
+does not exist), 403 for a lead's page they may see but not use. Every API view goes through `token_required`,
+which gives it the token and the token's project: an API answers for that project only.
+
 API endpoints answer 401 without a valid token and 403 when the token lacks the scope.
 """
 
@@ -10,20 +14,57 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from evalhub.models import ApiToken, hash_token
+from evalhub.models import ApiToken, Membership, Project, Role, hash_token
+
+
+def project_for_member(user, slug: str) -> tuple[Project, str]:
+    """The project `slug` and `user`'s role in it (the instance admin leads every project); 404 for a project the
+    user is not a member of, exactly as for one that does not exist. One query."""
+    if not user.is_authenticated:
+        raise Http404("No such project.")
+    if user.is_superuser:
+        return get_object_or_404(Project, slug=slug), Role.LEAD
+    membership = Membership.objects.filter(project__slug=slug, user=user).select_related("project").first()
+    if membership is None:
+        raise Http404("No such project.")
+    return membership.project, membership.role
+
+
+def _project_door(view: Callable, *, lead: bool) -> Callable:
+    @wraps(view)
+    def wrapper(request: HttpRequest, project: str, *args, **kwargs) -> HttpResponse:
+        found, role = project_for_member(request.user, project)
+        request.project, request.project_role = found, role
+        if lead and role != Role.LEAD:
+            raise PermissionDenied("Only the project's leads may do this.")
+        return view(request, found, *args, **kwargs)
+
+    wrapper.project_door = "lead" if lead else "member"  # type: ignore[attr-defined]  # read by the isolation tests
+    return wrapper
+
+
+def member_required(view: Callable) -> Callable:
+    """A page of a project any of its members may open: the view gets the Project in place of its slug."""
+    return _project_door(view, lead=False)
 
 
 def lead_required(view: Callable) -> Callable:
-    """Pages only leads (and admins) may use: reviewers get 403."""
+    """A page of a project only its leads (and the instance admin) may use: reviewers of it get 403."""
+    return _project_door(view, lead=True)
+
+
+def admin_required(view: Callable) -> Callable:
+    """A page of the instance admin's (projects, model prices): 403 for everyone else."""
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_lead:
-            raise PermissionDenied("Only leads may do this.")
+        if not request.user.is_superuser:
+            raise PermissionDenied("Only the instance admin may do this.")
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -33,7 +74,8 @@ def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
     """An API view reachable only with a bearer token that carries every one of `scopes` and, when `one_of`
     names any, at least one of those (neither: any token).
 
-    The view gets the token as `request.api_token`. Sessions do not count: scripts hold tokens,
+    The view gets the token as `request.api_token` and its project as `request.project`: every query of the view
+    starts from that project, so a slug or id of another project is 404. Sessions do not count: scripts hold tokens,
     people hold sessions, and neither reaches the other's endpoints.
     """
 
@@ -46,7 +88,10 @@ def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
             kind, _, raw = header.partition(" ")
             if kind.lower() != "bearer" or not raw.strip():
                 return _api_error(401, "Send an API token as 'Authorization: Bearer <token>'.")
-            token = ApiToken.objects.filter(token_hash=hash_token(raw.strip()), revoked_at__isnull=True).first()
+            token = (
+                ApiToken.objects.filter(token_hash=hash_token(raw.strip()), revoked_at__isnull=True)
+                .select_related("project").first()
+            )
             if token is None:
                 return _api_error(401, "The API token is unknown or revoked.")
             missing = [scope for scope in scopes if scope not in token.scopes]
@@ -57,7 +102,7 @@ def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
                 wanted = " or ".join(f"'{scope}'" for scope in one_of)
                 return _api_error(403, f"This token lacks the scope {wanted}.")
             ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
-            request.api_token = token
+            request.api_token, request.project = token, token.project
             return view(request, *args, **kwargs)
 
         return wrapper

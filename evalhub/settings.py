@@ -138,6 +138,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
+                "evalhub.context_processors.project",
             ],
         },
     },
@@ -344,3 +345,41 @@ LOGGING = {
     # django-axes logs every successful login at INFO too; failures and lockouts come at WARNING.
     "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "httpcore", "openai", "anthropic", "axes")},
 }
+
+# Projects (docs/projects.md): a single-team install's data migrates into one project of this slug.
+EVALHUB_DEFAULT_PROJECT = env_str("EVALHUB_DEFAULT_PROJECT") or "default"
+# How long an invitation into a project may wait to be accepted.
+EVALHUB_INVITATION_DAYS = env_int("EVALHUB_INVITATION_DAYS", 7, minimum=1)
+# E-mail: an invitation by e-mail address is mailed its link (docs/projects.md, "Invitations") when a mailer is set:
+# SMTP when EMAIL_HOST is set, the console (the web process's output) with EMAIL_BACKEND=console or DJANGO_DEBUG=1.
+# With none, no mail is sent: the members page shows each link once in any case, for the lead to pass on.
+MAIL_BACKENDS = {
+    "console": "django.core.mail.backends.console.EmailBackend",
+    "smtp": "django.core.mail.backends.smtp.EmailBackend",
+}
+
+
+def _mailers() -> dict[str, Any]:
+    """Django's MAILERS: empty when no mail is to be sent."""
+    backend = env_str("EMAIL_BACKEND").lower() or ("smtp" if env_str("EMAIL_HOST") else "console" if DEBUG else "none")
+    if backend == "none":
+        return {}
+    if backend not in MAIL_BACKENDS:
+        raise ImproperlyConfigured(f"EMAIL_BACKEND={backend!r}: use smtp, console or none.")
+    if backend == "console":
+        return {"default": {"BACKEND": MAIL_BACKENDS[backend]}}
+    use_tls, use_ssl = env_bool("EMAIL_USE_TLS", False), env_bool("EMAIL_USE_SSL", False)
+    if use_tls and use_ssl:
+        raise ImproperlyConfigured("EMAIL_USE_TLS and EMAIL_USE_SSL: set one of them, not both.")
+    return {"default": {"BACKEND": MAIL_BACKENDS[backend], "OPTIONS": {
+        "host": env_str("EMAIL_HOST", "localhost"), "port": env_int("EMAIL_PORT", 25, minimum=1),
+        "username": env_str("EMAIL_HOST_USER"), "password": env_str("EMAIL_HOST_PASSWORD"),
+        "use_tls": use_tls, "use_ssl": use_ssl, "timeout": env_int("EMAIL_TIMEOUT", 10, minimum=1),
+    }}}
+
+
+# Set only with a mailer: Django's deploy check rightly calls the console no way to send mail, and a MAILERS
+# without a default one a mistake; evalhub.members.services sends nothing without it.
+if _mailer_settings := _mailers():
+    MAILERS = _mailer_settings
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "evalhub <evalhub@localhost>")

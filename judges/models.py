@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from evalhub.models import AppendOnlyQuerySet
 from labeling.models import Case, Dataset, Rubric
 
 
@@ -268,8 +269,10 @@ class RunCaseTally(models.Model):
 
 
 class CachedJudgment(models.Model):
-    """The app's engine cache: identical work (case content, config_hash, repeat) is never re-asked."""
+    """The app's engine cache: identical work (case content, config_hash, repeat) is never re-asked. Kept per
+    project, so a hit never tells one project what another's judge said (docs/projects.md)."""
 
+    project = models.ForeignKey("evalhub.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
     key = models.CharField(max_length=64)
     judgment = models.JSONField()
     created_at = models.DateTimeField(default=timezone.now)
@@ -277,7 +280,7 @@ class CachedJudgment(models.Model):
     class Meta:
         # A constraint rather than unique=True, which on PostgreSQL adds a second index for LIKE on the key
         # (never searched so): one index fewer to write for each cached judgment.
-        constraints = [models.UniqueConstraint(fields=["key"], name="cachedjudgment_unique_key")]
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="cachedjudgment_unique_project_key")]
 
 
 class CachedEmbedding(models.Model):
@@ -289,25 +292,21 @@ class CachedEmbedding(models.Model):
     costs more to write and read back than the rest of a judgment's row).
     """
 
+    project = models.ForeignKey("evalhub.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
     key = models.CharField(max_length=64)
     vector = models.BinaryField()
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["key"], name="cachedembedding_unique_key")]  # as CachedJudgment
+        # As CachedJudgment: per project, project leading the unique index that serves every lookup.
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="cachedembedding_unique_project_key")]
 
     def __str__(self) -> str:
         return f"embedding {self.key[:12]}"
 
 
-class RubricEventQuerySet(models.QuerySet):
-    """The audit log is append-only: no bulk update or delete through the ORM either."""
-
-    def update(self, **kwargs):
-        raise PermissionError("The rubric audit log is append-only: its entries are never changed.")
-
-    def delete(self):
-        raise PermissionError("The rubric audit log is append-only: its entries are never deleted.")
+class RubricEventQuerySet(AppendOnlyQuerySet):
+    log_name = "rubric audit log"
 
 
 class RubricEvent(models.Model):

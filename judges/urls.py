@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from judges.calibration import api as calibration_api
 from judges.calibration import views as calibration_views
@@ -17,15 +17,15 @@ from judges.traffic import views as traffic_views
 
 app_name = "judges"
 
-urlpatterns = [
+# Pages live under their project (docs/projects.md): /p/<project>/…; every view takes the project through
+# evalhub.access.member_required or lead_required, which answer 404 to a non-member.
+project_pages = [
     # Judge configs
     path("judges/", config_views.judge_index, name="judge_index"),
     path("rubrics/<slug:slug>/judges/", config_views.config_list, name="config_list"),
     path("rubrics/<slug:slug>/judges/new/", config_views.config_create, name="config_create"),
     path("judges/<int:config_id>/", config_views.config_detail, name="config_detail"),
     path("judges/<int:config_id>/run/", run_views.run_create, name="run_create"),
-    path("prices/", config_views.price_list, name="price_list"),
-    path("prices/<int:price_id>/edit/", config_views.price_edit, name="price_edit"),
     # Runs
     path("runs/", run_views.run_list, name="run_list"),
     path("runs/<int:run_id>/", run_views.run_detail, name="run_detail"),
@@ -34,7 +34,6 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/retry/", run_views.run_retry, name="run_retry"),
     path("runs/<int:run_id>/judgments.<str:fmt>", run_views.run_export, name="run_export"),
-    path("api/datasets/<slug:slug>/ci-runs", run_api.ci_runs, name="api_ci_runs"),
     # Calibration report
     path("runs/<int:run_id>/report/", calibration_views.run_report, name="run_report"),
     path("runs/<int:run_id>/agreement/", calibration_views.run_agreement, name="run_agreement"),
@@ -44,7 +43,6 @@ urlpatterns = [
     path("runs/<int:run_id>/probes/", probe_views.probes_panel, name="probes_panel"),
     path("runs/<int:run_id>/probes/start/", probe_views.probes_create, name="probes_start"),
     path("runs/compare/", calibration_views.run_compare, name="run_compare"),
-    path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
     # Judge improvement: an editor proposes the judge's next versions from a run's dev disagreements
     path("runs/<int:run_id>/improve/", proposal_views.proposal_create, name="proposal_create"),
     path("proposals/<int:proposal_id>/", proposal_views.proposal_detail, name="proposal_detail"),
@@ -52,7 +50,6 @@ urlpatterns = [
     path("proposals/<int:proposal_id>/keep/", proposal_views.proposal_keep, name="proposal_keep"),
     path("proposals/<int:proposal_id>/discard/", proposal_views.proposal_discard, name="proposal_discard"),
     path("runs/<int:run_id>/audit-sample/", estimate_views.audit_sample_create, name="audit_sample_create"),
-    path("api/runs/<int:run_id>/pass-rate", estimate_api.run_pass_rate_api, name="api_run_pass_rate"),
     # Synthetic cases: written by an editor into a dataset, with no answer yet
     path("datasets/<slug:slug>/synthesize/", synthetic_views.synthesis_create, name="synthesis_create"),
     path("synthesis/<int:job_id>/", synthetic_views.synthesis_detail, name="synthesis_detail"),
@@ -70,6 +67,15 @@ urlpatterns = [
     path("rubrics/<slug:slug>/promotion/ci-results/<int:result_id>/", promotion_views.ci_result_page,
          name="promotion_ci_result"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),
+]
+
+urlpatterns = [
+    path("p/<slug:project>/", include(project_pages)),
+    path("prices/", config_views.price_list, name="price_list"),
+    path("prices/<int:price_id>/edit/", config_views.price_edit, name="price_edit"),
+    path("api/datasets/<slug:slug>/ci-runs", run_api.ci_runs, name="api_ci_runs"),
+    path("api/runs/<int:run_id>/report", calibration_api.run_report, name="api_run_report"),
+    path("api/runs/<int:run_id>/pass-rate", estimate_api.run_pass_rate_api, name="api_run_pass_rate"),
     path("api/gates", promotion_api.gates, name="api_gates"),
     path("api/ci-results", promotion_api.ci_results_create, name="api_ci_results"),
 ]

@@ -37,9 +37,12 @@ def label_stopped_counting(through: str = "") -> models.Q:
 
 
 class DatasetQuerySet(models.QuerySet):
-    def visible_to(self, user) -> "DatasetQuerySet":
-        """The datasets a user may see: every one for a lead, only their assigned ones for a reviewer."""
-        return self if user.is_lead else self.filter(reviewers=user)
+    def visible_to(self, user, *, role: str | None) -> "DatasetQuerySet":
+        """Of these datasets (a project's), those a user with `role` in that project may see: every one for a
+        lead, only their assigned ones for a reviewer, none for a non-member."""
+        if role == "lead":
+            return self
+        return self.filter(reviewers=user) if role == "reviewer" else self.none()
 
 
 class LabelQuerySet(models.QuerySet):
@@ -56,7 +59,8 @@ class Verdict(models.TextChoices):
 
 
 class Dataset(models.Model):
-    slug = models.SlugField(max_length=100, unique=True)
+    project = models.ForeignKey("evalhub.Project", on_delete=models.PROTECT, related_name="datasets")
+    slug = models.SlugField(max_length=100)
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     class QueueOrder(models.TextChoices):
@@ -91,6 +95,7 @@ class Dataset(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        constraints = [models.UniqueConstraint(fields=["project", "slug"], name="dataset_unique_slug_in_project")]
 
     def __str__(self) -> str:
         return self.name or self.slug
@@ -193,7 +198,9 @@ class Rubric(models.Model):
         EVERY_CASE = "every_case", "every case"
         PASS_RATE = "pass_rate", "pass rate"
 
-    slug = models.SlugField(max_length=100, unique=True)
+    # A rubric applies to its own project's datasets only (docs/projects.md).
+    project = models.ForeignKey("evalhub.Project", on_delete=models.PROTECT, related_name="rubrics")
+    slug = models.SlugField(max_length=100)
     name = models.CharField(max_length=300, help_text="The question, e.g. “Does the answer follow the return policy?”")
     criteria = models.TextField(help_text="Labeling instructions for reviewers; copied into each judge config.")
     labels_per_case = models.PositiveSmallIntegerField(
@@ -233,6 +240,7 @@ class Rubric(models.Model):
 
     class Meta:
         ordering = ["slug"]
+        constraints = [models.UniqueConstraint(fields=["project", "slug"], name="rubric_unique_slug_in_project")]
 
     def __str__(self) -> str:
         return self.slug
@@ -397,6 +405,7 @@ class PolicyDocument(models.Model):
     the API and a judge config references it, so both see the very same text. A version never changes:
     writing the policy again makes the next version."""
 
+    project = models.ForeignKey("evalhub.Project", on_delete=models.PROTECT, related_name="policies")
     slug = models.SlugField(max_length=100)
     version = models.PositiveIntegerField()
     text = models.TextField()
@@ -406,7 +415,9 @@ class PolicyDocument(models.Model):
 
     class Meta:
         ordering = ["slug", "-version"]
-        constraints = [models.UniqueConstraint(fields=["slug", "version"], name="policydocument_unique_version")]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "slug", "version"], name="policydocument_unique_version"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.slug} v{self.version}"

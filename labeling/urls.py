@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from labeling.datasets import api as datasets_api
 from labeling.datasets import views as datasets
@@ -10,7 +10,9 @@ from labeling.queue import views as queue
 
 app_name = "labeling"
 
-urlpatterns = [
+# Pages live under their project (docs/projects.md): /p/<project>/…; every view takes the project through
+# evalhub.access.member_required or lead_required, which answer 404 to a non-member.
+project_pages = [
     path("datasets/", datasets.dataset_list, name="dataset_list"),
     path("rubrics/", datasets.rubric_list, name="rubric_list"),
     # Datasets, cases, rubrics, import and export
@@ -24,9 +26,6 @@ urlpatterns = [
     path("cases/<int:case_id>/", datasets.case_detail, name="case_detail"),
     path("rubrics/new/", datasets.rubric_create, name="rubric_create"),
     path("rubrics/<slug:slug>/edit/", datasets.rubric_edit, name="rubric_edit"),
-    path("api/datasets/<slug:slug>", datasets_api.dataset_read, name="api_dataset"),
-    path("api/datasets/<slug:slug>/cases", datasets_api.dataset_cases, name="api_cases_ingest"),
-    path("api/otlp/v1/traces", otlp_api.otlp_traces, name="api_otlp_traces"),
     # Labeling: the reviewer's queue and history; leads' overview and disputes
     path("label/", queue.queue_start, name="queue_start"),
     path("label/history/", queue.history, name="history"),
@@ -47,5 +46,12 @@ urlpatterns = [
     path("policies/new/", policies.policy_create, name="policy_create"),
     path("policies/<slug:slug>/", policies.policy_detail, name="policy_detail"),
     path("policies/<slug:slug>/write/", policies.policy_write, name="policy_write"),
+]
+
+urlpatterns = [
+    path("p/<slug:project>/", include(project_pages)),
+    path("api/datasets/<slug:slug>", datasets_api.dataset_read, name="api_dataset"),
+    path("api/datasets/<slug:slug>/cases", datasets_api.dataset_cases, name="api_cases_ingest"),
+    path("api/otlp/v1/traces", otlp_api.otlp_traces, name="api_otlp_traces"),
     path("api/policies/<slug:slug>", policies_api.policy_read, name="api_policy"),
 ]

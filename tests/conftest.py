@@ -1,4 +1,5 @@
-"""The small cast every test module shares: a reviewer, a lead, an outsider, an admin."""
+"""The small cast every test module shares: one project ("store") with a reviewer, a lead and an outsider; the
+instance admin; and another project with its own lead and reviewer, for isolation (docs/projects.md)."""
 
 import os
 from urllib.parse import urlsplit
@@ -6,7 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings
 
-from evalhub.models import Role, User
+from evalhub.models import Membership, Project, Role, User
 from judges.testing.fake_provider import FakeProvider
 from labeling.models import Dataset, Rubric
 
@@ -45,24 +46,49 @@ def _own_redis_database_per_test_process() -> None:
     app.conf.broker_url = url
 
 
-def make_user(username: str, role: str = Role.REVIEWER, **extra) -> User:
-    return User.objects.create_user(username=username, password=PASSWORD, role=role, **extra)
+# The project every test's data lives in unless it names another: tests/conftest.py's fixtures and make_user use it.
+TEST_PROJECT = "store"
+
+
+def store_project() -> Project:
+    """The tests' own project, made the first time a test needs it."""
+    return Project.objects.get_or_create(slug=TEST_PROJECT, defaults={"name": "Store support agent"})[0]
+
+
+def make_user(username: str, role: str | None = Role.REVIEWER, *, project: Project | None = None, **extra) -> User:
+    """A user with `role` in `project` (the tests' project unless named; None: a member of nothing)."""
+    user = User.objects.create_user(username=username, password=PASSWORD, **extra)
+    if role is not None:
+        Membership.objects.create(user=user, project=project or store_project(), role=role)
+    return user
 
 
 @pytest.fixture
-def dataset(db) -> Dataset:
-    return Dataset.objects.create(slug="store-support", name="Store support")
+def project(db) -> Project:
+    return store_project()
 
 
 @pytest.fixture
-def other_dataset(db) -> Dataset:
-    return Dataset.objects.create(slug="other", name="Other team's data")
+def other_project(db) -> Project:
+    """Another team's project: nothing of it may be seen, counted or changed from the tests' project."""
+    return Project.objects.create(slug="shopnest", name="ShopNest support bot")
 
 
 @pytest.fixture
-def rubric(db) -> Rubric:
+def dataset(project) -> Dataset:
+    return Dataset.objects.create(project=project, slug="store-support", name="Store support")
+
+
+@pytest.fixture
+def other_dataset(project) -> Dataset:
+    """A second dataset of the same project (a reviewer may be assigned to one and not the other)."""
+    return Dataset.objects.create(project=project, slug="other", name="Other team's data")
+
+
+@pytest.fixture
+def rubric(project) -> Rubric:
     return Rubric.objects.create(
-        slug="return-policy", name="Does the answer follow the return policy?",
+        project=project, slug="return-policy", name="Does the answer follow the return policy?",
         criteria="Pass when the answer states the 30-day return window correctly.",
     )
 
@@ -83,7 +109,7 @@ def second_reviewer(db, dataset) -> User:
 
 @pytest.fixture
 def outsider(db) -> User:
-    """A reviewer assigned to no dataset of these tests."""
+    """A reviewer of the project assigned to none of its datasets."""
     return make_user("olga")
 
 
@@ -93,8 +119,15 @@ def lead(db) -> User:
 
 
 @pytest.fixture
+def other_lead(other_project) -> User:
+    """The lead of another project: a stranger to everything of the tests' project."""
+    return make_user("otto", role=Role.LEAD, project=other_project)
+
+
+@pytest.fixture
 def admin_user(db) -> User:
-    return make_user("ada", role=Role.ADMIN, is_staff=True, is_superuser=True)
+    """The instance admin: Django's superuser, a member of no project and a lead of every one."""
+    return make_user("ada", role=None, is_staff=True, is_superuser=True)
 
 
 @pytest.fixture
