@@ -1,6 +1,7 @@
 """The cases API: scripts push cases with a `cases:write` token, through the file import's own rules;
 pipelines fetch a dataset's cases (to run their agent on) with a `cases:read` token, and what the dataset
-does to cases on the way in (its redaction) with either."""
+does to cases on the way in (its redaction) with either. Every endpoint answers for the token's project only:
+a dataset of another project is 404 in the words of an unknown one."""
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -16,7 +17,6 @@ from labeling.datasets.selectors import pipeline_cases
 from labeling.importing import ImportRejected, RowError
 from labeling.importing.cases import cases_import_items
 from labeling.importing.reading import parse_json_items
-from labeling.models import Dataset
 
 TRUE_VALUES = {"1", "true", "yes", "on"}
 CASE_FILTERS = ("category", "split", "kind", "sample", "seed")
@@ -32,7 +32,7 @@ def dataset_read(request: HttpRequest, slug: str) -> JsonResponse:
     """
     if request.method != "GET":
         return method_not_allowed("GET")
-    dataset = Dataset.objects.filter(slug=slug).first()
+    dataset = request.project.datasets.filter(slug=slug).first()
     if dataset is None:
         return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
     return JsonResponse({"dataset": dataset.slug, "name": dataset.name, "redact": list(dataset.redact_kinds)})
@@ -58,7 +58,7 @@ def cases_read(request: HttpRequest, slug: str) -> HttpResponse:
     One case per line in the case format without its answer (docs/gate.md); the labels never.
     The filters first, then the stable sample. 400 with every bad parameter as {"field", "message"}.
     """
-    dataset = Dataset.objects.filter(slug=slug).first()
+    dataset = request.project.datasets.filter(slug=slug).first()
     if dataset is None:
         return JsonResponse({"error": f"No dataset {slug!r}."}, status=404)
     filters, errors = _pipeline_arguments(request.GET)
@@ -113,7 +113,7 @@ def cases_ingest(request: HttpRequest, slug: str) -> JsonResponse:
         response = JsonResponse({"error": "Use POST."}, status=405)
         response["Allow"] = "POST"
         return response
-    dataset = Dataset.objects.filter(slug=slug).first()
+    dataset = request.project.datasets.filter(slug=slug).first()
     if dataset is None:
         return JsonResponse({"error": f"No dataset {slug!r}: create it in evalhub first."}, status=404)
     limit = settings.EVALHUB_IMPORT_MAX_BYTES

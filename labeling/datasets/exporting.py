@@ -102,8 +102,15 @@ def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format, neutralise_f
     """Every label of `rubric` on the dataset's cases, one per (case, reviewer), in the import format.
 
     Labels that stopped counting (the case changed since) are exported too: importing the file
-    again confirms them against the current content, as a reviewer confirming would.
+    again confirms them against the current content, as a reviewer confirming would. A rubric of another
+    project than the dataset's is refused: the two never pair.
     """
+    if rubric.project_id != dataset.project_id:  # refused now, not at the first line of a stream
+        raise ValueError(f"The rubric {rubric.slug} is not of the dataset {dataset.slug}'s project.")
+    return _label_lines(dataset=dataset, rubric=rubric, fmt=fmt, neutralise_formulas=neutralise_formulas)
+
+
+def _label_lines(*, dataset: Dataset, rubric: Rubric, fmt: Format, neutralise_formulas: bool) -> Iterator[str]:
     rows = (
         Label.objects.filter(rubric=rubric, case__dataset=dataset)
         .order_by("case_id", "reviewer__username")
@@ -118,11 +125,12 @@ def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format, neutralise_f
 
 
 def report_rubrics(*, dataset: Dataset) -> list[Rubric]:
-    """The rubrics with a label or an adjudication on this dataset: the report's verdict columns."""
+    """The rubrics of the dataset's project with a label or an adjudication on this dataset: the report's verdict
+    columns."""
     on_dataset = {"case__dataset": dataset, "rubric": OuterRef("pk")}
     return list(
-        Rubric.objects.filter(Q(Exists(Label.objects.filter(**on_dataset)))
-                              | Q(Exists(Adjudication.objects.filter(**on_dataset))))
+        Rubric.objects.filter(project_id=dataset.project_id)
+        .filter(Q(Exists(Label.objects.filter(**on_dataset))) | Q(Exists(Adjudication.objects.filter(**on_dataset))))
         .order_by("slug")
     )
 

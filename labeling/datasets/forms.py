@@ -3,10 +3,11 @@ from django.conf import settings
 from django.http import QueryDict
 from django.template.defaultfilters import filesizeformat
 
+from evalhub.models import Project
 from labeling.importing import Format, format_for
 from labeling.importing.reading import CASE_KINDS
 from labeling.importing.redaction import REDACT_KIND_HELP, REDACT_KINDS
-from labeling.models import Case, Dataset, PolicyDocument, Rubric
+from labeling.models import Case, Dataset, Rubric
 
 # Slugs that would shadow a page's URL (/datasets/new/, /rubrics/new/).
 RESERVED_SLUGS = {"new"}
@@ -18,11 +19,25 @@ def _clean_slug(slug: str) -> str:
     return slug
 
 
-class RubricCreateForm(forms.ModelForm):
-    """A new rubric. The slug is chosen here once and never changes (configs and CI name it)."""
+class _InProjectForm(forms.ModelForm):
+    """A new object of `project`: its slug is unique within the project only, so the form checks that itself
+    (the model's constraint names the project, which is no field of the form) and looks nowhere else: another
+    project's slug is neither refused nor revealed."""
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.project = self.instance.project = project
 
     def clean_slug(self) -> str:
-        return _clean_slug(self.cleaned_data["slug"])
+        slug = _clean_slug(self.cleaned_data["slug"])
+        if self._meta.model.objects.filter(project=self.project, slug=slug).exists():
+            noun = self._meta.model._meta.verbose_name
+            raise forms.ValidationError(f"This project has a {noun} {slug!r} already: choose another slug.")
+        return slug
+
+
+class RubricCreateForm(_InProjectForm):
+    """A new rubric. The slug is chosen here once and never changes (configs and CI name it)."""
 
     class Meta:
         model = Rubric
@@ -42,14 +57,11 @@ class RubricEditForm(forms.ModelForm):
         widgets = {"name": forms.TextInput(), "criteria": forms.Textarea(attrs={"rows": 8})}
 
 
-class DatasetCreateForm(forms.ModelForm):
+class DatasetCreateForm(_InProjectForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["queue_order"].required = False  # left out: the fewest labels first
         self.fields["queue_share"].required = False
-
-    def clean_slug(self) -> str:
-        return _clean_slug(self.cleaned_data["slug"])
 
     def clean_queue_order(self) -> str:
         return self.cleaned_data["queue_order"] or Dataset.QueueOrder.FEWEST_LABELS
@@ -73,14 +85,14 @@ class RedactionForm(forms.Form):
 
 
 class PoliciesForm(forms.Form):
-    """The policy documents a dataset's cases are about, among the policies that exist."""
+    """The policy documents a dataset's cases are about, among the policies of its project."""
 
     policies = forms.MultipleChoiceField(widget=forms.CheckboxSelectMultiple, required=False,
                                          label="Policy documents of this dataset")
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        slugs = PolicyDocument.objects.order_by("slug").values_list("slug", flat=True).distinct()
+        slugs = project.policies.order_by("slug").values_list("slug", flat=True).distinct()
         self.fields["policies"].choices = [(slug, slug) for slug in slugs]
 
 
@@ -90,6 +102,11 @@ FORMAT_CHOICES = [("", "By the file's extension (.jsonl, .csv)"), *((f.value, f.
 class _UploadForm(forms.Form):
     file = forms.FileField()
     format = forms.ChoiceField(choices=FORMAT_CHOICES, required=False)
+
+    def __init__(self, *args, project: Project, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if "rubric" in self.fields:  # the project's rubrics only: a label pairs a case with its own project's
+            self.fields["rubric"].queryset = Rubric.objects.filter(project=project).order_by("slug")
 
     def clean(self) -> dict:
         data = super().clean()
@@ -114,7 +131,7 @@ class CaseImportForm(_UploadForm):
         help_text="Cases whose external_id exists already are updated; without this they are errors.",
     )
     rubric = forms.ModelChoiceField(
-        queryset=Rubric.objects.order_by("slug"), to_field_name="slug", required=False,
+        queryset=Rubric.objects.none(), to_field_name="slug", required=False,
         label="Rubric of the humanVerdict column",
         help_text="Only for a file whose rows carry a humanVerdict (pass or fail): each becomes your label of "
         "this rubric on its case.",
@@ -122,7 +139,7 @@ class CaseImportForm(_UploadForm):
 
 
 class LabelImportForm(_UploadForm):
-    rubric = forms.ModelChoiceField(queryset=Rubric.objects.order_by("slug"), to_field_name="slug")
+    rubric = forms.ModelChoiceField(queryset=Rubric.objects.none(), to_field_name="slug")
 
 
 # The case list's kind filter value for the cases without a calibration kind (the API says it with kind=).

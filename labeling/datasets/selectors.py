@@ -5,15 +5,16 @@ import heapq
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
 from django.db.models.functions import Left
 
+from evalhub.models import Project
 from labeling.importing.reading import sample_key
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 
 PREVIEW_CHARS = 160
 
 
-def datasets_with_counts() -> QuerySet[Dataset]:
-    """Datasets with `case_count`, their reviewers prefetched: two queries however many datasets."""
-    return Dataset.objects.annotate(case_count=Count("cases")).prefetch_related("reviewers").order_by("slug")
+def datasets_with_counts(*, project: Project) -> QuerySet[Dataset]:
+    """The project's datasets with `case_count`, their reviewers prefetched: two queries however many datasets."""
+    return project.datasets.annotate(case_count=Count("cases")).prefetch_related("reviewers").order_by("slug")
 
 
 # The case list's sort keys (evalhub.tables): import order, id, category, split.
@@ -77,10 +78,10 @@ def dataset_categories(*, dataset: Dataset) -> list[dict]:
 CHECKS_TOOL_ARGUMENT = ExpressionWrapper(Q(expected_tool_argument__isnull=False), output_field=BooleanField())
 
 
-def case_for_page(*, case_id: int, datasets: QuerySet[Dataset] | None = None) -> Case:
-    """One case (of `datasets`, every dataset when None) with its dataset and `checks_tool_argument` (SQL
-    NULL: not checked; JSON null: checked)."""
-    cases = Case.objects.all() if datasets is None else Case.objects.filter(dataset__in=datasets)
+def case_for_page(*, case_id: int, datasets: QuerySet[Dataset]) -> Case:
+    """One case of `datasets` (those of a project the user may see) with its dataset and `checks_tool_argument`
+    (SQL NULL: not checked; JSON null: checked); Case.DoesNotExist for a case of any other dataset."""
+    cases = Case.objects.filter(dataset__in=datasets)
     return (
         cases.select_related("dataset")
         .annotate(checks_tool_argument=CHECKS_TOOL_ARGUMENT)
@@ -94,8 +95,10 @@ def case_labels_by_rubric(*, case: Case) -> list[dict]:
     [{"rubric", "labels": [Label (with .counts)], "adjudication": Adjudication | None}], by rubric slug.
     """
     groups: dict[int, dict] = {}
-    labels = Label.objects.filter(case=case).select_related("rubric", "reviewer").order_by(
-        "rubric__slug", "reviewer__username"
+    # Only the case's own project's rubrics ever pair with it; the filter keeps a page from showing otherwise.
+    labels = (
+        Label.objects.filter(case=case, rubric__project_id=case.dataset.project_id)
+        .select_related("rubric", "reviewer").order_by("rubric__slug", "reviewer__username")
     )
 
     def group(rubric: Rubric) -> dict:
@@ -104,6 +107,7 @@ def case_labels_by_rubric(*, case: Case) -> list[dict]:
     for label in labels:
         label.counts = label.content_hash == case.content_hash
         group(label.rubric)["labels"].append(label)
-    for adjudication in Adjudication.objects.filter(case=case).select_related("rubric", "decided_by"):
+    adjudications = Adjudication.objects.filter(case=case, rubric__project_id=case.dataset.project_id)
+    for adjudication in adjudications.select_related("rubric", "decided_by"):
         group(adjudication.rubric)["adjudication"] = adjudication
     return sorted(groups.values(), key=lambda group: group["rubric"].slug)

@@ -62,11 +62,12 @@ def dataset_apply_redaction(*, dataset: Dataset, by) -> int:
 
 
 def dataset_set_policies(*, dataset: Dataset, slugs: list[str], by) -> bool:
-    """Set the policy documents the dataset's cases are about (slugs of existing policies, each read at its
-    newest version when used); returns whether the list changed. The change and its audit entry are one
-    transaction."""
+    """Set the policy documents the dataset's cases are about (slugs of existing policies of its project, each
+    read at its newest version when used); returns whether the list changed. The change and its audit entry are
+    one transaction."""
     slugs = sorted(set(slugs))
-    unknown = sorted(set(slugs) - set(PolicyDocument.objects.filter(slug__in=slugs).values_list("slug", flat=True)))
+    known = PolicyDocument.objects.filter(project_id=dataset.project_id, slug__in=slugs).values_list("slug", flat=True)
+    unknown = sorted(set(slugs) - set(known))
     if unknown:
         raise LabelingRefused(f"No policy document {', '.join(unknown)}: write it on the policies page first.")
     with transaction.atomic():

@@ -14,8 +14,9 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from evalhub.access import lead_required
+from evalhub.access import lead_required, member_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project, Role
 from evalhub.params import object_id, refuse_nul
 from evalhub.tables import table_query
 from labeling.datasets import services
@@ -43,47 +44,50 @@ from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.importing.labels import labels_import
 from labeling.importing.reading import CASE_KINDS
-from labeling.models import Case, Dataset, DatasetEvent, LabelingRefused, Rubric
+from labeling.models import Case, Dataset, DatasetEvent, LabelingRefused
 
 
 @lead_required
-def dataset_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "labeling/dataset_list.html", {"datasets": datasets_with_counts()})
+def dataset_list(request: HttpRequest, project: Project) -> HttpResponse:
+    return render(request, "labeling/dataset_list.html", {"datasets": datasets_with_counts(project=project)})
 
 
 @lead_required
-def rubric_list(request: HttpRequest) -> HttpResponse:
-    rubrics = Rubric.objects.annotate(label_count=Count("labels")).order_by("slug")
+def rubric_list(request: HttpRequest, project: Project) -> HttpResponse:
+    rubrics = project.rubrics.annotate(label_count=Count("labels")).order_by("slug")
     return render(request, "labeling/rubric_list.html", {"rubrics": rubrics})
 
 
 def _get_dataset_for_user(request: HttpRequest, slug: str, *, lead_only: bool = False) -> Dataset:
-    """404 for a dataset the user may not see (a reviewer's unassigned one), then 403 on leads' pages.
+    """A dataset of the request's project (set by the door) that the user may see; 404 for any other (another
+    project's, or a reviewer's unassigned one), then 403 on leads' pages.
 
     The 404 comes first so that a reviewer cannot learn which datasets exist from a 403.
     """
-    dataset = get_object_or_404(Dataset.objects.visible_to(request.user), slug=slug)
-    if lead_only and not request.user.is_lead:
+    project, role = request.project, request.project_role
+    dataset = get_object_or_404(project.datasets.visible_to(request.user, role=role), slug=slug)
+    if lead_only and role != Role.LEAD:
         raise PermissionDenied("Only leads may do this.")
     return dataset
 
 
 @lead_required
 @require_http_methods(["GET", "POST"])
-def dataset_create(request: HttpRequest) -> HttpResponse:
-    form = DatasetCreateForm(request.POST or None)
+def dataset_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = DatasetCreateForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         dataset = form.save()
         messages.success(request, f"Dataset {dataset.slug} created. Import its cases.")
-        return redirect("labeling:dataset_import", slug=dataset.slug)
+        return redirect("labeling:dataset_import", project=project.slug, slug=dataset.slug)
     return render(request, "labeling/dataset_create.html", {"form": form})
 
 
 CASES_PER_PAGE = 50
 
 
+@member_required
 @vary_on_headers("HX-Request")
-def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def dataset_detail(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """Leads' list of a dataset's cases, 50 a page, filtered by category and split, searched, sorted."""
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
     table = table_query(request, sorts=CASE_SORTS, default="imported")
@@ -104,10 +108,10 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     context |= {
         "categories": categories, "case_count": sum(c["n"] for c in categories),
         "splits": Case.Split.values, "rubrics": report_rubrics(dataset=dataset),
-        "all_rubrics": Rubric.objects.order_by("slug"),
+        "all_rubrics": project.rubrics.order_by("slug"),
         "redaction_form": RedactionForm(initial={"redact": dataset.redact_kinds}),
         "redaction_events": dataset.events.exclude(kind=DatasetEvent.Kind.POLICIES_SET).select_related("by")[:3],
-        "policies_form": PoliciesForm(initial={"policies": dataset.policies}),
+        "policies_form": PoliciesForm(initial={"policies": dataset.policies}, project=project),
         "policy_events": dataset.events.filter(kind=DatasetEvent.Kind.POLICIES_SET).select_related("by")[:3],
     }
     return render(request, "labeling/dataset_detail.html", context)
@@ -115,11 +119,11 @@ def dataset_detail(request: HtmxHttpRequest, slug: str) -> HttpResponse:
 
 @lead_required
 @require_POST
-def dataset_redaction(request: HttpRequest, slug: str) -> HttpResponse:
+def dataset_redaction(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
     """Set what the dataset redacts from incoming cases (`action=save`), or redact the cases it already holds
     with it (`action=apply`). Both are audited."""
-    dataset = get_object_or_404(Dataset, slug=slug)
-    back = reverse("labeling:dataset_detail", args=[dataset.slug])
+    dataset = get_object_or_404(project.datasets, slug=slug)
+    back = reverse("labeling:dataset_detail", args=[project.slug, dataset.slug])
     if request.POST.get("action") == "apply":
         try:
             changed = services.dataset_apply_redaction(dataset=dataset, by=request.user)
@@ -143,11 +147,12 @@ def dataset_redaction(request: HttpRequest, slug: str) -> HttpResponse:
 
 @lead_required
 @require_POST
-def dataset_policies(request: HttpRequest, slug: str) -> HttpResponse:
-    """Set the policy documents the dataset's cases are about (synthetic cases are written from them); audited."""
-    dataset = get_object_or_404(Dataset, slug=slug)
-    back = reverse("labeling:dataset_detail", args=[dataset.slug]) + "#policies"
-    form = PoliciesForm(request.POST)
+def dataset_policies(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
+    """Set the policy documents the dataset's cases are about (synthetic cases are written from them), among
+    its project's; audited."""
+    dataset = get_object_or_404(project.datasets, slug=slug)
+    back = reverse("labeling:dataset_detail", args=[project.slug, dataset.slug]) + "#policies"
+    form = PoliciesForm(request.POST, project=project)
     if not form.is_valid():
         messages.error(request, "Choose among the policy documents shown.")
         return redirect(back)
@@ -163,12 +168,12 @@ def dataset_policies(request: HttpRequest, slug: str) -> HttpResponse:
 
 @lead_required
 @require_POST
-def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
+def dataset_kinds(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
     """Set the calibration kind of the ticked cases, or of every case the filters select (`scope=filtered`).
     The kind is not judged content: no run becomes stale."""
-    dataset = get_object_or_404(Dataset, slug=slug)
+    dataset = get_object_or_404(project.datasets, slug=slug)
     kind = request.POST.get("set_kind", "")
-    back = reverse("labeling:dataset_detail", args=[dataset.slug])
+    back = reverse("labeling:dataset_detail", args=[project.slug, dataset.slug])
     query = request.POST.get("filter_query", "")
     refuse_nul(QueryDict(query))  # the filters come back inside a field: the same rule as the page's own query
     back += f"?{QueryDict(query).urlencode()}" if query else ""  # back to the same filters, on our own path
@@ -191,15 +196,16 @@ def dataset_kinds(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect(back)
 
 
+@member_required
 @require_http_methods(["GET", "POST"])
-def dataset_import(request: HttpRequest, slug: str) -> HttpResponse:
+def dataset_import(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
     """Upload cases (or labels) from JSONL or CSV: all or nothing, every error listed by line."""
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
     kind = request.POST.get("kind")
     case_form = CaseImportForm(request.POST if kind == "cases" else None,
-                               request.FILES if kind == "cases" else None, prefix="cases")
+                               request.FILES if kind == "cases" else None, prefix="cases", project=project)
     label_form = LabelImportForm(request.POST if kind == "labels" else None,
-                                 request.FILES if kind == "labels" else None, prefix="labels")
+                                 request.FILES if kind == "labels" else None, prefix="labels", project=project)
     rejected = None
     form = case_form if kind == "cases" else label_form if kind == "labels" else None
     if form is not None and form.is_valid():
@@ -211,12 +217,12 @@ def dataset_import(request: HttpRequest, slug: str) -> HttpResponse:
                                       update=data["update"], rubric=data["rubric"], by=request.user)
             else:
                 result = labels_import(dataset=dataset, rubric_slug=data["rubric"].slug, stream=data["file"],
-                                       fmt=data["fmt"])
+                                       fmt=data["fmt"], by=request.user)
         except ImportRejected as exc:
             rejected = {"kind": kind, "name": data["file"].name, "errors": exc.errors}
         else:
             messages.success(request, f"Imported {data['file'].name}: {result}.")
-            return redirect("labeling:dataset_detail", slug=dataset.slug)
+            return redirect("labeling:dataset_detail", project=project.slug, slug=dataset.slug)
     return render(request, "labeling/dataset_import.html", {
         "dataset": dataset, "case_form": case_form, "label_form": label_form, "rejected": rejected,
         "max_bytes": settings.EVALHUB_IMPORT_MAX_BYTES,
@@ -229,7 +235,8 @@ EXPORT_CONTENT_TYPES = {
 }
 
 
-def dataset_export(request: HttpRequest, slug: str, kind: str) -> StreamingHttpResponse:
+@member_required
+def dataset_export(request: HttpRequest, project: Project, slug: str, kind: str) -> StreamingHttpResponse:
     """Download cases or labels in their import format, or the report CSV; streamed, not built in memory.
 
     `neutralise_formulas=1` makes a CSV of cases or labels safe to open in a spreadsheet (the report always
@@ -246,7 +253,7 @@ def dataset_export(request: HttpRequest, slug: str, kind: str) -> StreamingHttpR
         pieces = cases_export(dataset=dataset, fmt=fmt, neutralise_formulas=neutralise)
         name = f"{dataset.slug}-cases{for_reading}.{fmt}"
     elif kind == "labels":
-        rubric = get_object_or_404(Rubric, slug=request.GET.get("rubric", ""))
+        rubric = get_object_or_404(project.rubrics, slug=request.GET.get("rubric", ""))
         pieces = labels_export(dataset=dataset, rubric=rubric, fmt=fmt, neutralise_formulas=neutralise)
         name = f"{dataset.slug}-labels-{rubric.slug}{for_reading}.{fmt}"
     elif kind == "report":
@@ -259,8 +266,10 @@ def dataset_export(request: HttpRequest, slug: str, kind: str) -> StreamingHttpR
     return response
 
 
-def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
-    """One case, readable: leads also see every label per rubric; reviewers never see labels or verdicts."""
+@member_required
+def case_detail(request: HttpRequest, project: Project, case_id: int) -> HttpResponse:
+    """One case of the project, readable: leads also see every label per rubric; reviewers never see labels or
+    verdicts."""
     case = _get_case_for_user(request, case_id)
     metadata, metadata_more = _first(list((case.metadata or {}).items()))
     context = {
@@ -269,15 +278,17 @@ def case_detail(request: HttpRequest, case_id: int) -> HttpResponse:
         "trace_view": _trace_for_page(case),
         "metadata": [_readable(key, value) for key, value in metadata],
         "metadata_more": metadata_more,
-        "label_groups": case_labels_by_rubric(case=case) if request.user.is_lead else None,
+        "label_groups": case_labels_by_rubric(case=case) if request.project_role == Role.LEAD else None,
     }
     return render(request, "labeling/case_detail.html", context)
 
 
 def _get_case_for_user(request: HttpRequest, case_id: int) -> Case:
-    """A case of a dataset the user may see; 404 otherwise, as for the dataset itself."""
+    """A case of a dataset of the project the user may see; 404 otherwise (another project's case too), as for
+    the dataset itself."""
+    datasets = request.project.datasets.visible_to(request.user, role=request.project_role)
     try:
-        return case_for_page(case_id=case_id, datasets=Dataset.objects.visible_to(request.user))
+        return case_for_page(case_id=case_id, datasets=datasets)
     except Case.DoesNotExist:
         raise Http404("No such case.") from None
 
@@ -306,27 +317,27 @@ def _readable(key: str, value) -> dict:
 
 @lead_required
 @require_http_methods(["GET", "POST"])
-def rubric_create(request: HttpRequest) -> HttpResponse:
-    form = RubricCreateForm(request.POST or None)
+def rubric_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = RubricCreateForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
         rubric = form.save()
         messages.success(request, f"Rubric {rubric.slug} created as a draft.")
-        return redirect("labeling:rubric_list")
+        return redirect("labeling:rubric_list", project=project.slug)
     return render(request, "labeling/rubric_create.html", {"form": form})
 
 
 @lead_required
 @require_http_methods(["GET", "POST"])
-def rubric_edit(request: HttpRequest, slug: str) -> HttpResponse:
+def rubric_edit(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
     """Name, criteria and labels per case only: stage, thresholds and fail_closed go through promotion."""
-    rubric = get_object_or_404(Rubric, slug=slug)
+    rubric = get_object_or_404(project.rubrics, slug=slug)
     form = RubricEditForm(request.POST or None, instance=rubric)
     if request.method == "POST" and form.is_valid():
         rubric = form.save(commit=False)
         rubric.updated_at = timezone.now()
         rubric.save(update_fields=[*RubricEditForm.Meta.fields, "updated_at"])
         messages.success(request, f"Rubric {rubric.slug} saved.")
-        return redirect("labeling:rubric_list")
+        return redirect("labeling:rubric_list", project=project.slug)
     return render(request, "labeling/rubric_edit.html", {"form": form, "rubric": rubric})
 
 

@@ -3,12 +3,13 @@ disputes.
 
 A dispute is a (case, rubric) whose counting labels disagree (a tie has no human verdict until a lead
 adjudicates it), or that a lead has adjudicated. Query counts do not grow with the number of cases.
+Every read is of one project: keyed by a dataset and a rubric the pages take from it, or by `project=`.
 """
 
 from django.db.models import Case as SqlCase
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
 
-from evalhub.models import User
+from evalhub.models import Project, User
 from labeling.models import (
     Adjudication,
     Case,
@@ -33,9 +34,10 @@ def cases_with_human_verdict(*, rubric: Rubric, cases: QuerySet[Case] | None = N
     """Cases annotated with `passes`, `fails` (counting labels), `adjudicated` and `human_verdict`.
 
     The human verdict (docs/words.md) is the lead's adjudication if there is one, else the majority of the
-    counting labels; a tie (or no label) has none. One query however many cases.
+    counting labels; a tie (or no label) has none. One query however many cases. Without `cases`, the cases
+    of the rubric's own project (a rubric applies to no other's).
     """
-    cases = Case.objects.all() if cases is None else cases
+    cases = Case.objects.filter(dataset__project_id=rubric.project_id) if cases is None else cases
     counting = Q(labels__rubric=rubric) & label_counts("labels__")
     return cases.annotate(
         passes=Count("labels", filter=counting & Q(labels__verdict="pass")),
@@ -170,14 +172,16 @@ def with_dispute_details(cases: list[Case], *, rubric: Rubric) -> list[Case]:
     return cases
 
 
-def disputes_by_queue() -> list[dict]:
-    """Open disputes per (dataset, rubric), for the disputes index: two queries.
+def disputes_by_queue(*, project: Project) -> list[dict]:
+    """Open disputes per (dataset, rubric) of the project, for the disputes index and the lead's overview:
+    three queries (one with no dispute).
 
-    [{"dataset", "rubric", "open"}] for every pair with an open dispute.
+    [{"dataset", "rubric", "open"}] for every pair of the project with an open dispute.
     """
     decided = Adjudication.objects.filter(case=OuterRef("case"), rubric=OuterRef("rubric"))
     per_case = (
         Label.objects.counting()
+        .filter(dataset__project=project, rubric__project=project)
         .values("dataset", "rubric", "case")
         .annotate(
             passes=Count("id", filter=Q(verdict="pass")),
@@ -190,8 +194,8 @@ def disputes_by_queue() -> list[dict]:
     for row in per_case:
         key = (row["dataset"], row["rubric"])
         counts[key] = counts.get(key, 0) + 1
-    datasets = Dataset.objects.in_bulk({d for d, _ in counts})
-    rubrics = Rubric.objects.in_bulk({r for _, r in counts})
+    datasets = project.datasets.in_bulk({d for d, _ in counts})
+    rubrics = project.rubrics.in_bulk({r for _, r in counts})
     return sorted(
         ({"dataset": datasets[d], "rubric": rubrics[r], "open": n} for (d, r), n in counts.items()),
         key=lambda row: (row["dataset"].slug, row["rubric"].slug),

@@ -1,6 +1,8 @@
 """A lead's writes on disputes: the adjudication (the human verdict), and requests for another label.
 
-Every function is keyword-only and does its writes in one transaction.
+Every function is keyword-only and does its writes in one transaction. Only a lead of the rubric's project
+(or the instance admin) may make them: a lead of another project is refused like a reviewer. A rubric
+applies to its own project's cases only (docs/projects.md).
 """
 
 from collections.abc import Iterable
@@ -9,17 +11,29 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from evalhub.models import User
+from evalhub.models import Membership, Role, User
 from labeling.models import Adjudication, Case, CaseTally, LabelingRefused, LabelRequest, Rubric, Verdict
+from labeling.queue.services import refuse_other_project
+
+
+def _refuse_unless_lead(*, by: User, rubric: Rubric, doing: str) -> None:
+    """LabelingRefused unless `by` leads the rubric's project: read from their membership there (one query;
+    none for the instance admin), never from a role they hold in some other project. By the rubric's
+    project_id (not User.role_in), so the project's row is not read just to name it."""
+    if by.is_superuser:
+        return
+    if not Membership.objects.filter(project_id=rubric.project_id, user=by, role=Role.LEAD).exists():
+        raise LabelingRefused(f"Only the project's leads {doing}.")
 
 
 def adjudicate(*, case: Case, rubric: Rubric, verdict: str, note: str = "", by: User) -> Adjudication:
     """A lead decides the human verdict of a (case, rubric), whatever its labels say; who and when are kept.
 
-    Deciding again replaces the decision (and its who and when).
+    Deciding again replaces the decision (and its who and when). Refused for a case of another project
+    than the rubric's (its dataset is read unless the caller has it on the case already).
     """
-    if not by.is_lead:
-        raise LabelingRefused("Only leads adjudicate.")
+    _refuse_unless_lead(by=by, rubric=rubric, doing="adjudicate")
+    refuse_other_project(project_id=case.dataset.project_id, rubric=rubric)
     if verdict not in Verdict.values:
         raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
     with transaction.atomic():
@@ -33,10 +47,11 @@ def adjudicate(*, case: Case, rubric: Rubric, verdict: str, note: str = "", by: 
 def request_another_label(*, case: Case, rubric: Rubric, by: User, reason: str = "") -> LabelRequest:
     """A lead asks for one more label on a case than the rubric's labels_per_case, from a new reviewer.
 
-    Refused while an earlier request still waits for its label, so a repeated click asks only once.
+    Refused while an earlier request still waits for its label, so a repeated click asks only once, and for
+    a case of another project than the rubric's.
     """
-    if not by.is_lead:
-        raise LabelingRefused("Only leads request labels.")
+    _refuse_unless_lead(by=by, rubric=rubric, doing="request labels")
+    refuse_other_project(project_id=case.dataset.project_id, rubric=rubric)
     with transaction.atomic():
         tally = CaseTally.objects.select_for_update().get(case=case, rubric=rubric)
         missing = rubric.labels_per_case + tally.requested - tally.labels
@@ -65,15 +80,20 @@ def request_more_labels(*, case_ids: Iterable[int], rubric: Rubric, by: User, re
 
     Idempotent, so a repeated click changes nothing: a case is left alone while an earlier request
     still waits for its label, or when it was asked for with this same reason before (even if that
-    label has come since). Three queries whatever the number of cases, in one transaction.
+    label has come since). A case of another project than the rubric's has no tally with it and is passed
+    over (counted in neither figure). Four queries whatever the number of cases (the lead's role, then three
+    in one transaction).
     """
-    if not by.is_lead:
-        raise LabelingRefused("Only leads request labels.")
+    _refuse_unless_lead(by=by, rubric=rubric, doing="request labels")
     reason = reason.strip()[:300]
     ids = sorted(set(case_ids))
     with transaction.atomic():
         # Locked in case order, so two leads sending overlapping sets cannot deadlock.
-        tallies = list(CaseTally.objects.select_for_update().filter(rubric=rubric, case_id__in=ids).order_by("case_id"))
+        tallies = list(
+            CaseTally.objects.select_for_update(of=("self",))  # the tallies only, not their datasets' rows
+            .filter(rubric=rubric, case_id__in=ids, dataset__project_id=rubric.project_id)
+            .order_by("case_id")
+        )
         asked = set(
             LabelRequest.objects.filter(rubric=rubric, case_id__in=ids, reason=reason).values_list("case_id", flat=True)
         )

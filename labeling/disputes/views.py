@@ -1,9 +1,13 @@
-"""Leads' pages of one dataset and rubric: its state, and its disputes (adjudicate, ask for another label)."""
+"""Leads' pages of one dataset and rubric: its state, and its disputes (adjudicate, ask for another label).
+
+Only the project's leads open them (evalhub.access.lead_required: 404 to a non-member, a lead of another project
+too; 403 to the project's reviewers). The dataset and the rubric are both the project's, whatever the slugs.
+"""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import F, Q
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -12,9 +16,10 @@ from django.views.decorators.vary import vary_on_headers
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project
 from evalhub.tables import table_query
 from labeling.datasets.selectors import CHECKS_TOOL_ARGUMENT
-from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
+from labeling.datasets.views import _trace_for_page
 from labeling.disputes import services
 from labeling.disputes.agreement import reviewer_agreement
 from labeling.disputes.forms import AdjudicateForm
@@ -33,26 +38,30 @@ from labeling.disputes.selectors import (
 from labeling.models import Case, Dataset, LabelingRefused, Rubric
 
 
+def _pair_of(project: Project, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
+    """The project's dataset and rubric (a lead sees every dataset of it): 404 for a slug of another project's."""
+    return get_object_or_404(project.datasets, slug=slug), get_object_or_404(project.rubrics, slug=rubric_slug)
+
+
 @lead_required
-def dataset_rubric(request: HttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+def dataset_rubric(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """Leads: one dataset for one rubric — counts, reviewers' agreement, each reviewer's progress."""
-    dataset = _get_dataset_for_user(request, slug, lead_only=True)
-    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    dataset, rubric = _pair_of(project, slug, rubric_slug)
     return render(request, "labeling/dataset_rubric.html", {
         "dataset": dataset, "rubric": rubric,
         "counts": rubric_counts(dataset=dataset, rubric=rubric),
         "agreement": reviewer_agreement(rubric=rubric, dataset_id=dataset.pk),
         "reviewers": reviewer_progress(dataset=dataset, rubric=rubric),
-        "rubrics": Rubric.objects.order_by("slug"),
+        "rubrics": project.rubrics.order_by("slug"),
     })
 
 
 @lead_required
-def disputes_index(request: HttpRequest) -> HttpResponse:
-    """Leads: where labels disagree, per dataset and rubric."""
+def disputes_index(request: HtmxHttpRequest, project: Project) -> HttpResponse:
+    """Leads: where labels disagree in the project, per dataset and rubric."""
     return render(request, "labeling/disputes_index.html", {
-        "queues": disputes_by_queue(), "datasets": Dataset.objects.order_by("slug"),
-        "rubrics": Rubric.objects.order_by("slug"),
+        "queues": disputes_by_queue(project=project), "datasets": project.datasets.order_by("slug"),
+        "rubrics": project.rubrics.order_by("slug"),
     })
 
 
@@ -68,10 +77,9 @@ DISPUTE_SORT_CHOICES = [("ties", "ties first"), ("case", "case id"), ("-labels",
 
 @lead_required
 @vary_on_headers("HX-Request")
-def disputes(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+def disputes(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """Leads: ties and disagreements with every label and note; adjudicate, or ask for another label."""
-    dataset = _get_dataset_for_user(request, slug, lead_only=True)
-    rubric = get_object_or_404(Rubric, slug=rubric_slug)
+    dataset, rubric = _pair_of(project, slug, rubric_slug)
     status = request.GET.get("status") if request.GET.get("status") in {OPEN, DECIDED, ALL} else OPEN
     table = table_query(request, sorts=DISPUTE_SORTS, default="ties")
     cases = dispute_cases(dataset=dataset, rubric=rubric, status=status).order_by(*table.ordering)
@@ -98,7 +106,7 @@ def _with_what_a_decision_needs(cases: list[Case], *, rubric: Rubric) -> None:
 
 
 def _dispute_row(
-    request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric, case_id: int, *, notice: str
+    request: HtmxHttpRequest, project: Project, dataset: Dataset, rubric: Rubric, case_id: int, *, notice: str
 ) -> HttpResponse:
     """After a lead's action: the dispute's row again with a notice (htmx), or back to the disputes page."""
     if not request.htmx:
@@ -106,7 +114,7 @@ def _dispute_row(
         back = request.POST.get("back", "")
         # A path on this site (the page the form was on); anything else, "foo" too, is ignored.
         if not (back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})):
-            back = reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
+            back = reverse("labeling:disputes", args=[project.slug, dataset.slug, rubric.slug])
         return HttpResponseRedirect(back)
     case = (dispute_cases(dataset=dataset, rubric=rubric, status=ALL).filter(pk=case_id)
             .annotate(checks_tool_argument=CHECKS_TOOL_ARGUMENT).first())
@@ -124,27 +132,27 @@ def _dispute_row(
 
 @lead_required
 @require_POST
-def adjudicate(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
+def adjudicate(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
     """A lead decides a dispute's human verdict; who and when are recorded."""
-    dataset = _get_dataset_for_user(request, slug, lead_only=True)
-    rubric = get_object_or_404(Rubric, slug=rubric_slug)
-    case = get_object_or_404(Case, pk=case_id, dataset=dataset)
+    dataset, rubric = _pair_of(project, slug, rubric_slug)
+    case = get_object_or_404(dataset.cases, pk=case_id)  # carrying its dataset: the service's check reads nothing
     form = AdjudicateForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Choose pass or fail.")
     decision = services.adjudicate(case=case, rubric=rubric, verdict=form.cleaned_data["verdict"],
                                    note=form.cleaned_data["note"], by=request.user)
     notice = f"{case.external_id}: adjudicated {decision.verdict}; that is its human verdict now."
-    return _dispute_row(request, dataset, rubric, case.pk, notice=notice)
+    return _dispute_row(request, project, dataset, rubric, case.pk, notice=notice)
 
 
 @lead_required
 @require_POST
-def request_label(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id: int) -> HttpResponse:
+def request_label(
+    request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str, case_id: int
+) -> HttpResponse:
     """A lead asks for one more label on a case, from a reviewer who has not labeled it."""
-    dataset = _get_dataset_for_user(request, slug, lead_only=True)
-    rubric = get_object_or_404(Rubric, slug=rubric_slug)
-    case = get_object_or_404(Case, pk=case_id, dataset=dataset)
+    dataset, rubric = _pair_of(project, slug, rubric_slug)
+    case = get_object_or_404(dataset.cases, pk=case_id)
     try:
         services.request_another_label(case=case, rubric=rubric, by=request.user,
                                        reason=request.POST.get("reason", ""))
@@ -152,4 +160,4 @@ def request_label(request: HtmxHttpRequest, slug: str, rubric_slug: str, case_id
         notice = str(refused)
     else:
         notice = f"{case.external_id}: another label is requested; the case is back in reviewers' queues."
-    return _dispute_row(request, dataset, rubric, case.pk, notice=notice)
+    return _dispute_row(request, project, dataset, rubric, case.pk, notice=notice)

@@ -56,8 +56,8 @@ def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bo
                  max_bytes: int | None = None, rubric: Rubric | None = None, by=None) -> CaseImportResult:
     """Import a JSONL or CSV file of cases into `dataset`, all or nothing (raises ImportRejected).
 
-    Rows with a humanVerdict also become labels of `rubric` by `by`, the signed-in person importing (the
-    import page, `import_cases --by`): a file with such rows and no rubric is refused.
+    Rows with a humanVerdict also become labels of `rubric` (of the dataset's project) by `by`, the signed-in
+    person importing (the import page, `import_cases --by`): a file with such rows and no rubric is refused.
     """
     errors: list[RowError] = []
     records = read_records(
@@ -72,6 +72,9 @@ def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bo
         errors.append(RowError(None, "rubric", f"{len(verdicts)} row(s) carry a humanVerdict (first at line "
                                                f"{verdicts[0]}): name the rubric they answer (on the import page; "
                                                "import_cases --rubric RUBRIC --by USER)"))
+    if rubric is not None and rubric.project_id != dataset.project_id:
+        errors.append(RowError(None, "rubric", f"the rubric {rubric.slug} is not of this dataset's project: name one "
+                                               "of its own"))
     return _cases_write(dataset=dataset, rows=rows, errors=errors, update=update, rubric=rubric, by=by)
 
 

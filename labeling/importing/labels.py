@@ -10,7 +10,7 @@ from django.core.validators import validate_slug
 from django.db import transaction
 from django.utils import timezone
 
-from evalhub.models import Role
+from evalhub.models import MemberEvent, Membership, Role
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
     ID_ALIASES,
@@ -78,12 +78,15 @@ def validate_label(obj: Any) -> tuple[LabelData | None, list[tuple[str | None, s
 
 
 def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt: Format,
-                  max_bytes: int | None = None) -> LabelImportResult:
-    """Import reviewers' labels of one rubric for cases of `dataset`, all or nothing.
+                  max_bytes: int | None = None, by=None) -> LabelImportResult:
+    """Import reviewers' labels of one rubric of the dataset's project for cases of `dataset`, all or nothing.
 
-    Must succeed or fail together: creating the rubric (as a draft) if missing, creating reviewer
-    accounts named in the file (no usable password) and assigning them to the dataset, creating new
-    labels and revising existing ones against each case's current content.
+    Must succeed or fail together: creating the rubric (as a draft, in the dataset's project) if missing,
+    creating reviewer accounts named in the file (no usable password) as reviewers of the dataset's project
+    (audited, as done `by` the importing person) and assigning them to the dataset, creating new labels and
+    revising existing ones against each case's current content. A reviewer named in the file must be a member
+    of the project, or a new account: an account of someone who is not a member is refused, never added (they
+    join a project by invitation).
     """
     errors: list[RowError] = []
     try:
@@ -116,13 +119,23 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
             RowError(row, "external_id", f"{data.external_id!r} is not a case of the dataset {dataset.slug}")
             for row, data in rows if data.external_id not in cases
         )
+        names = sorted({data.reviewer for _, data in rows})
+        strangers = _not_members(dataset=dataset, usernames=names)
+        first_row = {}
+        for row, data in rows:
+            first_row.setdefault(data.reviewer, row)
+        errors.extend(
+            RowError(first_row[name], "reviewer", f"{name!r} is not a member of this project: invite them to it "
+                                                  "first (a name new to evalhub gets a reviewer account here)")
+            for name in sorted(strangers, key=first_row.get)
+        )
         if errors:
             raise ImportRejected(errors)
 
         rubric, rubric_created = Rubric.objects.get_or_create(
-            slug=rubric_slug, defaults={"name": rubric_slug, "criteria": ""}
+            project_id=dataset.project_id, slug=rubric_slug, defaults={"name": rubric_slug, "criteria": ""}
         )
-        users = _reviewer_accounts(sorted({data.reviewer for _, data in rows}))
+        users = _reviewer_accounts(dataset=dataset, usernames=names, by=by)
         new_reviewers = sorted(name for name, (_, created) in users.items() if created)
         dataset.reviewers.add(*(user for user, _ in users.values()))
 
@@ -150,14 +163,32 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
                              new_reviewers=new_reviewers, rubric_created=rubric_created)
 
 
-def _reviewer_accounts(usernames: list[str]) -> dict[str, tuple[Any, bool]]:
-    """The users named in a labels file, creating missing ones as reviewers who cannot log in yet."""
+def _not_members(*, dataset: Dataset, usernames: list[str]) -> set[str]:
+    """The names among `usernames` of existing accounts that are not members of the dataset's project (the
+    instance admin leads every project)."""
+    accounts = get_user_model().objects.filter(username__in=usernames, is_superuser=False)
+    members = Membership.objects.filter(project_id=dataset.project_id, user__username__in=usernames)
+    return set(accounts.values_list("username", flat=True)) - set(members.values_list("user__username", flat=True))
+
+
+def _reviewer_accounts(*, dataset: Dataset, usernames: list[str], by) -> dict[str, tuple[Any, bool]]:
+    """The users named in a labels file (members of the dataset's project, checked before), creating missing
+    ones as reviewers of that project who cannot log in yet; each membership made is audited."""
     User = get_user_model()
     found = {user.username: (user, False) for user in User.objects.filter(username__in=usernames)}
     for name in usernames:
         if name not in found:
-            user = User(username=name, role=Role.REVIEWER)
+            user = User(username=name)
             user.set_unusable_password()  # an admin sets a password or the user resets it
             user.save()
             found[name] = (user, True)
+    made = [user for user, created in found.values() if created]
+    Membership.objects.bulk_create(
+        [Membership(project_id=dataset.project_id, user=user, role=Role.REVIEWER) for user in made]
+    )
+    MemberEvent.objects.bulk_create([
+        MemberEvent(project_id=dataset.project_id, kind=MemberEvent.Kind.ADDED, subject=user.username, by=by,
+                    detail=f"as a reviewer: a new account named in a labels import into {dataset.slug}")
+        for user in made
+    ])
     return found

@@ -1,5 +1,5 @@
 """The OTLP receiver: `POST /api/otlp/v1/traces`, where an agent's OpenTelemetry exporter sends its spans
-(docs/otlp.md), with a `cases:write` token like the ingest API.
+(docs/otlp.md), with a `cases:write` token like the ingest API, into a dataset of the token's project only.
 
 Answers as OTLP/HTTP expects, in the content type of the request: 200 with an ExportTraceServiceResponse,
 whose partial_success names each trace that could not be a case and why; 400, 404, 413 or 415 with a
@@ -15,7 +15,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from evalhub.access import bounded_body, gunzipped, method_not_allowed, token_required
 from evalhub.models import Scope
-from labeling.models import Dataset
 from labeling.otlp.services import otlp_receive
 from labeling.otlp.traces import OtlpBodyError, request_from_json, request_from_protobuf, spans_of
 
@@ -52,7 +51,8 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
     slug, problem = _dataset_slug(request)
     if problem:
         return _refused(400, problem, content_type)
-    dataset = Dataset.objects.filter(slug=slug).first()
+    # The token's project's dataset only: another project's is refused as one that does not exist.
+    dataset = request.project.datasets.filter(slug=slug).first()
     if dataset is None:
         return _refused(404, f"No dataset {slug[:100]!r}: create it in evalhub first.", content_type)
     limit = settings.EVALHUB_OTLP_MAX_BYTES

@@ -1,4 +1,5 @@
-"""The policies API: an agent or a pipeline reads a policy document with a `policies:read` token."""
+"""The policies API: an agent or a pipeline reads a policy document of its token's project with a `policies:read`
+token."""
 
 from django.http import HttpRequest, JsonResponse
 
@@ -11,13 +12,16 @@ from labeling.models import PolicyDocument
 @token_required(Scope.POLICIES_READ.value)
 def policy_read(request: HttpRequest, slug: str) -> JsonResponse:
     """GET /api/policies/<slug>?version=N: one version of a policy document (the newest without
-    `version`) as {slug, version, text, sha256, created_at}: the very text a judge config references."""
+    `version`) as {slug, version, text, sha256, created_at}: the very text a judge config references.
+
+    Of the token's project only: another project's policy is 404 with the words of an unknown one."""
     if request.method != "GET":
         return method_not_allowed("GET")
     unknown = sorted(set(request.GET) - {"version"})
     if unknown:
         return JsonResponse({"error": f"Unknown parameter(s): {', '.join(unknown)} (known: version)."}, status=400)
-    versions = PolicyDocument.objects.filter(slug=slug).order_by("-version")
+    policies = PolicyDocument.objects.filter(project=request.project, slug=slug)
+    versions = policies.order_by("-version")
     raw = request.GET.get("version")
     if raw is not None:
         if (number := whole(raw, low=1)) is None:
@@ -25,7 +29,7 @@ def policy_read(request: HttpRequest, slug: str) -> JsonResponse:
         versions = versions.filter(version=number)
     policy = versions.first()
     if policy is None:
-        if raw is not None and PolicyDocument.objects.filter(slug=slug).exists():
+        if raw is not None and policies.exists():
             return JsonResponse({"error": f"The policy {slug!r} has no version {raw}."}, status=404)
         return JsonResponse({"error": f"No policy {slug!r}."}, status=404)
     response = JsonResponse({

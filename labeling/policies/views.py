@@ -1,15 +1,16 @@
-"""The policy documents' pages: everyone signed in reads them (the history, any version); leads write
+"""The policy documents' pages: the project's members read them (the history, any version); its leads write
 the next version, seeing its diff against the last before saving. Writes go through
 labeling.policies.services.policy_write; a saved version never changes."""
 
 import difflib
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from evalhub.access import lead_required, member_required
+from evalhub.models import Project
 from labeling.models import LabelingRefused, PolicyDocument
 from labeling.policies import services
 from labeling.policies.forms import NewPolicyForm, PolicyForm
@@ -26,26 +27,27 @@ def text_diff(old: str, new: str) -> list[tuple[str, str]]:
     return lines
 
 
-def policy_list(request: HttpRequest) -> HttpResponse:
-    """Every policy with its newest version. Everyone signed in."""
-    return render(request, "labeling/policy_list.html", {"policies": policies_for_list()})
+@member_required
+def policy_list(request: HttpRequest, project: Project) -> HttpResponse:
+    """Every policy of the project with its newest version. Any member."""
+    return render(request, "labeling/policy_list.html", {"policies": policies_for_list(project=project)})
 
 
+@lead_required
 @require_http_methods(["GET", "POST"])
-def policy_create(request: HttpRequest) -> HttpResponse:
-    if not request.user.is_lead:
-        raise PermissionDenied("Only leads write policies.")
-    form = NewPolicyForm(request.POST or None)
+def policy_create(request: HttpRequest, project: Project) -> HttpResponse:
+    form = NewPolicyForm(request.POST or None, project=project)
     if request.method == "POST" and form.is_valid():
-        policy = _write(request, form, form.cleaned_data["slug"])
+        policy = _write(request, project, form, form.cleaned_data["slug"])
         if policy is not None:
-            return redirect("labeling:policy_detail", slug=policy.slug)
+            return redirect("labeling:policy_detail", project=project.slug, slug=policy.slug)
     return render(request, "labeling/policy_write.html", {"form": form, "newest": None})
 
 
-def policy_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    """One version (?version=N, the newest by default) and the history. Everyone signed in."""
-    history = list(PolicyDocument.objects.filter(slug=slug).select_related("created_by").order_by("-version"))
+@member_required
+def policy_detail(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
+    """One version (?version=N, the newest by default) and the history. Any member."""
+    history = list(project.policies.filter(slug=slug).select_related("created_by").order_by("-version"))
     if not history:
         raise Http404("No such policy.")
     shown = history[0]
@@ -60,12 +62,11 @@ def policy_detail(request: HttpRequest, slug: str) -> HttpResponse:
     })
 
 
+@lead_required
 @require_http_methods(["GET", "POST"])
-def policy_write(request: HttpRequest, slug: str) -> HttpResponse:
+def policy_write(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
     """The next version, prefilled with the newest; "Show changes" shows the diff without saving."""
-    if not request.user.is_lead:
-        raise PermissionDenied("Only leads write policies.")
-    newest = PolicyDocument.objects.filter(slug=slug).order_by("-version").first()
+    newest = project.policies.filter(slug=slug).order_by("-version").first()
     if newest is None:
         raise Http404("No such policy.")
     form = PolicyForm(request.POST or None, initial={"text": newest.text})
@@ -75,16 +76,16 @@ def policy_write(request: HttpRequest, slug: str) -> HttpResponse:
         if request.POST.get("action") == "diff":
             diff = text_diff(newest.text, text)
         else:
-            policy = _write(request, form, slug)
+            policy = _write(request, project, form, slug)
             if policy is not None:
-                return redirect("labeling:policy_detail", slug=slug)
+                return redirect("labeling:policy_detail", project=project.slug, slug=slug)
     return render(request, "labeling/policy_write.html", {"form": form, "newest": newest, "diff": diff})
 
 
-def _write(request: HttpRequest, form: PolicyForm, slug: str) -> PolicyDocument | None:
-    before = PolicyDocument.objects.filter(slug=slug).order_by("-version").values_list("pk", flat=True).first()
+def _write(request: HttpRequest, project: Project, form: PolicyForm, slug: str) -> PolicyDocument | None:
+    before = project.policies.filter(slug=slug).order_by("-version").values_list("pk", flat=True).first()
     try:
-        policy = services.policy_write(slug=slug, text=form.cleaned_data["text"], by=request.user)
+        policy = services.policy_write(project=project, slug=slug, text=form.cleaned_data["text"], by=request.user)
     except LabelingRefused as exc:
         form.add_error("text", str(exc))
         return None

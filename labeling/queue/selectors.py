@@ -4,7 +4,9 @@ The next case is one SQL query whatever the dataset's size. It reads two things 
 (the triggers of migration 0003_queue_triggers, redefined in 0004 and 0006): Label.stale ("changed since
 you labeled": the label stopped counting, LABEL_STOPPED_COUNTING_SQL in labeling/models.py) and
 CaseTally, one row per (case, rubric) with its number of labels and of lead requests, indexed in queue
-order.
+order. The triggers make a tally row only for a case and a rubric of the same project (migration
+0018_projects), and every read here is keyed by a (dataset, rubric) the pages take from one project, so the
+queue never pairs a rubric with another project's cases.
 """
 
 from collections import Counter
@@ -15,7 +17,7 @@ from django.db import connection
 from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from evalhub.models import User
+from evalhub.models import Project, User
 from labeling.models import LABEL_STOPPED_COUNTING_SQL, Case, CaseTally, Dataset, Label, Rubric
 
 CHANGED, NEEDED, SKIPPED = "changed", "needed", "skipped"
@@ -232,21 +234,21 @@ def dataset_tallies(*, dataset: Dataset, rubric: Rubric) -> dict:
     return {"cases": row["cases"], "done": row["done"], "labels": row["labels"] or 0}
 
 
-def queues_for(*, user: User) -> list[dict]:
-    """The (dataset, rubric) queues a user may open, with their own label count in each and how many
-    cases are left for them: five queries.
+def queues_for(*, project: Project, user: User, role: str | None) -> list[dict]:
+    """The (dataset, rubric) queues of `project` a user with `role` in it may open, with their own label count in
+    each and how many cases are left for them: five queries.
 
     Left: the cases that still need a label (under labels_per_case plus a lead's requests) and that they
-    have not labeled, plus their labels that stopped counting. Reviewers get their assigned datasets;
-    leads every dataset. Draft and live rubrics alike: labels are what a rubric is calibrated on before
-    it is promoted.
+    have not labeled, plus their labels that stopped counting. Reviewers get their assigned datasets of the
+    project, leads every one; always with the project's own rubrics, never another's. Draft and live rubrics
+    alike: labels are what a rubric is calibrated on before it is promoted.
     """
-    datasets = list(Dataset.objects.visible_to(user))
-    rubrics = list(Rubric.objects.order_by("slug"))
+    datasets = list(project.datasets.visible_to(user, role=role))
+    rubrics = list(project.rubrics.order_by("slug"))
     counts = {
-        (row["case__dataset"], row["rubric"]): row["n"]
-        for row in Label.objects.filter(reviewer=user, case__dataset__in=datasets)
-        .values("case__dataset", "rubric")
+        (row["dataset"], row["rubric"]): row["n"]
+        for row in Label.objects.filter(reviewer=user, dataset__in=datasets)
+        .values("dataset", "rubric")
         .annotate(n=Count("id"))
     }
     needing = (
@@ -273,15 +275,14 @@ HISTORY_SORTS = {"when": ("updated_at", "id"), "case": ("case__external_id", "id
 
 
 def labels_history(
-    *, user: User, dataset: Dataset | None = None, rubric: Rubric | None = None, search: str = "",
-    ordering: tuple = ("-updated_at", "-id"),
+    *, project: Project, user: User, role: str | None, dataset: Dataset | None = None, rubric: Rubric | None = None,
+    search: str = "", ordering: tuple = ("-updated_at", "-id"),
 ) -> QuerySet[Label]:
-    """The user's labels, newest first, with `changed` (stopped counting), for the datasets they may see;
-    `search` matches the case's id or the label's note."""
-    labels = Label.objects.filter(reviewer=user)
-    labels = labels.filter(case__dataset__in=Dataset.objects.visible_to(user))
+    """The user's labels in `project`, newest first, with `changed` (stopped counting), for the project's datasets
+    they may see with `role`; `search` matches the case's id or the label's note."""
+    labels = Label.objects.filter(reviewer=user, dataset__in=project.datasets.visible_to(user, role=role))
     if dataset is not None:
-        labels = labels.filter(case__dataset=dataset)
+        labels = labels.filter(dataset=dataset)
     if rubric is not None:
         labels = labels.filter(rubric=rubric)
     if search:

@@ -2,6 +2,9 @@
 
 Every function is keyword-only and does its writes in one transaction. Counts the queue reads
 (CaseTally, Label.stale) follow from database triggers (migration 0003), so nothing here keeps them.
+A rubric applies to its own project's cases only (docs/projects.md): the triggers make no tally row for a
+case and a rubric of different projects (migration 0018), every write here refuses such a pair, and a hold
+(case_claim) asked for across projects finds no tally row to take.
 """
 
 from collections.abc import Callable
@@ -18,6 +21,17 @@ from labeling.queue.selectors import next_case
 
 # How long a case shown to one reviewer is kept from the others if they never answer (a closed tab).
 CLAIM_LEASE = timedelta(minutes=10)
+
+
+def refuse_other_project(*, project_id: int, rubric: Rubric) -> None:
+    """LabelingRefused when a rubric is used on a dataset or case of another project (`project_id`, the dataset's).
+
+    No query of its own: the pages take both from one project, so this only stops a caller that mixed them up.
+    """
+    if project_id != rubric.project_id:
+        # Named by neither slug: the message may reach a member of only one of the two projects.
+        raise LabelingRefused("This rubric belongs to another project than these cases: a rubric applies to its "
+                              "own project's datasets only.")
 
 
 @dataclass(frozen=True)
@@ -37,8 +51,10 @@ def label_submit(
     There is one label per (case, rubric, reviewer) whatever arrives at once: the INSERT skips on the
     unique constraint, then the row is locked and revised if it differs. So two reviewers at once each
     keep their own label, and a repeated submit of the same form changes nothing (not even
-    updated_at). Their skip of the case goes in the same transaction.
+    updated_at). Their skip of the case goes in the same transaction. Refused for a case of another
+    project than the rubric's (its dataset is read unless the caller has it on the case already).
     """
+    refuse_other_project(project_id=case.dataset.project_id, rubric=rubric)
     if verdict not in Verdict.values:
         raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
     note, now = note.strip(), timezone.now()
@@ -89,6 +105,7 @@ def label_undo(
     on stays as they saw it. Returns the case id to show again, or None when the label is gone already
     (a repeated undo changes nothing) or is not theirs in this dataset and rubric.
     """
+    refuse_other_project(project_id=dataset.project_id, rubric=rubric)
     with transaction.atomic():
         label = (
             Label.objects.select_for_update(of=("self",))
@@ -127,7 +144,9 @@ def label_undo(
 
 
 def skip(*, case: Case, rubric: Rubric, reviewer: User) -> None:
-    """Pass on a case for now: it comes back to this reviewer after the rest (skipping again sends it last)."""
+    """Pass on a case for now: it comes back to this reviewer after the rest (skipping again sends it last).
+    Refused for a case of another project than the rubric's, as label_submit."""
+    refuse_other_project(project_id=case.dataset.project_id, rubric=rubric)
     with transaction.atomic():
         Skip.objects.bulk_create(
             [Skip(case=case, rubric=rubric, reviewer=reviewer, created_at=timezone.now())],
@@ -142,8 +161,9 @@ def case_serve(*, dataset: Dataset, rubric: Rubric, reviewer: User, now: datetim
     different cases: on PostgreSQL the choice locks the tally row it picks and the others pass over it
     (FOR UPDATE SKIP LOCKED) until the hold is written; on SQLite the transaction is the database's one
     writer (transaction_mode IMMEDIATE, settings). The case they held before is let go in the same
-    statement. Two queries and the transaction.
+    statement. Two queries and the transaction. Refused for a dataset of another project than the rubric's.
     """
+    refuse_other_project(project_id=dataset.project_id, rubric=rubric)
     now = now or timezone.now()
     with transaction.atomic():
         case = next_case(dataset=dataset, rubric=rubric, reviewer=reviewer, now=now, lock=True)

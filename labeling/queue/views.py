@@ -1,4 +1,8 @@
-"""The reviewer's pages: the queue (one case at a time, label, skip, undo, progress) and their history."""
+"""The reviewer's pages: the queue (one case at a time, label, skip, undo, progress) and their history.
+
+Any member of the project opens them (evalhub.access.member_required): a queue is a (dataset, rubric) of that
+project, the dataset one the member may see, and the rubric the project's own.
+"""
 
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -9,10 +13,12 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
+from evalhub.access import member_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project
 from evalhub.params import object_id_or_404
 from evalhub.tables import table_query
-from labeling.datasets.views import _get_dataset_for_user, _trace_for_page
+from labeling.datasets.views import _trace_for_page
 from labeling.models import Case, Dataset, Label, LabelingRefused, Rubric
 from labeling.queue import services
 from labeling.queue.forms import CaseIdForm, LabelForm, UndoForm
@@ -28,10 +34,11 @@ from labeling.queue.selectors import (
 from labeling.queue.sitting import Step, sitting_forget, sitting_record, sitting_steps
 
 
-def _queue_of(request: HttpRequest, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
-    """The (dataset, rubric) queue: 404 for a dataset the reviewer is not assigned to (one query each)."""
-    dataset = get_object_or_404(Dataset.objects.visible_to(request.user), slug=slug)
-    return dataset, get_object_or_404(Rubric, slug=rubric_slug)
+def _queue_of(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> tuple[Dataset, Rubric]:
+    """The (dataset, rubric) queue of the project: 404 for a dataset the reviewer is not assigned to, and for a
+    rubric or dataset of another project, whatever the slugs (one query each)."""
+    datasets = project.datasets.visible_to(request.user, role=request.project_role)
+    return get_object_or_404(datasets, slug=slug), get_object_or_404(project.rubrics, slug=rubric_slug)
 
 
 def _render_queue(
@@ -60,15 +67,18 @@ def _render_queue(
     return render(request, "labeling/queue.html", context)
 
 
-def queue_start(request: HttpRequest) -> HttpResponse:
-    """Where reviewers pick a dataset (their assigned ones) and a rubric to label."""
-    return render(request, "labeling/queue_start.html", {"queues": queues_for(user=request.user)})
+@member_required
+def queue_start(request: HtmxHttpRequest, project: Project) -> HttpResponse:
+    """Where reviewers pick a dataset (their assigned ones of the project) and a rubric of the project to label."""
+    queues = queues_for(project=project, user=request.user, role=request.project_role)
+    return render(request, "labeling/queue_start.html", {"queues": queues})
 
 
+@member_required
 @vary_on_headers("HX-Request")
-def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+def queue(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """One case at a time: the next in queue order, or ?case=<id> (after an undo, or to revise a label)."""
-    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    dataset, rubric = _queue_of(request, project, slug, rubric_slug)
     case_id = request.GET.get("case", "")
     if case_id:
         case = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=object_id_or_404(case_id))
@@ -81,16 +91,18 @@ def queue(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse
     return _render_queue(request, dataset, rubric, case=case, back=back, partial=bool(request.htmx))
 
 
+@member_required
 @require_POST
 @vary_on_headers("HX-Request")
-def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+def queue_label(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """Pass or fail the case shown, then the next case (htmx) or a redirect to it (plain form)."""
-    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    dataset, rubric = _queue_of(request, project, slug, rubric_slug)
     form = LabelForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("This label could not be read: " + form.errors.as_text())
     data = form.cleaned_data
-    case = get_object_or_404(Case.objects.only("id", "external_id", "dataset_id"), pk=data["case"], dataset=dataset)
+    # Through the dataset's manager, so the case carries its dataset and the service's project check reads nothing.
+    case = get_object_or_404(dataset.cases.only("id", "external_id", "dataset_id"), pk=data["case"])
     submitted = services.label_submit(
         case=case, rubric=rubric, reviewer=request.user, verdict=data["verdict"], note=data["note"],
         content_hash=data["content_hash"],
@@ -101,26 +113,28 @@ def queue_label(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRe
                        step=Step(label_id=label.pk, given_at=label.updated_at, created=submitted.created))
     if data["back"] == "history":
         messages.success(request, f"Your label on {case.external_id} is {label.verdict}.")
-        return redirect(f"{reverse('labeling:history')}?dataset={dataset.slug}&rubric={rubric.slug}")
-    return _next_case_response(request, dataset, rubric)
+        history_url = reverse("labeling:history", args=[project.slug])
+        return redirect(f"{history_url}?dataset={dataset.slug}&rubric={rubric.slug}")
+    return _next_case_response(request, project, dataset, rubric)
 
 
+@member_required
 @require_POST
 @vary_on_headers("HX-Request")
-def queue_skip(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+def queue_skip(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """Skip the case shown for now: it comes back after the rest."""
-    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    dataset, rubric = _queue_of(request, project, slug, rubric_slug)
     form = CaseIdForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Which case to skip?")
-    case = get_object_or_404(Case.objects.only("id", "dataset_id"), pk=form.cleaned_data["case"], dataset=dataset)
+    case = get_object_or_404(dataset.cases.only("id", "dataset_id"), pk=form.cleaned_data["case"])
     services.skip(case=case, rubric=rubric, reviewer=request.user)
-    return _next_case_response(request, dataset, rubric)
+    return _next_case_response(request, project, dataset, rubric)
 
 
-def _next_case_response(request: HtmxHttpRequest, dataset: Dataset, rubric: Rubric) -> HttpResponse:
+def _next_case_response(request: HtmxHttpRequest, project: Project, dataset: Dataset, rubric: Rubric) -> HttpResponse:
     if not request.htmx:
-        return redirect("labeling:queue", slug=dataset.slug, rubric_slug=rubric.slug)
+        return redirect("labeling:queue", project=project.slug, slug=dataset.slug, rubric_slug=rubric.slug)
     # The next case is held in the same step, and the one just answered or skipped is let go.
     case = services.case_serve(dataset=dataset, rubric=rubric, reviewer=request.user)
     response = _render_queue(request, dataset, rubric, case=case, partial=True)
@@ -140,11 +154,12 @@ def _undo_label(request: HttpRequest, dataset: Dataset, rubric: Rubric) -> Label
     return undo_label(label_id=step.label_id, dataset=dataset, rubric=rubric, reviewer=request.user)
 
 
+@member_required
 @require_POST
 @vary_on_headers("HX-Request")
-def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+def queue_undo(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """Take back this sitting's last label here and show that case again; a repeated undo does nothing."""
-    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    dataset, rubric = _queue_of(request, project, slug, rubric_slug)
     form = UndoForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Which label to undo?")
@@ -162,7 +177,7 @@ def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
     if case_id:
         notice = "Your last label is taken back: label this case again."
     if not request.htmx:
-        url = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
+        url = reverse("labeling:queue", args=[project.slug, dataset.slug, rubric.slug])
         if notice:
             messages.info(request, notice)
         elif refusal:
@@ -177,9 +192,10 @@ def queue_undo(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpRes
     return trigger_client_event(response, "labeled")
 
 
-def queue_progress(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> HttpResponse:
+@member_required
+def queue_progress(request: HtmxHttpRequest, project: Project, slug: str, rubric_slug: str) -> HttpResponse:
     """The progress panel alone: htmx reloads it after each label, off the labeling request's path."""
-    dataset, rubric = _queue_of(request, slug, rubric_slug)
+    dataset, rubric = _queue_of(request, project, slug, rubric_slug)
     progress = progress_of(dataset=dataset, rubric=rubric, reviewer=request.user)
     return render(request, "labeling/queue.html#progress", {"dataset": dataset, "rubric": rubric,
                                                             "progress": progress})
@@ -188,16 +204,17 @@ def queue_progress(request: HtmxHttpRequest, slug: str, rubric_slug: str) -> Htt
 HISTORY_PER_PAGE = 50
 
 
-def history(request: HttpRequest) -> HttpResponse:
-    """The reviewer's own labels, newest first, each revisable; ?dataset=&rubric= narrow it."""
+@member_required
+def history(request: HtmxHttpRequest, project: Project) -> HttpResponse:
+    """The reviewer's own labels in the project, newest first, each revisable; ?dataset=&rubric= narrow it."""
     dataset = rubric = None
     if slug := request.GET.get("dataset"):
-        dataset = _get_dataset_for_user(request, slug)
+        dataset = get_object_or_404(project.datasets.visible_to(request.user, role=request.project_role), slug=slug)
     if rubric_slug := request.GET.get("rubric"):
-        rubric = get_object_or_404(Rubric, slug=rubric_slug)
+        rubric = get_object_or_404(project.rubrics, slug=rubric_slug)
     table = table_query(request, sorts=HISTORY_SORTS, default="-when")
-    labels = labels_history(user=request.user, dataset=dataset, rubric=rubric, search=table.search,
-                            ordering=table.ordering)
+    labels = labels_history(project=project, user=request.user, role=request.project_role, dataset=dataset,
+                            rubric=rubric, search=table.search, ordering=table.ordering)
     page = Paginator(labels, HISTORY_PER_PAGE).get_page(request.GET.get("page"))
     filters = request.GET.copy()
     filters.pop("page", None)

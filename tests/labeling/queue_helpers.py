@@ -2,6 +2,7 @@
 
 from django.urls import reverse
 
+from evalhub.models import Project
 from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
 
 HTMX = {"HX-Request": "true"}
@@ -15,6 +16,17 @@ def make_case(dataset: Dataset, external_id: str, output: str = "Returns are acc
         split=case_split(external_id),
         content_hash=labeled_content_hash(input="Can I return it?", output=output, trace=trace),
     )
+
+
+def make_queue(
+    project: Project, slug: str = "store-support", rubric_slug: str = "return-policy"
+) -> tuple[Dataset, Rubric]:
+    """A dataset and a rubric of `project`; by default with the very slugs of the tests' own (tests/conftest.py), so
+    a test of another project shows that a slug names one project's object only."""
+    dataset = Dataset.objects.create(project=project, slug=slug, name=f"{project.name} data")
+    rubric = Rubric.objects.create(project=project, slug=rubric_slug, name=f"{project.name}: policy followed?",
+                                   criteria="Pass when the answer follows the policy.")
+    return dataset, rubric
 
 
 def make_cases(dataset: Dataset, n: int, prefix: str = "c") -> list[Case]:
@@ -35,7 +47,8 @@ def change_content(case: Case, output: str) -> Case:
 
 
 def queue_url(dataset: Dataset, rubric: Rubric, name: str = "queue") -> str:
-    return reverse(f"labeling:{name}", args=[dataset.slug, rubric.slug])
+    """A queue page's address, under the dataset's project (the rubric may be another's: a test of refusal)."""
+    return reverse(f"labeling:{name}", args=[dataset.project.slug, dataset.slug, rubric.slug])
 
 
 def label_form(case: Case, verdict: str = "pass", note: str = "", **extra) -> dict:

@@ -4,7 +4,7 @@ import pytest
 from django.db import models
 from django.urls import reverse
 
-from labeling.models import Adjudication, Case, Label, Rubric, case_split
+from labeling.models import Adjudication, Case, Dataset, Label, Rubric, case_split
 from tests.conftest import make_user
 
 # Every field the promotion pages own (those other features add are covered when present), and the slug CI uses.
@@ -55,21 +55,22 @@ def test_it_keeps_audited_rubric_fields_out_of_the_admins_reach(admin_client, ru
 
 
 def test_it_leaves_no_rubric_field_editable_but_the_editors(admin_client, rubric):
-    """A field another feature adds is read-only in the admin until someone decides otherwise."""
+    """A field another feature adds is read-only in the admin until someone decides otherwise; the project, as the
+    slug, is chosen when the rubric is made."""
     page = admin_client.get(reverse("admin:labeling_rubric_change", args=[rubric.pk])).content.decode()
     for field in Rubric._meta.concrete_fields:
         shown = f'name="{field.name}"' in page
         assert shown == (field.name in {"name", "criteria", "labels_per_case"}), field.name
 
 
-def test_it_creates_a_rubric_with_a_slug_and_the_default_thresholds(admin_client, db):
+def test_it_creates_a_rubric_with_a_slug_and_the_default_thresholds(admin_client, project):
     response = admin_client.post(reverse("admin:labeling_rubric_add"), {
-        "slug": "tone", "name": "Is the tone polite?", "criteria": "Pass when polite.", "labels_per_case": 1,
-        "stage": "gate", "fail_closed": "on", "agreement_floor": "0.1",
+        "project": project.pk, "slug": "tone", "name": "Is the tone polite?", "criteria": "Pass when polite.",
+        "labels_per_case": 1, "stage": "gate", "fail_closed": "on", "agreement_floor": "0.1",
     })
     assert response.status_code == 302
     rubric = Rubric.objects.get(slug="tone")
-    assert (rubric.stage, rubric.fail_closed, rubric.agreement_floor) == ("draft", False, 0.80)
+    assert (rubric.project, rubric.stage, rubric.fail_closed, rubric.agreement_floor) == (project, "draft", False, 0.80)
 
 
 @pytest.fixture
@@ -104,3 +105,31 @@ def test_it_keeps_who_decided_an_adjudication(admin_client, case, rubric, lead):
 @pytest.mark.parametrize("model", ["label", "adjudication"])
 def test_it_adds_no_verdict_in_the_admin(admin_client, model):
     assert admin_client.get(reverse(f"admin:labeling_{model}_add")).status_code == 403
+
+
+# --- projects ----------------------------------------------------------------------------------------------------
+
+
+def test_a_datasets_project_is_chosen_once_and_its_reviewers_are_left_to_the_members_page(
+        admin_client, dataset, reviewer, other_project, other_lead):
+    url = reverse("admin:labeling_dataset_change", args=[dataset.pk])
+    page = admin_client.get(url)
+    assert 'name="project"' not in page.content.decode() and 'name="reviewers"' not in page.content.decode()
+    form = {"slug": dataset.slug, "name": dataset.name, "queue_order": dataset.queue_order,
+            "queue_share": dataset.queue_share, "project": other_project.pk, "created_at_0": "2026-01-01",
+            "created_at_1": "00:00", "reviewers": [other_lead.pk]}
+    saved = admin_client.post(url, form)
+    assert saved.status_code == 302, saved.context["adminform"].form.errors
+    dataset.refresh_from_db()
+    assert dataset.project.slug == "store"  # the project stays
+    assert list(dataset.reviewers.all()) == [reviewer]  # assignments change on the Members page only (audited)
+
+
+def test_the_admin_creates_a_dataset_in_a_project_with_a_slug_another_project_has(admin_client, dataset,
+                                                                                 other_project):
+    response = admin_client.post(reverse("admin:labeling_dataset_add"), {
+        "project": other_project.pk, "slug": dataset.slug, "name": "Theirs", "queue_order": "fewest",
+        "queue_share": 20, "created_at_0": "2026-01-01", "created_at_1": "00:00",
+    })
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert sorted(Dataset.objects.values_list("project__slug", flat=True)) == ["shopnest", "store"]

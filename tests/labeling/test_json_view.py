@@ -9,6 +9,7 @@ from django.urls import reverse
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case
 from labeling.templatetags.json_view import MAX_CHARS, MAX_DEPTH, MAX_ITEMS, MAX_STRING, json_view
+from tests.conftest import TEST_PROJECT
 from tests.labeling.queue_helpers import queue_url
 
 WIDE = list(range(1_000))
@@ -64,7 +65,7 @@ def huge(dataset) -> Case:
 
 @pytest.mark.django_db
 def test_the_case_page_renders_a_huge_case_small(lead_client, huge):
-    page = lead_client.get(reverse("labeling:case_detail", args=[huge.pk])).content.decode()
+    page = lead_client.get(reverse("labeling:case_detail", args=[TEST_PROJECT, huge.pk])).content.decode()
 
     assert len(page) < 400_000  # the raw value is ~1 MB of JSON, and grows without bound
     for text in ("… 30 more tool calls", "… 250 more", "… 20 more fields", "… 11 more fields",

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.projects import add_project_argument, project_for_command
 from labeling.datasets.exporting import cases_export
 from labeling.importing import Format
 from labeling.management.commands._files import (
@@ -9,7 +10,6 @@ from labeling.management.commands._files import (
     resolve_format,
     write_output,
 )
-from labeling.models import Dataset
 
 
 class Command(BaseCommand):
@@ -17,15 +17,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("dataset", help="the dataset's slug")
+        add_project_argument(parser)
         parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
         parser.add_argument("--neutralise-formulas", action="store_true", help=NEUTRALISE_HELP)
 
     def handle(self, *args, dataset: str, file: str, format: str | None, neutralise_formulas: bool,
                **options) -> None:
-        target = Dataset.objects.filter(slug=dataset).first()
+        project = project_for_command(options["project"])
+        target = project.datasets.filter(slug=dataset).first()
         if target is None:
-            raise CommandError(f"No dataset {dataset!r}.")
+            raise CommandError(f"No dataset {dataset!r} in the project {project.slug}.")
         fmt = resolve_format(file, format, default=Format.JSONL)
         check_neutralise(fmt, neutralise_formulas)
         pieces = write_output(file, cases_export(dataset=target, fmt=fmt, neutralise_formulas=neutralise_formulas))

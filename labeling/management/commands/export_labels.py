@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.projects import add_project_argument, project_for_command
 from labeling.datasets.exporting import labels_export
 from labeling.importing import Format
 from labeling.management.commands._files import (
@@ -9,7 +10,6 @@ from labeling.management.commands._files import (
     resolve_format,
     write_output,
 )
-from labeling.models import Dataset, Rubric
 
 
 class Command(BaseCommand):
@@ -19,17 +19,19 @@ class Command(BaseCommand):
         parser.add_argument("dataset", help="the dataset's slug")
         parser.add_argument("file", help="a .jsonl or .csv file; - writes to stdout")
         parser.add_argument("--rubric", required=True, help="the rubric's slug")
+        add_project_argument(parser)
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
         parser.add_argument("--neutralise-formulas", action="store_true", help=NEUTRALISE_HELP)
 
     def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, neutralise_formulas: bool,
                **options) -> None:
-        target = Dataset.objects.filter(slug=dataset).first()
+        project = project_for_command(options["project"])
+        target = project.datasets.filter(slug=dataset).first()
         if target is None:
-            raise CommandError(f"No dataset {dataset!r}.")
-        question = Rubric.objects.filter(slug=rubric).first()
+            raise CommandError(f"No dataset {dataset!r} in the project {project.slug}.")
+        question = project.rubrics.filter(slug=rubric).first()
         if question is None:
-            raise CommandError(f"No rubric {rubric!r}.")
+            raise CommandError(f"No rubric {rubric!r} in the project {project.slug}.")
         fmt = resolve_format(file, format, default=Format.JSONL)
         check_neutralise(fmt, neutralise_formulas)
         pieces = write_output(file, labels_export(dataset=target, rubric=question, fmt=fmt,

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.projects import add_project_argument, project_for_command
 from labeling.datasets.exporting import report_export
 from labeling.management.commands._files import write_output
-from labeling.models import Dataset
 
 
 class Command(BaseCommand):
@@ -15,11 +15,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("dataset", help="the dataset's slug")
         parser.add_argument("file", help="a .csv file; - writes to stdout")
+        add_project_argument(parser)
 
     def handle(self, *args, dataset: str, file: str, **options) -> None:
-        target = Dataset.objects.filter(slug=dataset).first()
+        project = project_for_command(options["project"])
+        target = project.datasets.filter(slug=dataset).first()
         if target is None:
-            raise CommandError(f"No dataset {dataset!r}.")
+            raise CommandError(f"No dataset {dataset!r} in the project {project.slug}.")
         pieces = write_output(file, report_export(dataset=target))
         if file != "-":
             done = f"Wrote the report of {pieces - 1} cases of {dataset} to {file}."

@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.projects import add_project_argument, project_for_command
 from labeling.importing import ImportRejected
 from labeling.importing.labels import labels_import
 from labeling.management.commands._files import (
@@ -8,14 +9,14 @@ from labeling.management.commands._files import (
     report_rejection,
     resolve_format,
 )
-from labeling.models import Dataset
 
 
 class Command(BaseCommand):
     help = (
-        "Import reviewers' labels (external_id, reviewer, verdict, note) for one rubric. The rubric is "
-        "created as a draft if missing; reviewers named in the file get accounts (no usable password) "
-        "and are assigned to the dataset; a reviewer's existing label is revised. All or nothing."
+        "Import reviewers' labels (external_id, reviewer, verdict, note) for one rubric of the dataset's project. "
+        "The rubric is created as a draft if missing; reviewers new to evalhub get accounts (no usable password) "
+        "as reviewers of the project, and are assigned to the dataset; an account that is not a member of the "
+        "project is refused. A reviewer's existing label is revised. All or nothing."
     )
 
     def add_arguments(self, parser) -> None:
@@ -23,11 +24,14 @@ class Command(BaseCommand):
         parser.add_argument("file", help="a .jsonl or .csv file; - reads stdin (with --format)")
         parser.add_argument("--rubric", required=True, help="the rubric's slug")
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
+        add_project_argument(parser)
 
     def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, **options) -> None:
-        target = Dataset.objects.filter(slug=dataset).first()
+        project = project_for_command(options["project"])
+        target = project.datasets.filter(slug=dataset).first()
         if target is None:
-            raise CommandError(f"No dataset {dataset!r}: import its cases first (import_cases).")
+            raise CommandError(f"No dataset {dataset!r} in the project {project.slug}: import its cases first "
+                               "(import_cases).")
         fmt = resolve_format(file, format)
         try:
             with open_input(file) as stream:

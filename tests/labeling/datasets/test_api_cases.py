@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
 from labeling.models import Case
+from tests.conftest import store_project
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +14,7 @@ ONE = {"external_id": "api-1", "input": "q", "output": "a", "trace": {"toolCalls
 
 @pytest.fixture
 def token(lead) -> str:
-    return ApiToken.issue(name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
 
 
 def post(client, slug: str, body, token: str | None, query: str = "", raw: bytes | None = None):
@@ -138,7 +139,7 @@ def test_it_only_accepts_get_and_post(client, dataset, token):
     ],
 )
 def test_only_a_cases_write_token_ingests(client, dataset, lead, scopes, status):
-    raw = ApiToken.issue(name="t", scopes=scopes, created_by=lead)[1]
+    raw = ApiToken.issue(project=store_project(), name="t", scopes=scopes, created_by=lead)[1]
     response = post(client, dataset.slug, ONE, raw)
     assert response.status_code == status
     assert Case.objects.exists() == (status == 201)
@@ -147,7 +148,7 @@ def test_only_a_cases_write_token_ingests(client, dataset, lead, scopes, status)
 
 
 def test_a_revoked_token_is_401(client, dataset, lead):
-    token, raw = ApiToken.issue(name="t", scopes=[Scope.CASES_WRITE], created_by=lead)
+    token, raw = ApiToken.issue(project=store_project(), name="t", scopes=[Scope.CASES_WRITE], created_by=lead)
     token.revoke()
     response = post(client, dataset.slug, ONE, raw)
     assert response.status_code == 401 and response["WWW-Authenticate"].startswith("Bearer")
@@ -178,3 +179,34 @@ def test_scripts_need_no_csrf_token(dataset, token):
 
     strict = Client(enforce_csrf_checks=True)  # as a browser-less script is treated in production
     assert post(strict, dataset.slug, ONE, token).status_code == 201
+
+
+# --- projects: a token ingests into its own project's datasets only ------------------------------------------------
+
+
+@pytest.fixture
+def their_token(other_lead) -> str:
+    return ApiToken.issue(project=other_lead.memberships.get().project, name="theirs", scopes=[Scope.CASES_WRITE],
+                          created_by=other_lead)[1]
+
+
+def test_a_dataset_of_another_project_is_404_in_the_words_of_an_unknown_one(client, dataset, their_token):
+    refused = post(client, dataset.slug, ONE, their_token)
+    unknown = post(client, "never-made", ONE, their_token)
+
+    assert refused.status_code == unknown.status_code == 404
+    assert refused.json() == {"error": f"No dataset {dataset.slug!r}: create it in evalhub first."}
+    assert unknown.json() == {"error": "No dataset 'never-made': create it in evalhub first."}
+    assert not Case.objects.exists()
+
+
+def test_the_same_slug_in_two_projects_is_the_tokens_projects(client, dataset, token, their_token, other_project):
+    from labeling.models import Dataset
+
+    twin = Dataset.objects.create(project=other_project, slug=dataset.slug, name="Twin")
+
+    assert post(client, dataset.slug, ONE, token).status_code == 201
+    assert post(client, dataset.slug, {**ONE, "external_id": "theirs"}, their_token).status_code == 201
+
+    assert list(dataset.cases.values_list("external_id", flat=True)) == ["api-1"]
+    assert list(twin.cases.values_list("external_id", flat=True)) == ["theirs"]

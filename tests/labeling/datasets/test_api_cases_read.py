@@ -10,6 +10,7 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, Label
+from tests.conftest import store_project
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +34,7 @@ def cases(dataset) -> list[dict]:
 
 @pytest.fixture
 def read_token(lead) -> str:
-    return ApiToken.issue(name="pipeline", scopes=[Scope.CASES_READ], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="pipeline", scopes=[Scope.CASES_READ], created_by=lead)[1]
 
 
 def fetch(client, token: str, query: str = "", slug: str = "store-support"):
@@ -140,7 +141,7 @@ def test_an_unknown_dataset_is_a_json_404(client, db, read_token):
 
 @pytest.mark.parametrize("scopes", [[Scope.CASES_WRITE], [Scope.GATES_READ, Scope.RESULTS_WRITE], [Scope.RUNS_READ]])
 def test_only_a_cases_read_token_reads(client, cases, lead, scopes):
-    raw = ApiToken.issue(name="t", scopes=scopes, created_by=lead)[1]
+    raw = ApiToken.issue(project=store_project(), name="t", scopes=scopes, created_by=lead)[1]
     response = fetch(client, raw)
     assert response.status_code == 403 and "cases:read" in response.json()["error"]
 
@@ -150,3 +151,36 @@ def test_a_cases_read_token_cannot_ingest_and_a_session_cannot_read(client, lead
                           content_type="application/json", headers={"Authorization": f"Bearer {read_token}"})
     assert refused.status_code == 403 and "cases:write" in refused.json()["error"]
     assert lead_client.get(reverse("labeling:api_cases_ingest", args=[dataset.slug])).status_code == 401
+
+
+# --- projects: a token reads its own project's datasets only --------------------------------------------------------
+
+
+def test_a_dataset_of_another_project_is_404_in_the_words_of_an_unknown_one(client, cases, other_lead):
+    their_project = other_lead.memberships.get().project
+    theirs = ApiToken.issue(project=their_project, name="t", scopes=[Scope.CASES_READ], created_by=other_lead)[1]
+
+    refused, unknown = fetch(client, theirs), fetch(client, theirs, slug="never-made")
+
+    assert refused.status_code == unknown.status_code == 404
+    assert refused.json() == {"error": "No dataset 'store-support'."}
+    assert unknown.json() == {"error": "No dataset 'never-made'."}
+    for slug in ("store-support", "never-made"):  # the dataset endpoint too
+        response = client.get(reverse("labeling:api_dataset", args=[slug]),
+                              headers={"Authorization": f"Bearer {theirs}"})
+        assert response.status_code == 404 and response.json() == {"error": f"No dataset {slug!r}."}
+
+
+def test_the_same_slug_in_two_projects_reads_the_tokens_projects(client, cases, read_token, other_lead):
+    from labeling.models import Dataset
+
+    their_project = other_lead.memberships.get().project
+    twin = Dataset.objects.create(project=their_project, slug="store-support", name="Twin", redact="email")
+    cases_import_objects(dataset=twin, objects=[{"external_id": "theirs", "input": "q", "output": "a"}])
+    theirs = ApiToken.issue(project=their_project, name="t", scopes=[Scope.CASES_READ], created_by=other_lead)[1]
+
+    assert ids(fetch(client, theirs)) == ["theirs"]
+    assert "theirs" not in ids(fetch(client, read_token)) and len(ids(fetch(client, read_token))) == len(cases)
+    read = client.get(reverse("labeling:api_dataset", args=["store-support"]),
+                      headers={"Authorization": f"Bearer {theirs}"})
+    assert read.json() == {"dataset": "store-support", "name": "Twin", "redact": ["email"]}

@@ -2,8 +2,8 @@ import pytest
 from django.urls import reverse
 
 from labeling.importing.cases import cases_import_objects
-from labeling.models import Adjudication, Case, Label, Rubric
-from tests.conftest import make_user
+from labeling.models import Adjudication, Case, Dataset, Label, Rubric
+from tests.conftest import TEST_PROJECT, make_user, store_project
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +35,7 @@ def case(dataset) -> Case:
 
 
 def url(case) -> str:
-    return reverse("labeling:case_detail", args=[case.pk])
+    return reverse("labeling:case_detail", args=[TEST_PROJECT, case.pk])
 
 
 def test_it_shows_the_case_readably(lead_client, case):
@@ -105,7 +105,7 @@ def test_leads_see_every_label_per_rubric(lead_client, case, rubric, reviewer, s
                          content_hash=case.content_hash)
     Label.objects.create(case=case, rubric=rubric, reviewer=second_reviewer, verdict="fail",
                          content_hash="0" * 64)
-    tone = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="")
+    tone = Rubric.objects.create(project=store_project(), slug="tone", name="Is the tone polite?", criteria="")
     Adjudication.objects.create(case=case, rubric=tone, verdict="fail", decided_by=lead, note="rude")
 
     response = lead_client.get(url(case))
@@ -137,17 +137,38 @@ def test_reviewers_see_the_case_but_no_label_or_verdict(client, case, rubric, re
 def test_a_case_of_an_unassigned_dataset_is_404(client, outsider, case):
     client.force_login(outsider)
     assert client.get(url(case)).status_code == 404
-    assert client.get(reverse("labeling:case_detail", args=[999999])).status_code == 404
+    assert client.get(reverse("labeling:case_detail", args=[TEST_PROJECT, 999999])).status_code == 404
 
 
 @pytest.mark.parametrize("n", [1, 5, 15])
 def test_the_query_count_does_not_grow_with_labels(lead_client, case, django_assert_num_queries, n, lead):
-    rubrics = Rubric.objects.bulk_create(Rubric(slug=f"r{i}", name="Q?", criteria="") for i in range(3))
+    rubrics = Rubric.objects.bulk_create(Rubric(project=case.dataset.project, slug=f"r{i}", name="Q?", criteria="")
+                                         for i in range(3))
     for i in range(n):
         user = make_user(f"reviewer{i}")
         for rubric in rubrics:
             Label.objects.create(case=case, rubric=rubric, reviewer=user, verdict="pass", content_hash="x")
     Adjudication.objects.create(case=case, rubric=rubrics[0], verdict="pass", decided_by=lead)
-    # session + user, the case with its dataset, labels (+ rubric, reviewer), adjudications (+ rubric, lead)
-    with django_assert_num_queries(5):
+    # session + user, the membership (+ project), the user's projects (the menu), the case with its dataset,
+    # labels (+ rubric, reviewer), adjudications (+ rubric, lead)
+    with django_assert_num_queries(7):
         lead_client.get(url(case))
+
+
+# --- projects: a case is seen from its own project only ------------------------------------------------------------
+
+
+def test_a_lead_of_another_project_gets_404_for_the_case(client, other_lead, case):
+    client.force_login(other_lead)
+    assert client.get(url(case)).status_code == 404
+    # Through their own project's pages too: the case is not of it.
+    assert client.get(reverse("labeling:case_detail", args=["shopnest", case.pk])).status_code == 404
+
+
+def test_a_case_of_another_project_is_404_under_this_one(lead_client, other_project):
+    theirs = Dataset.objects.create(project=other_project, slug="store-support", name="Theirs")
+    cases_import_objects(dataset=theirs, objects=[CASE])
+
+    response = lead_client.get(reverse("labeling:case_detail", args=[TEST_PROJECT, Case.objects.get().pk]))
+
+    assert response.status_code == 404 and CASE["output"] not in response.content.decode()

@@ -11,6 +11,7 @@ from labeling.datasets.exporting import cases_export
 from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import, cases_import_objects
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +55,7 @@ def test_changing_the_kind_updates_the_case_but_makes_nothing_stale(dataset):
 
 def test_leads_see_the_kind_on_the_case_page_and_reviewers_never(lead_client, client, reviewer, dataset):
     cases_import_objects(dataset=dataset, objects=[CASE])
-    url = reverse("labeling:case_detail", args=[Case.objects.get().pk])
+    url = reverse("labeling:case_detail", args=[TEST_PROJECT, Case.objects.get().pk])
 
     assert "kind: injection" in lead_client.get(url).content.decode()
     client.force_login(reviewer)

@@ -11,7 +11,7 @@ from labeling.importing.cases import cases_import
 from labeling.importing.labels import labels_import
 from labeling.importing.reading import CASE_FIELDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
-from tests.conftest import make_user
+from tests.conftest import make_user, store_project
 
 pytestmark = pytest.mark.django_db
 
@@ -54,7 +54,7 @@ def test_an_export_imports_again_unchanged(dataset, fmt):
     import_cases(dataset, "".join(json.dumps(c) + "\n" for c in CASES).encode(), Format.JSONL)
 
     first = export(cases_export(dataset=dataset, fmt=fmt))
-    copy = Dataset.objects.create(slug="copy", name="copy")
+    copy = Dataset.objects.create(project=store_project(), slug="copy", name="copy")
     import_cases(copy, first, fmt)
     second = export(cases_export(dataset=copy, fmt=fmt))
 
@@ -98,14 +98,14 @@ def test_a_labels_export_imports_again_unchanged(dataset, rubric, labeled, fmt):
     result = labels_import(dataset=dataset, rubric_slug=rubric.slug, stream=io.BytesIO(first), fmt=fmt)
     assert (result.created, result.revised, result.unchanged) == (0, 0, 5)
 
-    other = Rubric.objects.create(slug="copy", name="copy", criteria="")
+    other = Rubric.objects.create(project=store_project(), slug="copy", name="copy", criteria="")
     labels_import(dataset=dataset, rubric_slug=other.slug, stream=io.BytesIO(first), fmt=fmt)
     assert export(labels_export(dataset=dataset, rubric=other, fmt=fmt)) == first
 
 
 def test_the_report_has_a_human_verdict_column_per_rubric(dataset, rubric, labeled, lead):
-    tone = Rubric.objects.create(slug="tone", name="Polite?", criteria="")
-    Rubric.objects.create(slug="unused", name="Unused", criteria="")  # no label here: no column
+    tone = Rubric.objects.create(project=store_project(), slug="tone", name="Polite?", criteria="")
+    Rubric.objects.create(project=store_project(), slug="unused", name="Unused", criteria="")  # no label: no column
     case_3 = Case.objects.get(external_id="ret,003")
     Adjudication.objects.create(case=case_3, rubric=rubric, verdict="pass", decided_by=lead)
     Label.objects.create(case=Case.objects.get(external_id="ret-004"), rubric=tone, reviewer=make_user("x"),
@@ -197,3 +197,15 @@ def test_the_export_commands_neutralise_formulas_when_asked(dataset, rubric, hos
 def test_the_export_commands_refuse_to_neutralise_jsonl(dataset, tmp_path):
     with pytest.raises(CommandError, match="CSV only"):
         call_command("export_cases", dataset.slug, str(tmp_path / "cases.jsonl"), "--neutralise-formulas")
+
+
+def test_the_labels_export_refuses_a_rubric_of_another_project(dataset, other_project):
+    theirs = Rubric.objects.create(project=other_project, slug="theirs", name="Q", criteria="")
+    with pytest.raises(ValueError, match="not of the dataset store-support's project"):
+        labels_export(dataset=dataset, rubric=theirs, fmt=Format.JSONL)
+
+
+def test_the_report_has_no_column_of_another_projects_rubric(dataset, rubric, labeled, other_project):
+    Rubric.objects.create(project=other_project, slug="theirs", name="Q", criteria="")
+    header = next(csv.reader(io.StringIO("".join(report_export(dataset=dataset)))))
+    assert header[5:] == ["return-policy"]

@@ -9,6 +9,7 @@ from labeling.datasets.exporting import cases_export
 from labeling.importing import Format
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, Label
+from tests.conftest import TEST_PROJECT
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,7 @@ def labeled(dataset, rubric, reviewer):
 
 
 def download(client, dataset, kind, **params):
-    return client.get(reverse("labeling:dataset_export", args=[dataset.slug, kind]), params)
+    return client.get(reverse("labeling:dataset_export", args=[TEST_PROJECT, dataset.slug, kind]), params)
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
@@ -58,9 +59,9 @@ def test_unknown_exports_are_404(lead_client, dataset, kind, params):
 
 
 def test_the_dataset_page_links_to_the_exports(lead_client, dataset, rubric, labeled):
-    body = lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug])).content.decode()
-    assert f'action="{reverse("labeling:dataset_export", args=[dataset.slug, "cases"])}"' in body
-    assert reverse("labeling:dataset_export", args=[dataset.slug, "report"]) in body
+    body = lead_client.get(reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug])).content.decode()
+    assert f'action="{reverse("labeling:dataset_export", args=[TEST_PROJECT, dataset.slug, "cases"])}"' in body
+    assert reverse("labeling:dataset_export", args=[TEST_PROJECT, dataset.slug, "report"]) in body
     assert f'<option value="{rubric.slug}">' in body
 
 
@@ -78,6 +79,6 @@ def test_it_neutralises_formulas_when_asked(lead_client, dataset, rubric, review
 
 
 def test_the_dataset_page_offers_neutralised_csv_and_says_it_does_not_import(lead_client, dataset, rubric, labeled):
-    body = lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug])).content.decode()
+    body = lead_client.get(reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug])).content.decode()
     assert body.count('name="neutralise_formulas"') == 2  # cases and labels
     assert "such a file does not import unchanged" in body

@@ -5,6 +5,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from labeling.models import Case, Label
+from tests.conftest import TEST_PROJECT
 
 pytestmark = pytest.mark.django_db
 
@@ -16,11 +17,11 @@ def jsonl(*objects) -> bytes:
 def upload(client, dataset, content: bytes, name="cases.jsonl", kind="cases", **fields):
     data = {"kind": kind, f"{kind}-file": SimpleUploadedFile(name, content)}
     data |= {f"{kind}-{key}": value for key, value in fields.items()}
-    return client.post(reverse("labeling:dataset_import", args=[dataset.slug]), data)
+    return client.post(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug]), data)
 
 
 def test_it_shows_both_upload_forms(lead_client, dataset, rubric):
-    body = lead_client.get(reverse("labeling:dataset_import", args=[dataset.slug])).content.decode()
+    body = lead_client.get(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug])).content.decode()
     assert 'name="cases-file"' in body and 'name="cases-update"' in body
     assert 'name="labels-file"' in body and f'value="{rubric.slug}"' in body
     assert 'enctype="multipart/form-data"' in body
@@ -30,7 +31,7 @@ def test_it_imports_cases_and_reports_counts(lead_client, dataset):
     response = upload(lead_client, dataset, jsonl({"external_id": "a", "input": "q", "output": "x"},
                                                   {"external_id": "b", "input": "q", "output": "y"}))
 
-    assert response["Location"] == reverse("labeling:dataset_detail", args=[dataset.slug])
+    assert response["Location"] == reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug])
     assert dataset.cases.count() == 2
     page = lead_client.get(response["Location"]).content.decode()
     assert "Imported cases.jsonl: 2 created, 0 updated, 0 unchanged." in page

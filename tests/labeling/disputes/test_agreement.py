@@ -84,7 +84,7 @@ def test_nothing_to_compare_without_a_case_labeled_twice():
 
 def test_reviewer_agreement_reads_the_counting_labels_of_one_rubric(dataset, other_dataset, rubric, reviewer,
                                                                     second_reviewer):
-    other_rubric = Rubric.objects.create(slug="tone", name="Polite?", criteria="…")
+    other_rubric = Rubric.objects.create(project=rubric.project, slug="tone", name="Polite?", criteria="…")
     cases = make_cases(dataset, 4)
     for case, (a, b) in zip(cases, [("pass", "pass"), ("pass", "fail"), ("fail", "fail"), ("pass", "pass")],
                             strict=True):

@@ -5,12 +5,12 @@ from django.urls import reverse
 
 from labeling.disputes import services as dispute_services
 from labeling.queue import services
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user
 from tests.labeling.queue_helpers import change_content, give_label, make_cases
 
 
 def page_url(dataset, rubric) -> str:
-    return reverse("labeling:dataset_rubric", args=[dataset.slug, rubric.slug])
+    return reverse("labeling:dataset_rubric", args=[TEST_PROJECT, dataset.slug, rubric.slug])
 
 
 def test_it_counts_the_states_of_the_cases(lead_client, lead, dataset, rubric, reviewer, second_reviewer):
@@ -66,8 +66,8 @@ def test_reviewers_get_403(reviewer_client, dataset, rubric):
 
 
 def test_unknown_slugs_get_404(lead_client, dataset, rubric):
-    assert lead_client.get(reverse("labeling:dataset_rubric", args=[dataset.slug, "nope"])).status_code == 404
-    assert lead_client.get(reverse("labeling:dataset_rubric", args=["nope", rubric.slug])).status_code == 404
+    for slugs in ([dataset.slug, "nope"], ["nope", rubric.slug]):
+        assert lead_client.get(reverse("labeling:dataset_rubric", args=[TEST_PROJECT, *slugs])).status_code == 404
 
 
 @pytest.mark.parametrize("n", [2, 20])
@@ -77,7 +77,8 @@ def test_it_runs_the_same_queries_however_many_cases_and_labels(
     for case in make_cases(dataset, n):
         give_label(case, rubric, reviewer, "pass")
         give_label(case, rubric, second_reviewer, "fail")
-    # 2 session and user, 1 dataset, 1 rubric, 2 counts, 1 agreement, 4 reviewer progress
-    # (labels, skips, assigned, users), 1 other rubrics = 12.
-    with django_assert_num_queries(12):
+    # 2 session and user, 1 membership (the project's door), 1 dataset, 1 rubric, 2 counts, 1 agreement,
+    # 4 reviewer progress (labels, skips, assigned, users), 1 other rubrics, 1 list of the user's projects (the
+    # navigation's switcher) = 14.
+    with django_assert_num_queries(14):
         assert lead_client.get(page_url(dataset, rubric)).status_code == 200

@@ -5,17 +5,17 @@ from django.urls import reverse
 
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, CaseTally, LabelRequest
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, make_cases
 
 
 def disputes_url(dataset, rubric, status: str = "") -> str:
-    url = reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
+    url = reverse("labeling:disputes", args=[TEST_PROJECT, dataset.slug, rubric.slug])
     return f"{url}?status={status}" if status else url
 
 
 def action_url(name: str, dataset, rubric, case) -> str:
-    return reverse(f"labeling:{name}", args=[dataset.slug, rubric.slug, case.pk])
+    return reverse(f"labeling:{name}", args=[TEST_PROJECT, dataset.slug, rubric.slug, case.pk])
 
 
 @pytest.fixture
@@ -128,12 +128,12 @@ def test_reviewers_may_not_see_or_decide_disputes(reviewer_client, dataset, rubr
     assert reviewer_client.get(disputes_url(dataset, rubric)).status_code == 403
     assert reviewer_client.post(action_url("adjudicate", dataset, rubric, tie), {"verdict": "pass"}).status_code == 403
     assert reviewer_client.post(action_url("request_label", dataset, rubric, tie)).status_code == 403
-    assert reviewer_client.get(reverse("labeling:disputes_index")).status_code == 403
+    assert reviewer_client.get(reverse("labeling:disputes_index", args=[TEST_PROJECT])).status_code == 403
     assert not Adjudication.objects.exists() and not LabelRequest.objects.exists()
 
 
 def test_the_index_counts_open_disputes_per_dataset_and_rubric(lead_client, dataset, rubric, disputed):
-    rows = lead_client.get(reverse("labeling:disputes_index")).context["queues"]
+    rows = lead_client.get(reverse("labeling:disputes_index", args=[TEST_PROJECT])).context["queues"]
     assert [(r["dataset"].slug, r["rubric"].slug, r["open"]) for r in rows] == [(dataset.slug, rubric.slug, 2)]
 
 
@@ -166,8 +166,9 @@ def test_the_disputes_page_runs_the_same_queries_however_many_disputes(
     for case in make_cases(dataset, n):
         give_label(case, rubric, reviewer, "pass", "note")
         give_label(case, rubric, second_reviewer, "fail")
-    # 2 session and user, 1 dataset, 1 rubric, 1 count and 1 page of disputes, 1 labels with reviewers,
-    # 1 adjudications, 1 tab counts = 9.
-    with django_assert_num_queries(9):
+    # 2 session and user, 1 membership (the project's door), 1 dataset, 1 rubric, 1 count and 1 page of
+    # disputes, 1 labels with reviewers, 1 adjudications, 1 tab counts, 1 list of the user's projects (the
+    # navigation's switcher) = 11.
+    with django_assert_num_queries(11):
         response = lead_client.get(disputes_url(dataset, rubric), query)
     assert len(response.context["page"].object_list) == n

@@ -52,7 +52,7 @@ def test_it_ignores_labels_given_against_older_content(dataset, rubric):
 def test_it_counts_only_labels_of_the_rubric_asked_about(dataset, rubric):
     from labeling.models import Rubric
 
-    other = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="…")
+    other = Rubric.objects.create(project=rubric.project, slug="tone", name="Is the tone polite?", criteria="…")
     a = make_user("a")
     case = make_case(dataset, "one")
     label(case, other, a, "fail")

@@ -14,6 +14,7 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from judges.models import Run
 from labeling.models import Case, Label, Rubric
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.helpers import make_cases
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +93,7 @@ def test_import_judgments_refuses_each_hazard_on_its_line(tmp_path, dataset, rub
 @pytest.mark.parametrize(("name", "value", "message"), HAZARDS, ids=IDS)
 def test_the_upload_page_lists_each_hazard_on_its_line(lead_client, dataset, name, value, message):
     content = f'{GOOD}\n{{"external_id": "b", "input": "q", "output": "a", "trace": {{"x": {value}}}}}\n'
-    response = lead_client.post(reverse("labeling:dataset_import", args=[dataset.slug]), {
+    response = lead_client.post(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug]), {
         "kind": "cases", "cases-file": SimpleUploadedFile("cases.jsonl", content.encode()),
     })
     assert response.status_code == 200
@@ -103,7 +104,7 @@ def test_the_upload_page_lists_each_hazard_on_its_line(lead_client, dataset, nam
 
 @pytest.fixture
 def ingest(client, lead):
-    raw = ApiToken.issue(name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+    raw = ApiToken.issue(project=store_project(), name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
 
     def post(body: str, query: str = ""):
         return client.post(reverse("labeling:api_cases_ingest", args=["store-support"]) + query,

@@ -300,19 +300,19 @@ def test_it_chooses_the_format_from_the_extension_unless_told():
 # --- the command ----------------------------------------------------------------------------------
 
 
-def test_the_command_creates_the_dataset_and_reports_counts(db, tmp_path, capsys):
+def test_the_command_creates_the_dataset_and_reports_counts(project, tmp_path, capsys):
     path = tmp_path / "cases.jsonl"
     path.write_bytes(jsonl(case(external_id="a"), case(external_id="b")))
 
-    call_command("import_cases", "new-set", str(path))
+    call_command("import_cases", "new-set", str(path))  # the instance's one project is implied
 
-    assert Dataset.objects.get(slug="new-set").cases.count() == 2
+    assert project.datasets.get(slug="new-set").cases.count() == 2
     assert "2 created, 0 updated, 0 unchanged" in capsys.readouterr().out
     call_command("import_cases", "new-set", str(path), "--update")
     assert "0 created, 0 updated, 2 unchanged" in capsys.readouterr().out
 
 
-def test_the_command_lists_every_error_and_creates_nothing(db, tmp_path, capsys):
+def test_the_command_lists_every_error_and_creates_nothing(project, tmp_path, capsys):
     path = tmp_path / "cases.data"
     path.write_bytes(jsonl(case(external_id="a", input=...), "nope"))
 
@@ -324,7 +324,7 @@ def test_the_command_lists_every_error_and_creates_nothing(db, tmp_path, capsys)
     assert not Dataset.objects.filter(slug="new-set").exists()
 
 
-def test_the_command_refuses_an_unknown_extension(db, tmp_path):
+def test_the_command_refuses_an_unknown_extension(project, tmp_path):
     path = tmp_path / "cases.data"
     path.write_bytes(jsonl(case()))
     with pytest.raises(CommandError, match="--format"):

@@ -20,6 +20,7 @@ from labeling.importing.cases import cases_import
 from labeling.importing.labels import LABEL_FIELDS, labels_import
 from labeling.importing.reading import CASE_ALIASES, CASE_FIELDS
 from labeling.models import Case, Label, Rubric
+from tests.conftest import store_project
 from tests.judges.helpers import make_cases
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +154,7 @@ def test_judgments_import_fuzz(dataset, cases, rubric, lead, data):
 
 @pytest.fixture
 def token(lead) -> str:
-    return ApiToken.issue(name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
 
 
 API_BODY = st.one_of(

@@ -4,10 +4,11 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from evalhub.models import Role, User
+from evalhub.models import MemberEvent, Membership, Role, User
 from labeling.importing import Format, ImportRejected
 from labeling.importing.labels import labels_import
-from labeling.models import Case, Label, Rubric, labeled_content_hash
+from labeling.models import Case, Dataset, Label, Rubric, labeled_content_hash
+from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -27,8 +28,8 @@ def jsonl(*objects) -> bytes:
     return "".join((o if isinstance(o, str) else json.dumps(o)) + "\n" for o in objects).encode()
 
 
-def run(dataset, content: bytes, rubric_slug="return-policy", fmt=Format.JSONL):
-    return labels_import(dataset=dataset, rubric_slug=rubric_slug, stream=io.BytesIO(content), fmt=fmt)
+def run(dataset, content: bytes, rubric_slug="return-policy", fmt=Format.JSONL, by=None):
+    return labels_import(dataset=dataset, rubric_slug=rubric_slug, stream=io.BytesIO(content), fmt=fmt, by=by)
 
 
 def rejected(dataset, content: bytes, **kwargs) -> list[tuple]:
@@ -51,16 +52,21 @@ def test_it_creates_labels_against_the_current_content(dataset, rubric, cases, r
     assert all(label.rubric == rubric and label.reviewer == reviewer for label in labels.values())
 
 
-def test_it_creates_the_rubric_as_a_draft_and_reviewers_without_a_password(dataset, cases):
+def test_it_creates_the_rubric_as_a_draft_and_reviewers_without_a_password(dataset, cases, lead, other_project):
     result = run(dataset, jsonl({"external_id": "a", "reviewer": "newbie", "verdict": "pass"}),
-                 rubric_slug="tone")
+                 rubric_slug="tone", by=lead)
 
     assert result.rubric_created and result.new_reviewers == ["newbie"]
     rubric = Rubric.objects.get(slug="tone")
-    assert rubric.stage == Rubric.Stage.DRAFT
+    assert rubric.stage == Rubric.Stage.DRAFT and rubric.project == dataset.project
     newbie = User.objects.get(username="newbie")
-    assert newbie.role == Role.REVIEWER and not newbie.has_usable_password()
+    assert not newbie.has_usable_password()
+    # A reviewer of the dataset's project, and of no other; the membership is audited.
+    assert list(newbie.memberships.values_list("project__slug", "role")) == [(dataset.project.slug, Role.REVIEWER)]
+    assert newbie.role_in(other_project) is None
     assert dataset.reviewers.filter(pk=newbie.pk).exists()
+    event = MemberEvent.objects.get(subject="newbie")
+    assert (event.project, event.kind, event.by) == (dataset.project, MemberEvent.Kind.ADDED, lead)
 
 
 def test_it_revises_a_reviewers_existing_label(dataset, rubric, cases, reviewer):
@@ -135,3 +141,55 @@ def test_the_command_imports_and_lists_errors(dataset, cases, tmp_path, capsys):
 
     with pytest.raises(CommandError, match="No dataset"):
         call_command("import_labels", "missing", str(good), "--rubric", "tone")
+
+
+# --- projects ----------------------------------------------------------------------------------------------------
+
+
+def test_an_account_that_is_not_a_member_of_the_project_is_refused_and_nothing_is_written(dataset, cases,
+                                                                                          other_lead):
+    errors = rejected(dataset, jsonl({"external_id": "a", "reviewer": "rita", "verdict": "pass"},
+                                     {"external_id": "b", "reviewer": "otto", "verdict": "fail"},
+                                     {"external_id": "a", "reviewer": "otto", "verdict": "fail"}))
+
+    assert errors == [(2, "reviewer", "'otto' is not a member of this project: invite them to it first (a name new "
+                                      "to evalhub gets a reviewer account here)")]
+    assert not Label.objects.exists() and not User.objects.filter(username="rita").exists()
+    assert other_lead.role_in(dataset.project) is None and not dataset.reviewers.exists()
+    assert not Membership.objects.filter(project=dataset.project).exists()
+
+
+def test_members_of_the_project_of_any_role_and_the_admin_may_be_named(dataset, cases, lead, admin_user):
+    result = run(dataset, jsonl({"external_id": "a", "reviewer": "lena", "verdict": "pass"},
+                                {"external_id": "a", "reviewer": "ada", "verdict": "fail"}), rubric_slug="tone")
+    assert (result.created, result.new_reviewers) == (2, [])
+    assert not MemberEvent.objects.exists()
+
+
+def test_the_rubric_is_the_datasets_projects_even_when_another_project_has_the_slug(dataset, cases, rubric,
+                                                                                    other_project):
+    theirs = Rubric.objects.create(project=other_project, slug="tone", name="Their tone", criteria="")
+
+    result = run(dataset, jsonl({"external_id": "a", "reviewer": "newbie", "verdict": "pass"}), rubric_slug="tone")
+
+    ours = Rubric.objects.get(project=dataset.project, slug="tone")
+    assert result.rubric_created and ours != theirs
+    assert list(Label.objects.values_list("rubric", flat=True)) == [ours.pk]
+    assert not theirs.labels.exists()
+
+
+def test_the_command_takes_the_project_of_the_dataset(dataset, cases, other_project, tmp_path, capsys):
+    theirs = Dataset.objects.create(project=other_project, slug=dataset.slug, name="Theirs")
+    Case.objects.create(dataset=theirs, external_id="a", input="q", output="x", split="dev", content_hash="h")
+    make_user("sam", role=Role.REVIEWER, project=other_project)
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(jsonl({"external_id": "a", "reviewer": "sam", "verdict": "pass"}))
+
+    with pytest.raises(CommandError, match="more than one project.*Projects: shopnest, store"):
+        call_command("import_labels", dataset.slug, str(path), "--rubric", "tone")
+    call_command("import_labels", dataset.slug, str(path), "--rubric", "tone", "--project", "shopnest")
+
+    label = Label.objects.select_related("case__dataset", "rubric__project").get()
+    assert (label.case.dataset, label.rubric.project) == (theirs, other_project)
+    assert not Rubric.objects.filter(project=dataset.project, slug="tone").exists()
+    assert "Imported" in capsys.readouterr().out

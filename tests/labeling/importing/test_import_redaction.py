@@ -17,6 +17,7 @@ from evalhub.models import ApiToken, Scope
 from labeling.disputes.selectors import counting_labels
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, DatasetEvent, Label
+from tests.conftest import TEST_PROJECT, store_project
 
 pytestmark = pytest.mark.django_db
 
@@ -99,7 +100,7 @@ def csv_bytes(*objects) -> bytes:
 
 
 def upload(client, dataset, content: bytes, name: str):
-    return client.post(reverse("labeling:dataset_import", args=[dataset.slug]),
+    return client.post(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug]),
                        {"kind": "cases", "cases-file": SimpleUploadedFile(name, content)})
 
 
@@ -110,7 +111,7 @@ def ingest(client, dataset, body, token: str):
 
 @pytest.fixture
 def write_token(lead) -> str:
-    return ApiToken.issue(name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
 
 
 def test_the_page_upload_stores_no_original(lead_client, redacting, server_log):
@@ -175,7 +176,7 @@ def test_a_redacted_case_reimported_is_unchanged(redacting):
 
 
 def test_a_lead_sets_the_redaction_on_the_dataset_page_and_it_is_audited(lead_client, dataset, lead):
-    url = reverse("labeling:dataset_redaction", args=[dataset.slug])
+    url = reverse("labeling:dataset_redaction", args=[TEST_PROJECT, dataset.slug])
     response = lead_client.post(url, {"action": "save", "redact": ["email", "card"]})
 
     assert response.status_code == 302
@@ -183,14 +184,14 @@ def test_a_lead_sets_the_redaction_on_the_dataset_page_and_it_is_audited(lead_cl
     assert dataset.redact_kinds == ("email", "card")
     event = DatasetEvent.objects.get()
     assert (event.kind, event.by, event.detail) == ("redaction_set", lead, "redact email, card (was nothing)")
-    page = lead_client.get(reverse("labeling:dataset_detail", args=[dataset.slug])).content.decode()
+    page = lead_client.get(reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug])).content.decode()
     assert "redact email, card (was nothing)" in page
     checked = set(re.findall(r'name="redact" value="(\w+)"[^>]*checked', page))
     assert checked == {"email", "card"}
 
 
 def test_an_unknown_kind_is_refused_and_nothing_changes(lead_client, dataset):
-    response = lead_client.post(reverse("labeling:dataset_redaction", args=[dataset.slug]),
+    response = lead_client.post(reverse("labeling:dataset_redaction", args=[TEST_PROJECT, dataset.slug]),
                                 {"action": "save", "redact": ["email", "name"]}, follow=True)
     assert "Choose among the redaction kinds shown." in response.content.decode()
     dataset.refresh_from_db()
@@ -199,7 +200,7 @@ def test_an_unknown_kind_is_refused_and_nothing_changes(lead_client, dataset):
 
 def test_reviewers_cannot_set_or_apply_redaction(reviewer_client, dataset):
     for action in ("save", "apply"):
-        response = reviewer_client.post(reverse("labeling:dataset_redaction", args=[dataset.slug]),
+        response = reviewer_client.post(reverse("labeling:dataset_redaction", args=[TEST_PROJECT, dataset.slug]),
                                         {"action": action, "redact": ["email"]})
         assert response.status_code == 403
     dataset.refresh_from_db()
@@ -211,7 +212,7 @@ def test_stored_cases_change_only_when_a_lead_applies_the_redaction(lead_client,
     for stored in Case.objects.all():
         Label.objects.create(case=stored, rubric=rubric, reviewer=reviewer, verdict="pass",
                              content_hash=stored.content_hash)
-    url = reverse("labeling:dataset_redaction", args=[dataset.slug])
+    url = reverse("labeling:dataset_redaction", args=[TEST_PROJECT, dataset.slug])
     lead_client.post(url, {"action": "save", "redact": list(ORIGINALS)})
     assert Case.objects.get(external_id="a").input == f"Me: {ALL}"  # not rewritten silently
 
@@ -227,8 +228,8 @@ def test_stored_cases_change_only_when_a_lead_applies_the_redaction(lead_client,
 
 
 def test_applying_with_no_kind_chosen_is_refused(lead_client, dataset):
-    response = lead_client.post(reverse("labeling:dataset_redaction", args=[dataset.slug]), {"action": "apply"},
-                                follow=True)
+    response = lead_client.post(reverse("labeling:dataset_redaction", args=[TEST_PROJECT, dataset.slug]),
+                                {"action": "apply"}, follow=True)
     assert "This dataset redacts nothing" in response.content.decode()
     assert not DatasetEvent.objects.exists()
 
@@ -238,7 +239,7 @@ def test_applying_with_no_kind_chosen_is_refused(lead_client, dataset):
 
 @pytest.mark.parametrize("scope, status", [(Scope.CASES_READ, 200), (Scope.CASES_WRITE, 200), (Scope.GATES_READ, 403)])
 def test_a_cases_token_reads_the_datasets_redaction(client, redacting, lead, scope, status):
-    token = ApiToken.issue(name="ci", scopes=[scope], created_by=lead)[1]
+    token = ApiToken.issue(project=store_project(), name="ci", scopes=[scope], created_by=lead)[1]
     response = client.get(reverse("labeling:api_dataset", args=[redacting.slug]),
                           headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == status

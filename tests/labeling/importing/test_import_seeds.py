@@ -14,6 +14,7 @@ from labeling.importing import Format, ImportRejected
 from labeling.importing.cases import cases_import
 from labeling.models import Case, Label
 from labeling.queue.selectors import dataset_tallies, next_case, queues_for
+from tests.conftest import TEST_PROJECT, store_project
 from tests.labeling.queue_helpers import make_case
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +49,8 @@ def test_a_golden_set_imports_with_no_answer_yet_and_the_queue_never_serves_it(d
     assert next_case(dataset=dataset, rubric=rubric, reviewer=reviewer) == answered
     # Nor counts as work left: only the answered case.
     assert dataset_tallies(dataset=dataset, rubric=rubric)["cases"] == 1
-    [queue] = [q for q in queues_for(user=reviewer) if q["dataset"] == dataset and q["rubric"] == rubric]
+    queues = queues_for(project=dataset.project, user=reviewer, role="reviewer")
+    [queue] = [q for q in queues if q["dataset"] == dataset and q["rubric"] == rubric]
     assert queue["left"] == 1
     answered.delete()
     assert next_case(dataset=dataset, rubric=rubric, reviewer=reviewer) is None
@@ -64,16 +66,16 @@ def test_a_csv_golden_set_without_an_output_column_imports(dataset):
 
 def test_the_cases_api_and_the_export_serve_cases_with_no_answer_yet(client, dataset, lead):
     cases_import(dataset=dataset, stream=jsonl(GOLDEN[:1]), fmt=Format.JSONL)
-    token = ApiToken.issue(name="ci", scopes=[Scope.CASES_READ], created_by=lead)[1]
+    token = ApiToken.issue(project=store_project(), name="ci", scopes=[Scope.CASES_READ], created_by=lead)[1]
     response = client.get(reverse("labeling:api_cases_ingest", args=[dataset.slug]),
                           headers={"Authorization": f"Bearer {token}"})
     [line] = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
     assert line["external_id"] == "gs-0" and "output" not in line  # a cases line never carries the answer
     client.force_login(lead)
-    exported = client.get(reverse("labeling:dataset_export", args=[dataset.slug, "cases"]))
+    exported = client.get(reverse("labeling:dataset_export", args=[TEST_PROJECT, dataset.slug, "cases"]))
     [record] = [json.loads(line) for line in b"".join(exported.streaming_content).decode().splitlines()]
     assert record["output"] is None
-    page = client.get(reverse("labeling:case_detail", args=[Case.objects.get().pk])).text
+    page = client.get(reverse("labeling:case_detail", args=[TEST_PROJECT, Case.objects.get().pk])).text
     assert 'data-testid="no-answer-yet"' in page
 
 
@@ -126,7 +128,7 @@ def test_import_cases_takes_the_rubric_and_the_reviewer(tmp_path, dataset, rubri
 def test_the_import_page_labels_as_the_signed_in_lead(lead_client, lead, dataset, rubric):
     upload = io.BytesIO("".join(json.dumps(row) + "\n" for row in VERDICTS).encode())
     upload.name = "verdicts.jsonl"
-    response = lead_client.post(reverse("labeling:dataset_import", args=[dataset.slug]),
+    response = lead_client.post(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug]),
                                 {"kind": "cases", "cases-file": upload, "cases-format": "",
                                  "cases-rubric": rubric.slug})
     assert response.status_code == 302
@@ -135,7 +137,7 @@ def test_the_import_page_labels_as_the_signed_in_lead(lead_client, lead, dataset
 
 
 def test_the_ingest_api_refuses_human_verdicts(client, dataset, lead):
-    token = ApiToken.issue(name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+    token = ApiToken.issue(project=store_project(), name="ingest", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
     response = client.post(reverse("labeling:api_cases_ingest", args=[dataset.slug]), data=json.dumps(VERDICTS),
                            content_type="application/json", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 400
@@ -149,3 +151,30 @@ def test_the_ingest_api_refuses_human_verdicts(client, dataset, lead):
                            content_type="application/json", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 201 and response.json()["created"] == 4
     assert Case.objects.get(external_id="t-1").trace == {"toolCalls": [{"name": "lookup_order"}]}
+
+
+# --- projects: the verdicts' rubric and reviewer are of the dataset's project ---------------------------------------
+
+
+def test_a_rubric_of_another_project_is_refused_and_nothing_is_written(dataset, lead, other_project):
+    from labeling.models import Rubric
+
+    theirs = Rubric.objects.create(project=other_project, slug="theirs", name="Q", criteria="")
+    errors = errors_of(dataset=dataset, stream=jsonl(VERDICTS), fmt=Format.JSONL, rubric=theirs, by=lead)
+    assert errors == [(None, "rubric", "the rubric theirs is not of this dataset's project: name one of its own")]
+    assert not Case.objects.exists() and not Label.objects.exists()
+
+
+def test_import_cases_takes_the_rubric_and_the_reviewer_of_the_project(tmp_path, dataset, rubric, other_lead):
+    from labeling.models import Rubric
+
+    Rubric.objects.create(project=other_lead.memberships.get().project, slug="theirs", name="Q", criteria="")
+    path = tmp_path / "verdicts.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in VERDICTS))
+    with pytest.raises(CommandError, match="No rubric 'theirs' in the project store"):
+        call_command("import_cases", dataset.slug, str(path), "--project", "store", "--rubric", "theirs",
+                     "--by", "otto")
+    with pytest.raises(CommandError, match="'otto' is not a member of the project store"):
+        call_command("import_cases", dataset.slug, str(path), "--project", "store", "--rubric", rubric.slug,
+                     "--by", "otto")
+    assert not Case.objects.exists() and not Label.objects.exists()

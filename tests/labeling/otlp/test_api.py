@@ -24,6 +24,7 @@ from labeling.datasets.services import dataset_set_redaction
 from labeling.models import Case, OtlpTrace
 from labeling.otlp.services import otlp_give_up
 from labeling.otlp.tasks import give_up_waited_traces
+from tests.conftest import store_project
 from tests.labeling.otlp.helpers import (
     ANSWER,
     QUESTION,
@@ -41,7 +42,7 @@ PROTOBUF = "application/x-protobuf"
 
 @pytest.fixture
 def token(lead) -> str:
-    return ApiToken.issue(name="agent", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="agent", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
 
 
 def post(client, body: bytes, token: str | None, *, content_type: str = PROTOBUF, query: str = "?dataset=store-support",
@@ -293,10 +294,49 @@ def test_a_gzip_bomb_is_refused_without_unpacking_it(client, dataset, token, set
 def test_a_token_without_cases_write_is_refused(client, dataset, lead):
     tracer, exporter = recording_tracer()
     genai_trace(tracer)
-    reader = ApiToken.issue(name="reader", scopes=[Scope.CASES_READ], created_by=lead)[1]
+    reader = ApiToken.issue(project=store_project(), name="reader", scopes=[Scope.CASES_READ], created_by=lead)[1]
     body = protobuf_body(exporter.get_finished_spans())
 
     assert post(client, body, None).status_code == 401
     refused = post(client, body, reader)
     assert refused.status_code == 403 and "lacks the scope 'cases:write'" in refused.json()["error"]
     assert not Case.objects.exists() and not OtlpTrace.objects.exists()
+
+
+# --- projects: the receiver writes into a dataset of its token's project only ---------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_dataset_of_another_project_is_refused_as_an_unknown_one(client, dataset, other_lead):
+    from labeling.models import Dataset
+
+    theirs = Dataset.objects.create(project=other_lead.memberships.get().project, slug="their-traffic", name="x")
+    their_token = ApiToken.issue(project=theirs.project, name="agent", scopes=[Scope.CASES_WRITE],
+                                 created_by=other_lead)[1]
+    tracer, exporter = recording_tracer()
+    genai_trace(tracer)
+    body = protobuf_body(exporter.get_finished_spans())
+
+    refused = post(client, body, their_token, query=f"?dataset={dataset.slug}")
+    unknown = post(client, body, their_token, query="?dataset=never-made")
+
+    assert refused.status_code == unknown.status_code == 404
+    assert _status(refused).message == f"No dataset {dataset.slug!r}: create it in evalhub first."
+    assert _status(unknown).message == "No dataset 'never-made': create it in evalhub first."
+    assert not Case.objects.exists() and not OtlpTrace.objects.exists()
+    # The same spans with the header naming their own dataset are theirs.
+    assert post(client, body, their_token, query="", X_Evalhub_Dataset="their-traffic").status_code == 200
+    assert list(Case.objects.values_list("dataset", flat=True)) == [theirs.pk]
+
+
+@pytest.mark.django_db
+def test_the_same_slug_in_two_projects_is_the_tokens_projects(client, dataset, token, other_lead):
+    from labeling.models import Dataset
+
+    twin = Dataset.objects.create(project=other_lead.memberships.get().project, slug=dataset.slug, name="twin")
+    tracer, exporter = recording_tracer()
+    genai_trace(tracer)
+
+    assert post(client, protobuf_body(exporter.get_finished_spans()), token).status_code == 200
+
+    assert Case.objects.filter(dataset=dataset).count() == 1 and not Case.objects.filter(dataset=twin).exists()

@@ -17,7 +17,7 @@ from tests.labeling.otlp.helpers import (
 pytestmark = pytest.mark.django_db
 
 
-def test_each_trace_of_the_file_becomes_a_case_even_split_over_lines(tmp_path, capsys):
+def test_each_trace_of_the_file_becomes_a_case_even_split_over_lines(project, tmp_path, capsys):
     tracer, exporter = recording_tracer()
     genai_id, openinference_id = genai_trace(tracer), openinference_trace(tracer)
     spans = exporter.get_finished_spans()
@@ -27,14 +27,14 @@ def test_each_trace_of_the_file_becomes_a_case_even_split_over_lines(tmp_path, c
 
     call_command("import_cases", "from-collector", str(path), "--format", "otlp")
 
-    cases = {case.external_id: case for case in Dataset.objects.get(slug="from-collector").cases.all()}
+    cases = {case.external_id: case for case in project.datasets.get(slug="from-collector").cases.all()}
     assert set(cases) == {genai_id, openinference_id}
     assert (cases[genai_id].input, cases[genai_id].output) == (QUESTION, ANSWER)
     assert [call["name"] for call in cases[genai_id].trace["toolCalls"]] == ["lookup_order"]
     assert "2 created" in capsys.readouterr().out
 
 
-def test_a_trace_that_cannot_be_a_case_rejects_the_file_naming_it(tmp_path, capsys):
+def test_a_trace_that_cannot_be_a_case_rejects_the_file_naming_it(project, tmp_path, capsys):
     tracer, exporter = recording_tracer()
     genai_trace(tracer)
     silent_id = silent_trace(tracer)

@@ -102,7 +102,8 @@ def test_it_writes_any_number_of_requests_in_constant_queries(dataset, rubric, r
     cases = make_cases(dataset, n)
     for case in cases:
         give_label(case, rubric, reviewer)
-    # savepoint, the locked tallies, the earlier requests with this reason, one INSERT, release
-    with django_assert_num_queries(5):
+    # the lead's role in the rubric's project; savepoint, the locked tallies, the earlier requests with this
+    # reason, one INSERT, release
+    with django_assert_num_queries(6):
         services.request_more_labels(case_ids=[c.pk for c in cases], rubric=rubric, by=lead, reason=REASON)
     assert LabelRequest.objects.count() == n

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from labeling.models import CaseTally, Label, Skip
 from labeling.queue import services
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, label_form, make_case, make_cases, queue_url
 
 
@@ -157,7 +157,7 @@ def test_history_lists_the_reviewers_labels_newest_first(reviewer_client, review
     submit(b, rubric, reviewer, "fail", "b note")
     give_label(a, rubric, second_reviewer, note="NOT-MINE")
     give_label(make_case(other_dataset, "unassigned"), rubric, reviewer)
-    response = reviewer_client.get(reverse("labeling:history"))
+    response = reviewer_client.get(reverse("labeling:history", args=[TEST_PROJECT]))
     assert [label.case_id for label in response.context["page"]] == [b.pk, a.pk]
     body = response.content.decode()
     assert "NOT-MINE" not in body and "b note" in body
@@ -169,7 +169,7 @@ def test_history_searches_case_ids_and_notes_and_sorts(reviewer_client, reviewer
     submit(a, rubric, reviewer, "pass", "refund window")
     submit(b, rubric, reviewer, "fail")
     submit(c, rubric, reviewer, "fail", "tone")
-    url = reverse("labeling:history")
+    url = reverse("labeling:history", args=[TEST_PROJECT])
 
     def listed(**query):
         return [label.case_id for label in reviewer_client.get(url, query).context["page"]]
@@ -190,7 +190,7 @@ def test_revising_from_history_goes_back_to_history(reviewer_client, reviewer, d
     assert 'name="back" value="history"' in page.content.decode()
     response = reviewer_client.post(queue_url(dataset, rubric, "queue_label"),
                                     label_form(case, "fail", "changed my mind", back="history"))
-    assert response["Location"].startswith(reverse("labeling:history"))
+    assert response["Location"].startswith(reverse("labeling:history", args=[TEST_PROJECT]))
     assert Label.objects.get().verdict == "fail"
 
 
@@ -314,7 +314,8 @@ def test_history_runs_the_same_queries_however_many_labels(reviewer_client, revi
                                                            django_assert_num_queries, n):
     for case in make_cases(dataset, n):
         give_label(case, rubric, reviewer)
-    # 2 session and user, 1 count and 1 page of labels with their cases, datasets and rubrics = 4.
-    with django_assert_num_queries(4):
-        response = reviewer_client.get(reverse("labeling:history"), {"q": "c0", "sort": "case"})
+    # 2 session and user, 1 membership (the project's door), 1 count and 1 page of labels with their cases,
+    # datasets and rubrics, 1 list of the user's projects (the navigation's switcher) = 6.
+    with django_assert_num_queries(6):
+        response = reviewer_client.get(reverse("labeling:history", args=[TEST_PROJECT]), {"q": "c0", "sort": "case"})
     assert len(response.context["page"].object_list) == n

@@ -3,13 +3,14 @@
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from labeling.disputes import services as dispute_services
 from labeling.models import Case, CaseTally, Label, Rubric, Skip
 from labeling.queue import services
 from labeling.queue.selectors import CHANGED, NEEDED, SKIPPED, next_case
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user
 from tests.labeling.queue_helpers import (
     HTMX,
     change_content,
@@ -181,7 +182,7 @@ def test_a_reviewer_holds_one_case_per_rubric(dataset, rubric, reviewer):
 
 
 def test_it_keeps_datasets_and_rubrics_apart(dataset, other_dataset, rubric, reviewer):
-    other_rubric = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="…")
+    other_rubric = Rubric.objects.create(project=rubric.project, slug="tone", name="Is the tone polite?", criteria="…")
     make_case(other_dataset, "elsewhere")
     (case,) = make_cases(dataset, 1)
     give_label(case, other_rubric, reviewer)
@@ -295,7 +296,7 @@ def test_it_answers_404_for_a_case_of_another_dataset(reviewer_client, reviewer,
 
 
 def test_the_start_page_lists_only_assigned_datasets(reviewer_client, dataset, other_dataset, rubric):
-    body = reviewer_client.get("/label/").content.decode()
+    body = reviewer_client.get(reverse("labeling:queue_start", args=[TEST_PROJECT])).content.decode()
     assert queue_url(dataset, rubric) in body
     assert queue_url(other_dataset, rubric) not in body
 
@@ -369,8 +370,10 @@ def test_label_and_next_runs_the_same_queries_however_many_cases(
     # = 13. (Was 11: choosing and holding became one transaction, so two reviewers asking at
     # once never get the same case; in production its savepoint and release are BEGIN and COMMIT.)
     # Then 1 label undo would take back, and the session's savepoint, update and release (the sitting's
-    # step, labeling.queue.sitting) = 17.
-    with django_assert_num_queries(17):
+    # step, labeling.queue.sitting) = 17. Then 1 membership: the project's door (evalhub.access) reads the
+    # reviewer's role in the project the URL names = 18; the project check of label_submit reads nothing (the
+    # case carries the dataset it was found through).
+    with django_assert_num_queries(18):
         response = reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(target), headers=HTMX)
     assert response.status_code == 200 and response.context["case"] is not None
 
@@ -385,8 +388,10 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
     # 2 session and user, 1 assigned dataset, 1 rubric; case_serve: savepoint, 1 next case, 1 hold,
     # release; 4 progress (own labels, own changed labels, dataset tallies, cases left for them) = 12 (no
     # label of this sitting to offer for undo: no query). (Was 10:
-    # the savepoint and release of the one choose-and-hold transaction, as above.)
-    with django_assert_num_queries(12):
+    # the savepoint and release of the one choose-and-hold transaction, as above.) Then 1 membership (the
+    # project's door) and 1 list of the user's projects (the navigation's project switcher, drawn on full
+    # pages only) = 14.
+    with django_assert_num_queries(14):
         response = reviewer_client.get(queue_url(dataset, rubric))
     assert response.status_code == 200
 

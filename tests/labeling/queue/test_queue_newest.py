@@ -4,10 +4,12 @@ lead's requests, holds) stays as it is. Query counts: tests/labeling/queue/test_
 orders (the order is read from the dataset row the view already has)."""
 
 import pytest
+from django.urls import reverse
 
 from labeling.models import Dataset
 from labeling.queue import services
 from labeling.queue.selectors import CHANGED, NEEDED, next_case
+from tests.conftest import TEST_PROJECT
 from tests.labeling.queue_helpers import HTMX, change_content, give_label, label_form, make_cases, queue_url
 
 pytestmark = pytest.mark.django_db
@@ -66,13 +68,14 @@ def test_label_and_next_runs_the_same_queries_in_a_living_dataset(
     for case in cases[: n // 2]:
         give_label(case, rubric, second_reviewer)
     # As tests/labeling/queue/test_queue.py's fewest-labels count: the order changes the query, not how many.
-    with django_assert_num_queries(17):
+    with django_assert_num_queries(18):
         response = reviewer_client.post(queue_url(living, rubric, "queue_label"), label_form(cases[0]), headers=HTMX)
     assert response.status_code == 200 and response.context["case"].external_id == f"c{n - 1:03d}"
 
 
 def test_a_lead_sets_the_order_when_creating_a_dataset(lead_client):
-    response = lead_client.post("/datasets/new/", {"slug": "traffic", "name": "Traffic", "queue_order": "newest"})
+    response = lead_client.post(reverse("labeling:dataset_create", args=[TEST_PROJECT]),
+                                {"slug": "traffic", "name": "Traffic", "queue_order": "newest"})
     assert response.status_code == 302
     assert Dataset.objects.get(slug="traffic").queue_order == "newest"
 
@@ -101,7 +104,7 @@ def test_a_share_of_cases_goes_first_newest_first_then_the_rest(dataset, rubric,
 
 
 def test_the_share_must_be_a_percentage(lead_client):
-    response = lead_client.post("/datasets/new/", {"slug": "t", "name": "T", "queue_order": "share",
-                                                  "queue_share": "0"})
+    response = lead_client.post(reverse("labeling:dataset_create", args=[TEST_PROJECT]),
+                                {"slug": "t", "name": "T", "queue_order": "share", "queue_share": "0"})
     assert response.status_code == 200 and "queue_share" in response.context["form"].errors
     assert not Dataset.objects.filter(slug="t").exists()

@@ -3,13 +3,14 @@
 import pytest
 from django.urls import reverse
 
+from tests.conftest import TEST_PROJECT
 from tests.labeling.queue_helpers import change_content, give_label, make_cases
 
 pytestmark = pytest.mark.django_db
 
 
 def left(client) -> list[int]:
-    return [q["left"] for q in client.get(reverse("labeling:queue_start")).context["queues"]]
+    return [q["left"] for q in client.get(reverse("labeling:queue_start", args=[TEST_PROJECT])).context["queues"]]
 
 
 def test_it_counts_the_cases_left_for_each_reviewer(reviewer_client, reviewer, second_reviewer, dataset, rubric):
@@ -20,7 +21,7 @@ def test_it_counts_the_cases_left_for_each_reviewer(reviewer_client, reviewer, s
     assert left(reviewer_client) == [2]
     change_content(a, "Changed: my label stops counting, so it is left for me again.")
     assert left(reviewer_client) == [3]
-    page = reviewer_client.get(reverse("labeling:queue_start")).content.decode()
+    page = reviewer_client.get(reverse("labeling:queue_start", args=[TEST_PROJECT])).content.decode()
     assert '<td class="num" data-label="Left for you" data-testid="queue-left"><strong>3</strong></td>' in page
 
 
@@ -40,6 +41,7 @@ def test_the_start_page_runs_the_same_queries_however_many_cases(
 ):
     for case in make_cases(dataset, n):
         give_label(case, rubric, reviewer)
-    # session, user, datasets, rubrics, my labels per queue, cases needing labels, my stale labels
-    with django_assert_num_queries(7):
-        reviewer_client.get(reverse("labeling:queue_start"))
+    # session, user, membership (the project's door), the project's datasets I may see, its rubrics, my labels
+    # per queue, cases needing labels, my stale labels, my projects (the navigation's switcher) = 9
+    with django_assert_num_queries(9):
+        reviewer_client.get(reverse("labeling:queue_start", args=[TEST_PROJECT]))

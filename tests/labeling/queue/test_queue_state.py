@@ -6,19 +6,22 @@ create, bulk_create, queryset update and delete, cascades) and compare with coun
 
 import random
 
+import pytest
 from django.db.models import Count, F
 
 from labeling.disputes import services as dispute_services
-from labeling.models import Case, CaseTally, Label, LabelRequest, Rubric
+from labeling.models import Case, CaseTally, Label, LabelRequest, Rubric, Skip
 from labeling.queue import services
 from tests.conftest import make_user
-from tests.labeling.queue_helpers import change_content, give_label, make_case, make_cases
+from tests.labeling.queue_helpers import change_content, give_label, make_case, make_cases, make_queue
 
 
 def assert_state_is_true() -> None:
+    """One tally row per case and rubric of the same project (a rubric applies to its own project's cases only,
+    migration 0018_projects), and none for a case and another project's rubric."""
     expected = {}
-    for case in Case.objects.all():
-        for rubric in Rubric.objects.all():
+    for case in Case.objects.select_related("dataset"):
+        for rubric in Rubric.objects.filter(project_id=case.dataset.project_id):
             expected[(case.pk, rubric.pk)] = (
                 Label.objects.filter(case=case, rubric=rubric).count(),
                 LabelRequest.objects.filter(case=case, rubric=rubric).count(),
@@ -33,7 +36,7 @@ def assert_state_is_true() -> None:
 
 def test_rows_exist_for_every_case_and_rubric_whichever_comes_first(dataset, rubric):
     make_cases(dataset, 2)
-    Rubric.objects.create(slug="later", name="Later?", criteria="…")
+    Rubric.objects.create(project=dataset.project, slug="later", name="Later?", criteria="…")
     make_case(dataset, "after")
     assert CaseTally.objects.count() == 3 * 2
     assert_state_is_true()
@@ -72,7 +75,7 @@ def test_stale_flags_follow_content_changes_however_they_are_written(dataset, ru
 def test_state_stays_true_under_random_writes(dataset, rubric, lead):
     rng = random.Random(7)
     reviewers = [make_user(f"rand{i}") for i in range(4)]
-    rubrics = [rubric, Rubric.objects.create(slug="second", name="Second?", criteria="…")]
+    rubrics = [rubric, Rubric.objects.create(project=rubric.project, slug="second", name="Second?", criteria="…")]
     cases = make_cases(dataset, 12)
     for _ in range(300):
         case, rub, who = rng.choice(cases), rng.choice(rubrics), rng.choice(reviewers)
@@ -146,3 +149,25 @@ def test_the_sqlite_triggers_keep_the_same_state():
     db.execute("DELETE FROM labeling_label WHERE id = 1")
     db.execute("DELETE FROM labeling_labelrequest")
     assert db.execute(tallies).fetchall() == [(1, 7, 1, 0), (2, 7, 0, 0)]
+
+
+def test_tally_rows_pair_cases_only_with_their_own_projects_rubrics(dataset, rubric, reviewer, other_project):
+    """Two projects with the same slugs: whichever comes first, cases and rubrics pair within a project only, and
+    the queue's writes never make (nor count into) a row across them."""
+    make_cases(dataset, 2)
+    shop_dataset, shop_rubric = make_queue(other_project)
+    shop_cases = make_cases(shop_dataset, 3, prefix="s")
+    later = Rubric.objects.create(project=other_project, slug="later", name="Later?", criteria="…")
+    make_case(dataset, "after")
+    assert CaseTally.objects.filter(rubric__project=other_project).exclude(dataset__project=other_project).count() == 0
+    assert CaseTally.objects.filter(rubric=rubric).count() == 3
+    assert CaseTally.objects.filter(rubric__in=[shop_rubric, later]).count() == 2 * 3
+    with pytest.raises(services.LabelingRefused):
+        services.label_submit(case=shop_cases[0], rubric=rubric, reviewer=reviewer, verdict="pass",
+                              content_hash=shop_cases[0].content_hash)
+    with pytest.raises(services.LabelingRefused):
+        services.skip(case=shop_cases[0], rubric=rubric, reviewer=reviewer)
+    # A hold asked for across projects finds no tally row to take.
+    assert services.case_claim(case_id=shop_cases[0].pk, rubric=rubric, reviewer=reviewer) is False
+    assert not Label.objects.exists() and not Skip.objects.exists()
+    assert_state_is_true()
