@@ -1,7 +1,8 @@
 """Judges in the admin: mostly read-only views of configs, runs and judgments, and the price table.
 
 Configs are immutable and runs change only through judges.runs.services, so the admin shows them without
-letting anyone edit them; prices are a plain table leads also edit on /prices/.
+letting anyone edit them; prices are a plain table, the instance's, that the instance admin also edits on /prices/.
+The admin is the instance admin's, who sees every project: lists name and filter by it.
 """
 
 from django.contrib import admin
@@ -21,7 +22,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 @admin.register(JudgeConfig)
 class JudgeConfigAdmin(ReadOnlyAdmin):
     list_display = ["rubric", "version", "tier", "external", "config_hash", "created_by", "created_at"]
-    list_filter = ["tier", "external", "rubric"]
+    list_filter = ["rubric__project", "tier", "external", "rubric"]
     list_select_related = ["rubric", "created_by"]
 
 
@@ -31,7 +32,7 @@ class RunAdmin(ReadOnlyAdmin):
         "pk", "config", "dataset", "status", "probe", "parent", "done", "total", "not_evaluated", "cost_usd",
         "created_at",
     ]
-    list_filter = ["status", "probe"]  # a bias probe names the run it measures
+    list_filter = ["dataset__project", "status", "probe"]  # a bias probe names the run it measures
     list_select_related = ["config__rubric", "dataset"]
 
 
@@ -59,7 +60,7 @@ class RubricEventAdmin(ReadOnlyAdmin):
     """The audit log: nobody edits or deletes an entry, not even a superuser."""
 
     list_display = ["at", "rubric", "kind", "from_stage", "to_stage", "run", "by"]
-    list_filter = ["kind", "rubric"]
+    list_filter = ["rubric__project", "kind", "rubric"]
     list_select_related = ["rubric", "run", "by"]
 
     def has_delete_permission(self, request, obj=None) -> bool:
@@ -69,5 +70,5 @@ class RubricEventAdmin(ReadOnlyAdmin):
 @admin.register(CiResult)
 class CiResultAdmin(ReadOnlyAdmin):
     list_display = ["received_at", "rubric", "stage", "outcome", "passed", "failed", "not_evaluated", "token_name"]
-    list_filter = ["outcome", "rubric"]
+    list_filter = ["rubric__project", "outcome", "rubric"]
     list_select_related = ["rubric"]

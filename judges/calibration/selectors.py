@@ -22,11 +22,11 @@ from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, FIRST_COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
+from judges.configs.selectors import project_policy_versions
 from judges.models import JudgeConfig, Judgment, Outcome, Run, Tier
 from labeling.disputes.agreement import agreement_figures, paired_labels
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, Rubric
-from labeling.policies.selectors import policy_newest_versions
 
 NOT_FINISHED = "the run has not finished"
 
@@ -227,7 +227,9 @@ def stale_reasons(*, run: Run) -> list[str]:
         reasons.append(f"{changed} case{'' if changed == 1 else 's'} changed since this run finished")
     spec = run.config.spec
     reasons += criteria_stale_reasons(spec, run.config.rubric.criteria)
-    return reasons + policy_stale_reasons(spec, policy_newest_versions() if spec.get("policy_ref") else {})
+    # The policy is the rubric's project's (a slug names a policy within its project only).
+    newest = project_policy_versions(project_id=run.config.rubric.project_id) if spec.get("policy_ref") else {}
+    return reasons + policy_stale_reasons(spec, newest)
 
 
 def criteria_stale_reasons(spec: dict, criteria: str) -> list[str]:
@@ -249,7 +251,8 @@ def policy_stale_reasons(spec: dict, newest: dict[str, int]) -> list[str]:
 
 
 def newest_version(*, rubric_id: int, tier: str = Tier.DEFAULT) -> int | None:
-    """The newest kept config version of the rubric's tier (JudgeConfigQuerySet.kept: an imported or proposed one never counts)."""
+    """The newest kept config version of the rubric's tier (JudgeConfigQuerySet.kept: an imported or proposed one
+    never counts)."""
     return JudgeConfig.objects.filter(rubric_id=rubric_id).kept_of_tier(tier).aggregate(v=Max("version"))["v"]
 
 

@@ -24,6 +24,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project
 from judges.calibration.charts import agreement_band, threshold_chart
 from judges.calibration.explorer import Setting, replay, sweep
 from judges.calibration.metrics import above_reviewers_warning, disagreements
@@ -173,7 +174,7 @@ def _threshold(request: HttpRequest, name: str, default: float | None) -> tuple[
     return round(value, 2), ""
 
 
-def _explorer(request: HttpRequest, run: Run, frame: pd.DataFrame | None) -> dict[str, Any] | None:
+def _explorer(request: HtmxHttpRequest, run: Run, frame: pd.DataFrame | None) -> dict[str, Any] | None:
     """The threshold explorer's figures, chart and chosen setting (?pass_at=&fail_below=), or None when no
     judgment of the run has a similarity."""
     if frame is None:
@@ -207,7 +208,8 @@ def _explorer(request: HttpRequest, run: Run, frame: pd.DataFrame | None) -> dic
         query = {"from": run.config.pk, "pass_at": f"{pass_at:g}"}
         if fail_below is not None:
             query["fail_below"] = f"{fail_below:g}"
-        save_url = reverse("judges:config_create", args=[run.config.rubric.slug]) + "?" + urlencode(query)
+        save_url = reverse("judges:config_create", args=[request.project.slug, run.config.rubric.slug])
+        save_url += "?" + urlencode(query)
     return {
         "chart": threshold_chart(points=points, floor=run.config.rubric.agreement_floor, current=current,
                                  chosen=chosen),
@@ -236,7 +238,7 @@ def group_folds(figures: dict) -> list[dict[str, Any]]:
     return folds
 
 
-def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
+def _report_context(request: HtmxHttpRequest, run: Run) -> dict[str, Any]:
     data = report_data(run)
     figures = data["figures"]
     rules = run_rules(run=run, figures=figures)
@@ -287,13 +289,13 @@ def _report_context(request: HttpRequest, run: Run) -> dict[str, Any]:
 
 @lead_required
 @vary_on_headers("HX-Request")
-def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+def run_report(request: HtmxHttpRequest, project: Project, run_id: int) -> HttpResponse:
     """Does this judge agree with the humans? Every figure, every promotion rule, and the cases behind them.
 
     Filters (?only=false_pass|false_fail|flips, ?category=, ?split=) narrow the disagreements table;
     with htmx only that table is swapped.
     """
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     context = _report_context(request, run)
     if request.htmx and request.htmx.target == "disagreements":
         return render(request, "judges/calibration/report.html#disagreements", context)
@@ -303,22 +305,22 @@ def run_report(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 
 
 @lead_required
-def run_agreement(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_agreement(request: HttpRequest, project: Project, run_id: int) -> HttpResponse:
     """A run's agreement with the humans, for its row in the run list (loaded when the row shows): the
     report's own figure, from the report's cache when it is there."""
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     agreement = report_data(run)["figures"]["agreement"] if run.status == Run.Status.FINISHED else None
     return render(request, "judges/runs/_agreement.html", {"run": run, "agreement": agreement})
 
 
 @lead_required
 @require_POST
-def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_send_contested(request: HttpRequest, project: Project, run_id: int) -> HttpResponse:
     """Send the run's contested cases to the reviewers' queue for its rubric, as requests for another
     label (a human decides where the judges disagree). The reviewers see the case only, never
     either judge's verdict. A repeat changes nothing: cases asked for already are left alone.
     """
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     rubric = run.config.rubric
     case_ids = report_data(run)["contested_ids"]  # the cases the report lists, by the same figures
     if not case_ids:
@@ -337,7 +339,7 @@ def run_send_contested(request: HttpRequest, run_id: int) -> HttpResponse:
                 f"Sent {sent.requested} contested case{'' if sent.requested == 1 else 's'} to the reviewers' queue "
                 f"for {rubric.slug}{already}: each now needs one more label, from a reviewer who has not labeled it.",
             )
-    return redirect(reverse("judges:run_report", args=[run.pk]) + "#contested")
+    return redirect(reverse("judges:run_report", args=[project.slug, run.pk]) + "#contested")
 
 
 # ---- two runs side by side -----------------------------------------------------------------------
@@ -420,14 +422,15 @@ def _compared_rows(a: dict, b: dict) -> list[dict[str, Any]]:
 
 @lead_required
 @vary_on_headers("HX-Request")
-def run_compare(request: HtmxHttpRequest) -> HttpResponse:
-    """Two runs side by side (?a=<id>&b=<id>): the figures of each, and the cases whose verdict changed."""
-    choices = selectors.runs_for_list().filter(status=Run.Status.FINISHED)[:100]
+def run_compare(request: HtmxHttpRequest, project: Project) -> HttpResponse:
+    """Two of the project's runs side by side (?a=<id>&b=<id>): the figures of each, and the cases whose verdict
+    changed."""
+    choices = selectors.runs_for_list(project=project).filter(status=Run.Status.FINISHED)[:100]
     context: dict[str, Any] = {"choices": choices, "a_id": request.GET.get("a", ""), "b_id": request.GET.get("b", "")}
     if not (request.GET.get("a") and request.GET.get("b")):
         return render(request, "judges/calibration/compare.html", context)
-    a = _side(selectors.run_for_page_or_404(request.GET["a"]))
-    b = _side(selectors.run_for_page_or_404(request.GET["b"]))
+    a = _side(selectors.run_for_page_or_404(request.GET["a"], project=project))
+    b = _side(selectors.run_for_page_or_404(request.GET["b"], project=project))
     changes = verdict_changes(a["cases"], b["cases"])
     page = Paginator(changes, ROWS_PER_PAGE).get_page(request.GET.get("page"))
     # Each run's outcomes, repeat by repeat, for this page's cases only: one query per run.

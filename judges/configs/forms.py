@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from evalhub.models import Project
 from evalhub.params import has_nul
 from judges.engine import CONTRACT_CHECKS, DEFAULT_PROMPT_TEMPLATE
 from judges.engine.config import LAYERS, OUTPUT_KINDS, PROVIDERS, parse_examples
@@ -258,12 +259,13 @@ class JudgeConfigForm(forms.Form):
         "evidence, that CI's release job runs (evalhub-gate check --tier release). An edit keeps its version's tier.",
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for role in ESCALATION_ROLES:
             self.fields.update(_judge_fields(role))
-        # Every policy version, newest first within a slug: one query.
-        versions = PolicyDocument.objects.order_by("slug", "-version").values_list("slug", "version")
+        # Every version of the project's policies, newest first within a slug: one query.
+        versions = (PolicyDocument.objects.filter(project=project).order_by("slug", "-version")
+                    .values_list("slug", "version"))
         self.fields["policy_ref"].choices = [("", "— none: the text below —"), *(
             (f"{slug}@{version}", f"{slug} v{version}") for slug, version in versions
         )]
@@ -430,13 +432,18 @@ class PreviewForm(forms.Form):
     says what is wrong with a bad one, in the preview."""
 
     preview_dataset = forms.ModelChoiceField(
-        queryset=Dataset.objects.order_by("slug"), required=False, label="Dataset", to_field_name="slug",
+        queryset=Dataset.objects.none(), required=False, label="Dataset", to_field_name="slug",
     )
     preview_q = forms.CharField(
         max_length=200, required=False, label="Find a case",
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "id or words of the question",
                                       "autocomplete": "off"}),
     )
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The project's datasets only: another project's slug is no dataset here (the preview asks for one).
+        self.fields["preview_dataset"].queryset = project.datasets.order_by("slug")
 
     def picked(self) -> tuple[Dataset | None, str, str]:
         """(dataset, search, chosen case id) as posted, else as the initial values say."""

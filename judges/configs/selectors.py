@@ -7,15 +7,14 @@ from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet
 
+from evalhub.models import Project
 from evalhub.params import object_id
 from judges.configs.cases import engine_case
 from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_snapshot, references
 from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run, Tier
-from labeling.models import Case, Dataset, Label, Rubric
-from labeling.policies.selectors import policy_newest_versions
-
+from labeling.models import Case, Dataset, Label, PolicyDocument, Rubric
 
 # The judges beside the primary, by the spec's field and how a page names them.
 OTHER_JUDGES = (
@@ -81,11 +80,20 @@ def config_warnings(spec: dict) -> list[str]:
     return alias_warnings(spec) + key_warnings(spec) + adjudicator_warnings(spec)
 
 
-def mark_policy_behind(configs: list[JudgeConfig]) -> list[JudgeConfig]:
-    """Set `policy_behind` on each config: the newest version of the policy document it references when
-    that is newer than its own (the config is "behind"), else None. One query, none when no config
-    references a policy."""
-    newest = policy_newest_versions() if any(c.spec.get("policy_ref") for c in configs) else {}
+def project_policy_versions(*, project_id: int) -> dict[str, int]:
+    """slug → the newest version of each of the project's policy documents (a policy's slug names it within its
+    project only). One query."""
+    rows = (PolicyDocument.objects.filter(project_id=project_id).order_by().values("slug")
+            .annotate(v=Max("version")).values_list("slug", "v"))
+    return dict(rows)
+
+
+def mark_policy_behind(configs: list[JudgeConfig], *, project: Project) -> list[JudgeConfig]:
+    """Set `policy_behind` on each config (of `project`'s rubrics): the newest version of the project's policy
+    document it references when that is newer than its own (the config is "behind"), else None. One query, none
+    when no config references a policy."""
+    wanted = any(c.spec.get("policy_ref") for c in configs)
+    newest = project_policy_versions(project_id=project.pk) if wanted else {}
     for config in configs:
         ref = config.spec.get("policy_ref")
         latest = newest.get(ref["slug"]) if ref else None
@@ -93,9 +101,9 @@ def mark_policy_behind(configs: list[JudgeConfig]) -> list[JudgeConfig]:
     return configs
 
 
-def rubrics_with_configs() -> QuerySet[Rubric]:
-    """Every rubric with how many judge config versions and runs it has, and its newest version."""
-    return Rubric.objects.annotate(
+def rubrics_with_configs(*, project: Project) -> QuerySet[Rubric]:
+    """Every rubric of the project with how many judge config versions and runs it has, and its newest version."""
+    return project.rubrics.annotate(
         config_count=Count("judge_configs", distinct=True),
         newest_version=Max("judge_configs__version",
                            filter=Q(judge_configs__external=False, judge_configs__proposal="",
@@ -120,9 +128,10 @@ def newest_config(*, rubric: Rubric, tier: str = Tier.DEFAULT) -> JudgeConfig | 
     return JudgeConfig.objects.filter(rubric=rubric).kept_of_tier(tier).first()
 
 
-def config_for_page(config_id: int) -> JudgeConfig:
+def config_for_page(config_id: int, *, project: Project) -> JudgeConfig:
+    """The config of the page, through its rubric's project: another project's config does not exist here."""
     return (
-        JudgeConfig.objects.select_related("rubric", "created_by")
+        JudgeConfig.objects.filter(rubric__project=project).select_related("rubric", "created_by")
         .annotate(run_count=Count("runs"))
         .get(pk=config_id)
     )
@@ -150,10 +159,15 @@ def prices_for_list() -> QuerySet[ModelPrice]:
     return ModelPrice.objects.select_related("updated_by").order_by("model")
 
 
-def models_without_price() -> list[str]:
-    """Models that saved configs name (every judge's, the embeddings') and the price table lacks."""
+def models_without_price(*, projects: QuerySet[Project] | None) -> list[str]:
+    """Models that saved configs of `projects` name (every judge's, the embeddings') and the price table lacks;
+    `projects` None: every project's (the instance admin's view). A lead sees only the models of the projects they
+    lead: the table is the instance's, the configs are each project's own."""
+    configs = JudgeConfig.objects.filter(external=False)
+    if projects is not None:
+        configs = configs.filter(rubric__project__in=projects)
     named: set[str] = set()
-    for spec in JudgeConfig.objects.filter(external=False).values_list("spec", flat=True):
+    for spec in configs.values_list("spec", flat=True):
         named.update(model for _, model in judge_models(spec))
         if (spec.get("semantic") or {}).get("model"):
             named.add(spec["semantic"]["model"])
@@ -162,13 +176,15 @@ def models_without_price() -> list[str]:
 
 
 def preview_default_dataset(*, rubric: Rubric) -> Dataset | None:
-    """The dataset the preview starts on: the one the rubric's newest run judged, else one its reviewers
-    labeled, else the first by slug. (A rubric is tied to no dataset; these are the ones it has met.)"""
-    run = Run.objects.filter(config__rubric=rubric, parent__isnull=True).select_related("dataset").first()
+    """The dataset of the rubric's project the preview starts on: the one the rubric's newest run judged, else one
+    its reviewers labeled, else the first by slug. (A rubric is tied to no dataset; these are the ones it has met.)"""
+    run = (Run.objects.filter(config__rubric=rubric, dataset__project_id=rubric.project_id, parent__isnull=True)
+           .select_related("dataset").first())
     if run is not None:
         return run.dataset
     labeled = Label.objects.filter(rubric=rubric, dataset__isnull=False).order_by("-updated_at").values("dataset")[:1]
-    return Dataset.objects.filter(pk__in=labeled).first() or Dataset.objects.order_by("slug").first()
+    datasets = Dataset.objects.filter(project_id=rubric.project_id)  # a rubric meets its own project's datasets only
+    return datasets.filter(pk__in=labeled).first() or datasets.order_by("slug").first()
 
 
 # Cases the picker lists at once: enough to choose among, few enough to stay beside the preview.

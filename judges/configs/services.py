@@ -23,16 +23,17 @@ class EnvNamesRefused(ValueError):
         self.messages = messages
 
 
-def with_policy(spec: dict) -> dict:
+def with_policy(spec: dict, *, project_id: int) -> dict:
     """The spec with the referenced policy document version's text and sha256 copied in (docs/words.md, "Judge config"),
     so CI and the prompt preview have them and the hash covers them; a spec without `policy_ref`
-    is returned as it is. Raises ValueError naming policy_ref when the version does not exist."""
+    is returned as it is. The policy is the project's own (a slug names a policy within its project only).
+    Raises ValueError naming policy_ref when the project has no such version."""
     ref = spec.get("policy_ref")
     if ref is None:
         return {**spec, "policy_sha256": None}
     if not isinstance(ref, dict) or not isinstance(ref.get("slug"), str) or not isinstance(ref.get("version"), int):
         raise ValueError("policy_ref: expected {slug, version}")
-    policy = PolicyDocument.objects.filter(slug=ref["slug"], version=ref["version"]).first()
+    policy = PolicyDocument.objects.filter(project_id=project_id, slug=ref["slug"], version=ref["version"]).first()
     if policy is None:
         raise ValueError(f"policy_ref: there is no policy {ref['slug']!r} v{ref['version']}")
     return {**spec, "policy": policy.text, "policy_sha256": policy.sha256}
@@ -54,7 +55,7 @@ def judge_config_save(
     """
     if tier not in Tier.values:
         raise ValueError(f"tier: expected one of {', '.join(Tier.values)}, got {tier!r}")
-    spec = with_policy({**spec, "rubric": rubric.slug, "criteria": rubric.criteria})
+    spec = with_policy({**spec, "rubric": rubric.slug, "criteria": rubric.criteria}, project_id=rubric.project_id)
     spec.pop("config_hash", None)
     engine_config = EngineConfig.from_dict(spec)
     refusals = env_name_refusals(engine_config, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW)

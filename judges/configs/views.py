@@ -6,14 +6,16 @@ Writes go through judges.configs.services, except the one-row price table, which
 import json
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
-from evalhub.access import lead_required
+from evalhub.access import admin_required, lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Membership, Project, Role
 from evalhub.params import object_id, whole
 from judges.calibration.charts import rubric_versions_chart
 from judges.configs import selectors, services
@@ -25,17 +27,18 @@ from labeling.models import PolicyDocument, Rubric
 
 
 @lead_required
-def judge_index(request: HttpRequest) -> HttpResponse:
-    """Every rubric with its judge config versions and runs."""
-    return render(request, "judges/configs/judge_index.html", {"rubrics": selectors.rubrics_with_configs()})
+def judge_index(request: HttpRequest, project: Project) -> HttpResponse:
+    """Every rubric of the project with its judge config versions and runs."""
+    return render(request, "judges/configs/judge_index.html",
+                  {"rubrics": selectors.rubrics_with_configs(project=project)})
 
 
 @lead_required
 @vary_on_headers("HX-Request")
-def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def config_list(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """A rubric's config versions, and the differences between two of them (the newest two by default)."""
-    rubric = get_object_or_404(Rubric, slug=slug)
-    configs = selectors.mark_policy_behind(list(selectors.rubric_configs(rubric=rubric)))
+    rubric = get_object_or_404(project.rubrics, slug=slug)
+    configs = selectors.mark_policy_behind(list(selectors.rubric_configs(rubric=rubric)), project=project)
     by_version = {c.version: c for c in configs}
     old = by_version.get(object_id(request.GET.get("a")))
     new = by_version.get(object_id(request.GET.get("b")))
@@ -50,9 +53,9 @@ def config_list(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     return render(request, "judges/configs/config_list.html", context)
 
 
-def _get_config(config_id: int) -> JudgeConfig:
+def _get_config(project: Project, config_id: int) -> JudgeConfig:
     try:
-        return selectors.config_for_page(config_id)
+        return selectors.config_for_page(config_id, project=project)
     except JudgeConfig.DoesNotExist:
         raise Http404("No such judge config.") from None
 
@@ -60,14 +63,14 @@ def _get_config(config_id: int) -> JudgeConfig:
 @lead_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
-def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def config_create(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """The editor: prefilled from the newest version (or ?from=<id>); saving makes the next version.
 
     Beside it, the prompt the engine would send for a case the lead picks, from the fields as they stand:
     the picker and the "Preview prompt" button post the same form with action=preview, nothing is saved,
     and htmx gets the picker and the preview back as a partial.
     """
-    rubric = get_object_or_404(Rubric, slug=slug)
+    rubric = get_object_or_404(project.rubrics, slug=slug)
     base = None
     if from_id := object_id(request.GET.get("from")):
         base = get_object_or_404(JudgeConfig, pk=from_id, rubric=rubric, external=False)
@@ -78,28 +81,28 @@ def config_create(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     base = base or selectors.newest_config(rubric=rubric)
     tier = base.tier if base is not None and tier is None else (tier or Tier.DEFAULT)
     if request.method == "POST":
-        form = JudgeConfigForm(request.POST)
-        preview_form = PreviewForm(request.POST)
+        form = JudgeConfigForm(request.POST, project=project)
+        preview_form = PreviewForm(request.POST, project=project)
         if request.POST.get("action") == "preview":
             if request.htmx:
                 return _preview_response(request, _editor_preview(rubric, form, preview_form))
         elif form.is_valid():
             config = _save_config(request, rubric, form)
             if config is not None:
-                return redirect("judges:config_detail", config_id=config.pk)
+                return redirect("judges:config_detail", project=project.slug, config_id=config.pk)
     else:
         initial = JudgeConfigForm.initial_from_spec(base.spec) if base else {}
-        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request), "tier": tier})
-        preview_form = _preview_start(rubric)
+        form = JudgeConfigForm(initial={**initial, **_explored_thresholds(request), "tier": tier}, project=project)
+        preview_form = _preview_start(project, rubric)
     return render(request, "judges/configs/config_form.html", {
         "rubric": rubric, "form": form, "base": base, "preview_form": preview_form,
         "preview_url": request.path, "preview_method": "post", **_editor_preview(rubric, form, preview_form),
     })
 
 
-def _preview_start(rubric: Rubric) -> PreviewForm:
+def _preview_start(project: Project, rubric: Rubric) -> PreviewForm:
     """The picker before the lead chooses: the rubric's dataset (see preview_default_dataset), its first case."""
-    return PreviewForm(initial={"preview_dataset": selectors.preview_default_dataset(rubric=rubric)})
+    return PreviewForm(initial={"preview_dataset": selectors.preview_default_dataset(rubric=rubric)}, project=project)
 
 
 def _preview_response(request: HttpRequest, panel: dict) -> HttpResponse:
@@ -137,8 +140,8 @@ def _save_config(request: HttpRequest, rubric: Rubric, form: JudgeConfigForm) ->
                                "was saved.")
     else:
         in_tier = "" if config.tier == Tier.DEFAULT else f" in the {config.tier} tier"
-        messages.success(request, f"Saved {rubric.slug} v{config.version}{in_tier} (config_hash {config.config_hash[:12]}…)."
-                                  + _what_a_candidate_changes(rubric, config))
+        saved = f"Saved {rubric.slug} v{config.version}{in_tier} (config_hash {config.config_hash[:12]}…)."
+        messages.success(request, saved + _what_a_candidate_changes(rubric, config))
     # The config page the save redirects to shows the warnings: once, not again as messages.
     return config
 
@@ -171,7 +174,7 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
     examples, examples_error = preview_examples(form["examples"].value())
     picker, preview = selectors.preview_panel(
         dataset=dataset, case_id=case_id, search=search, template=text("prompt_template"),
-        criteria=rubric.criteria, policy=_preview_policy(text("policy_ref"), text("policy")),
+        criteria=rubric.criteria, policy=_preview_policy(rubric, text("policy_ref"), text("policy")),
         output_kind=text("output_kind") or "verdict", semantic=semantic, behavioral="behavioral" in layers,
         judges=selectors.judges_sent({
             "model": text("model"),
@@ -186,11 +189,11 @@ def _editor_preview(rubric: Rubric, form: JudgeConfigForm, preview_form: Preview
     return {"picker": picker, "preview": preview}
 
 
-def _preview_policy(policy_ref: str, policy: str) -> str:
-    """The policy text a save would use: the referenced document version's, else the text field's."""
+def _preview_policy(rubric: Rubric, policy_ref: str, policy: str) -> str:
+    """The policy text a save would use: the referenced version of the project's document, else the text field's."""
     slug, _, version = policy_ref.rpartition("@")
     if slug and (number := whole(version, low=1)) is not None:
-        document = PolicyDocument.objects.filter(slug=slug, version=number).first()
+        document = PolicyDocument.objects.filter(project_id=rubric.project_id, slug=slug, version=number).first()
         if document is not None:
             return document.text
     return policy
@@ -198,14 +201,15 @@ def _preview_policy(policy_ref: str, policy: str) -> str:
 
 @lead_required
 @vary_on_headers("HX-Request")
-def config_detail(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
+def config_detail(request: HtmxHttpRequest, project: Project, config_id: int) -> HttpResponse:
     """One version: its spec, hash, warnings, runs, and the exact prompt it sends for a chosen case."""
-    config = selectors.mark_policy_behind([_get_config(config_id)])[0]
+    config = selectors.mark_policy_behind([_get_config(project, config_id)], project=project)[0]
     spec = config.spec
     behavioral = "behavioral" in spec.get("layers", [])
     panel = {}
     if behavioral or spec.get("semantic"):
-        preview_form = PreviewForm(request.GET) if request.GET else _preview_start(config.rubric)
+        preview_form = (PreviewForm(request.GET, project=project) if request.GET
+                        else _preview_start(project, config.rubric))
         dataset, search, case_id = preview_form.picked()
         picker, preview = selectors.preview_panel(
             dataset=dataset, case_id=case_id, search=search, template=spec["prompt_template"],
@@ -244,21 +248,34 @@ def _pretty(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-@lead_required
+def _may_read_prices(user) -> bool:
+    """The price table is the instance's: the admin edits it, and a lead of any project reads it (their
+    configs' costs come from it)."""
+    return user.is_superuser or Membership.objects.filter(user=user, role=Role.LEAD).exists()
+
+
 @require_http_methods(["GET", "POST"])
 def price_list(request: HttpRequest) -> HttpResponse:
-    """The price table (USD per million tokens), with a form to add a model."""
-    form = ModelPriceForm(request.POST or None, initial={"model": request.GET.get("model", "")})
-    if request.method == "POST" and form.is_valid():
+    """The price table (USD per million tokens); the instance admin adds a model here. Instance-wide: no project
+    is shown, and the models named without a price are those of the projects the reader leads."""
+    if not _may_read_prices(request.user):
+        raise PermissionDenied("Only the instance admin and the projects' leads see the price table.")
+    admin = request.user.is_superuser
+    if request.method == "POST" and not admin:
+        raise PermissionDenied("Only the instance admin may change model prices.")
+    form = ModelPriceForm(request.POST or None, initial={"model": request.GET.get("model", "")}) if admin else None
+    if form is not None and request.method == "POST" and form.is_valid():
         price = _save_price(request, form)
         messages.success(request, f"Added the price of {price.model}.")
         return redirect("judges:price_list")
+    led = None if admin else Project.objects.filter(memberships__user=request.user, memberships__role=Role.LEAD)
     return render(request, "judges/configs/price_list.html", {
-        "prices": selectors.prices_for_list(), "form": form, "missing": selectors.models_without_price(),
+        "prices": selectors.prices_for_list(), "form": form, "may_edit": admin,
+        "missing": selectors.models_without_price(projects=led),
     })
 
 
-@lead_required
+@admin_required
 @require_http_methods(["GET", "POST"])
 def price_edit(request: HttpRequest, price_id: int) -> HttpResponse:
     price = get_object_or_404(ModelPrice, pk=price_id)

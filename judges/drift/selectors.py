@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
+from evalhub.models import Project
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, wilson_interval
 from judges.calibration.selectors import case_frame, not_evaluated_judgments, pct
 from judges.models import DriftCheck, Judgment, RubricEvent, Run, Tier
@@ -37,9 +38,11 @@ EVIDENCE_KINDS = (RubricEvent.Kind.PROMOTE, RubricEvent.Kind.RENEW)
 CI_KINDS = (*EVIDENCE_KINDS, RubricEvent.Kind.SWITCH)
 
 
-def ci_events(*, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT) -> QuerySet[RubricEvent]:
-    """The entry that chose the config CI runs for each rubric above draft, in `tier`, with its run or config and
-    author.
+def ci_events(
+    *, project: Project | None = None, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT,
+) -> QuerySet[RubricEvent]:
+    """The entry that chose the config CI runs for each rubric above draft (of `project`, or of those in
+    `rubric_ids`; neither: of every project, for the periodic tasks), in `tier`, with its run or config and author.
 
     One query: the newest promotion, renewal or switch of each rubric in the tier, unless a demotion to draft came
     after it (ids grow with time, so "later" is a greater id), or, for the release tier, a release demotion (which
@@ -58,15 +61,19 @@ def ci_events(*, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT) 
         .filter(superseded=False, reset=False)
         .select_related("rubric", "run__config", "run__dataset", "config", "by")
     )
+    if project is not None:
+        events = events.filter(rubric__project=project)
     if rubric_ids is not None:
         events = events.filter(rubric_id__in=rubric_ids)
     return events.order_by("rubric__slug")
 
 
-def evidence_events(*, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT) -> QuerySet[RubricEvent]:
+def evidence_events(
+    *, project: Project | None = None, rubric_ids: list[int] | None = None, tier: str = Tier.DEFAULT,
+) -> QuerySet[RubricEvent]:
     """The promotion or renewal event holding each promoted rubric's evidence in `tier` (`ci_events` with a run):
     none for a rubric observed without evidence, or whose CI config was switched since."""
-    return ci_events(rubric_ids=rubric_ids, tier=tier).filter(run__isnull=False)
+    return ci_events(project=project, rubric_ids=rubric_ids, tier=tier).filter(run__isnull=False)
 
 
 def old_case_ids(*, rubric: Rubric, dataset_id: int, since: datetime) -> set[int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from judges.calibration.metrics import calibration_figures
@@ -27,11 +27,15 @@ UNFINISHED = (Run.Status.QUEUED, Run.Status.RUNNING)
 
 
 def drift_start(*, rubric_ids: list[int] | None = None, by=None) -> list[DriftCheck]:
-    """Start a drift run for each promoted rubric (or those of `rubric_ids`) whose evidence has no drift run
-    at work; returns the checks started. Each rubric's check is its own transaction: one that cannot start
-    (its dataset emptied, say) does not hold back the others."""
+    """Start a drift run for each promoted rubric of every project (or those of `rubric_ids`) whose evidence has no
+    drift run at work; returns the checks started. Each rubric's check is its own transaction: one that cannot start
+    (its dataset emptied, say) does not hold back the others.
+
+    A rubric is checked only on a dataset of its own project (docs/projects.md): evidence over another project's
+    dataset (which promotion refuses) is never re-judged."""
     started = []
-    for event in evidence_events(rubric_ids=rubric_ids):
+    own = evidence_events(rubric_ids=rubric_ids).filter(run__dataset__project_id=F("rubric__project_id"))
+    for event in own:
         try:
             check = _drift_start_one(evidence=event.run, rubric_id=event.rubric_id, by=by or event.by)
         except RunError:

@@ -4,23 +4,21 @@ the schedule. The page itself (judges.promotion.views) shows the checks over tim
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
 from evalhub.access import lead_required
+from evalhub.models import Project
 from judges.drift.services import drift_start
 from judges.promotion.selectors import evidence_for
 from judges.runs.banners import live_message
-from labeling.models import Rubric
 
 
 @lead_required
 @require_POST
-def drift_now(request: HttpRequest, slug: str) -> HttpResponse:
-    rubric = Rubric.objects.filter(slug=slug).first()
-    if rubric is None:
-        raise Http404("No such rubric.")
+def drift_now(request: HttpRequest, project: Project, slug: str) -> HttpResponse:
+    rubric = get_object_or_404(project.rubrics, slug=slug)
     if evidence_for(rubric=rubric) is None:
         messages.error(request, f"{rubric.slug} is not promoted: there is no evidence to check for drift.")
     elif checks := drift_start(rubric_ids=[rubric.pk], by=request.user):
@@ -28,4 +26,4 @@ def drift_now(request: HttpRequest, slug: str) -> HttpResponse:
                      [check.run for check in checks])
     else:
         messages.info(request, f"A drift check of {rubric.slug} is already at work (or its dataset has no cases).")
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)

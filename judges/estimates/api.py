@@ -5,15 +5,17 @@ from django.http import HttpRequest, JsonResponse
 from evalhub.access import method_not_allowed, token_required
 from evalhub.models import Scope
 from judges.estimates.selectors import run_pass_rate
-from judges.models import Run
+from judges.runs.selectors import project_runs
 
 
 @token_required(Scope.RUNS_READ)
 def run_pass_rate_api(request: HttpRequest, run_id: int) -> JsonResponse:
-    """GET /api/runs/<id>/pass-rate: the agent's pass rate on the run, exactly as `pass_rate --json`."""
+    """GET /api/runs/<id>/pass-rate: the agent's pass rate on the token's project's run, exactly as
+    `pass_rate --json`."""
     if request.method != "GET":
         return method_not_allowed("GET")
-    run = Run.objects.select_related("config__rubric").filter(pk=run_id).first()
+    # The token's project's runs only: another project's run is unknown here, with the same words.
+    run = project_runs(project=request.project).select_related("config__rubric").filter(pk=run_id).first()
     if run is None:
         return JsonResponse({"error": f"No run {run_id}."}, status=404)
     return JsonResponse(run_pass_rate(run=run), json_dumps_params={"allow_nan": False})

@@ -91,8 +91,9 @@ def _estimate_cases(*, run: Run, drawn_ids: set[int]) -> tuple[RunCases, int]:
     buckets = Counter({
         (category or "", evaluated, passes): count
         for category, evaluated, passes, count in
-        _answered_tallies(run).annotate(evaluated=F("passes") + F("fails")).values("case__category", "evaluated", "passes")
-        .annotate(n=Count("id")).order_by().values_list("case__category", "evaluated", "passes", "n")
+        _answered_tallies(run).annotate(evaluated=F("passes") + F("fails"))
+        .values("case__category", "evaluated", "passes").annotate(n=Count("id"))
+        .order_by().values_list("case__category", "evaluated", "passes", "n")
     })
     buckets.subtract(Counter((row[2] or "", row[3], row[4]) for row in drawn))
     kept = sorted((key, count) for key, count in buckets.items() if count > 0)

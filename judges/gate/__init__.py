@@ -12,4 +12,4 @@
 """
 
 # The package's version (pyproject.toml reads it from here): the gate config's `requires_cli` is compared with it.
-VERSION = "0.5.0"
+VERSION = "0.6.0"

@@ -49,6 +49,7 @@ from judges.gate.config import (
     check_env_names,
     check_environment,
     check_prices,
+    gate_project,
     load_gate_config,
     parse_gate_config,
     select_rubrics,
@@ -268,10 +269,12 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise ConfigError("--server, --ref and --base-ref go with --post-cases DATASET (the dataset CI runs are "
                           "posted to)")
     allowed_env = allowed_env_names(args.allow_env, env)
+    gates = load_gate_config(args.config, token=token)
     rubrics = select_rubrics(
-        select_tier(parse_gate_config(load_gate_config(args.config, token=token)), args.tier),
+        select_tier(parse_gate_config(gates), args.tier),
         slugs=args.rubric, stages=args.stage, contract_only=args.layers == "contract",
     )
+    project = gate_project(gates)  # checked with the rest by parse_gate_config; --post sends it back
     check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
     if args.require_calibrated:
         check_calibrated(rubrics)
@@ -324,7 +327,8 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if github:
         write_github_annotations(results, sys.stdout)
     try:
-        _report(args, token, results, code, cases=cases, env=env, server=server, ref=ref, against_base=against_base)
+        _report(args, token, results, code, cases=cases, env=env, server=server, ref=ref, against_base=against_base,
+                project=project)
     except ConfigError as exc:
         problems.append(exc)
     if problems:
@@ -373,14 +377,14 @@ def _against_base(
 def _report(
     args: argparse.Namespace, token: str | None, results: list[RubricResult], code: int, *,
     cases: list[dict], env: Mapping[str, str], server: str | None, ref: str | None,
-    against_base: dict[str, BaseChanges] | None,
+    against_base: dict[str, BaseChanges] | None, project: str | None = None,
 ) -> None:
     if env.get("GITHUB_STEP_SUMMARY"):
         write_step_summary(results, code, env["GITHUB_STEP_SUMMARY"], against_base=against_base)
     if args.junit:
         _write(args.junit, junit_xml(results))
     common = {"code": code, "repeats": args.repeats, "n_cases": len(cases), "env": env,
-              "max_cost_usd": args.max_cost_usd, "against_base": against_base}
+              "max_cost_usd": args.max_cost_usd, "against_base": against_base, "project": project}
     if args.json:
         _write(args.json, json.dumps(results_payload(results, per_case=True, **common), indent=2).encode())
     if args.post:

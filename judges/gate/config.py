@@ -107,6 +107,7 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
     if data.get("schema") != GATES_SCHEMA:
         raise ConfigError(f"schema: expected {GATES_SCHEMA!r}, got {data.get('schema')!r}")
     check_versions(data)
+    gate_project(data)
     rubrics = data.get("rubrics")
     if not isinstance(rubrics, list):
         raise ConfigError("rubrics: expected a list")
@@ -159,6 +160,15 @@ def parse_gate_config(data: Any) -> list[GateRubric]:
             release_judge=release_judge, release_calibration=release_calibration,
         ))
     return out
+
+
+def gate_project(data: dict[str, Any]) -> str | None:
+    """The slug of the project the gate config is of (`project`, docs/gate.md), or None for a file exported before
+    projects: `check --post` sends it back, so the server can refuse results meant for another project."""
+    project = data.get("project")
+    if project is not None and not (isinstance(project, str) and project.strip() and len(project) <= 100):
+        raise ConfigError(f"project: expected the project's slug, got {one_line(repr(project), 80)}")
+    return project
 
 
 def _judge(spec: Any, where: str, slug: str) -> JudgeConfig:

@@ -352,14 +352,18 @@ def ci_context(env: Mapping[str, str]) -> dict[str, str | None]:
 def results_payload(
     results: Sequence[RubricResult], *, code: int, repeats: int, n_cases: int, env: Mapping[str, str],
     max_cost_usd: float | None = None, per_case: bool = False, against_base: Mapping[str, BaseChanges] | None = None,
+    project: str | None = None,
 ) -> dict[str, Any]:
     """What `--post` sends and `--json` writes: counts and the budget per rubric, never a key or a token.
 
     `per_case` (the JSON file and `--post`) adds each rubric's cases with their repeats and the pass counts
-    per category; `--post-cases` sends the cases themselves (outputs and judgments) to a dataset.
+    per category; `--post-cases` sends the cases themselves (outputs and judgments) to a dataset. `project` is the
+    gate config's (left out when it names none: a file exported before projects); the server refuses results of
+    another project than the token's.
     """
     payload: dict[str, Any] = {
         "schema": RESULTS_SCHEMA,
+        **({"project": project} if project is not None else {}),
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "exit_code": code,
         "outcome": OVERALL[code],

@@ -128,7 +128,7 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
         detail = _server_message(exc)
         hint = {
             401: f"the token was not accepted (pass --token or set {TOKEN_ENV})",
-            403: "the token lacks the scope this needs",
+            403: "the token may not do this (a scope it lacks, or another project's)",
             404: "nothing at that URL",
             413: "the request is larger than the server accepts; nothing was stored",
         }.get(exc.code, "a redirect the gate does not follow" if 300 <= exc.code < 400 else "the server refused")

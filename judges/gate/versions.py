@@ -57,6 +57,9 @@ FIELD_VERSIONS: dict[str, str] = {
     # What a kept proposal adds to its judge (docs/improving.md).
     "rubrics[].judge.guidance": "0.5.0",
     "rubrics[].judge.examples": "0.5.0",
+    # The project the gate config is of (docs/projects.md): `check --post` sends it back with the results, and the
+    # server refuses results of another project than the token's.
+    "project": "0.6.0",
 }
 # A release tier's judge and calibration are read with the table of the default tier's.
 _SAME_FIELDS = {"release_judge": "judge", "release_calibration": "calibration"}

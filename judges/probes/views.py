@@ -18,6 +18,7 @@ from django_htmx.http import HTMX_STOP_POLLING
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project
 from judges.models import Run
 from judges.probes.selectors import probe_panel
 from judges.probes.services import probes_start
@@ -26,8 +27,8 @@ from judges.runs.banners import live_message
 from judges.runs.services import RunError
 
 
-def _report_url(run: Run) -> str:
-    return reverse("judges:run_report", args=[run.pk]) + "#probes"
+def _report_url(project: Project, run: Run) -> str:
+    return reverse("judges:run_report", args=[project.slug, run.pk]) + "#probes"
 
 
 def _panel(request: HttpRequest, run: Run, *, error: str = "", started: list[Run] | None = None) -> HttpResponse:
@@ -41,29 +42,29 @@ def _panel(request: HttpRequest, run: Run, *, error: str = "", started: list[Run
 
 @lead_required
 @require_POST
-def probes_create(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+def probes_create(request: HtmxHttpRequest, project: Project, run_id: int) -> HttpResponse:
     """Start the chosen probes (`kinds`) of a finished run; the panel (htmx) or the report follows them."""
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     try:
         started = probes_start(run=run, kinds=request.POST.getlist("kinds"), by=request.user)
     except RunError as exc:
         if request.htmx:
             return _panel(request, run, error=str(exc))
         messages.error(request, str(exc))
-        return redirect(_report_url(run))
+        return redirect(_report_url(project, run))
     if request.htmx:
         return _panel(request, run, started=started)
     names = ", ".join(f"{probe.probe} (run {probe.pk})" for probe in started)
     live_message(request, f"Probes queued: {names}.", started)
-    return redirect(_report_url(run))
+    return redirect(_report_url(project, run))
 
 
 @lead_required
 @require_GET
 @vary_on_headers("HX-Request")
-def probes_panel(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+def probes_panel(request: HtmxHttpRequest, project: Project, run_id: int) -> HttpResponse:
     """The panel, polled while a probe is at work; without htmx, the report where the panel lives."""
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     if not request.htmx:
-        return redirect(_report_url(run))
+        return redirect(_report_url(project, run))
     return _panel(request, run)

@@ -16,10 +16,11 @@ from labeling.importing.reading import json_error, parse_json
 
 @token_required(Scope.GATES_READ)
 def gates(request: HttpRequest) -> JsonResponse:
-    """GET /api/gates: the gate config CI reads (docs/gate.md), as `manage.py export_gates`."""
+    """GET /api/gates: the gate config CI reads (docs/gate.md) of the token's project, as `manage.py export_gates
+    --project SLUG`."""
     if request.method != "GET":
         return method_not_allowed("GET")
-    return JsonResponse(gate_config(), json_dumps_params={"allow_nan": False})
+    return JsonResponse(gate_config(project=request.project), json_dumps_params={"allow_nan": False})
 
 
 def _error(message: str, status: int) -> JsonResponse:
@@ -28,9 +29,11 @@ def _error(message: str, status: int) -> JsonResponse:
 
 @token_required(Scope.RESULTS_WRITE)
 def ci_results_create(request: HttpRequest) -> JsonResponse:
-    """POST /api/ci-results: what `evalhub-gate check --post` sends (plain or gzip JSON); kept per rubric.
+    """POST /api/ci-results: what `evalhub-gate check --post` sends (plain or gzip JSON); kept per rubric of the
+    token's project.
 
-    201 with the stored ids, or 400 with every error as {"field", "message"}; nothing is stored then.
+    201 with the stored ids, or 400 with every error as {"field", "message"} (403 for results of another project
+    than the token's); nothing is stored then.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -57,9 +60,9 @@ def ci_results_create(request: HttpRequest) -> JsonResponse:
         message = f"The body is not JSON: {json_error(exc)}"
         return JsonResponse({"errors": [{"field": None, "message": message}]}, status=400)
     try:
-        stored = ci_results_store(payload=payload, token_name=request.api_token.name)
+        stored = ci_results_store(project=request.project, payload=payload, token_name=request.api_token.name)
     except CiResultsRejected as rejected:
-        return JsonResponse({"errors": rejected.errors}, status=400)
+        return JsonResponse({"errors": rejected.errors}, status=rejected.status)
     return JsonResponse(
         {"stored": [{"rubric": result.rubric.slug, "id": result.pk, "outcome": result.outcome} for result in stored]},
         status=201,

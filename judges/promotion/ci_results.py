@@ -20,13 +20,13 @@ from urllib.parse import urlsplit
 
 from django.db import transaction
 
+from evalhub.models import Project
 from evalhub.params import MAX_INT, has_nul
 from judges.engine.config import LAYERS
 from judges.engine.judgment import OUTCOMES
 from judges.gate.config import STAGES
 from judges.gate.report import MAX_LISTED_CASES, RESULTS_SCHEMA
 from judges.models import CiResult
-from labeling.models import Rubric
 
 # The body as sent (gzip) and unpacked: room for about 10,000 cases of 3 repeats with a judge's reasons.
 CI_RESULTS_MAX_BYTES = 8 * 1024 * 1024
@@ -45,10 +45,12 @@ _MAX_COST_USD = 1_000_000  # a DecimalField(12, 6) holds less than this
 
 
 class CiResultsRejected(Exception):
-    """The payload is not what the gate command sends: every error as {"field", "message"}."""
+    """The payload is not what the gate command sends, or not for this project: every error as {"field",
+    "message"}, and the HTTP status to answer with."""
 
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
+    def __init__(self, errors: list[dict[str, Any]], status: int = 400) -> None:
         self.errors = errors
+        self.status = status
         super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in errors))
 
 
@@ -252,17 +254,34 @@ def parse_ci_results(payload: Any) -> tuple[dict[str, Any], list[dict[str, Any]]
     return run, rubrics
 
 
-@transaction.atomic
-def ci_results_store(*, payload: Any, token_name: str) -> list[CiResult]:
-    """Check a results payload whole and store one CiResult per rubric, all or none.
+def _check_project(payload: Any, project: Project) -> None:
+    """CiResultsRejected unless the results may be `project`'s. They carry the project of the gate config CI judged
+    with (`project`; a command older than projects sends none, and the token's project decides alone): results
+    judged with one project's judges are never stored under another's rubrics, even where the slugs are alike."""
+    if not isinstance(payload, dict) or "project" not in payload:
+        return
+    named = payload["project"]
+    if not isinstance(named, str) or not named:
+        raise CiResultsRejected([{"field": "project", "message": "expected the slug of the gate config's project"}])
+    if named != project.slug:
+        message = (f"these results were judged with the gate config of project {named[:100]!r}, and this token is "
+                   f"of project {project.slug!r}: post them with a token of their own project")
+        raise CiResultsRejected([{"field": "project", "message": message}], status=403)
 
-    A rubric CI names that evalhub does not know is an error (a typo'd or deleted rubric must not
-    vanish silently); nothing else here changes a rubric, a dataset or a run.
+
+@transaction.atomic
+def ci_results_store(*, project: Project, payload: Any, token_name: str) -> list[CiResult]:
+    """Check a results payload whole and store one CiResult per rubric of `project` (the token's), all or none.
+
+    Results of another project (their `project` is not this one) are refused whole (403). A rubric CI names that
+    the project does not have is an error (a typo'd or deleted rubric must not vanish silently; another project's
+    is answered as one that does not exist); nothing else here changes a rubric, a dataset or a run.
     """
+    _check_project(payload, project)
     run, items = parse_ci_results(payload)
-    known = {r.slug: r for r in Rubric.objects.filter(slug__in=[item["slug"] for item in items])}
+    known = {r.slug: r for r in project.rubrics.filter(slug__in=[item["slug"] for item in items])}
     missing = [
-        {"field": f"rubrics[{i}].slug", "message": f"no rubric {item['slug']!r} in evalhub"}
+        {"field": f"rubrics[{i}].slug", "message": f"no rubric {item['slug']!r} in project {project.slug!r}"}
         for i, item in enumerate(items)
         if item["slug"] not in known
     ]

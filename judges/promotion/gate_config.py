@@ -8,9 +8,10 @@ and its reasons say whether that evidence still holds today, exactly as the prom
 with no evidence ships the kept config last named at observe with `calibration: null`: nothing to
 recalibrate yet. Draft rubrics are left out. A rubric that promoted a release tier (docs/promotion.md, "Tiers")
 ships that tier's evidence config as `release_judge` and its snapshot as `release_calibration` (both null
-without one): what `evalhub-gate check --tier release` judges with. `requires_cli` is the lowest evalhub-gate that knows every
-field used (judges.gate.versions.FIELD_VERSIONS). Served by GET /api/gates (gates:read) and written by
-`manage.py export_gates`.
+without one): what `evalhub-gate check --tier release` judges with. `requires_cli` is the lowest evalhub-gate that
+knows every field used (judges.gate.versions.FIELD_VERSIONS). A gate config is one project's (`project`: its
+slug): served by GET /api/gates for the token's project (gates:read) and written by `manage.py export_gates
+--project SLUG`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from evalhub.models import Project
 from judges.drift.selectors import ci_events
 from judges.engine import JudgeConfig as EngineConfig
 from judges.gate.config import GATES_SCHEMA
@@ -52,13 +54,14 @@ def _calibration(event: RubricEvent) -> dict[str, Any] | None:
     return {key: snapshot.get(key) for key in CALIBRATION_KEYS} | {"run": event.run_id, "repeats": event.run.repeats}
 
 
-def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
-    """The gate config (docs/gate.md) as a JSON-able dict. Eight queries however many rubrics: the entries
-    choosing each rubric's CI config (rubric, run or config, who promoted), those of the release tier, whether the
-    evidence still holds (`evidence_checks`: five, the drift check's included) and the prices of the models
-    those judges name."""
-    events = list(ci_events())
-    releases = {event.rubric_id: event for event in ci_events(tier=Tier.RELEASE)}
+def gate_config(*, project: Project, now: datetime | None = None) -> dict[str, Any]:
+    """The gate config (docs/gate.md) of one project as a JSON-able dict: its promoted rubrics only, and its slug as
+    `project` (what `evalhub-gate check --post` sends back, so results land in the project whose judges made them).
+    Eight queries however many rubrics: the entries choosing each rubric's CI config (rubric, run or config, who
+    promoted), those of the release tier, whether the evidence still holds (`evidence_checks`: five, the drift
+    check's included) and the prices of the models those judges name (prices are instance-wide)."""
+    events = list(ci_events(project=project))
+    releases = {event.rubric_id: event for event in ci_events(project=project, tier=Tier.RELEASE)}
     checks = evidence_checks([event for event in events if event.run_id is not None])
     judges = {}
     for event in [*events, *releases.values()]:
@@ -84,8 +87,8 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "stage": event.rubric.stage,
                 "fail_closed": event.rubric.fail_closed,
                 "judge": judge,
-                "prices": {m: prices[m] for m in dict.fromkeys(_judge_models(judge) + _judge_models(release_judge or {}))
-                           if m in prices},
+                "prices": {m: prices[m] for m in dict.fromkeys(_judge_models(judge)
+                                                               + _judge_models(release_judge or {})) if m in prices},
                 "calibration": _calibration(event),
                 # A deterministic judge is a safety contract: it gates on every case whatever was chosen.
                 "gate_on": Rubric.GateOn.EVERY_CASE if event.ci_config.deterministic else event.rubric.gate_on,
@@ -98,7 +101,8 @@ def gate_config(*, now: datetime | None = None) -> dict[str, Any]:
                 "promoted_at": event.at.isoformat(),
             }
         )
-    config: dict[str, Any] = {"schema": GATES_SCHEMA, "generated_at": (now or timezone.now()).isoformat(),
-                              "requires_cli": None, "rubrics": rubrics}
+    config: dict[str, Any] = {"schema": GATES_SCHEMA, "project": project.slug,
+                              "generated_at": (now or timezone.now()).isoformat(), "requires_cli": None,
+                              "rubrics": rubrics}
     config["requires_cli"] = requires_cli(config)  # the field itself counts: it is one the command must know
     return config

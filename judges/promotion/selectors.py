@@ -20,6 +20,7 @@ from django.db.models import Count, Exists, IntegerField, Max, OuterRef, QuerySe
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from evalhub.models import Project
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
@@ -36,13 +37,12 @@ from judges.calibration.selectors import (
     shown_rules,
     shown_threshold,
 )
-from judges.drift.selectors import ci_events, drift_reason, evidence_events, fresh_drift_reason, newest_checks
 from judges.configs.selectors import newest_config
+from judges.drift.selectors import ci_events, drift_reason, evidence_events, fresh_drift_reason, newest_checks
 from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run, Tier
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.disputes.agreement import paired_labels
-from labeling.models import Case, Label, Rubric
-from labeling.policies.selectors import policy_newest_versions
+from labeling.models import Case, Label, PolicyDocument, Rubric
 
 # Rules that are no recalibration reason of their own: staleness is shown once, as its stale reasons, and a
 # newer config version is a candidate, which leaves the evidence standing (docs/promotion.md).
@@ -101,7 +101,9 @@ def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int
     ).values_list("pk", "status", "finished_at", "changed", "newest")
     specs = {run.pk: run.config.spec for run in runs}
     criteria = {run.pk: run.config.rubric.criteria for run in runs}
-    policies = policy_newest_versions() if any(spec.get("policy_ref") for spec in specs.values()) else {}
+    projects = {run.pk: run.config.rubric.project_id for run in runs}
+    referenced = {projects[pk] for pk, spec in specs.items() if spec.get("policy_ref")}
+    policies = _policy_newest_versions(project_ids=referenced) if referenced else {}
     reasons: dict[int, list[str]] = {}
     newest: dict[int, int | None] = {}
     for pk, status, finished_at, changed_count, newest_version in rows:
@@ -113,8 +115,21 @@ def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int
         if changed_count:
             mine.append(f"{changed_count} case{'' if changed_count == 1 else 's'} changed since this run finished")
         mine += criteria_stale_reasons(specs[pk], criteria[pk])
-        reasons[pk] = mine + policy_stale_reasons(specs[pk], policies)
+        reasons[pk] = mine + policy_stale_reasons(specs[pk], policies.get(projects[pk], {}))
     return reasons, newest
+
+
+def _policy_newest_versions(*, project_ids: set[int]) -> dict[int, dict[str, int]]:
+    """project_id → (slug → the newest version of each of its policy documents): a policy slug means a document of
+    the rubric's own project (docs/projects.md). One query."""
+    rows = (
+        PolicyDocument.objects.filter(project_id__in=project_ids).order_by().values("project_id", "slug")
+        .annotate(v=Max("version")).values_list("project_id", "slug", "v")
+    )
+    out: dict[int, dict[str, int]] = {}
+    for project_id, slug, version in rows:
+        out.setdefault(project_id, {})[slug] = version
+    return out
 
 
 def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:
@@ -250,9 +265,9 @@ def promotion_rows(*, rubrics: list[Rubric]) -> list[PromotionRow]:
     return rows
 
 
-def promotion_overview() -> list[PromotionRow]:
-    """Every rubric, those needing recalibration first (a lead's to-do), then by slug."""
-    rows = promotion_rows(rubrics=list(Rubric.objects.order_by("slug")))
+def promotion_overview(*, project: Project) -> list[PromotionRow]:
+    """Every rubric of the project, those needing recalibration first (a lead's to-do), then by slug."""
+    rows = promotion_rows(rubrics=list(project.rubrics.order_by("slug")))
     return sorted(rows, key=lambda row: not row.recalibration)
 
 
@@ -261,10 +276,12 @@ def candidate_runs(*, rubric: Rubric, tier: str | None = None) -> QuerySet[Run]:
     menu.
 
     Not sliced: the form looks the chosen run up in this same queryset. External configs' runs are
-    listed too, so choosing one is refused with its rule rather than silently missing.
+    listed too, so choosing one is refused with its rule rather than silently missing. Only runs over the rubric's
+    own project's datasets: a rubric is never paired with another project's (docs/projects.md).
     """
     runs = (
-        Run.objects.filter(config__rubric=rubric, status=Run.Status.FINISHED, parent__isnull=True)  # no probe
+        Run.objects.filter(config__rubric=rubric, dataset__project_id=rubric.project_id, status=Run.Status.FINISHED,
+                           parent__isnull=True)  # no probe
         .select_related("config", "dataset")
         .order_by("-finished_at", "-pk")
     )
@@ -324,9 +341,14 @@ def warn_needs(*, rubric: Rubric, config: JudgeConfig | None) -> list[ShownRule]
             for rule in rules if rule.applies]
 
 
-def rubric_events(*, rubric: Rubric | None = None) -> QuerySet[RubricEvent]:
-    """The audit log, newest first, with who, the rubric and the run; one query per page."""
+def rubric_events(*, project: Project | None = None, rubric: Rubric | None = None) -> QuerySet[RubricEvent]:
+    """The audit log of the project's rubrics (or of one rubric), newest first, with who, the rubric and the run;
+    one query per page."""
+    if project is None and rubric is None:
+        raise ValueError("The audit log is a project's, or a rubric's: name one.")
     events = RubricEvent.objects.select_related("rubric", "by", "run__config", "config").order_by("-id")
+    if project is not None:
+        events = events.filter(rubric__project=project)
     return events if rubric is None else events.filter(rubric=rubric)
 
 

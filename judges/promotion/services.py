@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from evalhub.models import Role
 from judges.calibration.rules import RuleResult, needs_human_evidence, promotable
 from judges.calibration.selectors import rubric_thresholds, run_figures, run_rules
 from judges.drift.selectors import ci_events
@@ -105,17 +106,32 @@ def _reason(reason: str) -> str:
     return reason
 
 
-def _locked(rubric: Rubric) -> Rubric:
+def _locked(rubric: Rubric, *, by) -> Rubric:
+    """The rubric's row, locked; PromotionError unless `by` leads the rubric's project (or is the instance admin)."""
+    check_lead(rubric=rubric, by=by)
     # Two leads acting at once: the second waits, then sees the stage the first left.
     return Rubric.objects.select_for_update().get(pk=rubric.pk)
+
+
+def check_lead(*, rubric: Rubric, by) -> None:
+    """Only a lead of the rubric's own project (or the instance admin) changes its stage, evidence or thresholds:
+    the pages' door says so too, and a script or another caller must not get round it. One query."""
+    if by is None or not getattr(by, "is_authenticated", False) or by.role_in(rubric.project) != Role.LEAD:
+        raise PromotionError(f"Only a lead of {rubric.slug}'s project may change its promotion.")
 
 
 def _checked_evidence(*, rubric: Rubric, run: Run, tier: str) -> tuple[Run, dict[str, Any], list[RuleResult]]:
     """The run (reloaded), its figures and every rule, or PromotionError / PromotionRefused; call it
     inside the rubric's lock so the rules read the thresholds as they stand."""
-    run = Run.objects.select_related("config__rubric").get(pk=run.pk)
+    run = Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
     if run.config.rubric_id != rubric.pk:
         raise PromotionError(f"Run {run.pk} judged the rubric {run.config.rubric.slug}, not {rubric.slug}.")
+    if run.dataset.project_id != rubric.project_id:
+        # Named without the other project's dataset: the refusal must not tell what another project holds.
+        raise PromotionError(
+            f"Run {run.pk} judged a dataset of another project: {rubric.slug}'s evidence is a run over a dataset of "
+            "its own project."
+        )
     if run.config.tier != tier:
         raise PromotionError(
             f"Run {run.pk} judged with v{run.config.version}, a config of the {run.config.tier} tier: the evidence of "
@@ -191,7 +207,7 @@ def rubric_promote(
                                 tier=tier)
     reason = _reason(reason)
     with transaction.atomic():
-        rubric = _locked(rubric)
+        rubric = _locked(rubric, by=by)
         expected = next_stage(rubric.stage)
         if expected is None:
             raise PromotionError(f"{rubric.slug} is at gate already: there is no stage above it.")
@@ -234,10 +250,11 @@ def _promote_release(
         raise PromotionError(f"There is no {tier!r} tier: the tiers are {', '.join(Tier.values)}.")
     reason = _reason(reason)
     with transaction.atomic():
-        rubric = _locked(rubric)
+        rubric = _locked(rubric, by=by)
         if rubric.stage == Rubric.Stage.DRAFT:
             raise PromotionError(
-                f"{rubric.slug} is a draft: promote its default judge first; the {tier} tier gates at the rubric's stage."
+                f"{rubric.slug} is a draft: promote its default judge first; the {tier} tier gates at the rubric's "
+                "stage."
             )
         if to_stage != rubric.stage:
             raise PromotionError(
@@ -269,7 +286,7 @@ def rubric_switch_config(*, rubric: Rubric, config: JudgeConfig, reason: str, by
     """
     reason = _reason(reason)
     with transaction.atomic():
-        rubric = _locked(rubric)
+        rubric = _locked(rubric, by=by)
         if rubric.stage != Rubric.Stage.OBSERVE:
             raise PromotionError(
                 f"{rubric.slug} is at {rubric.stage}: CI's config is switched without evidence only at observe."
@@ -296,7 +313,7 @@ def rubric_renew(*, rubric: Rubric, run: Run, reason: str, by, tier: str = Tier.
     """
     reason = _reason(reason)
     with transaction.atomic():
-        rubric = _locked(rubric)
+        rubric = _locked(rubric, by=by)
         if rubric.stage == Rubric.Stage.DRAFT:
             raise PromotionError(f"{rubric.slug} is a draft: it has no evidence to renew; promote it instead.")
         if tier != Tier.DEFAULT and not ci_events(rubric_ids=[rubric.pk], tier=tier).exists():
@@ -319,7 +336,7 @@ def rubric_demote(*, rubric: Rubric, to_stage: str = "", reason: str, by, tier: 
     reason = _reason(reason)
     if tier != Tier.DEFAULT:
         with transaction.atomic():
-            rubric = _locked(rubric)
+            rubric = _locked(rubric, by=by)
             if not ci_events(rubric_ids=[rubric.pk], tier=tier).exists():
                 raise PromotionError(f"{rubric.slug} has no {tier} tier to withdraw.")
             rubric.updated_at = timezone.now()
@@ -329,7 +346,7 @@ def rubric_demote(*, rubric: Rubric, to_stage: str = "", reason: str, by, tier: 
                 to_stage=rubric.stage, reason=reason, by=by,
             )
     with transaction.atomic():
-        rubric = _locked(rubric)
+        rubric = _locked(rubric, by=by)
         if to_stage not in earlier_stages(rubric.stage):
             below = ", ".join(earlier_stages(rubric.stage)) or "none"
             raise PromotionError(
@@ -413,7 +430,7 @@ def rubric_thresholds_change(
     errors = threshold_errors(thresholds)
     reason = _reason(reason)
     with transaction.atomic():
-        rubric = _locked(rubric)
+        rubric = _locked(rubric, by=by)
         merged = {name: getattr(rubric, name) for name in THRESHOLD_FIELDS} | thresholds
         errors = errors or threshold_errors(merged)
         if not errors and merged["gate_on"] == Rubric.GateOn.PASS_RATE and _gates_deterministic(rubric):

@@ -20,6 +20,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project
 from evalhub.tables import table_query
 from evalhub.templatetags.display import usd
 from judges.calibration.selectors import shown_rules
@@ -61,8 +62,9 @@ RECENT_EVENTS = 10
 DEFAULT_PERIOD = "30"
 
 
-def _get_rubric(slug: str) -> Rubric:
-    rubric = Rubric.objects.filter(slug=slug).first()
+def _get_rubric(project: Project, slug: str) -> Rubric:
+    """The project's rubric `slug`: another project's is 404, as one that does not exist."""
+    rubric = project.rubrics.filter(slug=slug).first()
     if rubric is None:
         raise Http404("No such rubric.")
     return rubric
@@ -150,10 +152,10 @@ def _drift_context(rubric: Rubric, row) -> dict:
 
 
 @lead_required
-def overview(request: HttpRequest) -> HttpResponse:
-    """Every rubric: its stage, its evidence, "recalibration needed", its latest CI result and the agent's
-    latest estimated pass rate."""
-    rows = promotion_overview()
+def overview(request: HttpRequest, project: Project) -> HttpResponse:
+    """Every rubric of the project: its stage, its evidence, "recalibration needed", its latest CI result and the
+    agent's latest estimated pass rate."""
+    rows = promotion_overview(project=project)
     estimates = latest_estimates(rubric_ids=[row.rubric.pk for row in rows])
     for row in rows:
         row.pass_rate = estimates.get(row.rubric.pk)
@@ -219,7 +221,7 @@ def _page(
         **_ci_context(request, rubric),
         **_drift_context(rubric, row),
         "traffic_pairs": traffic_pairs(rubric=rubric),
-        "traffic_form": TrafficJudgingForm(),
+        "traffic_form": TrafficJudgingForm(project=rubric.project),
         **release,
     }
     if request.htmx and request.htmx.target == "ci-results":
@@ -244,15 +246,15 @@ def _release_context(rubric: Rubric, release_form: ReleaseForm | None, withdraw_
 
 @lead_required
 @vary_on_headers("HX-Request")
-def rubric_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def rubric_page(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """One rubric's stage, evidence, promote / demote / thresholds forms, recent audit entries and CI results."""
-    return _page(request, _get_rubric(slug))
+    return _page(request, _get_rubric(project, slug))
 
 
 @lead_required
-def ci_result_page(request: HttpRequest, slug: str, result_id: int) -> HttpResponse:
+def ci_result_page(request: HttpRequest, project: Project, slug: str, result_id: int) -> HttpResponse:
     """One CI result's cases as the command posted them: each verdict, flip and repeat, failures first."""
-    rubric = _get_rubric(slug)
+    rubric = _get_rubric(project, slug)
     result = CiResult.objects.filter(rubric=rubric, pk=result_id).first()
     if result is None:
         raise Http404("No such CI result for this rubric.")
@@ -273,9 +275,9 @@ def _refused(refusal: promotion.PromotionRefused, run: Run, action: str) -> dict
 
 @lead_required
 @require_POST
-def rubric_observe(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def rubric_observe(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """Enter observe, or switch CI's config at observe: a kept config version and a reason, no evidence."""
-    rubric = _get_rubric(slug)
+    rubric = _get_rubric(project, slug)
     form = ObserveForm(request.POST, configs=kept_configs(rubric=rubric))
     if not form.is_valid():
         return _page(request, rubric, observe_form=form, status=400)
@@ -292,13 +294,13 @@ def rubric_observe(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         form.add_error(None, str(exc))
         return _page(request, rubric, observe_form=form, status=400)
     messages.success(request, done)
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
 
 
 @lead_required
 @require_POST
-def rubric_promote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    rubric = _get_rubric(slug)
+def rubric_promote(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
+    rubric = _get_rubric(project, slug)
     form = PromoteForm(request.POST, runs=candidate_runs(rubric=rubric))
     if not form.is_valid():
         return _page(request, rubric, promote_form=form, status=400)
@@ -318,14 +320,14 @@ def rubric_promote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     messages.success(
         request, f"{rubric.slug} promoted from {event.from_stage} to {event.to_stage} on run {run.pk}{without}."
     )
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
 
 
 @lead_required
 @require_POST
-def rubric_renew(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def rubric_renew(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """New evidence at the current stage, by the promotion rules: clears "recalibration needed"."""
-    rubric = _get_rubric(slug)
+    rubric = _get_rubric(project, slug)
     form = RenewForm(request.POST, runs=candidate_runs(rubric=rubric))
     if not form.is_valid():
         return _page(request, rubric, renew_form=form, status=400)
@@ -340,15 +342,15 @@ def rubric_renew(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         return _page(request, rubric, renew_form=form, status=400)
     without = "" if event.figures.get("human_evidence", True) else " without human evidence"
     messages.success(request, f"{rubric.slug}'s evidence at {event.to_stage} renewed on run {run.pk}{without}.")
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
 
 
 @lead_required
 @require_POST
-def rubric_release(request: HtmxHttpRequest, slug: str) -> HttpResponse:
+def rubric_release(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
     """The release tier: promote it (or renew its evidence) on a run of a release-tier config, by the promotion
     rules at the rubric's stage; or withdraw it (action=withdraw). Each one audited."""
-    rubric = _get_rubric(slug)
+    rubric = _get_rubric(project, slug)
     if request.POST.get("action") == "withdraw":
         withdraw = WithdrawForm(request.POST, prefix="withdraw")
         if not withdraw.is_valid():
@@ -361,7 +363,7 @@ def rubric_release(request: HtmxHttpRequest, slug: str) -> HttpResponse:
             return _page(request, rubric, withdraw_form=withdraw, status=400)
         messages.success(request, f"{rubric.slug}'s release tier withdrawn: --tier release judges with its default "
                                   "judge.")
-        return redirect("judges:promotion_rubric", slug=rubric.slug)
+        return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
     form = ReleaseForm(request.POST, runs=candidate_runs(rubric=rubric, tier=Tier.RELEASE), prefix="release")
     if not form.is_valid():
         return _page(request, rubric, release_form=form, status=400)
@@ -382,13 +384,13 @@ def rubric_release(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         return _page(request, rubric, release_form=form, status=400)
     done = "renewed" if renewing else "promoted"
     messages.success(request, f"{rubric.slug}'s release tier {done} on run {run.pk} (v{run.config.version}).")
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
 
 
 @lead_required
 @require_POST
-def rubric_demote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    rubric = _get_rubric(slug)
+def rubric_demote(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
+    rubric = _get_rubric(project, slug)
     form = DemoteForm(request.POST, rubric=rubric)
     if not form.is_valid():
         return _page(request, rubric, demote_form=form, status=400)
@@ -400,13 +402,13 @@ def rubric_demote(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         form.add_error(None, str(exc))
         return _page(request, rubric, demote_form=form, status=400)
     messages.success(request, f"{rubric.slug} demoted from {event.from_stage} to {event.to_stage}.")
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
 
 
 @lead_required
 @require_POST
-def rubric_thresholds(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    rubric = _get_rubric(slug)
+def rubric_thresholds(request: HtmxHttpRequest, project: Project, slug: str) -> HttpResponse:
+    rubric = _get_rubric(project, slug)
     form = ThresholdsForm(request.POST)
     if not form.is_valid():
         return _page(request, rubric, thresholds_form=form, status=400)
@@ -421,7 +423,7 @@ def rubric_thresholds(request: HtmxHttpRequest, slug: str) -> HttpResponse:
         return _page(request, rubric, thresholds_form=form, status=400)
     changed = ", ".join(name for event in events for name in event.changes)
     messages.success(request, f"Changed {changed} of {rubric.slug}; the audit log keeps it.")
-    return redirect("judges:promotion_rubric", slug=rubric.slug)
+    return redirect("judges:promotion_rubric", project=project.slug, slug=rubric.slug)
 
 
 # The audit log's orders (evalhub.tables).
@@ -430,12 +432,13 @@ AUDIT_SORT_CHOICES = [("-when", "newest first"), ("when", "oldest first"), ("rub
 
 
 @lead_required
-def audit_log(request: HttpRequest) -> HttpResponse:
-    """Every promotion, demotion and thresholds or fail_closed change, newest first; read-only."""
-    rubrics = list(Rubric.objects.order_by("slug").values_list("slug", flat=True))
+def audit_log(request: HttpRequest, project: Project) -> HttpResponse:
+    """Every promotion, demotion and thresholds or fail_closed change of the project's rubrics, newest first;
+    read-only."""
+    rubrics = list(project.rubrics.order_by("slug").values_list("slug", flat=True))
     chosen = request.GET.get("rubric", "")
     kind = request.GET.get("kind", "")
-    events = rubric_events()
+    events = rubric_events(project=project)
     if chosen in rubrics:
         events = events.filter(rubric__slug=chosen)
     else:

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from evalhub.models import Project
 from judges.calibration.metrics import calibration_figures
 from judges.calibration.rules import RuleResult, config_models, evaluate_rules
 from judges.calibration.selectors import (
@@ -43,8 +44,10 @@ class LabeledCase:
 
 def labeled_cases(*, run: Run, split: str) -> dict[str, LabeledCase]:
     """The run's dataset's answered cases of one split that have a human verdict for the run's rubric, by
-    external id. One query."""
-    cases = Case.objects.filter(dataset_id=run.dataset_id, split=split).answered()
+    external id; none when the dataset is not of the rubric's project (what the editor reads stays in the
+    project). One query."""
+    cases = Case.objects.filter(dataset_id=run.dataset_id, dataset__project_id=run.config.rubric.project_id,
+                                split=split).answered()
     rows = (
         cases_with_human_verdict(rubric=run.config.rubric, cases=cases)
         .filter(human_verdict__isnull=False)
@@ -154,8 +157,11 @@ def proposal_estimate(*, run: Run, editor: EditorSpec, candidates: int, seed: in
     )
 
 
-def proposal_for_page(proposal_id: int) -> Proposal:
-    return Proposal.objects.select_related("rubric", "run__config", "created_by", "decided_by").get(pk=proposal_id)
+def proposal_for_page(*, project: Project, proposal_id: int) -> Proposal:
+    """The project's proposal (DoesNotExist for another project's, as for one that does not exist)."""
+    return Proposal.objects.select_related("rubric", "run__config", "created_by", "decided_by").get(
+        pk=proposal_id, rubric__project=project,
+    )
 
 
 def candidates_of(proposal: Proposal) -> QuerySet[ProposalCandidate]:
@@ -226,7 +232,8 @@ def candidate_rows(*, proposal: Proposal) -> list[CandidateRow]:
     thresholds = rubric_thresholds(proposal.rubric)
     rows = []
     for candidate in candidates_of(proposal):
-        runs = [r for r in (candidate.dev_run, candidate.holdout_run) if r is not None and r.status != Run.Status.QUEUED]
+        runs = [r for r in (candidate.dev_run, candidate.holdout_run)
+                if r is not None and r.status != Run.Status.QUEUED]
         figures = runs_figures(runs) if runs else {}
         dev_a, dev_ci, dev_n = _split_agreement(figures, Case.Split.DEV)
         hold_a, hold_ci, hold_n = _split_agreement(figures, Case.Split.HOLDOUT)

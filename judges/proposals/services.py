@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from evalhub.models import Role
 from judges.configs.services import judge_config_save
 from judges.editor.client import EditorError, EditorSpec, ask_editor
 from judges.engine.spend import SpendTracker
@@ -56,6 +57,10 @@ def proposal_start(
 ) -> Proposal:
     """Check the run can be learned from, estimate the job and queue it once the row is committed."""
     config = run.config
+    if run.dataset.project_id != config.rubric.project_id:
+        raise ProposalError("The run judged a dataset of another project than its rubric's: nothing to learn from.")
+    if by is not None and by.role_in(config.rubric.project) != Role.LEAD:
+        raise ProposalError(f"Only a lead of {config.rubric.slug}'s project may improve its judge.")
     if run.status != Run.Status.FINISHED:
         raise ProposalError("Only a finished run's disagreements can be learned from.")
     if config.external or "behavioral" not in (config.spec.get("layers") or []):
@@ -339,6 +344,7 @@ def _audit(proposal: Proposal, kind: str, *, by, reason: str, kept: JudgeConfig 
 def proposal_cancel(*, proposal: Proposal, by) -> None:
     """Stop the job now: its runs are cancelled (each stops within about a second), an editor answer arriving
     later is dropped, and its candidate versions are discarded."""
+    _check_lead(proposal, by)
     with transaction.atomic():
         proposal = Proposal.objects.select_for_update().get(pk=proposal.pk)
         if proposal.status in ENDED:
@@ -349,6 +355,7 @@ def proposal_cancel(*, proposal: Proposal, by) -> None:
 def proposal_keep(*, proposal: Proposal, candidate: ProposalCandidate, by, reason: str = "") -> JudgeConfig:
     """Keep one candidate: its version becomes an ordinary one (a candidate for promotion, which is unchanged);
     the others are discarded. Audited."""
+    _check_lead(proposal, by)
     with transaction.atomic():
         proposal = Proposal.objects.select_for_update().get(pk=proposal.pk)
         _decidable(proposal)
@@ -369,6 +376,7 @@ def proposal_keep(*, proposal: Proposal, candidate: ProposalCandidate, by, reaso
 
 def proposal_discard(*, proposal: Proposal, by, reason: str = "") -> None:
     """Discard every candidate of a finished job. Audited."""
+    _check_lead(proposal, by)
     with transaction.atomic():
         proposal = Proposal.objects.select_for_update().get(pk=proposal.pk)
         _decidable(proposal)
@@ -377,6 +385,12 @@ def proposal_discard(*, proposal: Proposal, by, reason: str = "") -> None:
         )
         _decide(proposal, Proposal.Decision.DISCARDED, by)
         _audit(proposal, RubricEvent.Kind.DISCARD, by=by, reason=reason.strip() or "Discarded every candidate.")
+
+
+def _check_lead(proposal: Proposal, by) -> None:
+    """Only a lead of the proposal's rubric's project (or the instance admin) decides or stops it."""
+    if by is None or by.role_in(proposal.rubric.project) != Role.LEAD:
+        raise ProposalError("Only a lead of this rubric's project may decide or cancel its improvement.")
 
 
 def _decidable(proposal: Proposal) -> None:

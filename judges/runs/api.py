@@ -9,7 +9,6 @@ from evalhub.models import Scope
 from judges.runs.ci_cases import CiCasesRejected, ci_cases_store
 from judges.runs.selectors import ci_run_verdicts
 from labeling.importing.reading import json_error, parse_json
-from labeling.models import Dataset
 
 
 def _errors(status: int, message: str) -> JsonResponse:
@@ -24,7 +23,7 @@ def ci_runs(request: HttpRequest, slug: str) -> HttpResponse:
     repeats that differ from the ref's first post) with every error as {"index", "field", "message"}:
     nothing of the chunk is written then.
     """
-    dataset = Dataset.objects.filter(slug=slug).first()
+    dataset = request.project.datasets.filter(slug=slug).first()  # the token's project's: another's is unknown here
     if dataset is None:
         return _errors(404, f"No dataset {slug!r}: create it in evalhub first.")
     if request.method == "GET":

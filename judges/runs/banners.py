@@ -11,8 +11,10 @@ from collections.abc import Iterable
 from django.contrib import messages
 from django.http import HttpRequest
 
+from evalhub.models import Project
 from evalhub.params import object_id
 from judges.models import Run
+from judges.runs.selectors import project_runs
 
 TAG_PREFIX = "live-runs-"
 MAX_RUNS = 10  # more than any one action queues (three probes); a longer list in a URL is not ours
@@ -40,7 +42,9 @@ def parse_run_ids(text: str) -> list[int]:
     return list(dict.fromkeys(pk for pk in ids if pk is not None))
 
 
-def banner_runs(run_ids: list[int]) -> list[Run]:
-    """The runs a banner follows, with what it names: the rubric, the version, the dataset, a drift check."""
-    runs = Run.objects.filter(pk__in=run_ids).select_related("config__rubric", "dataset", "drift_check")
+def banner_runs(run_ids: list[int], *, project: Project) -> list[Run]:
+    """The project's runs a banner follows, with what it names: the rubric, the version, the dataset, a drift
+    check. Another project's run is left out, as one that does not exist."""
+    runs = project_runs(project=project).filter(pk__in=run_ids)
+    runs = runs.select_related("config__rubric", "dataset", "drift_check")
     return list(runs.order_by("pk"))

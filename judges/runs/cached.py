@@ -56,7 +56,10 @@ def cached_judgments_record(
     pairs = [(case_id, repeat, key) for case_id in case_ids if case_id in keyed
              for repeat, key in zip(repeats, keyed[case_id][1], strict=True)]
     keys = [key for _, _, key in pairs if key is not None]
-    found = set(CachedJudgment.objects.filter(key__among=keys).values_list("key", flat=True)) if keys else set()
+    # The run's project's entries only (docs/projects.md): the INSERT below joins on the same (project, key).
+    project_id = run.dataset.project_id
+    entries = CachedJudgment.objects.filter(project_id=project_id, key__among=keys)
+    found = set(entries.values_list("key", flat=True)) if keys else set()
     unanswered = {case_id for case_id, _, key in pairs if key not in found}
     # Only the pairs with an entry take the run's lock (a run of new work has none to wait for it).
     pairs = [pair for pair in pairs if pair[2] in found]
@@ -65,8 +68,8 @@ def cached_judgments_record(
     with transaction.atomic(), connection.cursor() as cursor:
         Run.objects.select_for_update().filter(pk=run.pk).first()
         cases, numbers, keys = zip(*pairs, strict=True)
-        cursor.execute(_insert(), {"run": run.pk, "cases": list(cases), "repeats": list(numbers), "keys": list(keys),
-                                   "defaults": Jsonb(ADDED_LATER)})
+        cursor.execute(_insert(), {"run": run.pk, "project": project_id, "cases": list(cases),
+                                   "repeats": list(numbers), "keys": list(keys), "defaults": Jsonb(ADDED_LATER)})
         [(recorded,)] = cursor.fetchall()
         if recorded:
             Run.objects.filter(pk=run.pk).update(done=F("done") + recorded, cache_hits=F("cache_hits") + recorded)
@@ -140,7 +143,10 @@ def _insert() -> str:
         "SELECT pair.case_id, pair.repeat, "
         "CASE WHEN jsonb_typeof(cached.judgment) = 'object' THEN %(defaults)s || cached.judgment END AS j "
         "FROM unnest(%(cases)s::bigint[], %(repeats)s::integer[], %(keys)s::text[]) AS pair(case_id, repeat, key) "
-        f"JOIN {quote(CachedJudgment._meta.db_table)} AS cached ON cached.key = pair.key), "
+        # The run's project's entry: (project, key) is the cache's unique index, which finds it.
+        f"JOIN {quote(CachedJudgment._meta.db_table)} AS cached "
+        f"ON cached.{quote(CachedJudgment._meta.get_field('project').column)} = %(project)s "
+        "AND cached.key = pair.key), "
         f"inserted AS (INSERT INTO {quote(Judgment._meta.db_table)} ({columns}) "
         f"SELECT {', '.join(row.values())} FROM entry "
         f"WHERE entry.j ->> 'outcome' IN ('pass', 'fail') AND {well_formed} "

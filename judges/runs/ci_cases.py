@@ -177,7 +177,9 @@ def ci_cases_store(*, dataset: Dataset, payload: Any, by) -> CiCasesStored:
     both create its run. A case whose judgments this run already holds is left as it is.
     """
     chunk = parse_ci_cases(payload)
-    config = (JudgeConfig.objects.filter(rubric__slug=chunk.rubric, config_hash=chunk.config_hash, external=False)
+    # The dataset's project's rubric: a slug names a rubric within its project only.
+    config = (JudgeConfig.objects.filter(rubric__project_id=dataset.project_id, rubric__slug=chunk.rubric,
+                                         config_hash=chunk.config_hash, external=False)
               .select_related("rubric").order_by("-version").first())
     if config is None:
         raise CiCasesRejected([{"index": None, "field": "config_hash", "message":

@@ -1,8 +1,9 @@
 """The semantic layer's embeddings in the database (CachedEmbedding), for one window of a run's work.
 
 The engine's threads make no database call: each chunk's embeddings are read before its cases are judged
-and the new ones written as the window records its results, like the judgment cache. A vector is stored as
-its numbers' little-endian float64 bytes (`vector_bytes`), exactly the numbers the engine had.
+and the new ones written as the window records its results, like the judgment cache, and like it kept per project
+(docs/projects.md): a project never reads another's. A vector is stored as its numbers' little-endian float64 bytes
+(`vector_bytes`), exactly the numbers the engine had.
 """
 
 import threading
@@ -65,8 +66,8 @@ class StoredEmbeddings(MemoryCache):
         return new
 
 
-def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, np.ndarray]:
-    """The stored embeddings of every text the cases' semantic layer needs (none without the layer)."""
+def stored_vectors(*, config: EngineConfig, cases: list[dict], project_id: int) -> dict[str, np.ndarray]:
+    """The project's stored embeddings of every text the cases' semantic layer needs (none without the layer)."""
     s = config.semantic
     if s is None:
         return {}
@@ -75,14 +76,15 @@ def stored_vectors(*, config: EngineConfig, cases: list[dict]) -> dict[str, np.n
         for case in cases
         for text in texts_to_embed(case)
     }
-    stored = CachedEmbedding.objects.filter(key__among=keys).values_list("key", "vector")
+    stored = CachedEmbedding.objects.filter(project_id=project_id, key__among=keys).values_list("key", "vector")
     vectors = ((key, vector_from_bytes(vector)) for key, vector in stored)
     return {key: vector for key, vector in vectors if vector is not None}
 
 
-def embeddings_save(*, embeddings: StoredEmbeddings | None) -> None:
+def embeddings_save(*, embeddings: StoredEmbeddings | None, project_id: int) -> None:
+    """Store the embeddings the window's engine made since the last save, as the project's."""
     new = embeddings.take_new() if embeddings is not None else {}
     if new:
         now = timezone.now()
-        copy_rows(CachedEmbedding, ("key", "vector", "created_at"),
-                  ((key, vector_bytes(vector), now) for key, vector in new.items()), ignore_conflicts=True)
+        copy_rows(CachedEmbedding, ("project_id", "key", "vector", "created_at"),
+                  ((project_id, key, vector_bytes(vector), now) for key, vector in new.items()), ignore_conflicts=True)

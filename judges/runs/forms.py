@@ -1,14 +1,16 @@
 """The form that starts a run."""
 
 from decimal import Decimal
+from typing import Any
 
 from django import forms
 
+from evalhub.models import Project
 from labeling.models import Dataset
 
 
 class RunStartForm(forms.Form):
-    dataset = forms.ModelChoiceField(queryset=Dataset.objects.order_by("slug"), to_field_name="slug")
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none(), to_field_name="slug")
     repeats = forms.IntegerField(
         min_value=1, max_value=20, initial=2,
         help_text="Each case is judged this many times (K); promotion needs K ≥ 2 to measure flips.",
@@ -31,3 +33,8 @@ class RunStartForm(forms.Form):
         help_text="A fresh run: every judgment is asked anew and kept apart from the cache, so it shows the judge's "
         "run-to-run noise, or a model changed behind its pinned name. Nothing cached is reused or overwritten.",
     )
+
+    def __init__(self, *args: Any, project: Project, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The project's datasets only: a rubric judges its own project's (another's slug is no choice here).
+        self.fields["dataset"].queryset = project.datasets.order_by("slug")

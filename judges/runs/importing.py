@@ -20,8 +20,8 @@ from django.utils import timezone
 from judges.engine import OUTCOMES
 from judges.engine.canonical import canonical_json, sha256_hex
 from judges.models import JudgeConfig, Judgment, Run
-from judges.runs.tool_results import read_tool_results
 from judges.runs.tallies import case_tallies_refresh
+from judges.runs.tool_results import read_tool_results
 from labeling.importing import Format, ImportRejected, RowError, parse_json
 from labeling.importing.cases import BATCH_SIZE
 from labeling.importing.reading import (
@@ -146,7 +146,8 @@ def judgments_import(
     *, dataset: Dataset, rubric: Rubric, stream: IO[bytes], fmt: Format, source_name: str, by,
     max_bytes: int | None = None,
 ) -> JudgmentImportResult:
-    """Import another tool's judgments of `rubric` on `dataset` as a finished run of an external config.
+    """Import another tool's judgments of `rubric` on `dataset` (of one project) as a finished run of an external
+    config.
 
     Must succeed or fail together: the external config version (or the existing one with the same
     content), the finished run with its counters, and every judgment.
@@ -238,6 +239,10 @@ def _save_external_run(
     judgments, in one transaction; any error (theirs or the rows') rejects the whole import.
     `rows`: (a line number, or where the result is in another tool's file; its JudgmentData).
     `check_outputs` is given each case's answer by external_id and returns its own errors."""
+    if rubric.project_id != dataset.project_id:
+        # A rubric judges its own project's datasets only (docs/projects.md).
+        raise ImportRejected([RowError(None, None, f"the rubric {rubric.slug} is not a rubric of the dataset "
+                                                   f"{dataset.slug}'s project: import into one of its own datasets")])
     if not rows and not errors:
         errors.append(RowError(None, None, "the file has no judgments"))
     with transaction.atomic():

@@ -5,8 +5,8 @@ with annotations, never one query per row.
 """
 
 from dataclasses import dataclass, field
-from typing import Any
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Case as DbCase
 from django.db.models import Count, F, FloatField, IntegerField, Q, QuerySet, Sum, When
@@ -14,15 +14,25 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Length
 from django.http import Http404
 
+from evalhub.models import Project
 from evalhub.params import object_id, object_id_or_404
 from judges.configs.cases import engine_case
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import build_messages, cache_key, judge_cache_key, run_contract_checks
-from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.engine.escalation import SecondOpinion, rotating_sample
+from judges.engine.providers import DEFAULT_MAX_TOKENS
 from judges.engine.semantic import EMBED_BATCH, embedding_key, texts_to_embed
-from judges.models import (CachedEmbedding, CachedJudgment, DriftCheck, JudgeConfig, Judgment, ModelPrice, Outcome, Run,
-                           RunCaseTally)
+from judges.models import (
+    CachedEmbedding,
+    CachedJudgment,
+    DriftCheck,
+    JudgeConfig,
+    Judgment,
+    ModelPrice,
+    Outcome,
+    Run,
+    RunCaseTally,
+)
 from labeling.models import Dataset
 
 # The estimate reads the prompt of this many cases (chars / 4 tokens each) and takes their mean.
@@ -57,11 +67,20 @@ RUN_SORTS = {
 }
 
 
-def runs_for_list(*, search: str = "", ordering: tuple[str, ...] = ("-created_at", "-id")) -> QuerySet[Run]:
-    """Ordinary runs, newest first: a bias probe is listed on its parent's report, not here. `search`
-    matches the run's number, its rubric, dataset, model or creator."""
+def project_runs(*, project: Project) -> QuerySet[Run]:
+    """Every run of the project: of its datasets, by its rubrics' configs (services never pair them across
+    projects; both are asked, so a run no project owns whole is no run of either). The dataset's project_id index
+    finds them."""
+    return Run.objects.filter(dataset__project=project, config__rubric__project=project)
+
+
+def runs_for_list(
+    *, project: Project, search: str = "", ordering: tuple[str, ...] = ("-created_at", "-id")
+) -> QuerySet[Run]:
+    """The project's ordinary runs, newest first: a bias probe is listed on its parent's report, not here.
+    `search` matches the run's number, its rubric, dataset, model or creator."""
     runs = (
-        Run.objects.filter(parent__isnull=True)
+        project_runs(project=project).filter(parent__isnull=True)
         .select_related("config__rubric", "dataset", "created_by")
         .order_by(*ordering)
     )
@@ -76,15 +95,16 @@ def runs_for_list(*, search: str = "", ordering: tuple[str, ...] = ("-created_at
     return runs
 
 
-def run_for_page(run_id: int) -> Run:
-    return Run.objects.select_related("config__rubric", "dataset", "created_by").get(pk=run_id)
+def run_for_page(run_id: int, *, project: Project) -> Run:
+    """The project's run `run_id`; Run.DoesNotExist for another project's, as for one that does not exist."""
+    return project_runs(project=project).select_related("config__rubric", "dataset", "created_by").get(pk=run_id)
 
 
-def run_for_page_or_404(run_id: int | str | None) -> Run:
-    """`run_for_page` for the judges' views: 404 for a run that does not exist, or an id that is none or not
-    a number (a query string's missing or malformed run)."""
+def run_for_page_or_404(run_id: int | str | None, *, project: Project) -> Run:
+    """`run_for_page` for the judges' views: 404 for a run that does not exist or is another project's, or an id
+    that is none or not a number (a query string's missing or malformed run)."""
     try:
-        return run_for_page(run_id if isinstance(run_id, int) else object_id_or_404(run_id))
+        return run_for_page(run_id if isinstance(run_id, int) else object_id_or_404(run_id), project=project)
     except Run.DoesNotExist:
         raise Http404("No such run.") from None
 
@@ -263,7 +283,8 @@ def _embedding_estimate(estimate: Estimate, spec: dict, dataset: Dataset, needin
         for case in needing
     ]
     stored = set(
-        CachedEmbedding.objects.filter(key__in=set().union(*keys_by_case)).values_list("key", flat=True)
+        CachedEmbedding.objects.filter(project_id=dataset.project_id, key__in=set().union(*keys_by_case))
+        .values_list("key", flat=True)
     ) if keys_by_case else set()
     new_texts: set[str] = set()
     bringing = 0
@@ -346,10 +367,12 @@ def second_opinion_sample(run: Run) -> frozenset[str] | None:
     return _sample_for(run.config, run.dataset, _runs_before(run.config, run.dataset, run))
 
 
-def _recent_latency_ms(model: str) -> int | None:
-    """The mean latency of the model's last LATENCY_SAMPLE uncached behavioral calls, on any run."""
+def _recent_latency_ms(model: str, *, project_id: int) -> int | None:
+    """The mean latency of the model's last LATENCY_SAMPLE uncached behavioral calls, on any run of the project
+    (another project's calls are none of its business)."""
     latencies = list(
-        Judgment.objects.filter(run__config__spec__model=model, cached=False, layer="behavioral")
+        Judgment.objects.filter(run__dataset__project_id=project_id, run__config__spec__model=model, cached=False,
+                                layer="behavioral")
         .order_by("-id").values_list("latency_ms", flat=True)[:LATENCY_SAMPLE]
     )
     return round(sum(latencies) / len(latencies)) if latencies else None
@@ -359,6 +382,8 @@ def run_estimate(
     *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int = 1, fresh: bool = False
 ) -> Estimate:
     """What a run would cost and how many calls it makes, every judge counted, before it starts.
+    Only the dataset's project's cache counts (docs/projects.md): a hit never tells a project what another's
+    judge said.
 
     Expected input tokens are the characters of the prompt built for a sample of the dataset's cases
     divided by 4; expected output tokens are params.max_tokens (the engine's default when unset), an
@@ -387,9 +412,10 @@ def run_estimate(
             (i, repeat): cache_key(case, config.config_hash, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
         }
-        # A fresh run reuses nothing cached (its keys are salted with the run).
+        # A fresh run reuses nothing cached (its keys are salted with the run); the cache is the project's own.
+        cached = CachedJudgment.objects.filter(project_id=dataset.project_id)
         layers = {} if fresh else dict(
-            CachedJudgment.objects.filter(key__in=keys.values()).values_list("key", "judgment__layer")
+            cached.filter(key__in=keys.values()).values_list("key", "judgment__layer")
         )
         hits = set(layers)
         estimate.cached = sum(key in hits for key in keys.values())
@@ -405,7 +431,7 @@ def run_estimate(
         if engine_config.second_opinion_judge is not None:
             second_keys = {key: judge_cache_key(key, "second_opinion") for key in keys.values()}
             seconded = set() if fresh else set(
-                CachedJudgment.objects.filter(key__in=second_keys.values()).values_list("key", flat=True)
+                cached.filter(key__in=second_keys.values()).values_list("key", flat=True)
             )
             second_asked_on = [
                 (case, repeat) for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
@@ -447,7 +473,7 @@ def run_estimate(
     estimate.calls = len(judged)
     # The semantic layer may decide any of them by similarity before the judge is asked.
     estimate.calls_low = 0 if spec.get("semantic") else estimate.calls
-    estimate.latency_ms = _recent_latency_ms(spec["model"]) if estimate.calls else None
+    estimate.latency_ms = _recent_latency_ms(spec["model"], project_id=dataset.project_id) if estimate.calls else None
     sampled = _sample_for(config, dataset, _runs_before(config, dataset))
     _other_judges(estimate, engine_config, second_asked_on, sampled)
     # A model that makes no call (everything cached) needs no price to cost nothing.

@@ -42,7 +42,8 @@ def run_start(
     *, config: JudgeConfig, dataset: Dataset, repeats: int, concurrency: int, spend_cap_usd: Decimal | None, by,
     start_token: uuid.UUID | None = None, fresh: bool = False, case_ids: list[int] | None = None,
 ) -> Run:
-    """Create a run with its chunks and queue its work once the rows are committed.
+    """Create a run with its chunks and queue its work once the rows are committed. The config's rubric and the
+    dataset must be of one project (RunError otherwise).
 
     A `fresh` run judges again, ignoring cached verdicts (docs/judging.md, "Fresh repeats"): its repeats are
     numbered from 1 like any run's, and its cache keys carry the run as a salt (judges.runs.worker.fresh_salt),
@@ -54,6 +55,11 @@ def run_start(
     """
     if config.external:
         raise RunError("An imported (external) config holds verdicts of another tool; it cannot run.")
+    if config.rubric.project_id != dataset.project_id:
+        # A rubric judges its own project's datasets only (docs/projects.md); named by the config the caller holds.
+        raise RunError(f"The judge config {config.rubric.slug} v{config.version} cannot run on the dataset "
+                       f"{dataset.slug}: its rubric belongs to another project, and a rubric judges only its own "
+                       "project's datasets.")
     if not 1 <= repeats <= 20:
         raise RunError("Repeats must be between 1 and 20.")
     if not 1 <= concurrency <= 64:

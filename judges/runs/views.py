@@ -1,6 +1,7 @@
-"""The judges pages, for leads: judge config versions, the price table, starting and watching runs.
+"""The run pages of a project, for its leads: starting runs, watching them, exporting their judgments.
 
-Writes go through judges.runs.services (configs, runs) except the one-row price table, which the view saves.
+Writes go through judges.runs.services. Every run is looked up through the project (judges.runs.selectors.project_runs):
+another project's run is 404 here, as one that does not exist.
 """
 
 import time
@@ -19,6 +20,7 @@ from django_htmx.http import HTMX_STOP_POLLING, trigger_client_event
 
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
+from evalhub.models import Project
 from evalhub.params import real_number
 from evalhub.tables import table_query
 from judges.calibration.charts import narrowing_chart
@@ -32,7 +34,6 @@ from judges.runs.banners import banner_runs, live_message, parse_run_ids
 from judges.runs.exporting import judgments_export
 from judges.runs.forms import RunStartForm
 from labeling.importing import Format
-from labeling.models import Dataset
 
 # 50 one-line rows: the run page of a 2,000-case run stays under 2,500 px tall.
 CASES_PER_PAGE = 50
@@ -46,43 +47,11 @@ EXPORT_CONTENT_TYPES = {
 }
 
 
-def _get_config(config_id: int) -> JudgeConfig:
+def _get_config(project: Project, config_id: int) -> JudgeConfig:
     try:
-        return config_selectors.config_for_page(config_id)
+        return config_selectors.config_for_page(config_id, project=project)
     except JudgeConfig.DoesNotExist:
         raise Http404("No such judge config.") from None
-
-
-
-
-# ---- judge configs --------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# ---- prices -----------------------------------------------------------------------------------------
-
-
-
-
-
-
 
 
 # ---- runs -----------------------------------------------------------------------------------------
@@ -91,20 +60,21 @@ def _get_config(config_id: int) -> JudgeConfig:
 @lead_required
 @require_http_methods(["GET", "POST"])
 @vary_on_headers("HX-Request")
-def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
-    """Start a run of a config; the form shows its cost estimate first (refreshed as the fields change)."""
-    config = _get_config(config_id)
+def run_create(request: HtmxHttpRequest, project: Project, config_id: int) -> HttpResponse:
+    """Start a run of a config on one of the project's datasets; the form shows its cost estimate first (refreshed
+    as the fields change)."""
+    config = _get_config(project, config_id)
     if config.external:
         messages.error(request, "An imported (external) config holds another tool's verdicts: it cannot run.")
-        return redirect("judges:config_detail", config_id=config.pk)
+        return redirect("judges:config_detail", project=project.slug, config_id=config.pk)
     if request.method == "POST":
-        form = RunStartForm(request.POST)
+        form = RunStartForm(request.POST, project=project)
     else:
         defaults = {"repeats": RunStartForm.base_fields["repeats"].initial,
                     "concurrency": RunStartForm.base_fields["concurrency"].initial, "start_token": uuid.uuid4()}
-        first = Dataset.objects.order_by("slug").values_list("slug", flat=True).first()
+        first = project.datasets.order_by("slug").values_list("slug", flat=True).first()
         data = {**defaults, "dataset": first or "", **request.GET.dict()}
-        form = RunStartForm(data)
+        form = RunStartForm(data, project=project)
     estimate = None
     if form.is_valid():
         data = form.cleaned_data
@@ -120,7 +90,7 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
             else:
                 # The same words whether this request started the run or an earlier post of the same form did.
                 live_message(request, f"Run {run.pk} started from this form: {run.total} judgments.", [run])
-                return redirect("judges:run_detail", run_id=run.pk)
+                return redirect("judges:run_detail", project=project.slug, run_id=run.pk)
         estimate = selectors.run_estimate(
             config=config, dataset=data["dataset"], repeats=data["repeats"], concurrency=data["concurrency"],
             fresh=data["fresh"],
@@ -133,11 +103,11 @@ def run_create(request: HtmxHttpRequest, config_id: int) -> HttpResponse:
 
 
 @lead_required
-def run_list(request: HttpRequest) -> HttpResponse:
-    """Every run, searchable and sortable, with its agreement (loaded per row), its report and a pick of
-    two runs to compare."""
+def run_list(request: HttpRequest, project: Project) -> HttpResponse:
+    """The project's runs, searchable and sortable, with their agreement (loaded per row), their report and a
+    pick of two runs to compare."""
     table = table_query(request, sorts=selectors.RUN_SORTS, default="-created")
-    runs = selectors.runs_for_list(search=table.search, ordering=table.ordering)
+    runs = selectors.runs_for_list(project=project, search=table.search, ordering=table.ordering)
     page = Paginator(runs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -164,10 +134,10 @@ def _progress_context(run: Run, since: float | None) -> dict:
 
 @lead_required
 @vary_on_headers("HX-Request")
-def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, project: Project, run_id: int) -> HttpResponse:
     """A run: its progress (a partial polled by run_progress) and its judgments, one row per case with its
     repeats side by side, 50 cases a page, filterable and sortable; listed as they come in."""
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     table = table_query(request, sorts=selectors.CASE_SORTS, default="case")
     filters = {
         "outcome": request.GET.get("outcome", "") if request.GET.get("outcome") in Outcome.values else "",
@@ -206,9 +176,9 @@ def run_detail(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 
 
 @lead_required
-def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
+def run_progress(request: HtmxHttpRequest, project: Project, run_id: int) -> HttpResponse:
     """The polled progress partial; a finished or cancelled run answers 286, which stops htmx's polling."""
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     # The page's own first render, as a Unix time (up to the year 2286).
     since = real_number(request.GET["since"], name="since", low=0, high=1e10) if "since" in request.GET else None
     context = _progress_context(run, since)
@@ -222,10 +192,10 @@ def run_progress(request: HtmxHttpRequest, run_id: int) -> HttpResponse:
 
 @lead_required
 @require_GET
-def run_banner(request: HttpRequest) -> HttpResponse:
-    """The live state of the runs a "queued" banner follows (?runs=12,13; judges.runs.banners). Polled while
-    one is queued or running; then 286 stops the polling, and the banner says how the work ended."""
-    runs = banner_runs(parse_run_ids(request.GET.get("runs", "")))
+def run_banner(request: HttpRequest, project: Project) -> HttpResponse:
+    """The live state of the project's runs a "queued" banner follows (?runs=12,13; judges.runs.banners). Polled
+    while one is queued or running; then 286 stops the polling, and the banner says how the work ended."""
+    runs = banner_runs(parse_run_ids(request.GET.get("runs", "")), project=project)
     working = any(run.status in services.UNFINISHED for run in runs)
     context = {"runs": runs, "working": working, "run_ids": ",".join(str(run.pk) for run in runs)}
     response = render(request, "judges/runs/_live_banner.html", context)
@@ -236,30 +206,30 @@ def run_banner(request: HttpRequest) -> HttpResponse:
 
 @lead_required
 @require_POST
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = selectors.run_for_page_or_404(run_id)
+def run_cancel(request: HttpRequest, project: Project, run_id: int) -> HttpResponse:
+    run = selectors.run_for_page_or_404(run_id, project=project)
     services.run_cancel(run=run)
     messages.success(request, f"Run {run.pk} cancelled: the calls in flight finish, no new call starts.")
-    return redirect("judges:run_detail", run_id=run.pk)
+    return redirect("judges:run_detail", project=project.slug, run_id=run.pk)
 
 
 @lead_required
 @require_POST
-def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = selectors.run_for_page_or_404(run_id)
+def run_retry(request: HttpRequest, project: Project, run_id: int) -> HttpResponse:
+    run = selectors.run_for_page_or_404(run_id, project=project)
     try:
         count = services.run_retry_not_evaluated(run=run)
     except services.RunError as exc:
         messages.error(request, str(exc))
     else:
         live_message(request, f"Run {run.pk} queued again for its {count} not-evaluated judgment(s).", [run])
-    return redirect("judges:run_detail", run_id=run.pk)
+    return redirect("judges:run_detail", project=project.slug, run_id=run.pk)
 
 
 @lead_required
-def run_export(request: HttpRequest, run_id: int, fmt: str) -> StreamingHttpResponse:
+def run_export(request: HttpRequest, project: Project, run_id: int, fmt: str) -> StreamingHttpResponse:
     """The run's judgments in the import format, streamed; `neutralise_formulas=1`: a CSV for spreadsheets."""
-    run = selectors.run_for_page_or_404(run_id)
+    run = selectors.run_for_page_or_404(run_id, project=project)
     try:
         fmt = Format(fmt)
     except ValueError:

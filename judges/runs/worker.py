@@ -155,7 +155,10 @@ class _Window:
     what comes back is recorded by the window's _Recorder."""
 
     def __init__(self, *, run_id: int, token: str) -> None:
-        self.run = Run.objects.select_related("config").get(pk=run_id)
+        self.run = Run.objects.select_related("config", "dataset").get(pk=run_id)
+        # Every cache read and write of the window is the project's own (docs/projects.md): a hit never tells one
+        # project what another's judge said.
+        self.project_id = self.run.dataset.project_id
         self.token = token
         config = EngineConfig.from_dict(self.run.config.spec)
         self.config_hash = config.config_hash
@@ -164,7 +167,8 @@ class _Window:
         self.embeddings = StoredEmbeddings() if config.semantic is not None else None
         # Judges whose verdicts are cached under their own keys (read ahead with the primary's).
         self.other_judges = [
-            role for role, judge in (("second_opinion", config.second_opinion_judge), ("adjudicator", config.adjudicator))
+            role
+            for role, judge in (("second_opinion", config.second_opinion_judge), ("adjudicator", config.adjudicator))
             if judge is not None
         ]
         self.engine = Engine(
@@ -368,11 +372,13 @@ class _Window:
         everything = [pair for pairs in group for pair in pairs]
         keys = [key for *_, key in everything if key is not None]
         keys += [judge_cache_key(key, role) for key in keys for role in self.other_judges]
-        self.cache.preload(CachedJudgment.objects.filter(key__among=keys).values_list("key", "judgment"))
+        self.cache.preload(
+            CachedJudgment.objects.filter(project_id=self.project_id, key__among=keys).values_list("key", "judgment")
+        )
         if self.embeddings is not None:
-            self.embeddings.preload(
-                stored_vectors(config=self.config, cases=[judged for _, _, judged, _, _ in everything])
-            )
+            self.embeddings.preload(stored_vectors(
+                config=self.config, cases=[judged for _, _, judged, _, _ in everything], project_id=self.project_id,
+            ))
         return group
 
     def _record(self, arrived: list[tuple]) -> None:
@@ -385,9 +391,9 @@ class _Window:
         new = self.cache.take_new()
         if new:
             now = timezone.now()
-            copy_rows(CachedJudgment, ("key", "judgment", "created_at"),
-                      ((key, jsonb(value), now) for key, value in new.items()), ignore_conflicts=True)
-        embeddings_save(embeddings=self.embeddings)
+            copy_rows(CachedJudgment, ("project_id", "key", "judgment", "created_at"),
+                      ((self.project_id, key, jsonb(value), now) for key, value in new.items()), ignore_conflicts=True)
+        embeddings_save(embeddings=self.embeddings, project_id=self.project_id)
         finished = []
         for (chunk_pk, _, _), _ in arrived:
             self.unrecorded[chunk_pk] -= 1

@@ -5,7 +5,7 @@ from django import forms
 from judges.models import JudgeConfig
 from judges.synthetic.selectors import editor_configs
 from judges.synthetic.writing import MAX_CASES, MAX_SEED, SYNTHETIC_TYPES
-from labeling.models import Dataset, PolicyDocument
+from labeling.models import Dataset
 
 TYPE_LABELS = {
     "adversarial": "adversarial: injected instructions, pressure, edge dates and amounts",
@@ -34,9 +34,10 @@ class SynthesisForm(forms.Form):
         kwargs.setdefault("initial", {})
         kwargs["initial"].setdefault("policies", dataset.policies)
         super().__init__(*args, **kwargs)
-        slugs = PolicyDocument.objects.order_by("slug").values_list("slug", flat=True).distinct()
+        # The dataset's own project's policy documents and judge configs only (docs/projects.md).
+        slugs = dataset.project.policies.order_by("slug").values_list("slug", flat=True).distinct()
         self.fields["policies"].choices = [(slug, slug) for slug in slugs]
-        self.configs = {config.pk: config for config in editor_configs()}
+        self.configs = {config.pk: config for config in editor_configs(project=dataset.project)}
         self.fields["editor_config"].choices = [
             (config.pk, f"{config.rubric.slug} v{config.version} · {config.spec.get('model')}")
             for config in self.configs.values()

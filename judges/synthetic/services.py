@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from evalhub.models import Project
 from judges.configs.services import engine_prices
 from judges.editor import EditorError, EditorSpec, ask_editor
 from judges.editor.client import estimate_editor_cost
@@ -37,14 +38,17 @@ class SynthesisError(Exception):
     """A request for synthetic cases that cannot be made; the message is meant for the person who asked."""
 
 
-def synthesis_editor(*, config: JudgeConfig | None = None, model: str = "") -> EditorSpec:
-    """The editor: the primary of `config` (by default the newest judge config with a model), its model
-    replaced by `model` when one is named. Its variables go through the engine's allowed-names check."""
+def synthesis_editor(*, project: Project, config: JudgeConfig | None = None, model: str = "") -> EditorSpec:
+    """The editor: the primary of `config` (by default the project's newest judge config with a model), its model
+    replaced by `model` when one is named. Its variables go through the engine's allowed-names check. A config of
+    another project is refused as one that does not exist."""
     if config is None:
-        newest = editor_configs()
+        newest = editor_configs(project=project)
         if not newest:
             raise SynthesisError("No judge config with a model to write with: save one (its primary is the editor).")
         config = newest[0]
+    elif config.rubric.project_id != project.pk:
+        raise SynthesisError(f"No judge config {config.pk} in project {project.slug}.")
     overrides = {"model": model.strip()} if model.strip() else {}
     try:
         return EditorSpec.from_config(config.spec, extra_allowed=settings.EVALHUB_JUDGE_ENV_ALLOW, **overrides)
@@ -60,7 +64,7 @@ def _policies(*, dataset: Dataset, extra: list[str]) -> list[PolicyDocument]:
         raise SynthesisError(f"Dataset {dataset.slug} lists no policy document, and none was named: choose its "
                              "policy documents on its page, or name one.")
     newest = {}
-    for policy in PolicyDocument.objects.filter(slug__in=slugs).order_by("slug", "-version"):
+    for policy in dataset.project.policies.filter(slug__in=slugs).order_by("slug", "-version"):
         newest.setdefault(policy.slug, policy)
     unknown = [slug for slug in slugs if slug not in newest]
     if unknown:
@@ -70,7 +74,7 @@ def _policies(*, dataset: Dataset, extra: list[str]) -> list[PolicyDocument]:
 
 def _prompt(job: SynthesisJob, failed: list[writing.FailedCase]) -> str:
     texts = {(p.slug, p.version): p.text for p in PolicyDocument.objects.filter(
-        slug__in=[ref["slug"] for ref in job.policies])}
+        project_id=job.dataset.project_id, slug__in=[ref["slug"] for ref in job.policies])}
     policies = [writing.Policy(slug=ref["slug"], version=ref["version"], text=texts[(ref["slug"], ref["version"])])
                 for ref in job.policies]
     return writing.prompt(n=job.n, types=tuple(job.types), seed=job.seed, policies=policies, failed=failed)

@@ -10,4 +10,6 @@ register = template.Library()
 
 @register.inclusion_tag("judges/synthetic/_card.html")
 def synthesis_card(dataset) -> dict:
-    return {"dataset": dataset, "form": SynthesisForm(dataset=dataset), "jobs": dataset_synthesis_jobs(dataset=dataset)}
+    # An inclusion tag's context holds only what it returns: the links need the dataset's project.
+    return {"dataset": dataset, "project": dataset.project, "form": SynthesisForm(dataset=dataset),
+            "jobs": dataset_synthesis_jobs(dataset=dataset)}

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
+from evalhub.models import Role
 from judges.drift.selectors import ci_events
 from judges.models import RubricEvent, Run, RunChunk, TrafficJudging
 from judges.runs.services import UNFINISHED, queue_run_work
@@ -16,12 +18,22 @@ from labeling.models import Dataset, Rubric
 TRAFFIC_REPEATS = 1
 
 
+class TrafficRefused(ValueError):
+    """A traffic judging change that cannot be made; the message says why."""
+
+
 def traffic_judging_set(*, rubric: Rubric, dataset: Dataset, enabled: bool, reason: str, by) -> TrafficJudging:
     """Turn traffic judging of `dataset` for `rubric` on or off, audited in the rubric's log.
 
     Turned on, it judges the cases that arrive from then on (the dataset's existing cases are not judged
     again: a run of the lead's covers them). Turning on again what is on changes nothing and logs nothing.
+    TrafficRefused for a dataset of another project than the rubric's (docs/projects.md), or a `by` who does not
+    lead the rubric's project.
     """
+    if dataset.project_id != rubric.project_id:
+        raise TrafficRefused(f"Traffic judging pairs {rubric.slug} with a dataset of its own project only.")
+    if by is None or by.role_in(rubric.project) != Role.LEAD:
+        raise TrafficRefused(f"Only a lead of {rubric.slug}'s project may turn its traffic judging on or off.")
     with transaction.atomic():
         Rubric.objects.select_for_update().only("pk").get(pk=rubric.pk)
         pair = TrafficJudging.objects.filter(rubric=rubric, dataset=dataset).first()
@@ -49,7 +61,10 @@ def traffic_runs_start() -> list[Run]:
     transaction, its row locked, so two ticks of the schedule cannot both take the same cases."""
     configs = {event.rubric_id: event.ci_config for event in ci_events()}
     started = []
-    for pair_id, rubric_id in TrafficJudging.objects.filter(enabled=True).values_list("pk", "rubric_id"):
+    # A pair across projects (which traffic_judging_set refuses) is never judged: a rubric judges its own project's
+    # datasets only.
+    pairs = TrafficJudging.objects.filter(enabled=True, dataset__project_id=F("rubric__project_id"))
+    for pair_id, rubric_id in pairs.values_list("pk", "rubric_id"):
         config = configs.get(rubric_id)
         if config is None or config.external:
             continue  # a draft rubric (or one with no judge CI could use) has nothing to judge traffic with

@@ -62,7 +62,8 @@ def recounted_tallies(run) -> dict[int, tuple]:
         row["case_id"]: (row["judged"], row["passes"], row["fails"], row["not_evaluated"], row["similarity"],
                          row["slowest"])
         for row in Judgment.objects.filter(run=run).values("case_id").annotate(
-            judged=Count("id"), passes=Count("id", filter=Q(outcome="pass")), fails=Count("id", filter=Q(outcome="fail")),
+            judged=Count("id"), passes=Count("id", filter=Q(outcome="pass")),
+            fails=Count("id", filter=Q(outcome="fail")),
             not_evaluated=Count("id", filter=Q(outcome="not_evaluated")), similarity=Min("similarity"),
             slowest=Max("latency_ms")).order_by()
     }
@@ -74,3 +75,22 @@ def stored_tallies(run) -> dict[int, tuple]:
 
     return {t.case_id: (t.judged, t.passes, t.fails, t.not_evaluated, t.lowest_similarity, t.slowest_ms)
             for t in RunCaseTally.objects.filter(run=run)}
+
+
+def project_world(project, lead, *, cases: int = 3):
+    """A project's own rubric, dataset, contract config and finished run (its judgments made by the contract), with
+    the slugs the tests' project uses too: the same names in two projects are two different things."""
+    from types import SimpleNamespace
+
+    from judges.configs.services import judge_config_save
+    from judges.models import Run
+    from labeling.models import Dataset, Rubric
+    from tests.judges.report_factories import make_run
+
+    rubric = Rubric.objects.create(project=project, slug="return-policy", name="Returns",
+                                   criteria="Pass when the answer states the 30-day return window correctly.")
+    dataset = Dataset.objects.create(project=project, slug="store-support", name="Store support")
+    made = make_cases(dataset, cases)
+    config = judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    run = make_run(config, dataset, lead, {case: ["pass", "pass"] for case in made}, status=Run.Status.FINISHED)
+    return SimpleNamespace(project=project, rubric=rubric, dataset=dataset, cases=made, config=config, run=run)

@@ -1,11 +1,11 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from evalhub.projects import add_project_argument, project_for_command
 from judges.management.acting_user import acting_user
 from judges.runs.importing import judgments_import, tool_judgments_import
 from judges.runs.tool_results import TOOLS
 from labeling.importing import ImportRejected
 from labeling.management.commands._files import FORMAT_CHOICES, open_input, report_rejection, resolve_format
-from labeling.models import Dataset, Rubric
 
 
 class Command(BaseCommand):
@@ -17,6 +17,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
+        add_project_argument(parser)
         parser.add_argument("dataset", help="the dataset's slug (its cases must exist)")
         parser.add_argument("file", help="a .jsonl or .csv file; - reads stdin (with --format)")
         parser.add_argument("--rubric", required=True, help="the rubric's slug (it must exist)")
@@ -29,21 +30,26 @@ class Command(BaseCommand):
         parser.add_argument("--metric", metavar="NAME",
                             help="promptfoo, deepeval: take this assertion's (by its metric, else its type) or "
                                  "metric's verdict, not the whole test's")
-        parser.add_argument("--by", help="the username recorded as the run's creator (default: the first lead)")
+        parser.add_argument("--by", help="the username recorded as the run's creator, a lead of the project (default: "
+                                         "its first lead)")
 
     def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, by: str | None,
                match_var: str | None, metric: str | None, **options) -> None:
-        target = Dataset.objects.filter(slug=dataset).first()
+        project = project_for_command(options["project"])
+        target = project.datasets.filter(slug=dataset).first()
         if target is None:
-            raise CommandError(f"No dataset {dataset!r}: import its cases first (import_cases).")
-        question = Rubric.objects.filter(slug=rubric).first()
+            raise CommandError(
+                f"No dataset {dataset!r} in project {project.slug}: import its cases first (import_cases)."
+            )
+        question = project.rubrics.filter(slug=rubric).first()
         if question is None:
-            raise CommandError(f"No rubric {rubric!r}: create it first (its criteria go into the config).")
+            raise CommandError(f"No rubric {rubric!r} in project {project.slug}: create it first (its criteria go into "
+                               "the config).")
         if format not in TOOLS and (match_var or metric):
             raise CommandError("--match-var and --metric go with --format promptfoo or --format deepeval.")
         if format is None and file.lower().endswith(".json"):
             raise CommandError("A .json file is another tool's results: say --format promptfoo or --format deepeval.")
-        user = acting_user(by)
+        user = acting_user(by, project=project)
         source_name = "stdin" if file == "-" else file
         try:
             if format in TOOLS:

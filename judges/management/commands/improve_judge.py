@@ -20,7 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--editor-model", default="", help="the editor's model (default: the judge's own)")
         parser.add_argument("--seed", type=int, default=0, help="which disagreements are shown when there are many")
         parser.add_argument("--max-cost-usd", default=None, help="the job's spend cap, editor and runs together")
-        parser.add_argument("--by", help="the username recorded as the job's starter (default: the first lead)")
+        parser.add_argument("--by", help="the username recorded as the job's starter, a lead of the run's project "
+                                         "(default: its first lead)")
         parser.add_argument("--queue", action="store_true", help="queue the job for the workers instead")
 
     def handle(self, *args, run: int, candidates: int, editor_model: str, seed: int, max_cost_usd: str | None,
@@ -35,7 +36,7 @@ class Command(BaseCommand):
             raise CommandError("; ".join(f"--{name.replace('_', '-')}: {' '.join(errors)}"
                                          for name, errors in form.errors.items()))
         values = form.cleaned_data
-        user = acting_user(by)
+        user = acting_user(by, project=target.dataset.project)
         if not queue:
             # The job and its runs work right here, as load_demo's runs do: no worker or broker needed.
             app.conf.task_always_eager = True

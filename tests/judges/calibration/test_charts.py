@@ -8,6 +8,7 @@ from django.urls import reverse
 from judges.calibration.charts import BAND_PAD, BAND_WIDTH, PLOT, agreement_band, versions_chart
 from judges.calibration.selectors import version_figures
 from judges.models import Run
+from tests.conftest import TEST_PROJECT
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 
@@ -113,11 +114,11 @@ def test_it_reads_the_versions_figures_in_constant_queries(versions, rubric, dat
 
 
 def test_the_rubric_config_page_shows_the_chart(lead_client, versions, rubric):
-    html = lead_client.get(reverse("judges:config_list", args=[rubric.slug])).content.decode()
+    html = lead_client.get(reverse("judges:config_list", args=[TEST_PROJECT, rubric.slug])).content.decode()
     chart = html[html.index('data-testid="versions-chart"'):]
     chart = chart[:chart.index("</section>")]
     assert re.search(r"<title id=\"versions-chart-title\">Agreement per config version against the floor 80 % "
                      r"and the ceiling 100 %: v1 75.0 %</title>", chart)
     assert "floor 80 %" in chart and "ceiling 100 %" in chart and "no run" in chart
-    assert reverse("judges:run_report", args=[versions["newest_v1"].pk]) in chart
+    assert reverse("judges:run_report", args=[TEST_PROJECT, versions["newest_v1"].pk]) in chart
     assert "style=" not in chart  # the CSP forbids inline styles: presentation attributes only

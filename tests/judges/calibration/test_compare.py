@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from judges.calibration.metrics import case_counts
 from judges.calibration.views import case_verdicts, verdict_changes
+from tests.conftest import TEST_PROJECT
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 
@@ -30,7 +31,7 @@ def pair(dataset, rubric, reviewer, lead):
 
 
 def compare_url(a, b) -> str:
-    return reverse("judges:run_compare") + f"?a={a.pk}&b={b.pk}"
+    return reverse("judges:run_compare", args=[TEST_PROJECT]) + f"?a={a.pk}&b={b.pk}"
 
 
 def frame(rows):
@@ -69,14 +70,15 @@ def test_it_is_for_leads_only(reviewer_client, pair):
 
 
 def test_it_offers_a_choice_of_runs_without_parameters(lead_client, pair):
-    html = lead_client.get(reverse("judges:run_compare")).content.decode()
+    html = lead_client.get(reverse("judges:run_compare", args=[TEST_PROJECT])).content.decode()
     assert 'data-testid="compare-form"' in html and f'<option value="{pair["b"].pk}"' in html
     assert 'data-testid="compare-figures"' not in html
 
 
 def test_it_answers_404_for_an_unknown_or_bad_run(lead_client, pair):
-    assert lead_client.get(reverse("judges:run_compare") + f"?a={pair['a'].pk}&b=999999").status_code == 404
-    assert lead_client.get(reverse("judges:run_compare") + f"?a={pair['a'].pk}&b=x").status_code == 404
+    url = reverse("judges:run_compare", args=[TEST_PROJECT])
+    assert lead_client.get(url + f"?a={pair['a'].pk}&b=999999").status_code == 404
+    assert lead_client.get(url + f"?a={pair['a'].pk}&b=x").status_code == 404
 
 
 def test_it_shows_both_runs_figures_side_by_side(lead_client, pair):
@@ -121,7 +123,7 @@ def test_it_lists_the_changed_cases_with_links(lead_client, pair):
     assert '<span class="badge verdict-fail" data-testid="repeat-a">fail</span><span class="badge verdict-fail"' in c2
     assert ('<span class="badge verdict-pass" data-testid="repeat-b">pass</span>'
             '<span class="badge verdict-fail" data-testid="repeat-b">fail</span>') in b_cell
-    assert reverse("labeling:case_detail", args=[pair["cases"]["c1"].pk]) in table
+    assert reverse("labeling:case_detail", args=[TEST_PROJECT, pair["cases"]["c1"].pk]) in table
     assert "<strong>2</strong> fixed" in html and "<strong>1</strong> broken" in html
 
 
@@ -133,9 +135,9 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
         label(case, rubric, reviewer, "pass")
     a = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass", "fail"] for case in cases})
     b = make_run(make_config(rubric, lead, note="b"), dataset, lead, {case: ["pass", "pass"] for case in cases})
-    # session, user, the run choices; per run: the run, its cases' judgment counts, human verdicts, the
-    # not-evaluated judgments, reviewer labels, bias probes' judgments, changed cases, newest version
-    # (rules), and its outcomes on the page's cases — 3 + 2 × 9.
-    with django_assert_num_queries(21):
+    # session, user, the project door's membership, the project's run choices, the navigation's project switcher;
+    # per run: the run, its cases' judgment counts, human verdicts, the not-evaluated judgments, reviewer labels,
+    # bias probes' judgments, changed cases, newest version (rules), and its outcomes on the page's cases — 5 + 2 × 9.
+    with django_assert_num_queries(23):
         response = lead_client.get(compare_url(a, b))
     assert response.status_code == 200

@@ -6,6 +6,7 @@ from django.urls import reverse
 from judges.calibration.selectors import run_figures
 from judges.configs import services as config_services
 from judges.runs import services
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import CONTRACT_SPEC, behavioral_spec, give_golden_answers, make_cases, semantic_spec
 from tests.judges.report_factories import label
 
@@ -39,7 +40,7 @@ def semantic_run(eager, dataset, rubric, lead, reviewer, fake_provider, django_c
 
 
 def test_the_report_shows_the_explorer_at_the_runs_own_thresholds(lead_client, semantic_run):
-    response = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk]))
+    response = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk]))
     assert response.status_code == 200
     explorer = response.context["explorer"]
     current, chosen = dict(explorer["rows"])["this run's"], dict(explorer["rows"])["chosen"]
@@ -54,7 +55,7 @@ def test_the_report_shows_the_explorer_at_the_runs_own_thresholds(lead_client, s
 
 
 def test_another_pass_at_replays_the_similarities(lead_client, semantic_run):
-    response = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk]), {"pass_at": "0.6"})
+    response = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk]), {"pass_at": "0.6"})
     chosen = dict(response.context["explorer"]["rows"])["chosen"]
     # Every non-empty answer now passes by similarity: no judge call, the human-failed ones false passes.
     assert (chosen["pass_at"], chosen["judge_calls_saved"], chosen["sent_to_judge"]) == (0.6, 10, 0)
@@ -66,10 +67,11 @@ def test_another_pass_at_replays_the_similarities(lead_client, semantic_run):
 
 def test_a_lower_fail_below_leaves_cases_judge_needed(lead_client, semantic_run):
     # At 0.9 the answers fall between the thresholds: the run's judge verdicts count for them.
-    high = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk]), {"pass_at": "0.9"})
+    high = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk]), {"pass_at": "0.9"})
     assert dict(high.context["explorer"]["rows"])["chosen"]["judge_needed"] == 0
     # With no fail_below the empty answers too would go to the judge, which never saw them: judge needed.
-    none = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk]), {"pass_at": "0.8", "fail_below": ""})
+    none = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk]),
+                           {"pass_at": "0.8", "fail_below": ""})
     assert dict(none.context["explorer"]["rows"])["chosen"]["judge_needed"] == 4
 
 
@@ -79,13 +81,13 @@ def test_a_lower_fail_below_leaves_cases_judge_needed(lead_client, semantic_run)
     ({"pass_at": "0.5", "fail_below": "0.7"}, "fail_below 0.7 is above pass_at 0.5"),
 ])
 def test_bad_thresholds_are_a_message_not_a_500(lead_client, semantic_run, query, message):
-    response = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk]), query)
+    response = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk]), query)
     assert response.status_code == 200
     assert any(error.startswith(message) for error in response.context["explorer"]["errors"])
 
 
 def test_htmx_swaps_only_the_explorer(lead_client, semantic_run):
-    response = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk]), {"pass_at": "0.7"},
+    response = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk]), {"pass_at": "0.7"},
                                headers={"HX-Request": "true", "HX-Target": "threshold-explorer"})
     html = response.content.decode()
     assert html.lstrip().startswith('<section class="card threshold-explorer" id="threshold-explorer"')
@@ -98,13 +100,13 @@ def test_a_run_without_similarities_has_no_explorer(
     make_cases(dataset, 3)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = start(config, dataset, lead, django_capture_on_commit_callbacks)
-    response = lead_client.get(reverse("judges:run_report", args=[run.pk]))
+    response = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, run.pk]))
     assert response.context["explorer"] is None
     assert "threshold-explorer" not in response.content.decode()
 
 
 def test_save_as_a_new_version_prefills_the_editor_with_the_chosen_thresholds(lead_client, semantic_run):
-    url = reverse("judges:config_create", args=[semantic_run.config.rubric.slug])
+    url = reverse("judges:config_create", args=[TEST_PROJECT, semantic_run.config.rubric.slug])
     response = lead_client.get(url, {"from": semantic_run.config.pk, "pass_at": "0.65", "fail_below": "0.25"})
     form = response.context["form"]
     assert (form.initial["semantic_pass_at"], form.initial["semantic_fail_below"]) == (0.65, 0.25)
@@ -112,7 +114,7 @@ def test_save_as_a_new_version_prefills_the_editor_with_the_chosen_thresholds(le
 
 
 def test_the_run_page_and_the_disagreements_show_the_similarity(lead_client, semantic_run):
-    run_page = lead_client.get(reverse("judges:run_detail", args=[semantic_run.pk])).content.decode()
+    run_page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, semantic_run.pk])).content.decode()
     assert "Similarity" in run_page and ">0.67<" in run_page
-    report = lead_client.get(reverse("judges:run_report", args=[semantic_run.pk])).content.decode()
+    report = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, semantic_run.pk])).content.decode()
     assert "similarity 0.67" in report

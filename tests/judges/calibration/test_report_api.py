@@ -12,6 +12,7 @@ from judges.calibration.selectors import run_figures
 from judges.estimates.selectors import run_pass_rate
 from judges.models import Run
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 DESIGN_KEYS = {
@@ -30,8 +31,8 @@ def run(dataset, rubric, reviewer, lead):
     }, cost_usd="0.5", input_tokens=10, output_tokens=2)
 
 
-def token(lead, *scopes: str) -> str:
-    return ApiToken.issue(name="ci", scopes=list(scopes), created_by=lead)[1]
+def token(lead, *scopes: str, project=None) -> str:
+    return ApiToken.issue(project=project or store_project(), name="ci", scopes=list(scopes), created_by=lead)[1]
 
 
 def api_url(run_id: int) -> str:
@@ -81,7 +82,7 @@ def test_it_refuses_other_methods(client, run, lead):
 
 
 def test_it_refuses_a_revoked_token(client, run, lead):
-    row, raw = ApiToken.issue(name="ci", scopes=[Scope.RUNS_READ], created_by=lead)
+    row, raw = ApiToken.issue(project=store_project(), name="ci", scopes=[Scope.RUNS_READ], created_by=lead)
     row.revoke()
     assert client.get(api_url(run.pk), headers={"Authorization": f"Bearer {raw}"}).status_code == 401
 
@@ -127,6 +128,6 @@ def test_the_json_has_the_figures_by_kind_from_the_database(client, run, lead, l
     assert (by_kind["bad"]["agreement"], by_kind["bad"]["false_fail"], by_kind["bad"]["flip_rate"]) == (0.5, 1, 1.0)
     assert (by_kind["unset"]["agreement"], by_kind["unset"]["false_pass"]) == (0.5, 1)
     assert body["missing_kinds"] == ["incomplete", "injection", "paraphrase"]
-    page = lead_client.get(reverse("judges:run_report", args=[run.pk])).text
+    page = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, run.pk])).text
     assert 'data-testid="missing-kinds"' in page and "incomplete, injection, paraphrase" in page
     assert 'data-group="unset"' in page

@@ -12,7 +12,7 @@ from evalhub.models import Role
 from judges.calibration.selectors import evidence_key
 from judges.models import Judgment, Run
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user, store_project
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 
@@ -21,8 +21,9 @@ def report(transactional_db, client):
     cache.clear()
     lead = make_user("lena", role=Role.LEAD)
     reviewer = make_user("rita")
-    dataset = Dataset.objects.create(slug="store-support", name="Store support")
-    rubric = Rubric.objects.create(slug="return-policy", name="Q?", criteria="…")
+    project = store_project()
+    dataset = Dataset.objects.create(project=project, slug="store-support", name="Store support")
+    rubric = Rubric.objects.create(project=project, slug="return-policy", name="Q?", criteria="…")
     cases = make_cases(dataset, [(f"c{i}", "policy") for i in range(6)])
     for i, case in enumerate(cases):
         label(case, rubric, reviewer, "pass" if i % 2 else "fail")
@@ -30,7 +31,7 @@ def report(transactional_db, client):
                    {case: ["pass", "pass"] for case in cases})  # right on c1, c3, c5: 50 %
     client.force_login(lead)
     yield {"run": run, "cases": cases, "rubric": rubric, "lead": lead, "reviewer": reviewer, "dataset": dataset,
-           "url": reverse("judges:run_report", args=[run.pk])}
+           "url": reverse("judges:run_report", args=[TEST_PROJECT, run.pk])}
     cache.clear()
 
 
@@ -42,9 +43,9 @@ def agreement(client, url) -> str:
 
 def test_it_serves_a_second_view_from_the_cache(client, report, django_assert_num_queries):
     assert agreement(client, report["url"]) == "50.0 %"
-    # session, user, run, evidence key, rules' newest version, the page's reasons, the bias probe runs
-    # (their status is live): nothing recomputed.
-    with django_assert_num_queries(7):
+    # session, user, the project door's membership, run, evidence key, rules' newest version, the page's reasons,
+    # the bias probe runs (their status is live), the navigation's project switcher: nothing recomputed.
+    with django_assert_num_queries(9):
         assert client.get(report["url"] + "?only=false_pass").status_code == 200
 
 

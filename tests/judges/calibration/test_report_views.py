@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from judges.models import Run
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
 
@@ -22,7 +23,7 @@ def report(dataset, rubric, reviewer, lead):
 
 def url(run, **params) -> str:
     query = "&".join(f"{k}={v}" for k, v in params.items())
-    return reverse("judges:run_report", args=[run.pk]) + (f"?{query}" if query else "")
+    return reverse("judges:run_report", args=[TEST_PROJECT, run.pk]) + (f"?{query}" if query else "")
 
 
 def shown_cases(response) -> set[str]:
@@ -40,7 +41,7 @@ def test_it_is_for_leads_only(client, reviewer_client, report):
 
 
 def test_it_answers_404_for_an_unknown_run(lead_client):
-    assert lead_client.get(reverse("judges:run_report", args=[999999])).status_code == 404
+    assert lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, 999999])).status_code == 404
 
 
 def test_it_shows_the_figures_with_one_decimal(lead_client, report):
@@ -98,7 +99,7 @@ def test_it_lists_disagreements_with_each_repeat_and_links_to_the_case(lead_clie
     assert shown_cases(response) == {"a2", "a3"}
     html = response.content.decode()
     a3 = report["cases"]["a3"]
-    assert reverse("labeling:case_detail", args=[a3.pk]) in html
+    assert reverse("labeling:case_detail", args=[TEST_PROJECT, a3.pk]) in html
     assert "pass because of a2/1" in html and "fail because of a2/2" in html
 
 
@@ -176,11 +177,12 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
         label(case, rubric, reviewer, "pass" if i % 3 else "fail")
     run = make_run(make_config(rubric, lead), dataset, lead,
                    {case: ["pass", "fail" if i % 4 == 0 else "pass"] for i, case in enumerate(cases)})
-    # session, user, the run with its config, rubric and dataset; the evidence key; judgments counted per
-    # case, cases with their human verdicts, the not-evaluated judgments, reviewer labels, changed cases,
-    # newest version (rules), each repeat of the page's rows, bias probes' judgments and the probe runs
-    # (the agent models are read only for a model judge). (test_report_cache.py: the cached page.)
-    with django_assert_num_queries(13):
+    # session, user, the project door's membership, the project's run with its config, rubric and dataset; the
+    # evidence key; judgments counted per case, cases with their human verdicts, the not-evaluated judgments,
+    # reviewer labels, changed cases, newest version (rules), each repeat of the page's rows, bias probes'
+    # judgments and the probe runs (the agent models are read only for a model judge); the navigation's project
+    # switcher. (test_report_cache.py: the cached page.)
+    with django_assert_num_queries(15):
         response = lead_client.get(url(run))
     assert response.status_code == 200
 

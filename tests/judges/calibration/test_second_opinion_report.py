@@ -22,6 +22,7 @@ from judges.models import Judgment, Run
 from judges.runs import services
 from judges.testing.fake_provider import STAND_IN
 from labeling.models import CaseTally, LabelRequest
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 from tests.judges.report_factories import label, make_config, make_run
 from tests.judges.report_factories import make_cases as make_report_cases
@@ -63,11 +64,11 @@ def contested_run(eager, disagreeing, dataset, rubric, reviewer, lead, django_ca
 
 
 def report_url(run: Run) -> str:
-    return reverse("judges:run_report", args=[run.pk])
+    return reverse("judges:run_report", args=[TEST_PROJECT, run.pk])
 
 
 def send_url(run: Run) -> str:
-    return reverse("judges:run_send_contested", args=[run.pk])
+    return reverse("judges:run_send_contested", args=[TEST_PROJECT, run.pk])
 
 
 def test_the_run_stores_which_judgments_the_second_opinion_contested(contested_run):
@@ -143,7 +144,8 @@ def test_the_report_shows_the_contested_rate_beside_agreement_and_lists_the_case
     assert [row["external_id"] for row in rows] == ["c000", "c002", "c004"]
     assert rows[1]["human"] == "fail" and rows[0]["human"] == "pass"
     assert rows[0]["repeats"] == [
-        {"repeat": r, "primary": "pass", "secondary": "fail", "adjudicator": None, "decided_by": "human"} for r in (1, 2)
+        {"repeat": r, "primary": "pass", "secondary": "fail", "adjudicator": None, "decided_by": "human"}
+        for r in (1, 2)
     ]
     assert not any(row["requested"] for row in rows)
     assert 'data-testid="send-contested"' in html
@@ -179,7 +181,7 @@ def test_contested_cases_reach_a_new_reviewer_blind_to_both_judges(
     lead_client, contested_run, dataset, rubric, reviewer, second_reviewer
 ):
     assert Judgment.objects.filter(run=contested_run, reason__contains=STAND_IN).exists()  # the marker is real
-    queue = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
+    queue = reverse("labeling:queue", args=[TEST_PROJECT, dataset.slug, rubric.slug])
     client = Client()  # lead_client is pytest-django's `client`: the reviewer needs a client of their own
     client.force_login(second_reviewer)
     assert client.get(queue).context["case"] is None  # every case has its one label: nothing to do yet
@@ -196,7 +198,7 @@ def test_contested_cases_reach_a_new_reviewer_blind_to_both_judges(
         assert STAND_IN not in html and SECOND not in html
         assert "contested" not in html.lower() and "second opinion" not in html.lower()
         served.append(case.external_id)
-        client.post(reverse("labeling:queue_label", args=[dataset.slug, rubric.slug]),
+        client.post(reverse("labeling:queue_label", args=[TEST_PROJECT, dataset.slug, rubric.slug]),
                     {"case": case.pk, "verdict": "fail", "content_hash": case.content_hash})
     assert sorted(served) == ["c000", "c002", "c004"]
     client.force_login(reviewer)  # the reviewer who labeled them never gets them again

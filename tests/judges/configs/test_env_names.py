@@ -10,6 +10,7 @@ from judges.configs import services as config_services
 from judges.engine import JudgeConfig as EngineConfig
 from judges.models import JudgeConfig, Run
 from judges.runs import services as run_services
+from tests.conftest import TEST_PROJECT
 from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import behavioral_spec, make_cases
 
@@ -25,7 +26,7 @@ def test_the_editor_refuses_a_forbidden_variable_on_its_field(lead_client, rubri
     if field.startswith("adjudicator_"):
         data.update(adjudicator_provider="openai", adjudicator_model="gpt-4.1-2025-04-14",
                     second_opinion_provider="anthropic", second_opinion_model="claude-haiku-4-5-20251001")
-    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data)
+    response = lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]), data)
 
     assert response.status_code == 200
     [error] = response.context["form"].errors[field]
@@ -35,7 +36,7 @@ def test_the_editor_refuses_a_forbidden_variable_on_its_field(lead_client, rubri
 
 def test_the_editor_puts_each_refused_variable_on_its_own_field(lead_client, rubric):
     data = form_data(base_url_env="LOCAL_LLM_URL", api_key_env="CELERY_BROKER_URL")
-    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data)
+    response = lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]), data)
 
     errors = response.context["form"].errors
     assert "LOCAL_LLM_URL is not an allowed variable" in errors["base_url_env"][0]

@@ -30,7 +30,7 @@ def test_it_rewrites_hashes_cache_keys_and_ci_results(rubric, dataset, lead):
     run = Run.objects.create(config=behavioral, dataset=dataset, created_by=lead)
     Judgment.objects.create(run=run, case=case, repeat=1, outcome="pass")
     old_key = cache_key(engine_case(case), old_hash, 1)
-    CachedJudgment.objects.create(key=old_key, judgment={"outcome": "pass"})
+    CachedJudgment.objects.create(project=dataset.project, key=old_key, judgment={"outcome": "pass"})
     ci = CiResult.objects.create(
         rubric=rubric, config_hash=old_hash, stage="gate", outcome="pass", passed=1, failed=0, not_evaluated=0,
         total=1, exit_code=0, token_name="ci",

@@ -15,6 +15,7 @@ from judges.gate.config import parse_gate_config
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_promote
 from labeling.policies.services import policy_write
+from tests.conftest import TEST_PROJECT
 from tests.judges.configs.test_views import form_data
 from tests.judges.promotion.test_gate_config import behavioral_config
 from tests.judges.promotion_factories import REASON, evidence_run
@@ -29,8 +30,8 @@ def sha(text: str) -> str:
 
 
 @pytest.fixture
-def returns_v1(lead):
-    return policy_write(slug="returns", text=V1, by=lead)
+def returns_v1(project, lead):
+    return policy_write(project=project, slug="returns", text=V1, by=lead)
 
 
 def referencing_config(rubric, lead, version: int):
@@ -72,7 +73,7 @@ def test_a_new_policy_version_makes_runs_on_an_older_one_stale(rubric, dataset, 
     run = evidence_run(rubric, dataset, lead, reviewer, config=config)
     assert stale_reasons(run=run) == []
 
-    policy_write(slug="returns", text=V2, by=lead)
+    policy_write(project=rubric.project, slug="returns", text=V2, by=lead)
 
     assert stale_reasons(run=run) == ["policy returns is at v2; this run's config uses v1"]
 
@@ -82,21 +83,22 @@ def test_the_gate_config_ships_the_sha_and_needs_recalibration_after_a_new_versi
 ):
     run = evidence_run(rubric, dataset, lead, reviewer, config=referencing_config(rubric, lead, 1))
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=rubric.project)["rubrics"]
     assert (entry["judge"]["policy"], entry["judge"]["policy_sha256"]) == (V1, sha(V1))
     assert entry["recalibration_needed"] is False
-    assert parse_gate_config(gate_config())[0].judge.policy_sha256 == sha(V1)  # CI reads and verifies it
+    # CI reads and verifies it
+    assert parse_gate_config(gate_config(project=rubric.project))[0].judge.policy_sha256 == sha(V1)
 
-    policy_write(slug="returns", text=V2, by=lead)
+    policy_write(project=rubric.project, slug="returns", text=V2, by=lead)
 
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=rubric.project)["rubrics"]
     assert entry["recalibration_needed"] is True
     assert entry["recalibration_reasons"] == ["policy returns is at v2; this run's config uses v1"]
     assert entry["judge"]["policy_sha256"] == sha(V1)  # the judge that was calibrated, still
 
 
 def test_the_editor_offers_the_policies_and_saves_a_reference(lead_client, rubric, returns_v1):
-    url = reverse("judges:config_create", args=[rubric.slug])
+    url = reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])
     assert "returns v1" in lead_client.get(url).text
 
     response = lead_client.post(url, form_data(policy_ref="returns@1"))
@@ -109,10 +111,32 @@ def test_the_editor_offers_the_policies_and_saves_a_reference(lead_client, rubri
 
 def test_a_config_on_an_older_version_is_marked_behind(lead_client, rubric, lead, returns_v1):
     config = referencing_config(rubric, lead, 1)
-    detail = reverse("judges:config_detail", args=[config.pk])
+    detail = reverse("judges:config_detail", args=[TEST_PROJECT, config.pk])
     assert "policy-behind" not in lead_client.get(detail).text
 
-    policy_write(slug="returns", text=V2, by=lead)
+    policy_write(project=rubric.project, slug="returns", text=V2, by=lead)
 
     assert "behind: v2 is the newest" in lead_client.get(detail).text
-    assert "policy behind" in lead_client.get(reverse("judges:config_list", args=[rubric.slug])).text
+    assert "policy behind" in lead_client.get(reverse("judges:config_list", args=[TEST_PROJECT, rubric.slug])).text
+
+
+def test_a_config_refers_to_its_own_projects_policy_only(rubric, lead, other_project, other_lead):
+    policy_write(project=other_project, slug="returns", text=V2, by=other_lead)  # the same slug, another project
+    with pytest.raises(ValueError, match="policy_ref: there is no policy 'returns' v1"):
+        referencing_config(rubric, lead, 1)
+    policy_write(project=rubric.project, slug="returns", text=V1, by=lead)
+    config = referencing_config(rubric, lead, 1)
+    assert config.spec["policy"] == V1  # the project's own text, not the other's
+    policy_write(project=other_project, slug="returns", text="A third text.", by=other_lead)  # their v2
+    assert not [r for r in stale_reasons(run=evidence_run(rubric, rubric.project.datasets.create(slug="d", name="D"),
+                                                          lead, lead, config=config)) if "policy" in r]
+
+
+def test_the_editor_offers_only_the_projects_policies(lead_client, rubric, lead, other_project, other_lead):
+    policy_write(project=other_project, slug="their-secret-policy", text=V2, by=other_lead)
+    policy_write(project=rubric.project, slug="returns", text=V1, by=lead)
+    url = reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])
+    page = lead_client.get(url).text
+    assert "returns v1" in page and "their-secret-policy" not in page
+    assert lead_client.post(url, form_data(policy_ref="their-secret-policy@1")).status_code == 200  # not a choice
+    assert not rubric.judge_configs.exists()

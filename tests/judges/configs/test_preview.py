@@ -9,6 +9,7 @@ from django.urls import reverse
 from judges.configs import services as config_services
 from judges.models import JudgeConfig, Run
 from labeling.models import Case, Dataset
+from tests.conftest import TEST_PROJECT
 from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import behavioral_spec, make_cases
 
@@ -17,19 +18,19 @@ HTMX = {"HX-Request": "true"}
 
 def editor_preview(client, rubric, **fields):
     """The editor's htmx preview: the picker and the preview of the posted fields."""
-    return client.post(reverse("judges:config_create", args=[rubric.slug]), form_data(action="preview", **fields),
-                       headers=HTMX)
+    return client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]),
+                       form_data(action="preview", **fields), headers=HTMX)
 
 
 def test_it_starts_on_the_first_case_of_the_dataset_the_rubric_last_ran_on(lead_client, rubric, dataset, lead):
     make_cases(dataset, 2)  # "store-support" comes first by slug, but the rubric never ran on it
-    zeta = Dataset.objects.create(slug="zeta", name="Zeta")
+    zeta = Dataset.objects.create(project=dataset.project, slug="zeta", name="Zeta")
     zeta_cases = make_cases(zeta, 3, prefix="z")
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     Run.objects.create(config=config, dataset=zeta, created_by=lead)
 
-    editor = lead_client.get(reverse("judges:config_create", args=[rubric.slug]))
-    detail = lead_client.get(reverse("judges:config_detail", args=[config.pk]))
+    editor = lead_client.get(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]))
+    detail = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]))
 
     for response in (editor, detail):
         assert response.context["picker"].chosen_id == zeta_cases[0].pk
@@ -58,12 +59,12 @@ def test_it_lists_a_few_cases_and_says_how_many_more_there_are(lead_client, rubr
     make_cases(dataset, 12)
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
 
-    response = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+    response = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]),
                                {"preview_dataset": dataset.slug}, headers=HTMX)
 
     assert len(response.context["picker"].cases) == 8
     assert "4 more cases: type in “Find a case” to narrow the list." in response.content.decode()
-    nothing = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+    nothing = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]),
                               {"preview_dataset": dataset.slug, "preview_q": "<b>no such</b>"}, headers=HTMX)
     assert "No other case matches “&lt;b&gt;no such&lt;/b&gt;”." in nothing.content.decode()
     assert [case.external_id for case in nothing.context["picker"].cases] == ["c000"]  # still chosen
@@ -76,7 +77,7 @@ def test_it_never_previews_a_case_of_another_dataset(lead_client, rubric, datase
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
 
     editor = editor_preview(lead_client, rubric, preview_dataset=dataset.slug, preview_case=foreign.pk)
-    detail = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+    detail = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]),
                              {"preview_dataset": dataset.slug, "preview_case": foreign.pk})
 
     for response in (editor, detail):
@@ -102,7 +103,7 @@ def test_it_says_what_is_wrong_with_a_bad_case_id(lead_client, rubric, dataset, 
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
 
     editor = editor_preview(lead_client, rubric, preview_dataset=dataset.slug, preview_case=case_id)
-    detail = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+    detail = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]),
                              {"preview_dataset": dataset.slug, "preview_case": case_id})
 
     for response in (editor, detail):
@@ -130,9 +131,9 @@ def test_it_refuses_a_preview_to_a_reviewer(reviewer_client, rubric, dataset):
 @pytest.mark.parametrize("count", [12, 400])
 def test_it_previews_in_constant_queries(lead_client, rubric, dataset, django_assert_num_queries, count):
     cases = make_cases(dataset, count)
-    # session, user, rubric, newest config, the policy choices; the dataset, the chosen case, the picker's
-    # matches and how many more there are: never one per case
-    with django_assert_num_queries(9):
+    # session, user, the project door's membership, rubric, newest config, the policy choices; the dataset, the
+    # chosen case, the picker's matches and how many more there are: never one per case
+    with django_assert_num_queries(10):
         editor_preview(lead_client, rubric, preview_dataset=dataset.slug, preview_case=cases[1].pk, preview_q="c0")
 
 
@@ -153,9 +154,10 @@ def test_a_config_page_previews_and_shows_the_guidance_and_examples_it_sends(lea
     spec = behavioral_spec() | {"guidance": "Fail an answer that <b>skips</b> the fee.", "examples": [example]}
     config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
 
-    page = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
+    page = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk])).content.decode()
 
-    assert "Guidance for this rubric:\nFail an answer that &lt;b&gt;skips&lt;/b&gt; the fee." in page  # the system message
+    # the system message
+    assert "Guidance for this rubric:\nFail an answer that &lt;b&gt;skips&lt;/b&gt; the fee." in page
     assert 'data-testid="spec-guidance">Fail an answer that &lt;b&gt;skips&lt;/b&gt; the fee.</div>' in page
     assert "Question: Can I return &lt;i&gt;shoes&lt;/i&gt;?" in page  # the example, in the user message as sent
 

@@ -9,6 +9,7 @@ from judges.configs import services as config_services
 from judges.configs.forms import JudgeConfigForm
 from judges.engine import JudgeConfig as EngineConfig
 from judges.models import JudgeConfig, ModelPrice
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 
@@ -27,7 +28,7 @@ def second_opinion(**fields) -> dict:
 
 
 def save(client, rubric, **fields):
-    return client.post(reverse("judges:config_create", args=[rubric.slug]), form_data(**fields))
+    return client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]), form_data(**fields))
 
 
 @pytest.mark.parametrize(("when_fields", "when"), [
@@ -64,7 +65,7 @@ def test_the_prompt_preview_says_which_judges_are_sent_the_prompt(lead_client, r
     make_cases(dataset, 1)
     data = form_data(**second_opinion(when_modes=["borderline"], output_kind="scores", adjudicator_model=ADJUDICATOR,
                                       adjudicator_provider="anthropic"))
-    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]),
                                 {**data, "action": "preview", "preview_dataset": dataset.slug}, HTTP_HX_REQUEST="true")
     judges = response.context["preview"].judges
     assert [(who, model) for who, model, _ in judges] == [
@@ -122,7 +123,8 @@ def test_it_puts_the_behavioral_layer_rule_on_the_model(lead_client, rubric):
 
 def _posted_back(form) -> JudgeConfigForm:
     """The page's values posted back, as a browser would send them."""
-    posted = JudgeConfigForm(data={name: _as_posted(form[name].value()) for name in form.fields})
+    posted = JudgeConfigForm(data={name: _as_posted(form[name].value()) for name in form.fields},
+                             project=store_project())
     posted.data = {k: v for k, v in posted.data.items() if v is not None}
     assert posted.is_valid(), posted.errors
     return posted
@@ -137,7 +139,7 @@ def test_the_editor_prefills_each_judge_so_that_saving_it_unchanged_makes_no_ver
     spec = behavioral_spec(second_opinion=second, fallback={"provider": "openai", "model": FALLBACK},
                            adjudicator={"provider": "anthropic", "model": ADJUDICATOR})
     config = config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
-    form = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).context["form"]
+    form = lead_client.get(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])).context["form"]
     spec = {**_posted_back(form).to_spec(), "rubric": rubric.slug, "criteria": rubric.criteria}
     assert EngineConfig.from_dict(spec).config_hash == config.config_hash
 
@@ -154,7 +156,7 @@ def test_an_older_secondary_is_shown_as_the_one_it_names_and_saved_anew_as_a_new
 ):
     secondary = {**secondary, "provider": "anthropic", "model": SECOND, "api_key_env": "EVALHUB_JUDGE_API_KEY"}
     legacy = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(secondary=secondary), by=lead)
-    form = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).context["form"]
+    form = lead_client.get(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])).context["form"]
     assert form[f"{role}_model"].value() == SECOND
     spec = _posted_back(form).to_spec()
     assert spec["secondary"] is None and spec[role]["model"] == SECOND

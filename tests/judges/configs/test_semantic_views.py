@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from judges.configs import services as config_services
 from judges.models import JudgeConfig
+from tests.conftest import TEST_PROJECT
 from tests.judges.configs.test_views import form_data
 from tests.judges.helpers import give_golden_answers, make_cases, semantic_spec
 
@@ -18,7 +19,7 @@ SEMANTIC_FIELDS = {
 
 def test_it_saves_the_semantic_layer_from_its_fields(lead_client, rubric):
     data = form_data(layers=["semantic", "behavioral"], **SEMANTIC_FIELDS)
-    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data)
+    response = lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]), data)
     assert response.status_code == 302
     spec = JudgeConfig.objects.get().spec
     assert spec["layers"] == ["semantic", "behavioral"]
@@ -30,7 +31,7 @@ def test_it_saves_the_semantic_layer_from_its_fields(lead_client, rubric):
 
 
 def test_without_the_layer_its_fields_are_not_saved(lead_client, rubric):
-    lead_client.post(reverse("judges:config_create", args=[rubric.slug]), form_data(**SEMANTIC_FIELDS))
+    lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]), form_data(**SEMANTIC_FIELDS))
     assert JudgeConfig.objects.get().spec["semantic"] is None
 
 
@@ -42,7 +43,7 @@ def test_without_the_layer_its_fields_are_not_saved(lead_client, rubric):
 ])
 def test_it_shows_an_engine_error_on_the_semantic_field_it_names(lead_client, rubric, overrides, field):
     data = form_data(layers=["semantic", "behavioral"], **{**SEMANTIC_FIELDS, **overrides})
-    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), data)
+    response = lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]), data)
     assert response.status_code == 200
     assert field in response.context["form"].errors, response.context["form"].errors
     assert not JudgeConfig.objects.exists()
@@ -50,7 +51,7 @@ def test_it_shows_an_engine_error_on_the_semantic_field_it_names(lead_client, ru
 
 def test_the_editor_prefills_the_semantic_fields_from_the_newest_version(lead_client, rubric, lead):
     config_services.judge_config_save(rubric=rubric, spec=semantic_spec(pass_at=0.7), by=lead)
-    form = lead_client.get(reverse("judges:config_create", args=[rubric.slug])).context["form"]
+    form = lead_client.get(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])).context["form"]
     assert (form.initial["semantic_model"], form.initial["semantic_pass_at"]) == ("text-embedding-3-small", 0.7)
     assert form.initial["layers"] == ["semantic"]
 
@@ -61,7 +62,7 @@ def test_the_preview_of_a_semantic_config_lists_the_references(lead_client, rubr
     cases[1].metadata = {"references": ["ORD-1 left the warehouse."]}
     cases[1].save(update_fields=["metadata"])
     config = config_services.judge_config_save(rubric=rubric, spec=semantic_spec(pass_at=0.7), by=lead)
-    html = lead_client.get(reverse("judges:config_detail", args=[config.pk]),
+    html = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]),
                            {"preview_dataset": dataset.slug, "preview_case": cases[1].pk}).content.decode()
     assert 'data-testid="semantic-preview"' in html
     assert "ORD-1 shipped yesterday and arrives soon." in html and "ORD-1 left the warehouse." in html

@@ -22,6 +22,7 @@ from judges.promotion.selectors import promotion_overview, promotion_rows
 from judges.promotion.services import rubric_promote, rubric_renew
 from judges.runs import services as run_services
 from labeling.models import Case, Label, Rubric, case_split, labeled_content_hash
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.workers import broker_url, start_worker, wait_for
 from tests.judges.workers import empty_broker as empty
 
@@ -108,7 +109,7 @@ def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
 
     [row] = promotion_rows(rubrics=[rubric])
     assert len(row.recalibration) == 1 and FLOOR_REASON in row.recalibration[0]
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["recalibration_needed"] is True and entry["recalibration_reasons"] == row.recalibration
     # A drift run is never a run the lead picks: not in run lists, nor in the evidence menu.
     assert drift not in Run.objects.filter(parent__isnull=True)
@@ -122,7 +123,7 @@ def test_it_judges_new_cases_only_and_needs_recalibration_until_renewed(
     rubric_renew(rubric=rubric, run=fresh, reason="Recalibrated on the new cases.", by=lead)
     [row] = promotion_rows(rubrics=[rubric])
     assert row.recalibration == []
-    assert gate_config()["rubrics"][0]["recalibration_needed"] is False
+    assert gate_config(project=store_project())["rubrics"][0]["recalibration_needed"] is False
 
 
 # ---- the reason's boundaries, on stored checks ------------------------------------------------------------
@@ -148,11 +149,11 @@ def test_the_overview_lists_rubrics_needing_recalibration_first(rubric, dataset,
     from tests.judges.promotion.test_renewal import go_stale
     from tests.judges.promotion_factories import evidence_run
 
-    fine = Rubric.objects.create(slug="aaa-fine", name="Fine?", criteria="c")
+    fine = Rubric.objects.create(project=store_project(), slug="aaa-fine", name="Fine?", criteria="c")
     run = evidence_run(rubric, dataset, lead, reviewer)
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
     go_stale(dataset, run)
-    assert [row.rubric.slug for row in promotion_overview()] == [rubric.slug, fine.slug]
+    assert [row.rubric.slug for row in promotion_overview(project=rubric.project)] == [rubric.slug, fine.slug]
 
 
 @pytest.mark.django_db
@@ -161,12 +162,12 @@ def test_a_lead_starts_the_drift_check_now(client, rubric, dataset, lead, review
 
     run = evidence_run(rubric, dataset, lead, reviewer)
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
-    url = reverse("judges:promotion_drift", args=[rubric.slug])
+    url = reverse("judges:promotion_drift", args=[TEST_PROJECT, rubric.slug])
     client.force_login(reviewer)
     assert client.post(url).status_code == 403
     assert not DriftCheck.objects.exists()
     client.force_login(lead)
-    assert client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).status_code == 200
+    assert client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).status_code == 200
     response = client.post(url)
     assert response.status_code == 302
     [started] = DriftCheck.objects.all()
@@ -194,7 +195,7 @@ def test_the_promotion_page_draws_agreement_on_new_cases_against_the_floor(clien
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
     record_checks(rubric, run, lead, [(5, 0.9, 0.99), (25, 0.5, 0.64)])
     client.force_login(lead)
-    page = client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
+    page = client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).content.decode()
     assert 'data-testid="drift"' in page and page.count('class="chart-point"') == 2
     assert "floor 80.0 %" in page
     assert "agreement on 25 new cases is 50.0 %" in page  # the reason, in the recalibration box
@@ -212,8 +213,8 @@ def test_the_promotion_page_queries_do_not_grow_with_drift_checks(client, rubric
     client.force_login(lead)
     # The rubric page's queries (tests/judges/promotion/test_pages.py names them one by one) for this one promoted
     # run (the release tier's four included); the same for 1 and 6 drift checks: drift checks add no query.
-    with django_assert_num_queries(30):
-        assert client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).status_code == 200
+    with django_assert_num_queries(32):
+        assert client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).status_code == 200
 
 
 @pytest.mark.django_db
@@ -239,3 +240,35 @@ def test_a_drift_run_takes_the_cases_its_evidence_did_not_judge_first():
     assert _unjudged_first([3, 1, 2], judged={1, 2, 3}) == [3, 1, 2]  # nothing new: as given
 
 
+
+
+@pytest.mark.django_db
+def test_the_periodic_check_covers_every_project_pairing_each_rubric_with_its_own_datasets(
+    rubric, dataset, lead, reviewer, other_project, other_lead
+):
+    from judges.drift.tasks import drift_check
+    from judges.models import RubricEvent
+    from labeling.models import Dataset
+    from tests.conftest import make_user
+    from tests.judges.promotion_factories import evidence_run
+    from tests.judges.report_factories import make_config, make_run
+
+    rubric_promote(rubric=rubric, to_stage="observe", run=evidence_run(rubric, dataset, lead, reviewer),
+                   reason="Calibrated.", by=lead)
+    theirs = Rubric.objects.create(project=other_project, slug="return-policy", name="Theirs?", criteria="c")
+    their_data = Dataset.objects.create(project=other_project, slug="their-data", name="Theirs")
+    their_run = evidence_run(theirs, their_data, other_lead, make_user("theo", project=other_project), prefix="t")
+    rubric_promote(rubric=theirs, to_stage="observe", run=their_run, reason="Theirs.", by=other_lead)
+    # A rubric of shopnest whose evidence entry names a run over the store's dataset (written directly: promotion
+    # refuses it): never re-judged over the store's cases.
+    stray = Rubric.objects.create(project=other_project, slug="stray", name="Stray?", criteria="c")
+    stray_run = make_run(make_config(stray, other_lead), dataset, other_lead, {dataset.cases.first(): ["pass"]})
+    RubricEvent.objects.create(rubric=stray, kind=RubricEvent.Kind.PROMOTE, from_stage="draft", to_stage="observe",
+                               run=stray_run, figures={}, reason="stray", by=other_lead)
+    Rubric.objects.filter(pk=stray.pk).update(stage=Rubric.Stage.OBSERVE)
+
+    started = drift_check()
+    checks = DriftCheck.objects.select_related("rubric", "run__dataset")
+    assert sorted(started) == sorted(check.run_id for check in checks)
+    assert {check.rubric for check in checks} == {rubric, theirs}
+    assert all(check.run.dataset.project_id == check.rubric.project_id for check in checks)

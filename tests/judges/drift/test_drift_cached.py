@@ -26,11 +26,12 @@ def test_its_figures_and_chart_are_those_of_the_check_answered_one_by_one(
         for i in range(NEW)
     ])
     settings.EVALHUB_DRIFT_FRESH_SHARE = 0
-    cache = list(CachedJudgment.objects.values_list("key", "judgment"))
+    cache = list(CachedJudgment.objects.values_list("project_id", "key", "judgment"))
 
     def check(*, in_bulk: bool):
         CachedJudgment.objects.all().delete()  # the cache as it was: the other check's calls added the new cases'
-        CachedJudgment.objects.bulk_create(CachedJudgment(key=key, judgment=value) for key, value in cache)
+        CachedJudgment.objects.bulk_create(CachedJudgment(project_id=project_id, key=key, judgment=value)
+                                           for project_id, key, value in cache)
         monkeypatch.setattr(worker, "cached_in_bulk", lambda **kw: in_bulk)
         return checked(rubric)
 

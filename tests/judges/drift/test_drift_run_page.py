@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from judges.models import DriftCheck, Run
 from judges.promotion.services import rubric_promote
+from tests.conftest import TEST_PROJECT
 from tests.judges.promotion_factories import evidence_run
 
 
@@ -16,9 +17,9 @@ def test_a_drift_run_and_its_fresh_sample_name_their_check(client, rubric, datas
                                        fresh=is_fresh, status=Run.Status.FINISHED) for is_fresh in (False, True))
     DriftCheck.objects.create(rubric=rubric, evidence_run=evidence, run=drift, fresh_run=fresh)
     client.force_login(lead)
-    promotion = reverse("judges:promotion_rubric", args=[rubric.slug])
+    promotion = reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])
     for run, opening in ((drift, "A drift check of"), (fresh, "The fresh sample of a drift check of")):
-        page = client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+        page = client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
         card = page[page.index('data-testid="drift-of"'):]
         card = card[:card.index("</p>")]
         assert opening in card and f"run {evidence.pk}</a>" in card and f'href="{promotion}"' in card

@@ -21,6 +21,7 @@ from judges.promotion.services import rubric_promote
 from judges.runs import services as run_services
 from judges.runs.worker import run_work_here
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT
 from tests.judges.drift.test_drift import add_cases
 from tests.judges.helpers import behavioral_spec
 
@@ -91,7 +92,7 @@ def test_a_model_changed_behind_its_pinned_name_is_caught_by_the_fresh_sample_no
     assert len(row.recalibration) == 1 and FRESH_REASON in row.recalibration[0]
     assert "20 of 20 unchanged cases" in row.recalibration[0]
     client.force_login(lead)
-    page = client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
+    page = client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).content.decode()
     assert 'data-testid="drift-fresh">20 of 20' in page and "judged fresh, 20 of 20" in page
 
 

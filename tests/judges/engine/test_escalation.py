@@ -214,7 +214,8 @@ def test_a_legacy_secondary_keeps_its_hash_and_reads_as_the_one_it_names():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"second_opinion": judge("openai", "o3-mini-2025-01-31")}, "second_opinion: must come from another model family"),
+        ({"second_opinion": judge("openai", "o3-mini-2025-01-31")},
+         "second_opinion: must come from another model family"),
         ({"adjudicator": judge("openai", OPENAI_MODEL), "second_opinion": None}, "adjudicator: decides where"),
         ({"secondary": {"role": "fallback", **judge("openai", FALLBACK_MODEL)}}, "either the older `secondary`"),
         ({"second_opinion": judge("anthropic", ANTHROPIC_MODEL, when=[{"mode": "borderline"}])}, "borderline needs"),

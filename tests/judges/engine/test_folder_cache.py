@@ -190,9 +190,9 @@ HOSTILE_LINES = {
     "a list": _entry("[1, 2]"),
     "a string": _entry('"pass"'),
     "null": _entry("null"),
-    "a second key that names another entry": _entry('{"outcome": "pass"}, "key": "%s"' % OTHER_KEY),
-    "a vector that is not base64": _entry('{"vector": {"%s": "not base64!"}}' % fc._ARRAY),
-    "a vector of a length no float64 has": _entry('{"vector": {"%s": "AAAA"}}' % fc._ARRAY),
+    "a second key that names another entry": _entry('{"outcome": "pass"}, "key": "' + OTHER_KEY + '"'),
+    "a vector that is not base64": _entry('{"vector": {"' + fc._ARRAY + '": "not base64!"}}'),
+    "a vector of a length no float64 has": _entry('{"vector": {"' + fc._ARRAY + '": "AAAA"}}'),
     "a key that is not a digest": b'{"key": "../../etc/passwd", "value": {}}\n',
     "not an entry at all": b"\x00\x01 pickle? no\n",
 }
@@ -362,7 +362,7 @@ def test_an_embeddings_line_read_without_json_parsing_means_what_json_says(tmp_p
     vector = np.array([0.5, -1.25])
     made = fc.entry_line(KEY, {"vector": vector})
     b64 = json.loads(made)["value"]["vector"][fc._ARRAY]
-    more = _entry('{"vector": {"%s": "%s"}, "n": {"m": "x"}}' % (fc._ARRAY, b64))
+    more = _entry('{"vector": {"' + fc._ARRAY + '": "' + b64 + '"}, "n": {"m": "x"}}')
     body = made + fc.entry_line(OTHER_KEY, {}) + more.replace(KEY.encode(), OTHER_KEY.encode())
     (tmp_path / f"pack-{1:020d}-00000000.jsonl").write_bytes(fc._header(3, len(body)) + body)
 

@@ -115,7 +115,8 @@ class ThreadNoting(MemoryCache):
 
 def test_cached_judgments_are_answered_in_the_calling_thread_and_handed_back_in_bulk():
     cache = ThreadNoting()
-    first = {key: j for done in judge_many(items(HITS_PER_YIELD + 100, engine(cache)), concurrency=2) for key, j in done}
+    batches = judge_many(items(HITS_PER_YIELD + 100, engine(cache)), concurrency=2)
+    first = {key: j for done in batches for key, j in done}
     cache.lookup_threads.clear()
 
     batches = judge_many(items(HITS_PER_YIELD + 100, engine(cache)), concurrency=2)

@@ -66,7 +66,9 @@ def replying(status: int, content: bytes, content_type: str) -> openai.OpenAI:
                          http_client=httpx2.Client(transport=httpx2.MockTransport(lambda request: reply)))  # fmt: skip
 
 
-REFUSED = json.dumps({"choices": [{"message": {"content": None, "refusal": "I can't."}}], "usage": {"prompt_tokens": 3}})
+REFUSED = json.dumps(
+    {"choices": [{"message": {"content": None, "refusal": "I can't."}}], "usage": {"prompt_tokens": 3}}
+)
 
 
 @pytest.mark.parametrize(("content", "content_type", "text", "tokens_in"), [

@@ -562,7 +562,8 @@ def test_a_batch_keeps_the_vectors_its_waiting_items_need_not_the_whole_batchs(f
                  for i in range(start, start + 300)]
         judged = dict(j for done in judge_many(((i, engine, c, 1) for i, c in enumerate(cases)), concurrency=4)
                       for j in done)
-        assert [judged[i].similarity for i in range(len(cases))] == [sim(c["output"], c["golden_answer"]) for c in cases]
+        expected = [sim(c["output"], c["golden_answer"]) for c in cases]
+        assert [judged[i].similarity for i in range(len(cases))] == expected
         assert engine.embeddings.in_memory() <= 40
     assert embedded_texts(fake) == 600 + len(GOLDEN)
     if layers == ["semantic"]:

@@ -19,6 +19,7 @@ from judges.models import AuditDraw, AuditSampleCase
 from judges.runs.tallies import case_tallies_refresh
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.estimates.factories import make_sampled_run
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
@@ -155,15 +156,15 @@ def test_the_figures_from_the_tallies_equal_those_from_every_case_read_one_by_on
     assert_same_figures(figures, per_case_figures(run))
 
 
-def _token(lead) -> str:
-    return ApiToken.issue(name="ci", scopes=[Scope.RUNS_READ], created_by=lead)[1]
+def _token(lead, project=None) -> str:
+    return ApiToken.issue(project=project or store_project(), name="ci", scopes=[Scope.RUNS_READ], created_by=lead)[1]
 
 
 def test_the_api_returns_designs_fields_and_the_command_the_same(client, labeled_run, lead):
     run, *_ = labeled_run
     url = reverse("judges:api_run_pass_rate", args=[run.pk])
     assert client.get(url).status_code == 401
-    wrong = ApiToken.issue(name="ci", scopes=[Scope.GATES_READ], created_by=lead)[1]
+    wrong = ApiToken.issue(project=run.dataset.project, name="ci", scopes=[Scope.GATES_READ], created_by=lead)[1]
     assert client.get(url, headers={"Authorization": f"Bearer {wrong}"}).status_code == 403
     response = client.get(url, headers={"Authorization": f"Bearer {_token(lead)}"})
     assert response.status_code == 200
@@ -190,7 +191,7 @@ def test_the_command_prints_a_readable_summary(labeled_run):
 
 def test_the_run_page_shows_the_estimate_and_how_it_narrowed(lead_client, labeled_run):
     run, *_ = labeled_run
-    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     figures = run_pass_rate(run=run)
     assert f"{figures['estimate'] * 100:.1f} %" in page
     assert "6 of 30 drawn cases still unlabeled" in page
@@ -199,7 +200,7 @@ def test_the_run_page_shows_the_estimate_and_how_it_narrowed(lead_client, labele
 
 
 def test_the_run_page_draws_a_sample_for_a_lead(lead_client, run):
-    url = reverse("judges:audit_sample_create", args=[run.pk])
+    url = reverse("judges:audit_sample_create", args=[TEST_PROJECT, run.pk])
     response = lead_client.post(url, {"size": "12", "method": "uniform"}, follow=True)
     assert response.status_code == 200
     assert "12 cases drawn" in response.content.decode()
@@ -209,7 +210,7 @@ def test_the_run_page_draws_a_sample_for_a_lead(lead_client, run):
 @pytest.mark.parametrize("data", [{"size": "0", "method": "uniform"}, {"size": "many", "method": "uniform"},
                                   {"size": "5", "method": "<script>"}, {}])
 def test_bad_input_draws_nothing_and_says_why(lead_client, run, data):
-    response = lead_client.post(reverse("judges:audit_sample_create", args=[run.pk]), data, follow=True)
+    response = lead_client.post(reverse("judges:audit_sample_create", args=[TEST_PROJECT, run.pk]), data, follow=True)
     assert response.status_code == 200
     assert "No cases drawn" in response.content.decode() and "<script>" not in response.content.decode()
     assert not AuditDraw.objects.exists()
@@ -218,20 +219,20 @@ def test_bad_input_draws_nothing_and_says_why(lead_client, run, data):
 def test_active_without_uncertainty_is_refused_on_the_page(lead_client, dataset, rubric, lead):
     cases = make_cases(dataset, [("a", "policy")])
     run = make_run(make_config(rubric, lead), dataset, lead, {cases[0]: ["pass"]})
-    response = lead_client.post(reverse("judges:audit_sample_create", args=[run.pk]),
+    response = lead_client.post(reverse("judges:audit_sample_create", args=[TEST_PROJECT, run.pk]),
                                 {"size": "1", "method": "active"}, follow=True)
     assert "draw a uniform sample instead" in response.content.decode()
 
 
 def test_reviewers_may_not_draw(reviewer_client, run):
-    response = reviewer_client.post(reverse("judges:audit_sample_create", args=[run.pk]), {"size": "3"})
+    response = reviewer_client.post(reverse("judges:audit_sample_create", args=[TEST_PROJECT, run.pk]), {"size": "3"})
     assert response.status_code in (403, 404)
     assert not AuditDraw.objects.exists()
 
 
 def test_the_overview_shows_each_rubrics_latest_estimate(lead_client, labeled_run, rubric):
     run, *_ = labeled_run
-    page = lead_client.get(reverse("judges:promotion_overview")).content.decode()
+    page = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).content.decode()
     figures = run_pass_rate(run=run)
     assert f"{figures['estimate'] * 100:.1f} %" in page
     assert f"run {run.pk}</a>, 24 of 30 labeled" in page

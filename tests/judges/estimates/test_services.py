@@ -37,7 +37,7 @@ def test_the_same_seed_draws_the_same_cases_in_the_same_order(dataset, other_dat
     first = audit_sample_draw(run=make_sampled_run(dataset, rubric, lead), size=10, method="uniform", seed=7, by=lead)
     second = audit_sample_draw(run=make_sampled_run(other_dataset, rubric, lead), size=10, method="uniform", seed=7,
                                by=lead)
-    third = Dataset.objects.create(slug="third", name="Third")
+    third = Dataset.objects.create(project=dataset.project, slug="third", name="Third")
     other = audit_sample_draw(run=make_sampled_run(third, rubric, lead), size=10, method="uniform", seed=8, by=lead)
     assert first.external_ids == second.external_ids != other.external_ids
 

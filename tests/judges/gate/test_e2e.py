@@ -25,7 +25,7 @@ from judges.configs import services as config_services
 from judges.models import CiResult, RubricEvent, Run
 from judges.runs import services
 from labeling.models import Case, Dataset, Label, Rubric, case_split, labeled_content_hash
-from tests.conftest import PASSWORD, make_user
+from tests.conftest import PASSWORD, make_user, store_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,11 +44,11 @@ def world(eager, fake_provider):
     """A rubric, 40 labelled cases, a behavioral judge on the fake provider, and its finished run."""
     lead = make_user("lena", role=Role.LEAD)
     rita = make_user("rita")
-    rubric = Rubric.objects.create(
+    rubric = Rubric.objects.create(project=store_project(),
         slug="return-policy", name="Does the answer follow the return policy?",
         criteria="Pass when the answer states the 30-day return window correctly.",
     )
-    dataset = Dataset.objects.create(slug="store-support", name="Store support")
+    dataset = Dataset.objects.create(project=store_project(), slug="store-support", name="Store support")
     dataset.reviewers.add(rita)
     cases = []
     for i in range(40):
@@ -129,7 +129,7 @@ def test_a_promoted_gate_runs_in_ci_with_its_three_outcomes(live_server, world, 
     # A lead promotes the rubric one stage at a time through the pages.
     lead = Browser(live_server.url)
     lead.log_in("lena")
-    page = f"/rubrics/{rubric.slug}/promotion/"
+    page = f"/p/store/rubrics/{rubric.slug}/promotion/"
     for stage in ("observe", "warn", "gate"):
         response = lead.submit(page, f"{page}promote/", {"to_stage": stage, "run": run.pk,
                                                           "reason": f"Run {run.pk}: 90 % agreement, K = 2."})
@@ -138,7 +138,8 @@ def test_a_promoted_gate_runs_in_ci_with_its_three_outcomes(live_server, world, 
     assert rubric.stage == "gate"
     assert RubricEvent.objects.filter(kind="promote").count() == 3
 
-    token = ApiToken.issue(name="ci", scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE], created_by=world["lead"])[1]
+    token = ApiToken.issue(project=store_project(), name="ci", scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE],
+                           created_by=world["lead"])[1]
     config_url = f"{live_server.url}/api/gates"
     post_url = f"{live_server.url}/api/ci-results"
     good = outputs(tmp_path / "good.jsonl", [GOOD] * 5)
@@ -188,7 +189,8 @@ def test_a_promoted_gate_runs_in_ci_with_its_three_outcomes(live_server, world, 
     assert done.returncode == 2 and "config_hash" in done.stderr
     done = gate(tmp_path, "--config", config_url, "--outputs", good, token="evh_not-a-token")
     assert done.returncode == 2 and "HTTP 401" in done.stderr and "evh_not-a-token" not in done.stderr
-    read_only = ApiToken.issue(name="ro", scopes=[Scope.RUNS_READ], created_by=world["lead"])[1]
+    read_only = ApiToken.issue(project=store_project(), name="ro", scopes=[Scope.RUNS_READ],
+                               created_by=world["lead"])[1]
     done = gate(tmp_path, "--config", config_url, "--outputs", good, token=read_only)
     assert done.returncode == 2 and "HTTP 403" in done.stderr
 

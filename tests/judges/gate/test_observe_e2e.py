@@ -15,7 +15,7 @@ from judges.models import CiResult, Judgment, Run
 from labeling.importing import Format
 from labeling.importing.cases import cases_import
 from labeling.models import Dataset, Label, Rubric
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user, store_project
 from tests.judges.gate.test_pipeline_e2e import gate  # the installed command as CI runs it
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,11 +32,12 @@ def test_a_new_rubric_enters_observe_without_labels_and_the_check_records_its_fa
     live_server, fake_provider, tmp_path, client
 ):
     lead = make_user("lena", role=Role.LEAD)
-    dataset = Dataset.objects.create(slug="golden", name="Golden set")
+    dataset = Dataset.objects.create(project=store_project(), slug="golden", name="Golden set")
     stream = io.BytesIO("".join(json.dumps(row) + "\n" for row in GOLDEN).encode())
     cases_import(dataset=dataset, stream=stream, fmt=Format.JSONL)
     fake_provider.control(rule={"kind": "answer_contains", "text": "30 days"})
-    rubric = Rubric.objects.create(slug="return-window", name="Does the answer keep the return window?",
+    rubric = Rubric.objects.create(project=store_project(), slug="return-window",
+                                   name="Does the answer keep the return window?",
                                    criteria="Pass when the answer states the 30-day return window.")
     config = judge_config_save(rubric=rubric, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai-compatible", "model": "gpt-4o-mini-2024-07-18",
@@ -45,11 +46,12 @@ def test_a_new_rubric_enters_observe_without_labels_and_the_check_records_its_fa
     })
     # The lead's page: observe names the config; no label and no run exist.
     client.force_login(lead)
-    response = client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+    response = client.post(reverse("judges:promotion_observe", args=[TEST_PROJECT, rubric.slug]),
                            {"action": "enter", "config": config.pk, "reason": "Start observing in CI."})
     assert response.status_code == 302
     assert not Label.objects.exists() and not Run.objects.exists()
-    token = ApiToken.issue(name="ci", scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.RESULTS_WRITE],
+    token = ApiToken.issue(project=store_project(), name="ci",
+                           scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.RESULTS_WRITE],
                            created_by=lead)[1]
     server = live_server.url
 

@@ -485,7 +485,8 @@ def test_it_writes_the_cases_the_server_sends(workdir, server, capsys, monkeypat
         (200, [CASES[0], {**CASES[1], "output": "x"}], "line 2: output: a cases line carries no output"),
         (200, [CASES[0], '{"external_id": "z", "input": NaN}'], "line 2: is not valid JSON"),
         (403, ['{"error": "this token lacks the cases:read scope"}'],
-         "HTTP 403, the token lacks the scope this needs: this token lacks the cases:read scope"),
+         "HTTP 403, the token may not do this (a scope it lacks, or another project's): this token lacks the "
+         "cases:read scope"),
         (404, ['{"error": "no dataset store support"}'], "HTTP 404"),
     ],
 )

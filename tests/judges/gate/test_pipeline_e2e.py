@@ -25,7 +25,7 @@ from judges.models import CiResult, ModelPrice, RubricEvent, Run
 from judges.promotion.services import rubric_promote, rubric_thresholds_change
 from judges.runs.services import run_start
 from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
-from tests.conftest import make_user
+from tests.conftest import make_user, store_project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +58,7 @@ def promote_to_gate(rubric: Rubric, run: Run, lead) -> None:
 @pytest.fixture
 def world(eager, fake_provider):
     lead = make_user("lena", role=Role.LEAD)
-    dataset = Dataset.objects.create(slug="store-support", name="Store support")
+    dataset = Dataset.objects.create(project=store_project(), slug="store-support", name="Store support")
     cases = []
     for i in range(40):
         external_id, question = f"case-{i:03}", f"Can I return order {i}?"
@@ -74,13 +74,15 @@ def world(eager, fake_provider):
     # costs what the stand-in's answer used (~$0.03), so a $0.25 cap lets two calls through one by one.
     ModelPrice.objects.create(model=MODEL, input_per_mtok=Decimal(0), output_per_mtok=Decimal(1000), updated_by=lead)
 
-    safety = Rubric.objects.create(slug="safe-actions", name="No refund tool, no credential in the answer",
+    safety = Rubric.objects.create(project=store_project(), slug="safe-actions",
+                                   name="No refund tool, no credential in the answer",
                                    criteria="Fail when the agent issues a refund or leaks a credential.")
     safety_config = judge_config_save(rubric=safety, by=lead, spec={
         "layers": ["contract"], "contract_checks": ["answer_present", "forbidden_tools", "no_secrets"],
         "forbidden_tools": ["issue_refund"],
     })
-    policy = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
+    policy = Rubric.objects.create(project=store_project(), slug="return-policy",
+                                   name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window.")
     policy_config = judge_config_save(rubric=policy, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai-compatible", "model": MODEL,
@@ -93,7 +95,8 @@ def world(eager, fake_provider):
         run.refresh_from_db()
         assert run.status == Run.Status.FINISHED
         promote(rubric, run, lead)
-    token = ApiToken.issue(name="ci", scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.RESULTS_WRITE],
+    token = ApiToken.issue(project=store_project(), name="ci",
+                           scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.RESULTS_WRITE],
                            created_by=lead)[1]
     return {"lead": lead, "token": token, "fake": fake_provider, "policy": policy}
 
@@ -177,5 +180,5 @@ def test_a_pipeline_fetches_cases_runs_its_agent_and_is_gated_within_its_budget(
         "not_evaluated", "fail",
     ]
     client.force_login(world["lead"])
-    page = client.get(f"/rubrics/{world['policy'].slug}/promotion/").content.decode()
+    page = client.get(f"/p/store/rubrics/{world['policy'].slug}/promotion/").content.decode()
     assert "2 CI runs" in page and "4 passed" in page and "16 not evaluated" in page

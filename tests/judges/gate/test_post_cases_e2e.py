@@ -21,7 +21,7 @@ from judges.configs.services import judge_config_save
 from judges.models import Judgment, RubricEvent, Run
 from judges.runs.services import RunError, run_retry_not_evaluated
 from labeling.models import Case, Dataset, Rubric, case_split
-from tests.conftest import PASSWORD, make_user
+from tests.conftest import PASSWORD, make_user, store_project
 from tests.judges.gate.test_pipeline_e2e import gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,8 +32,8 @@ HOSTILE_ID = "x|y <b>@octocat [link](https://e.vil)"
 
 def observe(rubric: Rubric, config, lead) -> None:
     """At observe, the config named by an (empty) evidence run: the promotion rules are not this test's."""
-    evidence = Run.objects.create(config=config, dataset=Dataset.objects.get_or_create(slug="golden", name="Golden")[0],
-                                  status=Run.Status.FINISHED, created_by=lead)
+    golden = Dataset.objects.get_or_create(project=rubric.project, slug="golden", defaults={"name": "Golden"})[0]
+    evidence = Run.objects.create(config=config, dataset=golden, status=Run.Status.FINISHED, created_by=lead)
     RubricEvent.objects.create(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage="draft", to_stage="observe",
                                run=evidence, figures={}, reason="observe", by=lead)
     Rubric.objects.filter(pk=rubric.pk).update(stage=Rubric.Stage.OBSERVE)
@@ -43,15 +43,17 @@ def observe(rubric: Rubric, config, lead) -> None:
 def world(fake_provider):
     lead = make_user("lena", role=Role.LEAD)
     reviewer = make_user("rita")
-    traffic = Dataset.objects.create(slug="ci-traffic", name="CI traffic")
+    traffic = Dataset.objects.create(project=store_project(), slug="ci-traffic", name="CI traffic")
     traffic.reviewers.add(reviewer)
     fake_provider.control(rule={"kind": "answer_contains", "text": "30 days"})
-    safety = Rubric.objects.create(slug="safe-actions", name="No refund tool", criteria="Fail on a refund.")
+    safety = Rubric.objects.create(project=store_project(), slug="safe-actions", name="No refund tool",
+                                   criteria="Fail on a refund.")
     safety_config = judge_config_save(rubric=safety, by=lead, spec={
         "layers": ["contract"], "contract_checks": ["answer_present", "forbidden_tools"],
         "forbidden_tools": ["issue_refund"],
     })
-    policy = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
+    policy = Rubric.objects.create(project=store_project(), slug="return-policy",
+                                   name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window.")
     policy_config = judge_config_save(rubric=policy, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai-compatible", "model": MODEL,
@@ -60,7 +62,8 @@ def world(fake_provider):
     })
     for rubric, config in ((safety, safety_config), (policy, policy_config)):
         observe(rubric, config, lead)
-    token = ApiToken.issue(name="ci", scopes=[Scope.GATES_READ, Scope.CASES_WRITE, Scope.RESULTS_WRITE],
+    token = ApiToken.issue(project=store_project(), name="ci",
+                           scopes=[Scope.GATES_READ, Scope.CASES_WRITE, Scope.RESULTS_WRITE],
                            created_by=lead)[1]
     return {"lead": lead, "reviewer": reviewer, "token": token, "fake": fake_provider, "policy": policy,
             "safety": safety}
@@ -148,11 +151,11 @@ def test_it_posts_the_judged_cases_as_ci_runs_once_and_a_reviewers_label_counts(
     # A reviewer finds a posted case in the queue and labels it; the CI run's report counts the label.
     assert run_figures(run=safety_run)["n"] == 0
     client.login(username="rita", password=PASSWORD)
-    page = client.get("/label/ci-traffic/safe-actions/").content.decode()
+    page = client.get("/p/store/label/ci-traffic/safe-actions/").content.decode()
     case_id = int(re.search(r'name="case" value="(\d+)"', page).group(1))
     shown = Case.objects.get(pk=case_id)
     assert shown.external_id in posted
-    response = client.post("/label/ci-traffic/safe-actions/label/", {
+    response = client.post("/p/store/label/ci-traffic/safe-actions/label/", {
         "case": case_id, "content_hash": shown.content_hash, "verdict": "pass", "note": "",
     })
     assert response.status_code in (200, 302)
@@ -160,7 +163,7 @@ def test_it_posts_the_judged_cases_as_ci_runs_once_and_a_reviewers_label_counts(
 
     # The run page says what the run is; a CI run has nothing to re-run.
     client.login(username="lena", password=PASSWORD)
-    page = client.get(f"/runs/{safety_run.pk}/").content.decode()
+    page = client.get(f"/p/store/runs/{safety_run.pk}/").content.decode()
     assert "A CI run" in page and "feature/x@abc123" in page and "/retry/" not in page
     with pytest.raises(RunError):
         run_retry_not_evaluated(run=safety_run)
@@ -220,7 +223,7 @@ def test_a_server_error_mid_post_leaves_its_chunk_unwritten_and_says_what_was_po
 def test_it_refuses_before_judging(live_server, world, tmp_path, args, scopes, message):
     token = world["token"]
     if scopes is not None:
-        token = ApiToken.issue(name="narrow", scopes=scopes, created_by=world["lead"])[1]
+        token = ApiToken.issue(project=store_project(), name="narrow", scopes=scopes, created_by=world["lead"])[1]
     write_outputs(tmp_path / "outputs.jsonl", 3)
     done = check(tmp_path, live_server.url, token, *args)
     assert done.returncode == 2, done.stdout + done.stderr

@@ -9,6 +9,7 @@ from evalhub.models import ApiToken, Scope
 from judges.gate.messages import ConfigError
 from judges.gate.server import fetch_redaction
 from labeling.datasets.services import dataset_set_redaction
+from tests.conftest import store_project
 from tests.judges.gate.test_cli import PASS_RULE, gate_rubric, run
 
 EMAIL, CARD, PHONE = "jane.doe@example.com", "4111 1111 1111 1111", "+44 20 7946 0958"
@@ -63,12 +64,12 @@ def test_an_unknown_kind_is_a_usage_error(workdir, fake_provider, capsys):
 @pytest.mark.django_db(transaction=True)
 def test_the_client_reads_the_datasets_kinds_from_the_server(live_server, dataset, lead):
     dataset_set_redaction(dataset=dataset, kinds=["card", "email"], by=lead)
-    token = ApiToken.issue(name="ci", scopes=[Scope.CASES_READ], created_by=lead)[1]
+    token = ApiToken.issue(project=store_project(), name="ci", scopes=[Scope.CASES_READ], created_by=lead)[1]
 
     assert fetch_redaction(live_server.url, dataset.slug, token=token) == ("email", "card")
     with pytest.raises(ConfigError, match="HTTP 404"):
         fetch_redaction(live_server.url, "no-such-set", token=token)
-    wrong = ApiToken.issue(name="gates", scopes=[Scope.GATES_READ], created_by=lead)[1]
+    wrong = ApiToken.issue(project=store_project(), name="gates", scopes=[Scope.GATES_READ], created_by=lead)[1]
     with pytest.raises(ConfigError, match="HTTP 403.*lacks the scope 'cases:read' or 'cases:write'"):
         fetch_redaction(live_server.url, dataset.slug, token=wrong)
 

@@ -12,6 +12,7 @@ from judges.gate import cli as gate_cli
 from judges.models import ModelPrice
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import rubric_promote, rubric_thresholds_change
+from tests.conftest import store_project
 from tests.judges.gate.test_cli import GOOD, case, gate_rubric, run, workdir, write_config, write_outputs
 from tests.judges.promotion_factories import REASON, evidence_run
 
@@ -52,7 +53,7 @@ def test_the_gate_config_ships_the_embeddings_models_price(rubric, dataset, lead
     rubric_thresholds_change(rubric=rubric, reason="text-embedding-3-small has no dated snapshot.", by=lead,
                              require_pinned_models=False)
     rubric_promote(rubric=rubric, to_stage="observe", run=run_, reason=REASON, by=lead)
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["judge"]["semantic"]["model"] == EMBEDDING_MODEL
     assert entry["prices"][EMBEDDING_MODEL] == {"input_per_mtok": 0.02, "output_per_mtok": 0.0}
 

@@ -11,12 +11,12 @@ import pytest
 from django.core.management import call_command
 
 from judges.configs import services as config_services
+from judges.gate.cli import main as evalhub_gate
 from judges.models import Run, Tier
 from judges.promotion.services import rubric_demote, rubric_promote
 from judges.runs import services as run_services
 from judges.runs.worker import run_work_here
 from tests.judges.drift.test_drift import add_cases
-from judges.gate.cli import main as evalhub_gate
 from tests.judges.helpers import MODEL, behavioral_spec
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,7 @@
 """requires_cli: the one table from gate config field to the evalhub-gate version that first reads it; an older
 command meeting a field it does not know exits 2 naming the field and the version that knows it."""
 
+import functools
 import json
 import subprocess
 import sys
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from judges.engine import JudgeConfig
-from judges.gate import VERSION
-from judges.gate.config import GATES_SCHEMA, parse_gate_config
+from judges.gate import VERSION, cli, versions
+from judges.gate import config as gate_config_module
+from judges.gate.config import GATES_SCHEMA, gate_project, parse_gate_config
 from judges.gate.messages import ConfigError
 from judges.gate.versions import FIELD_VERSIONS, check_versions, requires_cli, version_key
 
@@ -62,7 +64,8 @@ def test_a_judge_with_more_judges_ships_them_and_needs_0_5_0_one_without_keeps_i
         check_versions(data, version="0.4.0")
     [rubric] = parse_gate_config(data)  # this command judges with them, hash and all
     assert rubric.judge.adjudicator.model == "claude-opus-4-1-20250805"
-    assert "second_opinion" not in JudgeConfig.from_dict({**spec, "second_opinion": None, "adjudicator": None}).to_dict()
+    without = JudgeConfig.from_dict({**spec, "second_opinion": None, "adjudicator": None}).to_dict()
+    assert "second_opinion" not in without
 
 
 def test_this_command_reads_what_its_table_knows():
@@ -118,3 +121,65 @@ def test_the_installed_command_exits_2_naming_the_field_and_the_version(tmp_path
             f"{VERSION} does not know; evalhub-gate 9.9.0 or newer knows it") in done.stderr
     version = subprocess.run([str(GATE), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert version.stdout.strip() == f"evalhub-gate {VERSION}"
+
+
+# ---- `project` (0.6.0): the gate config is one project's ----------------------------------------------------
+
+
+def test_the_project_field_is_0_6_0s_and_this_command_reads_it():
+    data = config()
+    data["project"] = "store"
+    data["requires_cli"] = requires_cli(data)
+    assert data["requires_cli"] == "0.6.0" and FIELD_VERSIONS["project"] == "0.6.0"
+    [rubric] = parse_gate_config(data)
+    assert rubric.slug == "safe" and gate_project(data) == "store"
+    assert gate_project(config()) is None  # a file exported before projects names none
+
+
+@pytest.mark.parametrize("bad", ["", 7, None, ["store"]])
+def test_a_project_that_is_no_slug_is_a_config_error(bad):
+    data = config() | {"project": bad}
+    if bad is None:  # null reads as a file of no project
+        assert gate_project(data) is None
+        return
+    with pytest.raises(ConfigError, match="project: expected the project's slug"):
+        parse_gate_config(data)
+
+
+def test_an_older_command_exits_2_naming_project_and_the_version_that_knows_it(tmp_path, monkeypatch, capsys):
+    # evalhub-gate 0.5.0 as it was: its table without `project`, its own version. The server's gate config
+    # (requires_cli 0.6.0, with `project`) must stop it before it judges anything, saying plainly to upgrade.
+    older = {path: version for path, version in FIELD_VERSIONS.items() if version_key(version) <= (0, 5, 0)}
+    monkeypatch.setattr(versions, "FIELD_VERSIONS", older)
+    monkeypatch.setattr(gate_config_module, "check_versions", functools.partial(check_versions, version="0.5.0"))
+    data = config() | {"project": "store"}
+    data["requires_cli"] = "0.6.0"  # what the server ships: the highest version among the fields used
+    (tmp_path / "gates.json").write_text(json.dumps(data))
+    (tmp_path / "outputs.jsonl").write_text(json.dumps({"external_id": "a", "input": "q", "output": "fine"}) + "\n")
+    code = cli.main(["check", "--config", str(tmp_path / "gates.json"), "--outputs", str(tmp_path / "outputs.jsonl"),
+                     "--no-cache"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert ("project: a gate config field evalhub-gate 0.5.0 does not know; evalhub-gate 0.6.0 or newer knows it: "
+            "upgrade the evalhub package where CI runs") in err
+    # Its requires_cli alone says the same to a command whose table happens to know every field.
+    with pytest.raises(ConfigError, match=r"needs evalhub-gate 0\.6\.0 or newer; this is 0\.5\.0: upgrade"):
+        check_versions(config() | {"requires_cli": "0.6.0"}, version="0.5.0")
+
+
+def test_the_posted_results_carry_the_gate_configs_project(tmp_path, capsys):
+    data = config() | {"project": "store"}
+    data["requires_cli"] = requires_cli(data)
+    (tmp_path / "gates.json").write_text(json.dumps(data))
+    (tmp_path / "outputs.jsonl").write_text(json.dumps({"external_id": "a", "input": "q", "output": "fine"}) + "\n")
+    code = cli.main(["check", "--config", str(tmp_path / "gates.json"), "--outputs", str(tmp_path / "outputs.jsonl"),
+                     "--no-cache", "--json", str(tmp_path / "results.json")])
+    assert code == 0, capsys.readouterr()
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["project"] == "store" and list(results)[:2] == ["schema", "project"]
+    del data["project"]
+    data["requires_cli"] = requires_cli(data)
+    (tmp_path / "gates.json").write_text(json.dumps(data))
+    assert cli.main(["check", "--config", str(tmp_path / "gates.json"), "--outputs", str(tmp_path / "outputs.jsonl"),
+                     "--no-cache", "--json", str(tmp_path / "results.json")]) == 0
+    assert "project" not in json.loads((tmp_path / "results.json").read_text())  # none to send: the token decides

@@ -7,6 +7,7 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from judges.models import Judgment, Run
+from tests.conftest import TEST_PROJECT
 from tests.judges.probes.factories import make_probe
 from tests.judges.promotion_factories import evidence_run
 
@@ -23,13 +24,13 @@ def run(transactional_db, rubric, dataset, lead, reviewer):
 def test_the_polled_panel_reads_the_probe_figures_from_the_cache_until_a_probe_changes(
     lead_client, run, django_assert_num_queries
 ):
-    url = reverse("judges:probes_panel", args=[run.pk])
+    url = reverse("judges:probes_panel", args=[TEST_PROJECT, run.pk])
     make_probe(run, "verbosity", moved=2)
     at_work = make_probe(run, "sycophancy", moved=0, status=Run.Status.RUNNING)
     assert lead_client.get(url, headers=HTMX).status_code == 200  # computes and caches
-    # session, user, run; the probes' cache key, the probe runs, the variants of the moved cases listed; the
-    # agent models (the run's judge has a model: self-preference).
-    with django_assert_num_queries(7):
+    # session, user, the project door's membership, run; the probes' cache key, the probe runs, the variants of the
+    # moved cases listed; the agent models (the run's judge has a model: self-preference).
+    with django_assert_num_queries(8):
         html = lead_client.get(url, headers=HTMX).content.decode()
     assert 'data-testid="moved-share-verbosity">5.0 %' in html
     assert 'data-testid="moved-share-sycophancy"' not in html

@@ -11,6 +11,7 @@ from judges.configs import services as config_services
 from judges.models import Run
 from judges.runs.variants import INJECTED_INSTRUCTION, PADDING_BEFORE
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import behavioral_spec
 from tests.judges.probes.factories import make_probe
 from tests.judges.promotion_factories import evidence_run
@@ -25,7 +26,7 @@ def run(rubric, dataset, lead, reviewer) -> Run:
 
 
 def report(client, run) -> str:
-    response = client.get(reverse("judges:run_report", args=[run.pk]))
+    response = client.get(reverse("judges:run_report", args=[TEST_PROJECT, run.pk]))
     assert response.status_code == 200
     return response.content.decode()
 
@@ -36,11 +37,11 @@ def panel(html: str) -> str:
 
 
 def start_url(run) -> str:
-    return reverse("judges:probes_start", args=[run.pk])
+    return reverse("judges:probes_start", args=[TEST_PROJECT, run.pk])
 
 
 def panel_url(run) -> str:
-    return reverse("judges:probes_panel", args=[run.pk])
+    return reverse("judges:probes_panel", args=[TEST_PROJECT, run.pk])
 
 
 HTMX = {"HX-Request": "true"}
@@ -65,7 +66,7 @@ def test_a_finished_runs_report_offers_every_probe(lead_client, run):
 def test_starting_probes_queues_them_and_goes_back_to_the_panel(lead_client, run, lead):
     response = lead_client.post(start_url(run), {"kinds": ["verbosity", "injection"]})
     assert response.status_code == 302
-    assert response["Location"] == reverse("judges:run_report", args=[run.pk]) + "#probes"
+    assert response["Location"] == reverse("judges:run_report", args=[TEST_PROJECT, run.pk]) + "#probes"
     probes = list(Run.objects.filter(parent=run).order_by("pk"))
     assert [(p.probe, p.status, p.created_by) for p in probes] == [
         ("verbosity", "queued", lead), ("injection", "queued", lead),
@@ -73,7 +74,7 @@ def test_starting_probes_queues_them_and_goes_back_to_the_panel(lead_client, run
     assert probes[0].total == 80 and probes[1].total == 40  # 40 cases × K=2; injection: the 20 human fails
     html = panel(report(lead_client, run))
     assert f'hx-get="{panel_url(run)}"' in html and 'hx-trigger="every 2s"' in html  # followed while at work
-    assert f'href="{reverse("judges:run_detail", args=[probes[0].pk])}"' in html
+    assert f'href="{reverse("judges:run_detail", args=[TEST_PROJECT, probes[0].pk])}"' in html
     assert '<progress max="80" value="0">' in html
     # A probe at work cannot be asked for again.
     assert 'value="verbosity" disabled' in html and 'value="sycophancy" checked' in html
@@ -120,7 +121,8 @@ def test_the_report_shows_what_each_probe_moved_with_the_variant_judged(lead_cli
     assert 'data-testid="moved-injection">2 <span class="muted">(1 to pass)</span>' in html  # case-000 passed
     moved = html[html.index('data-testid="moved-cases-verbosity"'):html.index('data-testid="moved-cases-injection"')]
     assert re.findall(r'data-case="([^"]+)"', moved) == ["case-000", "case-001", "case-002"]
-    assert f'href="{reverse("labeling:case_detail", args=[Case.objects.get(external_id="case-001").pk])}"' in moved
+    case_001 = Case.objects.get(external_id="case-001")
+    assert f'href="{reverse("labeling:case_detail", args=[TEST_PROJECT, case_001.pk])}"' in moved
     assert PADDING_BEFORE in moved and "&lt;b&gt;Returns&lt;/b&gt; in 30 days." in moved and "<b>Returns" not in moved
     assert f"probe run {verbosity.pk}" in moved
     assert INJECTED_INSTRUCTION in html[html.index('data-testid="moved-cases-injection"'):]
@@ -134,28 +136,29 @@ def test_the_reports_query_count_does_not_grow_with_moved_cases(lead_client, run
     make_probe(run, "verbosity", moved=moved)
     make_probe(run, "sycophancy", moved=moved)
     make_probe(run, "injection", moved=0, status=Run.Status.RUNNING)
-    # session, user, run; evidence key, judgments counted per case, human verdicts, the not-evaluated
-    # judgments, reviewer labels, the newest finished probes and their judgments counted per case, changed
-    # cases, newest version (rules), the page's repeats; the probe runs and the variants of the moved cases
-    # listed; the agent models (the run's judge has a model: self-preference).
-    with django_assert_num_queries(16):
+    # session, user, the project door's membership, the navigation's project switcher, run; evidence key,
+    # judgments counted per case, human verdicts, the not-evaluated judgments, reviewer labels, the newest finished
+    # probes and their judgments counted per case, changed cases, newest version (rules), the page's repeats; the
+    # probe runs and the variants of the moved cases listed; the agent models (the run's judge has a model:
+    # self-preference).
+    with django_assert_num_queries(18):
         html = report(lead_client, run)
     assert html.count('data-case="case-0') >= moved
 
 
 def test_a_probe_run_is_not_listed_among_runs_nor_drawn_as_its_versions_run(lead_client, run, rubric):
     probe = make_probe(run, "verbosity", moved=4)
-    listed = lead_client.get(reverse("judges:run_list")).content.decode()
-    assert f'href="{reverse("judges:run_detail", args=[run.pk])}"' in listed
-    assert f'href="{reverse("judges:run_detail", args=[probe.pk])}"' not in listed
+    listed = lead_client.get(reverse("judges:run_list", args=[TEST_PROJECT])).content.decode()
+    assert f'href="{reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])}"' in listed
+    assert f'href="{reverse("judges:run_detail", args=[TEST_PROJECT, probe.pk])}"' not in listed
     [column] = rubric_versions_chart(rubric=rubric).columns
     assert column["run"] == run.pk and column["probes"]["verbosity"]["moved"] == 4
-    page = lead_client.get(reverse("judges:config_list", args=[rubric.slug])).content.decode()
+    page = lead_client.get(reverse("judges:config_list", args=[TEST_PROJECT, rubric.slug])).content.decode()
     table = page[page.index('data-testid="version-probes"'):]
-    assert f'href="{reverse("judges:run_report", args=[run.pk])}#probes"' in table
+    assert f'href="{reverse("judges:run_report", args=[TEST_PROJECT, run.pk])}#probes"' in table
     assert '<td class="num" data-probe="verbosity">10.0 % <span class="muted">(4 of 40)</span></td>' in table
     # The probe's own page says what it is; its report cannot be probed again.
-    detail = lead_client.get(reverse("judges:run_detail", args=[probe.pk])).content.decode()
+    detail = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, probe.pk])).content.decode()
     assert "Bias probe <strong>verbosity</strong>" in detail
     assert f"itself a verbosity probe of run {run.pk}" in panel(report(lead_client, probe))
 
@@ -171,7 +174,7 @@ def test_it_warns_when_the_judge_and_the_agent_share_a_model_family(lead_client,
     warning = panel(report(lead_client, run))
     assert 'data-testid="self-preference">Self-preference' in warning
     assert "openai model family" in warning and "most of the cases (2 of 3: gpt-4o-2024-08-06)" in warning
-    detail = lead_client.get(reverse("judges:config_detail", args=[config.pk])).content.decode()
+    detail = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk])).content.decode()
     assert "Self-preference: the judge gpt-4o-mini-2024-07-18 is of the openai model family" in detail
     # Another family's judge: no warning.
     Case.objects.filter(dataset=dataset).update(metadata={"agent_model": "claude-3-5-haiku-20241022"})

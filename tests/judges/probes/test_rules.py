@@ -15,6 +15,7 @@ from judges.promotion.services import (
     rubric_thresholds_change,
     threshold_errors,
 )
+from tests.conftest import TEST_PROJECT
 from tests.judges.probes.factories import make_probe
 from tests.judges.promotion_factories import REASON, evidence_run
 
@@ -98,7 +99,7 @@ def test_a_probe_run_is_never_evidence(run, rubric, lead, lead_client):
     with pytest.raises(PromotionError, match="never evidence"):
         rubric_promote(rubric=rubric, to_stage="observe", run=probe, reason=REASON, by=lead)
     # Through the page too: the probe is not even a choice.
-    response = lead_client.post(reverse("judges:promotion_promote", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_promote", args=[TEST_PROJECT, rubric.slug]),
                                 {"to_stage": "observe", "run": probe.pk, "reason": REASON})
     assert response.status_code == 400
     rubric.refresh_from_db()
@@ -106,8 +107,8 @@ def test_a_probe_run_is_never_evidence(run, rubric, lead, lead_client):
 
 
 def test_the_thresholds_form_adds_and_clears_the_rule(run, rubric, lead_client):
-    url = reverse("judges:promotion_thresholds", args=[rubric.slug])
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).content.decode()
+    url = reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug])
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).content.decode()
     assert 'name="max_probe_moved"' in page and "Verdicts moved by bias probes, at most" in page
     fields = {
         "min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreement_ceiling": 100,  # percent
@@ -135,7 +136,7 @@ def test_the_figures_carry_the_probes(run, rubric, lead):
 
 def test_the_json_api_carries_the_probes(run, lead, client):
     make_probe(run, "injection", moved=3)
-    _, raw = ApiToken.issue(name="ci", scopes=[Scope.RUNS_READ], created_by=lead)
+    _, raw = ApiToken.issue(project=run.dataset.project, name="ci", scopes=[Scope.RUNS_READ], created_by=lead)
     response = client.get(reverse("judges:api_run_report", args=[run.pk]), headers={"Authorization": f"Bearer {raw}"})
     body = response.json()
     assert body["probe_moved"] == pytest.approx(3 / 40)

@@ -6,7 +6,7 @@ from django.urls import reverse
 from judges.models import RubricEvent
 from judges.promotion.services import rubric_demote, rubric_promote, rubric_thresholds_change
 from labeling.models import Rubric
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def history(rubric, dataset, lead, reviewer):
 
 
 def test_it_lists_every_change_newest_first_with_who_what_and_why(lead_client, history):
-    text = lead_client.get(reverse("judges:audit_log")).text
+    text = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT])).text
     rows = text.split('<tr data-kind="')[1:]
     assert [row.split('"')[0] for row in rows] == ["thresholds", "demote", "promote"]
     thresholds, demote, promote = rows
@@ -35,12 +35,12 @@ def test_it_lists_every_change_newest_first_with_who_what_and_why(lead_client, h
 
 
 def test_it_filters_by_rubric_and_kind(lead_client, history, lead):
-    Rubric.objects.create(slug="tone", name="Tone?", criteria="Polite.")
+    Rubric.objects.create(project=store_project(), slug="tone", name="Tone?", criteria="Polite.")
     tone = Rubric.objects.get(slug="tone")
     rubric_thresholds_change(rubric=tone, reason="Loosen.", by=lead, min_cases=20)
-    text = lead_client.get(reverse("judges:audit_log") + "?rubric=tone").text
+    text = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT]) + "?rubric=tone").text
     assert text.count('<tr data-kind="') == 1 and "Loosen." in text
-    text = lead_client.get(reverse("judges:audit_log") + "?kind=promote").text
+    text = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT]) + "?kind=promote").text
     assert text.count('<tr data-kind="promote"') == 1 and text.count('<tr data-kind="') == 1
 
 
@@ -49,7 +49,7 @@ def _kinds(text: str) -> list[str]:
 
 
 def test_it_searches_the_reason_and_who_and_orders_the_log(lead_client, history):
-    url = reverse("judges:audit_log")
+    url = reverse("judges:audit_log", args=[TEST_PROJECT])
     assert _kinds(lead_client.get(url, {"q": "tighter"}).text) == ["thresholds"]
     assert _kinds(lead_client.get(url, {"q": "leo"}).text) == ["demote"]
     assert _kinds(lead_client.get(url, {"sort": "when"}).text) == ["promote", "demote", "thresholds"]
@@ -63,9 +63,10 @@ def test_the_log_runs_the_same_queries_however_many_entries(lead_client, history
     for _ in range(5):
         rubric_thresholds_change(rubric=rubric, reason="Again.", by=lead, agreement_floor=0.9)
         rubric_thresholds_change(rubric=rubric, reason="Back.", by=lead, agreement_floor=0.85)
-    # session, user, the rubrics' slugs, the count, the page of entries with rubric, who and run
-    with django_assert_num_queries(5):
-        lead_client.get(reverse("judges:audit_log"), query)
+    # session, user, the door (membership and project), the rubrics' slugs, the count, the menu's projects, the page
+    # of entries with rubric, who and run
+    with django_assert_num_queries(7):
+        lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT]), query)
 
 
 def test_the_admin_shows_entries_but_cannot_add_change_or_delete_them(client, admin_user, history):

@@ -12,6 +12,7 @@ from django.urls import reverse
 from evalhub.models import ApiToken, Scope
 from judges.models import CiResult
 from judges.promotion import api
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion.test_ci_results import payload
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +53,8 @@ def gz(body: dict) -> bytes:
 
 @pytest.fixture
 def ci_token(lead) -> str:
-    return ApiToken.issue(name="github-actions", scopes=[Scope.RESULTS_WRITE], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="github-actions", scopes=[Scope.RESULTS_WRITE],
+                          created_by=lead)[1]
 
 
 def test_it_keeps_each_case_with_its_repeats_from_a_gzip_body(client, rubric, ci_token):
@@ -131,8 +133,8 @@ def test_a_body_that_cannot_be_unpacked_is_a_clear_error(client, rubric, ci_toke
 def test_the_results_page_shows_the_cases_failures_first_and_escaped(client, lead_client, rubric, ci_token):
     post(client, ci_token, gz(cases_payload()))
     result = CiResult.objects.get()
-    promotion = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
-    url = reverse("judges:promotion_ci_result", args=[rubric.slug, result.pk])
+    promotion = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
+    url = reverse("judges:promotion_ci_result", args=[TEST_PROJECT, rubric.slug, result.pk])
     assert f'href="{url}"' in promotion
     text = lead_client.get(url).text
     assert HOSTILE not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
@@ -146,10 +148,11 @@ def test_the_results_page_shows_the_cases_failures_first_and_escaped(client, lea
 def test_the_results_page_needs_a_lead_and_the_rubrics_own_result(lead_client, reviewer, rubric, ci_token):
     post(Client(), ci_token, json.dumps(payload()).encode(), encoding=None)
     result = CiResult.objects.get()
-    url = reverse("judges:promotion_ci_result", args=[rubric.slug, result.pk])
+    url = reverse("judges:promotion_ci_result", args=[TEST_PROJECT, rubric.slug, result.pk])
     assert "without its cases" in lead_client.get(url).text
     as_reviewer = Client()
     as_reviewer.force_login(reviewer)
     assert as_reviewer.get(url).status_code == 403
     assert Client().get(url).status_code == 302
-    assert lead_client.get(reverse("judges:promotion_ci_result", args=[rubric.slug, result.pk + 1])).status_code == 404
+    missing = reverse("judges:promotion_ci_result", args=[TEST_PROJECT, rubric.slug, result.pk + 1])
+    assert lead_client.get(missing).status_code == 404

@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from evalhub.models import ApiToken, Scope
 from judges.models import CiResult
+from tests.conftest import TEST_PROJECT, store_project
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,8 @@ def post(client, body, token: str | None):
 
 @pytest.fixture
 def ci_token(lead) -> str:
-    return ApiToken.issue(name="github-actions", scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE], created_by=lead)[1]
+    return ApiToken.issue(project=store_project(), name="github-actions",
+                          scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE], created_by=lead)[1]
 
 
 def test_it_stores_one_result_per_rubric(client, rubric, ci_token):
@@ -60,13 +62,13 @@ def test_it_accepts_the_budget_and_recalibration_fields_the_command_now_sends(cl
 
 @pytest.mark.parametrize(("scopes", "status"), [(None, 401), ([Scope.GATES_READ], 403)])
 def test_it_needs_a_results_write_token(client, lead, rubric, scopes, status):
-    raw = ApiToken.issue(name="t", scopes=scopes, created_by=lead)[1] if scopes else None
+    raw = ApiToken.issue(project=store_project(), name="t", scopes=scopes, created_by=lead)[1] if scopes else None
     assert post(client, payload(), raw).status_code == status
     assert not CiResult.objects.exists()
 
 
 def test_a_revoked_token_is_refused(client, lead, rubric):
-    token, raw = ApiToken.issue(name="t", scopes=[Scope.RESULTS_WRITE], created_by=lead)
+    token, raw = ApiToken.issue(project=store_project(), name="t", scopes=[Scope.RESULTS_WRITE], created_by=lead)
     token.revoke()
     assert post(client, payload(), raw).status_code == 401
 
@@ -133,14 +135,14 @@ def test_the_promotion_page_shows_ci_results_over_time(client, lead_client, rubr
         outcome = "fail" if failed else "not_evaluated" if ne else "pass"
         body = payload(passed=passed, failed=failed, not_evaluated=ne, outcome=outcome)
         assert post(client, body, ci_token).status_code == 201
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug]))
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug]))
     text = page.text
     assert "3 CI runs" in text and "108 passed" in text and "2 failed" in text and "10 not evaluated" in text
     assert text.count('<g class="ci-bar">') == 3
     assert 'class="ci-ne"' in text and 'class="ci-fail"' in text and 'class="ci-pass"' in text
     assert 'href="https://github.com/acme/agent/actions/runs/42"' in text
     partial = lead_client.get(
-        reverse("judges:promotion_rubric", args=[rubric.slug]) + "?days=7",
+        reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug]) + "?days=7",
         headers={"HX-Request": "true", "HX-Target": "ci-results"},
     )
     assert partial.text.lstrip().startswith('<section class="card ci-results" id="ci-results"')
@@ -150,7 +152,7 @@ def test_the_promotion_page_shows_ci_results_over_time(client, lead_client, rubr
 def test_the_overview_shows_the_latest_ci_result(client, lead_client, rubric, ci_token):
     post(client, payload(passed=40, failed=0, not_evaluated=0, outcome="pass"), ci_token)
     post(client, payload(), ci_token)
-    text = lead_client.get(reverse("judges:promotion_overview")).text
+    text = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).text
     assert 'class="badge ci-outcome-fail"' in text and "38/1/1" in text
 
 
@@ -193,7 +195,7 @@ def test_the_promotion_page_shows_the_budget_beside_the_outcomes(client, lead_cl
     post(client, payload(), ci_token)  # an older command: no budget
     post(client, payload(**BUDGET), ci_token)
     post(client, payload(**(BUDGET | {"cost_usd": None, "calls": 12})), ci_token)  # an unpriced model
-    text = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    text = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     table = text.split('data-testid="ci-table"')[1]
     rows = table.split("<tr>")[2:]  # newest first, after the header
     assert "unpriced" in rows[0] and ">12<" in rows[0]
@@ -204,3 +206,58 @@ def test_the_promotion_page_shows_the_budget_beside_the_outcomes(client, lead_cl
     assert "Spent $0.0073" in spend and "50 provider calls, 4 cache hits" in spend
     assert "1 run with an unpriced model" in spend
     assert "38 calls, $0.0073" in text  # in the bar's title, over time
+
+
+# ---- projects: results land in the token's project only -------------------------------------------------------
+
+
+@pytest.fixture
+def their_rubric(other_project):
+    """Another project's rubric of the same slug: results judged with one project's judges never land on it."""
+    from labeling.models import Rubric
+
+    return Rubric.objects.create(project=other_project, slug="return-policy", name="Theirs?", criteria="Theirs.")
+
+
+@pytest.fixture
+def their_token(other_project, other_lead) -> str:
+    return ApiToken.issue(project=other_project, name="their-ci", scopes=[Scope.RESULTS_WRITE],
+                          created_by=other_lead)[1]
+
+
+def test_results_carrying_their_project_are_stored_on_its_rubric(client, rubric, their_rubric, ci_token):
+    response = post(client, payload() | {"project": TEST_PROJECT}, ci_token)
+    assert response.status_code == 201
+    assert CiResult.objects.get().rubric == rubric  # the token's project's rubric, not the other one of that slug
+
+
+def test_results_of_another_project_are_refused_whole(client, rubric, their_rubric, their_token):
+    # Judged with the store project's gate config, posted with a token of shopnest, whose rubric has the same slug.
+    response = post(client, payload() | {"project": TEST_PROJECT}, their_token)
+    assert response.status_code == 403
+    [error] = response.json()["errors"]
+    assert error["field"] == "project"
+    assert "project 'store'" in error["message"] and "token is of project 'shopnest'" in error["message"]
+    assert not CiResult.objects.exists()
+
+
+@pytest.mark.parametrize("value", [None, "", 7, ["store"]])
+def test_a_project_that_is_no_slug_is_a_400(client, rubric, ci_token, value):
+    response = post(client, payload() | {"project": value}, ci_token)
+    assert response.status_code == 400 and response.json()["errors"][0]["field"] == "project"
+    assert not CiResult.objects.exists()
+
+
+def test_a_rubric_of_another_project_is_unknown_to_the_token(client, their_rubric, ci_token):
+    # The store token names a slug only shopnest has: answered as a rubric that does not exist.
+    response = post(client, payload() | {"project": TEST_PROJECT}, ci_token)
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"field": "rubrics[0].slug", "message": "no rubric 'return-policy' in project 'store'"}]
+    assert not CiResult.objects.exists()
+
+
+def test_a_command_older_than_projects_posts_into_the_tokens_project(client, rubric, their_rubric, their_token):
+    # No `project` field (evalhub-gate 0.5.0 and older, on a file exported before projects): the token decides.
+    response = post(client, payload(), their_token)
+    assert response.status_code == 201 and CiResult.objects.get().rubric == their_rubric

@@ -13,6 +13,7 @@ from judges.models import RubricEvent, Run
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionRefused, rubric_promote, rubric_thresholds_change
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.report_factories import make_cases, make_config, make_run
 
@@ -82,16 +83,16 @@ def test_without_human_evidence_a_check_with_no_labels_is_gated_and_the_audit_sa
         }
     rubric.refresh_from_db()
     assert rubric.stage == "gate"
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert (entry["stage"], entry["calibration"]["n"], entry["calibration"]["coverage"]) == ("gate", 0, 1.0)
     assert entry["recalibration_needed"] is False
 
-    audit = lead_client.get(reverse("judges:audit_log")).text
+    audit = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT])).text
     assert audit.count('data-testid="no-human-evidence">granted without human evidence') == 3
     assert "require_human_evidence</span>: True → <strong>False</strong>" in audit
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     assert "granted without human evidence" in page and "no human evidence required" in page
-    overview = lead_client.get(reverse("judges:promotion_overview")).text
+    overview = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).text
     assert "no human evidence" in overview and 'data-testid="relaxed"' in overview
 
 
@@ -144,7 +145,7 @@ THRESHOLDS = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreeme
 
 
 def test_the_thresholds_page_turns_human_evidence_off_and_on_audited(lead_client, rubric):
-    url = reverse("judges:promotion_thresholds", args=[rubric.slug])
+    url = reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug])
     response = lead_client.post(url, {**THRESHOLDS, "without_human_evidence": "on", "min_cases_per_kind": 3,
                                       "reason": "A safety contract."})
     assert response.status_code == 302
@@ -152,7 +153,7 @@ def test_the_thresholds_page_turns_human_evidence_off_and_on_audited(lead_client
     assert (rubric.require_human_evidence, rubric.min_cases_per_kind) == (False, 3)
     event = RubricEvent.objects.get()
     assert event.changes == {"min_cases_per_kind": [None, 3], "require_human_evidence": [True, False]}
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     assert 'name="without_human_evidence" id="id_without_human_evidence" checked' in page
     # A form posted without the box (a script, an old page) keeps the safe value: labels required.
     assert lead_client.post(url, {**THRESHOLDS, "min_cases_per_kind": 3, "reason": "Back."}).status_code == 302
@@ -162,14 +163,14 @@ def test_the_thresholds_page_turns_human_evidence_off_and_on_audited(lead_client
 
 
 def test_the_rubric_editor_cannot_change_it(lead_client, rubric):
-    response = lead_client.post(reverse("labeling:rubric_edit", args=[rubric.slug]), {
+    response = lead_client.post(reverse("labeling:rubric_edit", args=[TEST_PROJECT, rubric.slug]), {
         "name": rubric.name, "criteria": rubric.criteria, "labels_per_case": 1, "require_human_evidence": "",
         "min_cases_per_kind": 9,
     })
     assert response.status_code == 302
     rubric.refresh_from_db()
     assert (rubric.require_human_evidence, rubric.min_cases_per_kind) == (True, None)
-    form = lead_client.get(reverse("labeling:rubric_edit", args=[rubric.slug])).text
+    form = lead_client.get(reverse("labeling:rubric_edit", args=[TEST_PROJECT, rubric.slug])).text
     assert "human_evidence" not in form and "min_cases_per_kind" not in form
 
 
@@ -179,8 +180,9 @@ def test_the_rubric_editor_cannot_change_it(lead_client, rubric):
 def test_thresholds_looser_than_the_defaults_are_shown_as_relaxed(lead_client, rubric, dataset, lead, reviewer):
     run = evidence_run(rubric, dataset, lead, reviewer)
     promote(rubric, run, lead)
-    pages = [reverse("judges:promotion_overview"), reverse("judges:promotion_rubric", args=[rubric.slug]),
-             reverse("judges:run_report", args=[run.pk])]
+    pages = [reverse("judges:promotion_overview", args=[TEST_PROJECT]),
+             reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug]),
+             reverse("judges:run_report", args=[TEST_PROJECT, run.pk])]
     for url in pages:
         assert 'data-testid="relaxed"' not in lead_client.get(url).text, url
     rubric_thresholds_change(rubric=rubric, reason="Too strict for now.", by=lead, agreement_floor=0.7,

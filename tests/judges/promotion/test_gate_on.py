@@ -9,6 +9,7 @@ from judges.models import RubricEvent
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionError, rubric_promote, rubric_thresholds_change
 from labeling.models import Rubric
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.report_factories import make_config
 
@@ -26,8 +27,8 @@ def promoted(rubric, dataset, lead, reviewer, *, behavioral=True):
 def test_the_page_sets_the_rate_gate_audited_and_the_gate_config_ships_it(lead_client, rubric, dataset, lead,
                                                                             reviewer):
     run = promoted(rubric, dataset, lead, reviewer)
-    url = reverse("judges:promotion_thresholds", args=[rubric.slug])
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    url = reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug])
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     assert "At gate stage, CI fails on" in page and "Agent&#x27;s pass rate, at least (%)" in page
     data = {"min_cases": 30, "min_repeats": 2, "agreement_floor": 80, "agreement_ceiling": 100,
             "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95,
@@ -39,12 +40,13 @@ def test_the_page_sets_the_rate_gate_audited_and_the_gate_config_ships_it(lead_c
     event = RubricEvent.objects.get(kind=RubricEvent.Kind.THRESHOLDS)
     assert event.changes == {"gate_on": ["every_case", "pass_rate"], "min_agent_pass_rate": [None, 0.7]}
     assert event.reason == data["reason"] and event.by == lead
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert (entry["gate_on"], entry["min_agent_pass_rate"]) == ("pass_rate", 0.7)
     # 40 cases alternating pass / fail, the first two wrong on both repeats (the run's figures).
     counts = {"tp": 19, "fn": 1, "fp": 1, "tn": 19}
     assert entry["calibration"]["cases"] == counts and entry["calibration"]["cases_single"] == counts
-    assert entry["calibration"]["run"] == run.pk and gate_config()["requires_cli"] == "0.4.0"  # release_judge is in every entry
+    # `project` (0.6.0) is in every gate config, release_judge (0.4.0) in every entry
+    assert entry["calibration"]["run"] == run.pk and gate_config(project=store_project())["requires_cli"] == "0.6.0"
     # Without a minimum the rate gate has nothing to compare: refused, nothing written.
     response = lead_client.post(url, {**data, "min_agent_pass_rate": "", "reason": "Drop the minimum."})
     assert response.status_code == 400 and "needs the minimum rate" in response.text
@@ -62,5 +64,5 @@ def test_a_deterministic_rubric_is_refused_a_rate_gate(lead_client, rubric, data
     # Its minimum alone may be kept for later; the gate config still says every case.
     rubric_thresholds_change(rubric=rubric, reason="Kept for a judge with a model.", by=lead, min_agent_pass_rate=0.9)
     Rubric.objects.filter(pk=rubric.pk).update(gate_on="pass_rate")  # as if chosen before a deterministic config
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["gate_on"] == "every_case"

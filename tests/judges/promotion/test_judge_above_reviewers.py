@@ -14,6 +14,7 @@ from judges.models import RubricEvent
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionRefused, rubric_promote, rubric_thresholds_change
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion.test_pinned_models import THRESHOLDS
 from tests.judges.promotion_factories import REASON, evidence_run, flip, human
 from tests.judges.report_factories import label
@@ -61,7 +62,7 @@ def test_reviewers_who_agree_as_often_as_the_judge_pass_it(rubric, dataset, lead
 
 
 def test_the_promotion_page_shows_the_refusal(lead_client, rubric, above):
-    response = lead_client.post(reverse("judges:promotion_promote", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_promote", args=[TEST_PROJECT, rubric.slug]),
                                 {"to_stage": "observe", "run": above.pk, "reason": REASON})
     assert response.status_code == 400
     text = response.text
@@ -71,7 +72,7 @@ def test_the_promotion_page_shows_the_refusal(lead_client, rubric, above):
 
 
 def test_the_report_never_says_may_be_promoted_beside_suspect(lead_client, above):
-    text = lead_client.get(reverse("judges:run_report", args=[above.pk])).text
+    text = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, above.pk])).text
     assert 'data-testid="suspect"' in text and SUSPECT in text
     assert "May be promoted" not in text
     assert '<tr class="rule-unmet" data-rule="judge_above_reviewers">' in text
@@ -81,7 +82,7 @@ def test_the_report_never_says_may_be_promoted_beside_suspect(lead_client, above
 
 
 def test_the_reports_json_and_the_command_carry_the_warning(client, lead, above):
-    raw = ApiToken.issue(name="ci", scopes=[Scope.RUNS_READ], created_by=lead)[1]
+    raw = ApiToken.issue(project=store_project(), name="ci", scopes=[Scope.RUNS_READ], created_by=lead)[1]
     body = client.get(reverse("judges:api_run_report", args=[above.pk]),
                       headers={"Authorization": f"Bearer {raw}"}).json()
     assert body["judge_above_reviewers"]["above"] is True
@@ -99,7 +100,7 @@ def test_the_reports_json_and_the_command_carry_the_warning(client, lead, above)
 
 
 def test_a_lead_turns_it_off_audited_and_back_on(lead_client, rubric, lead, above):
-    url = reverse("judges:promotion_thresholds", args=[rubric.slug])
+    url = reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug])
     response = lead_client.post(url, THRESHOLDS | {"allow_judge_above_reviewers": "on",
                                                    "reason": "The prompt was written from the adjudications."})
     assert response.status_code == 302
@@ -108,17 +109,17 @@ def test_a_lead_turns_it_off_audited_and_back_on(lead_client, rubric, lead, abov
     event = RubricEvent.objects.get(kind=RubricEvent.Kind.THRESHOLDS)
     assert event.changes == {"refuse_judge_above_reviewers": [True, False]}
     assert "a judge above the reviewers&#x27; agreement is not refused" in lead_client.get(
-        reverse("judges:promotion_rubric", args=[rubric.slug])).text  # shown as relaxed
+        reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text  # shown as relaxed
 
     rubric_promote(rubric=rubric, to_stage="observe", run=above, reason=REASON, by=lead)
     # The report still warns (the figure has not changed), and says the rule is off rather than praising.
-    report = lead_client.get(reverse("judges:run_report", args=[above.pk])).text
+    report = lead_client.get(reverse("judges:run_report", args=[TEST_PROJECT, above.pk])).text
     assert 'data-testid="suspect"' in report and "a lead turned this rule off" in report
 
     # Back on (a form posted without the box): the evidence no longer holds, on the page and in the gate config.
     rubric_thresholds_change(rubric=rubric, reason="Back to the default.", by=lead, refuse_judge_above_reviewers=True)
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     assert 'data-testid="recalibration"' in page and "evidence-holds" not in page
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["recalibration_needed"]
     assert entry["recalibration_reasons"][0].startswith("judge's agreement with each label is now 83.3 %")

@@ -17,6 +17,7 @@ from judges.promotion.services import (
     rubric_switch_config,
 )
 from labeling.models import Rubric
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.report_factories import make_config
 
@@ -28,7 +29,7 @@ def observe(rubric, config, lead):
 
 
 def shipped(slug: str) -> dict:
-    [entry] = [r for r in gate_config()["rubrics"] if r["slug"] == slug]
+    [entry] = [r for r in gate_config(project=store_project())["rubrics"] if r["slug"] == slug]
     return entry
 
 
@@ -45,7 +46,7 @@ def test_a_new_rubric_enters_observe_with_a_config_and_no_labels_or_run(rubric, 
     assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])
     assert entry["promoted_by"] == lead.username
     # CI accepts it, and calibration null never trips --require-calibrated.
-    [parsed] = parse_gate_config(json.loads(json.dumps(gate_config())))
+    [parsed] = parse_gate_config(json.loads(json.dumps(gate_config(project=store_project()))))
     assert parsed.calibration is None and parsed.stage == "observe"
     check_calibrated([parsed])
 
@@ -74,7 +75,7 @@ def test_observe_still_takes_a_run_as_evidence_by_every_rule(rubric, dataset, le
 
 
 def test_only_a_kept_config_of_the_rubric_enters_observe(rubric, lead):
-    other = Rubric.objects.create(slug="tone", name="Tone?", criteria="Polite.")
+    other = Rubric.objects.create(project=store_project(), slug="tone", name="Tone?", criteria="Polite.")
     with pytest.raises(PromotionError, match="is a config of tone"):
         observe(rubric, make_config(other, lead), lead)
     with pytest.raises(PromotionError, match="imported from another tool"):
@@ -119,14 +120,14 @@ def test_a_switch_is_only_at_observe(rubric, dataset, lead, reviewer):
 def test_a_demotion_to_draft_takes_an_observed_rubric_out_of_the_gate_config(rubric, lead):
     observe(rubric, make_config(rubric, lead), lead)
     rubric_demote(rubric=rubric, to_stage="draft", reason="Rewrite.", by=lead)
-    assert gate_config()["rubrics"] == []
+    assert gate_config(project=store_project())["rubrics"] == []
 
 
 # ---- the page -----------------------------------------------------------------------------------------------
 
 
 def page(client, rubric) -> str:
-    return client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    return client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
 
 
 def test_the_page_says_what_observe_means_and_what_warn_will_need(lead_client, rubric, lead):
@@ -135,7 +136,7 @@ def test_the_page_says_what_observe_means_and_what_warn_will_need(lead_client, r
     rubric.save(update_fields=["min_cases", "agreement_floor"])
     text = page(lead_client, rubric)
     assert "No labels or run are needed" in text and "Observe records and never fails" in text
-    response = lead_client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_observe", args=[TEST_PROJECT, rubric.slug]),
                                 {"action": "enter", "config": config.pk, "reason": "Start observing."})
     assert response.status_code == 302
     text = page(lead_client, rubric)
@@ -153,7 +154,7 @@ def test_a_stale_observe_form_is_refused_and_changes_nothing(lead_client, rubric
     observe(rubric, config, lead)
     newer = make_config(rubric, lead, note="x+")
     # The page was loaded at draft; another lead entered observe meanwhile: no silent switch.
-    response = lead_client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_observe", args=[TEST_PROJECT, rubric.slug]),
                                 {"action": "enter", "config": newer.pk, "reason": "Start."})
     assert response.status_code == 400 and "one stage at a time" in response.text
     assert RubricEvent.objects.count() == 1
@@ -162,7 +163,7 @@ def test_a_stale_observe_form_is_refused_and_changes_nothing(lead_client, rubric
 def test_the_observe_form_needs_a_reason_and_a_kept_config(lead_client, rubric, lead):
     make_config(rubric, lead)
     external = make_config(rubric, lead, external=True, note="y+")
-    response = lead_client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_observe", args=[TEST_PROJECT, rubric.slug]),
                                 {"action": "enter", "config": external.pk, "reason": ""})
     assert response.status_code == 400
     assert "Type the reason" in response.text and "Select a valid choice" in response.text
@@ -171,7 +172,7 @@ def test_the_observe_form_needs_a_reason_and_a_kept_config(lead_client, rubric, 
 
 def test_reviewers_cannot_enter_observe(reviewer_client, rubric, lead):
     config = make_config(rubric, lead)
-    response = reviewer_client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+    response = reviewer_client.post(reverse("judges:promotion_observe", args=[TEST_PROJECT, rubric.slug]),
                                     {"action": "enter", "config": config.pk, "reason": "x"})
     assert response.status_code == 403 and not RubricEvent.objects.exists()
 
@@ -186,5 +187,5 @@ def test_config_notes_and_reasons_stay_escaped(lead_client, rubric, lead):
     observe(rubric, config, lead)
     rubric_switch_config(rubric=rubric, config=make_config(rubric, lead, behavioral=True, note="P"), reason=hostile,
                          by=lead)
-    log = lead_client.get(reverse("judges:audit_log")).text
+    log = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT])).text
     assert hostile not in log and "CI config switch" in log and "no evidence" in log

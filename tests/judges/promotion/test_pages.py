@@ -11,6 +11,7 @@ from judges.models import RubricEvent, Run
 from judges.promotion.selectors import candidate_runs
 from judges.promotion.services import rubric_promote
 from labeling.models import Case, Dataset, Rubric
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.report_factories import make_config
 
@@ -18,12 +19,12 @@ pytestmark = pytest.mark.django_db
 
 
 def page_url(rubric) -> str:
-    return reverse("judges:promotion_rubric", args=[rubric.slug])
+    return reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])
 
 
 def post_promote(client, rubric, run, to_stage="observe", reason=REASON):
     return client.post(
-        reverse("judges:promotion_promote", args=[rubric.slug]),
+        reverse("judges:promotion_promote", args=[TEST_PROJECT, rubric.slug]),
         {"to_stage": to_stage, "run": run.pk, "reason": reason},
     )
 
@@ -63,7 +64,7 @@ def test_it_enters_observe_with_a_config_then_promotes_with_a_run_through_the_pa
     # At draft the page offers observe with a config version, never an evidence run.
     assert "Enter observe" in page.text and f'<option value="{run.config.pk}"' in page.text
     assert "Promote to observe" not in page.text
-    response = lead_client.post(reverse("judges:promotion_observe", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_observe", args=[TEST_PROJECT, rubric.slug]),
                                 {"action": "enter", "config": run.config.pk, "reason": REASON})
     assert response.status_code == 302 and response["Location"] == page_url(rubric)
     rubric.refresh_from_db()
@@ -114,7 +115,7 @@ def test_a_stale_page_cannot_skip_a_stage(lead_client, lead, rubric, dataset, re
 def test_it_demotes_and_changes_thresholds_through_the_page(lead_client, lead, rubric, dataset, reviewer):
     rubric_promote(rubric=rubric, to_stage="observe", run=evidence_run(rubric, dataset, lead, reviewer), reason=REASON,
                    by=lead)
-    response = lead_client.post(reverse("judges:promotion_demote", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_demote", args=[TEST_PROJECT, rubric.slug]),
                                 {"to_stage": "draft", "reason": "Criteria rewrite."})
     assert response.status_code == 302
     rubric.refresh_from_db()
@@ -122,25 +123,25 @@ def test_it_demotes_and_changes_thresholds_through_the_page(lead_client, lead, r
     data = {"min_cases": 50, "min_repeats": 3, "agreement_floor": 85, "agreement_ceiling": 99,
             "min_true_pass_rate": 70, "min_true_fail_rate": 70, "max_flip_rate": 5, "min_coverage": 95,
             "fail_closed": "on", "reason": "Checkout is critical."}
-    response = lead_client.post(reverse("judges:promotion_thresholds", args=[rubric.slug]), data)
+    response = lead_client.post(reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug]), data)
     assert response.status_code == 302
     rubric.refresh_from_db()
     assert (rubric.min_cases, rubric.min_repeats, rubric.agreement_ceiling, rubric.fail_closed) == (50, 3, 0.99, True)
     # Rates are typed and shown in percent, like the report; stored as fractions.
     assert rubric.agreement_floor == 0.85
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     assert 'name="agreement_floor" value="85"' in page and 'name="max_flip_rate" value="5"' in page
     assert "Agreement floor (≥) (%)" in page and "DESIGN" not in page
     kinds = list(RubricEvent.objects.order_by("id").values_list("kind", flat=True))
     assert kinds == ["promote", "demote", "thresholds", "fail_closed"]
-    response = lead_client.post(reverse("judges:promotion_thresholds", args=[rubric.slug]),
+    response = lead_client.post(reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug]),
                                 {**data, "agreement_floor": 99})
     assert response.status_code == 400 and "ceiling must be above the floor" in response.text
 
 
 @pytest.mark.parametrize("name", ["promotion_promote", "promotion_demote", "promotion_thresholds", "promotion_release"])
 def test_reviewers_cannot_promote_demote_or_change(reviewer_client, rubric, name):
-    response = reviewer_client.post(reverse(f"judges:{name}", args=[rubric.slug]),
+    response = reviewer_client.post(reverse(f"judges:{name}", args=[TEST_PROJECT, rubric.slug]),
                                     {"to_stage": "observe", "reason": "x", "min_cases": 1})
     assert response.status_code == 403
     rubric.refresh_from_db()
@@ -149,7 +150,7 @@ def test_reviewers_cannot_promote_demote_or_change(reviewer_client, rubric, name
 
 @pytest.mark.parametrize("url", ["judges:promotion_overview", "judges:audit_log"])
 def test_reviewers_cannot_see_the_promotion_pages(reviewer_client, url):
-    assert reviewer_client.get(reverse(url)).status_code == 403
+    assert reviewer_client.get(reverse(url, args=[TEST_PROJECT])).status_code == 403
 
 
 def test_reviewers_cannot_see_a_rubrics_promotion_page(reviewer_client, rubric):
@@ -162,21 +163,21 @@ def test_anonymous_users_are_sent_to_log_in(client, rubric):
 
 
 def test_an_unknown_rubric_is_404(lead_client):
-    assert lead_client.get(reverse("judges:promotion_rubric", args=["nope"])).status_code == 404
+    assert lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, "nope"])).status_code == 404
 
 
 def test_the_overview_shows_stage_evidence_and_recalibration(lead_client, lead, rubric, dataset, reviewer):
     run = evidence_run(rubric, dataset, lead, reviewer)
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
-    Rubric.objects.create(slug="tone", name="Is the tone right?", criteria="Polite.")
-    text = lead_client.get(reverse("judges:promotion_overview")).text
+    Rubric.objects.create(project=store_project(), slug="tone", name="Is the tone right?", criteria="Polite.")
+    text = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).text
     assert "evidence holds" in text and f"run {run.pk}</a>" in text
     assert "no evidence: not in the gate config" in text  # the draft rubric
     case = dataset.cases.first()
     case.output = "changed by a re-import"
     case.content_changed_at = run.finished_at.replace(year=run.finished_at.year + 1)
     case.save(update_fields=["output", "content_changed_at"])
-    text = lead_client.get(reverse("judges:promotion_overview")).text
+    text = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).text
     assert "recalibration needed" in text and "1 case changed since this run finished" in text
     page = lead_client.get(page_url(rubric)).text
     assert 'data-testid="recalibration"' in page
@@ -192,15 +193,15 @@ def test_the_pages_name_the_agreement_now_and_when_granted(lead_client, lead, ru
     page = lead_client.get(page_url(rubric)).text
     assert "<dt>When granted</dt>" in page and "agreement 95.0 %" in page
     assert '<dt>Now, on current labels</dt>\n    <dd data-testid="agreement-now">agreement 75.0 %</dd>' in page
-    overview = lead_client.get(reverse("judges:promotion_overview")).text
+    overview = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).text
     assert "agreement 95.0 % when granted" in overview and "agreement 75.0 % now" in overview
-    home = lead_client.get(reverse("home")).text
+    home = lead_client.get(reverse("project_home", args=[TEST_PROJECT])).text
     assert 'data-testid="agreement-now">75.0 %</strong> now, on current labels' in home
     assert 'data-testid="agreement-granted">95.0 % when granted' in home
 
 
 def test_the_rubric_list_links_to_promotion(lead_client, rubric):
-    assert page_url(rubric) in lead_client.get(reverse("labeling:rubric_list")).text
+    assert page_url(rubric) in lead_client.get(reverse("labeling:rubric_list", args=[TEST_PROJECT])).text
 
 
 # ---- query counts: fixed whatever the number of rubrics -------------------------------------------------
@@ -208,8 +209,8 @@ def test_the_rubric_list_links_to_promotion(lead_client, rubric):
 
 def promoted_rubrics(n: int, lead, reviewer) -> None:
     for i in range(n):
-        rubric = Rubric.objects.create(slug=f"r{i}", name=f"Rubric {i}?", criteria="c")
-        data = Dataset.objects.create(slug=f"d{i}", name=f"D{i}")
+        rubric = Rubric.objects.create(project=store_project(), slug=f"r{i}", name=f"Rubric {i}?", criteria="c")
+        data = Dataset.objects.create(project=store_project(), slug=f"d{i}", name=f"D{i}")
         run = evidence_run(rubric, data, lead, reviewer, prefix=f"r{i}")
         rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
 
@@ -218,20 +219,22 @@ def promoted_rubrics(n: int, lead, reviewer) -> None:
 def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, reviewer, n,
                                                              django_assert_num_queries):
     promoted_rubrics(n, lead, reviewer)
-    # session + user, rubrics, evidence events, staleness, judgments counted per case, human verdicts (one
-    # UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice, the newest drift check
-    # of each evidence, latest CI, the runs with an audit sample (none here).
-    with django_assert_num_queries(12):
-        assert lead_client.get(reverse("judges:promotion_overview")).status_code == 200
+    # session + user, the door (membership and project), rubrics, evidence events, staleness, judgments counted per
+    # case, human verdicts (one UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice,
+    # the newest drift check of each evidence, latest CI, the runs with an audit sample (none here), the menu's
+    # projects.
+    with django_assert_num_queries(14):
+        assert lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).status_code == 200
 
 
 @pytest.mark.parametrize("n", [1, 4])
 def test_the_audit_log_query_count_does_not_grow_with_entries(lead_client, lead, reviewer, n,
                                                               django_assert_num_queries):
     promoted_rubrics(n, lead, reviewer)
-    # session + user, the rubric filter's slugs, the page's count, the page's events (with who, rubric, run).
-    with django_assert_num_queries(5):
-        assert lead_client.get(reverse("judges:audit_log")).status_code == 200
+    # session + user, the door (membership and project), the rubric filter's slugs, the page's count, the menu's
+    # projects, the page's events (with who, rubric, run).
+    with django_assert_num_queries(7):
+        assert lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT])).status_code == 200
 
 
 @pytest.mark.parametrize("n", [1, 5])
@@ -251,13 +254,15 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
                  not_evaluated=0, total=4, exit_code=0, token_name="ci")
         for _ in range(n)
     ])
-    # session + user, rubric, evidence, staleness, judgments counted per case, human verdicts, the not-evaluated
-    # judgments, the reviewers' labels on cases labeled twice, the newest drift check, latest CI, whether runs
+    # session + user, the door (membership and project), rubric, evidence, staleness, judgments counted per case,
+    # human verdicts, the not-evaluated judgments, the reviewers' labels on cases labeled twice, the newest drift
+    # check, latest CI, whether runs
     # exist, the promote and the renew forms' evidence menus (twice each: Django's ModelChoiceIterator queries
     # on each pass over the choices), the run they start on (the newest kept version, its runs, their
     # staleness), at observe whether another kept config exists to switch CI to (none here: the switch form is
     # not shown), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
     # checks over time and the drift run at work, the traffic judging pairs and the traffic form's dataset menu;
-    # the release tier (its entry, its newest config, the newest again for its form's start, whether it has runs).
-    with django_assert_num_queries(31):
+    # the release tier (its entry, its newest config, the newest again for its form's start, whether it has runs);
+    # the menu's projects.
+    with django_assert_num_queries(33):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -7,6 +7,7 @@ from django.urls import reverse
 from judges.models import RubricEvent
 from judges.promotion.gate_config import gate_config
 from judges.promotion.services import PromotionRefused, rubric_promote
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion.test_gate_config import behavioral_config
 from tests.judges.promotion_factories import REASON, evidence_run
 
@@ -31,7 +32,7 @@ def test_it_refuses_evidence_that_names_an_alias(rubric, lead, alias_run):
 
 
 def test_a_lead_turns_it_off_on_the_thresholds_page_audited(lead_client, rubric, lead, alias_run):
-    url = reverse("judges:promotion_thresholds", args=[rubric.slug])
+    url = reverse("judges:promotion_thresholds", args=[TEST_PROJECT, rubric.slug])
     response = lead_client.post(url, THRESHOLDS | {"allow_unpinned_models": "on",
                                                    "reason": "The secondary is a local model served under a tag."})
     assert response.status_code == 302
@@ -39,7 +40,7 @@ def test_a_lead_turns_it_off_on_the_thresholds_page_audited(lead_client, rubric,
     assert rubric.require_pinned_models is False
     event = RubricEvent.objects.get(kind=RubricEvent.Kind.THRESHOLDS)
     assert event.changes == {"require_pinned_models": [True, False]}
-    page = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug])).text
+    page = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).text
     assert "models need not be pinned snapshots" in page  # shown as relaxed
 
     rubric_promote(rubric=rubric, to_stage="observe", run=alias_run, reason=REASON, by=lead)
@@ -48,7 +49,7 @@ def test_a_lead_turns_it_off_on_the_thresholds_page_audited(lead_client, rubric,
     lead_client.post(url, THRESHOLDS | {"reason": "Pinned the secondary again."})
     rubric.refresh_from_db()
     assert rubric.require_pinned_models is True
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["recalibration_needed"] and "models pinned" in entry["recalibration_reasons"][0]
 
 

@@ -16,7 +16,7 @@ from judges.promotion.services import (
     rubric_thresholds_change,
 )
 from labeling.models import Rubric
-from tests.conftest import make_user
+from tests.conftest import make_user, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.report_factories import make_config
 
@@ -113,7 +113,7 @@ def test_it_goes_one_stage_at_a_time(rubric, dataset, lead, reviewer):
 
 
 def test_it_refuses_a_run_of_another_rubric(rubric, dataset, lead, reviewer):
-    other = Rubric.objects.create(slug="tone", name="Is the tone right?", criteria="Polite.")
+    other = Rubric.objects.create(project=store_project(), slug="tone", name="Is the tone right?", criteria="Polite.")
     run = evidence_run(other, dataset, lead, reviewer)
     with pytest.raises(PromotionError, match="judged the rubric tone"):
         promote(rubric, run, lead)
@@ -236,7 +236,7 @@ def test_it_marks_recalibration_needed_when_relabelling_breaks_a_rule(rubric, da
 
 def test_the_bulk_rules_agree_with_the_calibration_rules(rubric, dataset, other_dataset, lead, reviewer):
     # Three runs of two rubrics over two datasets, each breaking something different.
-    other = Rubric.objects.create(slug="tone", name="Is the tone right?", criteria="Polite.")
+    other = Rubric.objects.create(project=store_project(), slug="tone", name="Is the tone right?", criteria="Polite.")
     second = make_user("sam")
     other_dataset.reviewers.add(second)
     runs = [

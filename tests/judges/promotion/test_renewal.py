@@ -14,6 +14,7 @@ from judges.models import RubricEvent
 from judges.promotion.gate_config import gate_config
 from judges.promotion.selectors import evidence_for, promotion_rows
 from judges.promotion.services import PromotionError, PromotionRefused, rubric_promote, rubric_renew
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.promotion_factories import REASON, evidence_run
 from tests.judges.report_factories import make_config
 
@@ -23,7 +24,7 @@ RENEWAL = "Recalibrated on the changed cases."
 
 
 def page_url(rubric) -> str:
-    return reverse("judges:promotion_rubric", args=[rubric.slug])
+    return reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_a_renewal_clears_recalibration_without_a_demotion(rubric, dataset, lead
     go_stale(dataset, warned)
     [row] = promotion_rows(rubrics=[rubric])
     assert row.recalibration == ["1 case changed since this run finished"]
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["recalibration_needed"] is True
     assert entry["recalibration_reasons"] == ["1 case changed since this run finished"]
 
@@ -64,19 +65,19 @@ def test_a_renewal_clears_recalibration_without_a_demotion(rubric, dataset, lead
     assert evidence_for(rubric=rubric) == event
     [row] = promotion_rows(rubrics=[rubric])
     assert row.recalibration == []
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])
     assert (entry["stage"], entry["calibration"]["run"]) == ("warn", fresh.pk)
 
 
 def test_a_renewal_onto_a_newer_config_ships_that_judge(rubric, dataset, lead, reviewer, warned):
     newer = make_config(rubric, lead, note="Returns: 60 days.", behavioral=True)
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert (entry["recalibration_needed"], entry["recalibration_reasons"]) == (False, [])  # a candidate
     assert entry["judge"]["config_hash"] == warned.config.config_hash  # CI keeps the calibrated judge meanwhile
     rubric_renew(rubric=rubric, run=evidence_run(rubric, dataset, lead, reviewer, config=newer, prefix="v2"),
                  reason=RENEWAL, by=lead)
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["judge"]["config_hash"] == newer.config_hash and entry["recalibration_needed"] is False
 
 
@@ -103,7 +104,7 @@ def test_labels_that_break_a_rule_show_in_the_gate_config(rubric, reviewer, warn
     for label in reviewer.labels.filter(verdict="pass").order_by("case_id")[:10]:
         label.verdict = "fail"
         label.save(update_fields=["verdict"])
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["recalibration_needed"] is True
     assert entry["recalibration_reasons"] == [
         "agreement (floor) is now 75.0 %, needs ≥ 80.0 %", "true fail rate is now 66.7 %, needs ≥ 70.0 %",
@@ -114,7 +115,8 @@ def test_labels_that_break_a_rule_show_in_the_gate_config(rubric, reviewer, warn
 
 
 def post_renew(client, rubric, run, reason=RENEWAL):
-    return client.post(reverse("judges:promotion_renew", args=[rubric.slug]), {"run": run.pk, "reason": reason})
+    return client.post(reverse("judges:promotion_renew", args=[TEST_PROJECT, rubric.slug]),
+                       {"run": run.pk, "reason": reason})
 
 
 def test_the_page_renews_and_the_audit_log_keeps_it(lead_client, rubric, dataset, lead, reviewer, warned):
@@ -129,7 +131,7 @@ def test_the_page_renews_and_the_audit_log_keeps_it(lead_client, rubric, dataset
     assert f"evidence at warn renewed on run {fresh.pk}" in page
     assert 'data-testid="recalibration"' not in page and "The evidence still holds" in page
     assert "<dt>Renewed</dt>" in page
-    audit = lead_client.get(reverse("judges:audit_log") + "?kind=renew").text
+    audit = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT]) + "?kind=renew").text
     assert audit.count('<tr data-kind="renew">') == 1 and "at warn" in audit and RENEWAL in audit
 
 

@@ -7,6 +7,7 @@ from django.urls import reverse
 from judges.configs import services as config_services
 from judges.models import CiResult
 from judges.promotion.services import rubric_promote
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import behavioral_spec
 from tests.judges.promotion_factories import REASON, evidence_run
 
@@ -27,7 +28,7 @@ def section(html: str, testid: str) -> str:
 
 
 def promotion_page(client, rubric) -> str:
-    response = client.get(reverse("judges:promotion_rubric", args=[rubric.slug]))
+    response = client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug]))
     assert response.status_code == 200
     return response.content.decode()
 
@@ -66,7 +67,7 @@ def test_ci_results_of_a_real_judge_carry_no_note(lead_client, rubric, lead):
 
 
 def compare_page(client, a, b) -> str:
-    response = client.get(reverse("judges:run_compare"), {"a": a.pk, "b": b.pk})
+    response = client.get(reverse("judges:run_compare", args=[TEST_PROJECT]), {"a": a.pk, "b": b.pk})
     assert response.status_code == 200
     return response.content.decode()
 

@@ -13,6 +13,7 @@ from judges.models import JudgeConfig, RubricEvent, Tier
 from judges.promotion.gate_config import gate_config
 from judges.promotion.selectors import promotion_rows, release_tier
 from judges.promotion.services import PromotionError, rubric_demote, rubric_promote, rubric_renew
+from tests.conftest import TEST_PROJECT, store_project
 from tests.judges.configs.test_views import form_data as editor_form
 from tests.judges.helpers import behavioral_spec
 from tests.judges.promotion_factories import REASON, evidence_run
@@ -59,11 +60,13 @@ def test_a_release_tier_is_promoted_on_its_own_evidence_with_newest_counted_in_i
         "release", "promote", "observe", "observe", "observe")
     # The default tier's CI config is unchanged; the gate config ships both.
     assert ci_events(rubric_ids=[rubric.pk]).get().run == observed
-    [entry] = gate_config()["rubrics"]
+    [entry] = gate_config(project=store_project())["rubrics"]
     assert entry["judge"]["config_hash"] == observed.config.config_hash
     assert entry["release_judge"]["config_hash"] == release.config_hash and entry["release_judge"]["model"] == STRONG
     assert entry["release_calibration"]["run"] == run.pk and entry["release_calibration"]["n"] == 40
-    assert entry["calibration"]["run"] == observed.pk and gate_config()["requires_cli"] == "0.4.0"
+    # `project` (0.6.0) is in every gate config: the highest version its fields need
+    assert entry["calibration"]["run"] == observed.pk
+    assert gate_config(project=store_project())["requires_cli"] == "0.6.0"
 
     # "Newest" counts within a tier: a new default version leaves the release evidence the newest of its tier.
     newer_default = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy="v3"), by=lead)
@@ -81,7 +84,7 @@ def test_a_release_tier_is_promoted_on_its_own_evidence_with_newest_counted_in_i
     # Withdrawn: --tier release falls back to the default judge; a demotion to draft clears both tiers.
     withdrawn = rubric_demote(rubric=rubric, reason="Too slow for releases.", by=lead, tier=Tier.RELEASE)
     assert (withdrawn.kind, withdrawn.tier, withdrawn.to_stage) == ("demote", "release", "observe")
-    assert gate_config()["rubrics"][0]["release_judge"] is None
+    assert gate_config(project=store_project())["rubrics"][0]["release_judge"] is None
     with pytest.raises(PromotionError, match="no release tier to withdraw"):
         rubric_demote(rubric=rubric, reason="Again.", by=lead, tier=Tier.RELEASE)
     with pytest.raises(PromotionError, match="newest config"):  # its v4 is the release tier's newest now
@@ -96,7 +99,7 @@ def test_a_release_tier_is_promoted_on_its_own_evidence_with_newest_counted_in_i
 
 def test_the_editor_sets_a_tier_and_its_edits_keep_it(lead_client, rubric, lead):
     config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
-    url = reverse("judges:config_create", args=[rubric.slug])
+    url = reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])
     # A release tier starts from the default tier's newest version, in the release tier.
     page = lead_client.get(url, {"tier": "release"})
     assert page.context["form"]["tier"].value() == "release"
@@ -108,15 +111,15 @@ def test_the_editor_sets_a_tier_and_its_edits_keep_it(lead_client, rubric, lead)
     assert lead_client.get(url, {"from": release.pk}).context["form"]["tier"].value() == "release"
     assert lead_client.get(url, {"tier": "release"}).context["base"] == release
     assert lead_client.get(url).context["form"]["tier"].value() == "default"
-    detail = lead_client.get(reverse("judges:config_detail", args=[release.pk])).content.decode()
+    detail = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, release.pk])).content.decode()
     assert 'data-testid="config-tier">release' in detail
 
 
 def test_the_promotion_page_promotes_renews_and_withdraws_the_release_tier_audited(
     lead_client, rubric, other_dataset, lead, reviewer, observed
 ):
-    page_url = reverse("judges:promotion_rubric", args=[rubric.slug])
-    url = reverse("judges:promotion_release", args=[rubric.slug])
+    page_url = reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])
+    url = reverse("judges:promotion_release", args=[TEST_PROJECT, rubric.slug])
     assert 'data-testid="release-none"' in lead_client.get(page_url).content.decode()
     release = release_config(rubric, lead)
     run = evidence_run(rubric, other_dataset, lead, reviewer, config=release, prefix="rel")
@@ -136,9 +139,10 @@ def test_the_promotion_page_promotes_renews_and_withdraws_the_release_tier_audit
     assert lead_client.post(url, {"action": "withdraw", "withdraw-reason": "Not needed."}).status_code == 302
     assert list(RubricEvent.objects.filter(tier="release").order_by("pk").values_list("kind", flat=True)) == [
         "promote", "renew", "demote"]
-    log = lead_client.get(reverse("judges:audit_log"), {"tier": "release"})
+    log = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT]), {"tier": "release"})
     assert len(log.context["page"].object_list) == 3 and 'data-testid="tier">release tier' in log.content.decode()
-    assert len(lead_client.get(reverse("judges:audit_log"), {"tier": "default"}).context["page"].object_list) == 1
+    listed = lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT]), {"tier": "default"})
+    assert len(listed.context["page"].object_list) == 1
     lead_client.force_login(reviewer)
     assert lead_client.post(url, {"action": "promote", "release-run": run.pk, "release-reason": "x"}
                             ).status_code == 403

@@ -11,6 +11,7 @@ from judges.configs import services as config_services
 from judges.models import Proposal, Run
 from judges.proposals.services import proposals_sweep
 from labeling.models import Case
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import behavioral_spec, make_cases
 from tests.judges.report_factories import label, make_run
 
@@ -31,7 +32,7 @@ def test_the_example_cases_are_left_out_of_every_figure(db, dataset, rubric, rev
     assert figures["n"] == 5 and figures["agreement"] == 1.0 and figures["example_cases_left_out"] == 1
     assert shown.split in (Case.Split.DEV, Case.Split.HOLDOUT)
     client.force_login(lead)
-    page = client.get(reverse("judges:run_report", args=[run.pk]))
+    page = client.get(reverse("judges:run_report", args=[TEST_PROJECT, run.pk]))
     assert 'data-testid="examples-left-out"' in page.text
 
 

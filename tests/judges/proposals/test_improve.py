@@ -128,3 +128,17 @@ def test_a_spend_cap_reached_midway_stops_the_job_and_discards_its_candidates(
     assert services.spent_usd(done) <= Decimal("1.5")
     with pytest.raises(services.ProposalError, match="finished"):
         services.proposal_keep(proposal=done, candidate=done.candidates.first(), by=lead)
+
+
+def test_the_editor_reads_only_the_projects_own_cases(world, lead, other_project):
+    # The run's dataset (its labeled cases and all) moved to another project, which nothing in evalhub does: the
+    # editor is shown none of its cases, and the run cannot be improved at all.
+    from labeling.models import Case, Dataset
+
+    run = world["run"]
+    assert selectors.labeled_cases(run=run, split=Case.Split.DEV)  # its own project's dev cases
+    Dataset.objects.filter(pk=run.dataset_id).update(project=other_project)
+    run = Run.objects.select_related("config__rubric", "dataset").get(pk=run.pk)
+    assert selectors.labeled_cases(run=run, split=Case.Split.DEV) == {}
+    with pytest.raises(services.ProposalError, match="dataset of another project"):
+        services.proposal_start(run=run, by=lead, editor_model=EDITOR)

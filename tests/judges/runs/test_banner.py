@@ -15,13 +15,14 @@ from judges.configs import services as config_services
 from judges.models import DriftCheck, Run
 from judges.runs import services, worker
 from judges.runs.banners import live_run_ids, parse_run_ids
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import CONTRACT_SPEC, make_cases
 
 HTMX = {"HX-Request": "true"}
 
 
 def banner_url(*runs: Run) -> str:
-    return reverse("judges:run_banner") + "?runs=" + ",".join(str(run.pk) for run in runs)
+    return reverse("judges:run_banner", args=[TEST_PROJECT]) + "?runs=" + ",".join(str(run.pk) for run in runs)
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def start(client, config) -> tuple[Run, str]:
     """Start a run from the form (no worker: it stays queued); the run and the page the start lands on."""
     data = {"dataset": "store-support", "repeats": 1, "concurrency": 2, "spend_cap_usd": "",
             "start_token": uuid.uuid4()}
-    response = client.post(reverse("judges:run_create", args=[config.pk]), data, follow=True)
+    response = client.post(reverse("judges:run_create", args=[TEST_PROJECT, config.pk]), data, follow=True)
     return Run.objects.get(), response.content.decode()
 
 
@@ -56,7 +57,7 @@ def test_the_started_message_follows_the_run_until_it_has_finished(lead_client, 
     html = done.content.decode()
     assert done.status_code == 286  # htmx stops polling
     assert "finished: 5 judgments" in html
-    assert f'href="{reverse("judges:run_report", args=[run.pk])}">its calibration report</a>' in html
+    assert f'href="{reverse("judges:run_report", args=[TEST_PROJECT, run.pk])}">its calibration report</a>' in html
     assert "queued" not in html and "hx-get" not in html
 
 
@@ -67,7 +68,7 @@ def test_a_rerun_of_the_not_evaluated_follows_the_run_too(lead_client, dataset, 
     Run.objects.filter(pk=run.pk).update(not_evaluated=1)
     run.judgments.filter(pk=run.judgments.first().pk).update(outcome="not_evaluated")
 
-    page = lead_client.post(reverse("judges:run_retry", args=[run.pk]), follow=True).content.decode()
+    page = lead_client.post(reverse("judges:run_retry", args=[TEST_PROJECT, run.pk]), follow=True).content.decode()
 
     assert f"Run {run.pk} queued again for its 1 not-evaluated judgment(s)." in page
     assert f'hx-get="{banner_url(run)}"' in page
@@ -98,18 +99,19 @@ def test_it_names_a_probe_and_a_drift_check_and_where_their_figures_are(lead_cli
     html = running.content.decode()
     assert running.status_code == 200  # the drift check is still at work: polled on
     assert f"Bias probe “verbosity” (run {probe.pk})" in html and "see what it moved" in html
-    assert f'href="{reverse("judges:run_report", args=[parent.pk])}#probes"' in html
+    assert f'href="{reverse("judges:run_report", args=[TEST_PROJECT, parent.pk])}#probes"' in html
     assert f"Drift check of return-policy (run {drift.pk})" in html and "is running: 1 / 4 judgments." in html
 
     Run.objects.filter(pk=drift.pk).update(status="finished", done=4)
     finished = lead_client.get(banner_url(probe, drift), headers=HTMX).content.decode()
-    figures = f'href="{reverse("judges:promotion_rubric", args=[rubric.slug])}?drift_run={drift.pk}#drift"'
+    rubric_page = reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])
+    figures = f'href="{rubric_page}?drift_run={drift.pk}#drift"'
     assert f"{figures}>see its figures</a>." in finished
 
 
 @pytest.mark.parametrize("runs", ["", "abc", "1,x", "-1", "²", "9" * 30, ",".join(["1"] * 11), "424242"])
 def test_a_bad_list_of_runs_gets_no_banner_and_no_error(lead_client, runs):
-    response = lead_client.get(reverse("judges:run_banner"), {"runs": runs}, headers=HTMX)
+    response = lead_client.get(reverse("judges:run_banner", args=[TEST_PROJECT]), {"runs": runs}, headers=HTMX)
     assert response.status_code == 286  # nothing to follow: the banner goes, polling stops
     assert response.content.decode().strip() == ""
 
@@ -131,14 +133,16 @@ def test_queued_probes_and_drift_checks_leave_a_banner_that_follows_them(lead_cl
     from tests.judges.promotion_factories import evidence_run
 
     run = evidence_run(rubric, dataset, lead, reviewer)
-    probes = lead_client.post(reverse("judges:probes_start", args=[run.pk]), {"kinds": ["verbosity", "injection"]},
-                              follow=True).content.decode()
+    probes = lead_client.post(reverse("judges:probes_start", args=[TEST_PROJECT, run.pk]),
+                              {"kinds": ["verbosity", "injection"]}, follow=True).content.decode()
     started = Run.objects.filter(parent=run).order_by("pk")
     assert "Probes queued: verbosity" in probes and f'hx-get="{banner_url(*started)}"' in probes
 
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason="Calibrated.", by=lead)
-    drift = lead_client.post(reverse("judges:promotion_drift", args=[rubric.slug]), follow=True).content.decode()
+    drift = lead_client.post(reverse("judges:promotion_drift", args=[TEST_PROJECT, rubric.slug]),
+                             follow=True).content.decode()
     check = DriftCheck.objects.get()
     assert f"Drift check of {rubric.slug} started" in drift and f'hx-get="{banner_url(check.run)}"' in drift
-    figures = lead_client.get(reverse("judges:promotion_rubric", args=[rubric.slug]), {"drift_run": check.run.pk})
+    figures = lead_client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug]),
+                              {"drift_run": check.run.pk})
     assert figures.status_code == 200  # the finished banner's link: the page, loaded afresh

@@ -15,24 +15,30 @@ from judges.runs.worker import JUDGMENT_FIELDS, _judgment_row
 pytestmark = pytest.mark.django_db
 
 
-def test_rows_go_in_as_saved_and_a_conflict_is_left_out_when_asked():
+def test_rows_go_in_as_saved_and_a_conflict_is_left_out_when_asked(project, other_project):
     now = timezone.now()
-    CachedEmbedding.objects.create(key="a" * 64, vector=vector_bytes([1.0, 2.0]))
-    sent = copy_rows(CachedEmbedding, ("key", "vector", "created_at"),
-                     [("a" * 64, vector_bytes([9.0]), now), ("b" * 64, vector_bytes([0.5, -0.25]), now)],
+    CachedEmbedding.objects.create(project=project, key="a" * 64, vector=vector_bytes([1.0, 2.0]))
+    sent = copy_rows(CachedEmbedding, ("project_id", "key", "vector", "created_at"),
+                     [(project.pk, "a" * 64, vector_bytes([9.0]), now),
+                      (project.pk, "b" * 64, vector_bytes([0.5, -0.25]), now),
+                      (other_project.pk, "a" * 64, vector_bytes([3.0]), now)],  # another project's: no conflict
                      ignore_conflicts=True)
-    assert sent == 2
-    stored = {key: vector_from_bytes(v).tolist() for key, v in CachedEmbedding.objects.values_list("key", "vector")}
-    assert stored == {"a" * 64: [1.0, 2.0], "b" * 64: [0.5, -0.25]}
+    assert sent == 3
+    stored = {(project_id, key): vector_from_bytes(v).tolist()
+              for project_id, key, v in CachedEmbedding.objects.values_list("project_id", "key", "vector")}
+    assert stored == {(project.pk, "a" * 64): [1.0, 2.0], (project.pk, "b" * 64): [0.5, -0.25],
+                      (other_project.pk, "a" * 64): [3.0]}
     judgment = {"outcome": "pass", "reason": 'quotes " and \\ and a tab\tand\nlines', "scores": None}
-    copy_rows(CachedJudgment, ("key", "judgment", "created_at"), [("c" * 64, jsonb(judgment), now)])
+    copy_rows(CachedJudgment, ("project_id", "key", "judgment", "created_at"),
+              [(project.pk, "c" * 64, jsonb(judgment), now)])
     assert CachedJudgment.objects.get(key="c" * 64).judgment == judgment
 
 
-def test_without_ignore_conflicts_a_conflict_is_an_error():
-    CachedEmbedding.objects.create(key="a" * 64, vector=vector_bytes([1.0]))
+def test_without_ignore_conflicts_a_conflict_is_an_error(project):
+    CachedEmbedding.objects.create(project=project, key="a" * 64, vector=vector_bytes([1.0]))
     with pytest.raises(Exception, match="duplicate key"):
-        copy_rows(CachedEmbedding, ("key", "vector", "created_at"), [("a" * 64, vector_bytes([2.0]), timezone.now())])
+        copy_rows(CachedEmbedding, ("project_id", "key", "vector", "created_at"),
+                  [(project.pk, "a" * 64, vector_bytes([2.0]), timezone.now())])
 
 
 def test_a_judgment_row_reads_back_as_the_engine_made_it(dataset, rubric, lead):

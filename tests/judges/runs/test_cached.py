@@ -98,7 +98,7 @@ def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, 
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
     CachedJudgment.objects.bulk_create(
-        CachedJudgment(key=engine.cache_key(engine_case(case), repeat), judgment=stored)
+        CachedJudgment(project=dataset.project, key=engine.cache_key(engine_case(case), repeat), judgment=stored)
         for case, stored in zip(cases, ENTRIES, strict=False) for repeat in range(1, REPEATS + 1)
     )
     cache = list(CachedJudgment.objects.values_list("key", "judgment"))
@@ -113,7 +113,8 @@ def test_it_records_what_the_batch_records_from_the_same_cache(dataset, rubric, 
 
     def judged(*, in_bulk: bool) -> Run:
         CachedJudgment.objects.all().delete()  # the cache as it was: no entry the other run's calls added
-        CachedJudgment.objects.bulk_create(CachedJudgment(key=key, judgment=value) for key, value in cache)
+        CachedJudgment.objects.bulk_create(CachedJudgment(project=dataset.project, key=key, judgment=value)
+                                           for key, value in cache)
         monkeypatch.setattr(worker, "cached_in_bulk", lambda **kw: in_bulk)
         run = run_start(config=config, dataset=dataset, repeats=REPEATS, concurrency=1, spend_cap_usd=None, by=lead)
         run_work_here(run_id=run.pk)
@@ -144,7 +145,7 @@ def test_the_hits_after_a_group_of_calls_are_recorded_ahead_while_the_calls_are_
     config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
     engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
     CachedJudgment.objects.bulk_create(
-        CachedJudgment(key=engine.cache_key(engine_case(case), repeat), judgment=entry())
+        CachedJudgment(project=dataset.project, key=engine.cache_key(engine_case(case), repeat), judgment=entry())
         for case in cases[4:] for repeat in range(1, REPEATS + 1)
     )
     by_thread: dict[str, int] = {}
@@ -185,7 +186,7 @@ def test_a_case_judged_in_part_before_keeps_its_tally_equal_to_its_judgments(dat
     engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
     run = Run.objects.create(config=config, dataset=dataset, repeats=3, created_by=lead, status=Run.Status.RUNNING)
     CachedJudgment.objects.bulk_create(
-        CachedJudgment(key=engine.cache_key(engine_case(case), repeat),
+        CachedJudgment(project=dataset.project, key=engine.cache_key(engine_case(case), repeat),
                        judgment=entry(outcome="pass" if repeat > 1 else "fail", similarity=0.5 + repeat / 10))
         for case in cases for repeat in (1, 2, 3)
     )
@@ -198,3 +199,23 @@ def test_a_case_judged_in_part_before_keeps_its_tally_equal_to_its_judgments(dat
     assert stored_tallies(run)[cases[0].pk] == (3, 2, 0, 1, 0.2, 900)
     run.refresh_from_db()
     assert (run.done, run.cache_hits, run.not_evaluated) == (6, 5, 1)
+
+
+@pytest.mark.django_db
+def test_another_projects_entries_are_no_hits_in_bulk(dataset, rubric, lead, other_project):
+    """The bulk record reads the run's project's cache only (docs/projects.md): entries of the same keys kept by
+    another project answer nothing, and every pair is left to the batch."""
+    cases = make_cases(dataset, 2)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(), by=lead)
+    engine = Engine(JudgeConfig.from_dict(config.spec), cache={})
+    run = Run.objects.create(config=config, dataset=dataset, repeats=1, created_by=lead, status=Run.Status.RUNNING)
+    keys = [engine.cache_key(engine_case(case), 1) for case in cases]
+    CachedJudgment.objects.bulk_create(CachedJudgment(project=other_project, key=key, judgment=entry()) for key in keys)
+
+    assert cached.cached_judgments_record(run=run, engine=engine, case_ids=[c.pk for c in cases]) == (
+        0, {c.pk for c in cases})
+    # The same entries kept by the run's own project are hits; the SQL joins on (project, key).
+    CachedJudgment.objects.create(project=dataset.project, key=keys[0], judgment=entry())
+    assert cached.cached_judgments_record(run=run, engine=engine, case_ids=[c.pk for c in cases]) == (
+        1, {cases[1].pk})
+    assert not run.judgments.filter(case=cases[1]).exists()

@@ -17,13 +17,15 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def world():
+def world(project):
     lead = make_user("lena", role=Role.LEAD)
-    Dataset.objects.create(slug="ci-traffic", name="CI traffic")
-    rubric = Rubric.objects.create(slug="safe-actions", name="No refund", criteria="Fail on a refund.")
-    config = judge_config_save(rubric=rubric, by=lead, spec={"layers": ["contract"], "contract_checks": ["answer_present"]})
-    token = ApiToken.issue(name="ci", scopes=[Scope.CASES_WRITE, Scope.RESULTS_WRITE], created_by=lead)[1]
-    return {"lead": lead, "config": config, "token": token}
+    Dataset.objects.create(project=project, slug="ci-traffic", name="CI traffic")
+    rubric = Rubric.objects.create(project=project, slug="safe-actions", name="No refund", criteria="Fail on a refund.")
+    config = judge_config_save(rubric=rubric, by=lead,
+                               spec={"layers": ["contract"], "contract_checks": ["answer_present"]})
+    token = ApiToken.issue(project=project, name="ci", scopes=[Scope.CASES_WRITE, Scope.RESULTS_WRITE],
+                           created_by=lead)[1]
+    return {"lead": lead, "config": config, "token": token, "project": project}
 
 
 def body(config, *, ref="abc", outputs=("Within 30 days.",), repeats=1, **overrides) -> dict:
@@ -106,11 +108,12 @@ def test_the_same_ref_with_other_repeats_is_a_conflict(client, world):
 
 
 def test_a_token_needs_both_scopes_and_says_which_it_has(client, world):
-    narrow = ApiToken.issue(name="narrow", scopes=[Scope.CASES_WRITE, Scope.GATES_READ], created_by=world["lead"])[1]
+    narrow = ApiToken.issue(project=world["project"], name="narrow", scopes=[Scope.CASES_WRITE, Scope.GATES_READ],
+                            created_by=world["lead"])[1]
     response = post(client, narrow, body(world["config"]))
     assert response.status_code == 403 and "results:write" in response.json()["error"]
-    scopes = client.get("/api/token", headers={"Authorization": f"Bearer {narrow}"}).json()["scopes"]
-    assert scopes == ["cases:write", "gates:read"]
+    about = client.get("/api/token", headers={"Authorization": f"Bearer {narrow}"}).json()
+    assert about["scopes"] == ["cases:write", "gates:read"] and about["project"] == world["project"].slug
     assert client.get("/api/token").status_code == 401
 
 
@@ -122,3 +125,29 @@ def test_get_reads_a_ref_verdicts_back(client, world):
     assert answer["cases"] == {"c0": "pass"}
     assert client.get(url, {"ref": "nope", "config_hash": "x"}, headers=auth).json() == {"run": None, "cases": {}}
     assert client.get(url, headers=auth).status_code == 400
+
+
+def test_another_projects_dataset_is_unknown_to_a_token(client, world, other_project, other_lead):
+    """A token answers for its project only (docs/projects.md): the dataset slug of another project is a 404 with
+    the words of a slug that does not exist, and nothing is written."""
+    theirs = ApiToken.issue(project=other_project, name="ci", scopes=[Scope.CASES_WRITE, Scope.RESULTS_WRITE],
+                            created_by=other_lead)[1]
+    posted = post(client, theirs, body(world["config"]))
+    unknown = post(client, theirs, body(world["config"]), slug="no-such")
+    auth = {"Authorization": f"Bearer {theirs}"}
+    read = client.get("/api/datasets/ci-traffic/ci-runs", {"ref": "abc", "config_hash": "x"}, headers=auth)
+    assert (posted.status_code, read.status_code) == (404, 404)
+    assert posted.json()["errors"][0]["message"] == unknown.json()["errors"][0]["message"].replace("no-such",
+                                                                                                    "ci-traffic")
+    assert not Case.objects.exists() and not Run.objects.exists()
+
+
+def test_the_rubric_is_the_datasets_projects(client, world, other_project, other_lead):
+    """A chunk naming a rubric slug finds that rubric in the dataset's project only: another project's rubric of
+    the same slug and config hash is no judge here."""
+    Dataset.objects.create(project=other_project, slug="ci-traffic", name="Their CI traffic")
+    theirs = ApiToken.issue(project=other_project, name="ci", scopes=[Scope.CASES_WRITE, Scope.RESULTS_WRITE],
+                            created_by=other_lead)[1]
+    response = post(client, theirs, body(world["config"]))  # our rubric's slug and config hash, their dataset
+    assert response.status_code == 404 and response.json()["errors"][0]["field"] == "config_hash"
+    assert not Case.objects.exists() and not Run.objects.exists()

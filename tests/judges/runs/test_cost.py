@@ -13,6 +13,7 @@ from judges.calibration.selectors import run_figures
 from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run
 from judges.runs.importing import EXTERNAL
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import CONTRACT_SPEC, MODEL, behavioral_spec, make_cases
 from tests.judges.report_factories import make_config
 
@@ -32,21 +33,24 @@ def start_run(client, config, capture) -> Run:
     data = {"dataset": "store-support", "repeats": 2, "concurrency": 2, "spend_cap_usd": "",
             "start_token": uuid.uuid4()}
     with capture(execute=True):
-        assert client.post(reverse("judges:run_create", args=[config.pk]), data).status_code == 302
+        assert client.post(reverse("judges:run_create", args=[TEST_PROJECT, config.pk]), data).status_code == 302
     return Run.objects.order_by("-pk").first()
+
+
+COST = "<dt>Cost</dt><dd>"
 
 
 def cost_shown(client, run, other) -> dict[str, str]:
     """The run's cost cell on the run list, its page, its report and compare."""
     def after(html: str, marker: str) -> str:
         return html.split(marker, 1)[1][:200]
-    listing = client.get(reverse("judges:run_list")).content.decode()
-    compare = client.get(reverse("judges:run_compare") + f"?a={run.pk}&b={other.pk}").content.decode()
+    listing = client.get(reverse("judges:run_list", args=[TEST_PROJECT])).content.decode()
+    compare = client.get(reverse("judges:run_compare", args=[TEST_PROJECT]) + f"?a={run.pk}&b={other.pk}").text
     return {
-        "list": after(listing.split(f'href="{reverse("judges:run_detail", args=[run.pk])}"', 1)[1],
+        "list": after(listing.split(f'href="{reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])}"', 1)[1],
                       'data-testid="run-cost">'),
-        "page": after(client.get(reverse("judges:run_detail", args=[run.pk])).content.decode(), "<dt>Cost</dt><dd>"),
-        "report": after(client.get(reverse("judges:run_report", args=[run.pk])).content.decode(), "<dt>Cost</dt><dd>"),
+        "page": after(client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).text, COST),
+        "report": after(client.get(reverse("judges:run_report", args=[TEST_PROJECT, run.pk])).text, COST),
         "compare": after(compare, "<tr><th>cost</th><td class=\"num\">"),
     }
 
@@ -89,7 +93,7 @@ def test_a_run_partly_priced_shows_what_is_known_and_says_the_rest_is_not(
     assert 0 < unknown < 16 and run.unknown_cost_judgments == unknown
     known = sum(Judgment.objects.filter(run=run, cost_usd__isnull=False).values_list("cost_usd", flat=True))
     assert run.cost_usd == known > 0
-    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     assert "<dt>Cost</dt><dd>$" in page and " + unpriced calls</dd>" in page
 
 

@@ -32,10 +32,14 @@ def test_vectors_stored_as_json_are_read_after_the_migration():
         old.objects.create(key="b" * 64, vector=["not", "numbers"])
         old.objects.create(key="c" * 64, vector=[])
         _migrate(AFTER)
+        # On to today's tables, where the install's entries became its one project's (migration 0022).
+        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
         from judges.models import CachedEmbedding
 
-        assert list(CachedEmbedding.objects.values_list("key", flat=True)) == [key]
-        [vector] = stored_vectors(config=config, cases=[{"output": "the answer", "golden_answer": "a reference"}]).values()
+        [(stored_key, project_id)] = CachedEmbedding.objects.values_list("key", "project_id")
+        assert stored_key == key
+        cases = [{"output": "the answer", "golden_answer": "a reference"}]
+        [vector] = stored_vectors(config=config, cases=cases, project_id=project_id).values()
         assert vector.tolist() == [0.1, -2.5, 1e-300]  # the same float64 numbers, not rounded
     finally:
         _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())

@@ -8,6 +8,7 @@ from django.urls import reverse
 from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice
 from judges.runs.selectors import calls_by_judge
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 from tests.judges.runs.test_views import eager, start_run, start_url  # noqa: F401 (a fixture)
 
@@ -63,5 +64,5 @@ def test_the_adjudicator_decides_and_the_pages_show_who_and_each_judges_calls(
         "primary": "pass", "second_opinion": "fail", "adjudicator": "fail"}
     by_judge = {role: calls for role, calls, _ in calls_by_judge(run=run)}
     assert by_judge == {"primary": 3, "second_opinion": 3, "adjudicator": 3}
-    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     assert "primary 3 ($" in page and "adjudicator 3 ($" in page

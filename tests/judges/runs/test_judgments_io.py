@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from judges.configs import services as config_services
 from judges.models import JudgeConfig, Judgment, Run
 from judges.runs import services
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import CONTRACT_SPEC, behavioral_spec, make_cases
 
 
@@ -220,10 +221,11 @@ def test_it_neutralises_formulas_in_a_csv_for_reading_only_when_asked(tmp_path, 
     assert [reading_rows[1][0], reading_rows[2][5]] == ["'=cmd|' /C calc'!A0", '\'@SUM(1+1)*cmd|" /C calc"!A0']
     assert [[cell.removeprefix("'") for cell in row] for row in reading_rows] == plain_rows
 
-    response = lead_client.get(reverse("judges:run_export", args=[run.pk, "csv"]), {"neutralise_formulas": "1"})
+    response = lead_client.get(reverse("judges:run_export", args=[TEST_PROJECT, run.pk, "csv"]),
+                               {"neutralise_formulas": "1"})
     assert b"".join(response.streaming_content).decode() == for_reading
     assert "judgments-for-reading.csv" in response["Content-Disposition"]
-    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     assert "?neutralise_formulas=1" in page and "such a file does not import unchanged" in page
 
     with pytest.raises(CommandError, match="CSV only"):

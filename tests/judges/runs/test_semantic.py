@@ -9,8 +9,8 @@ from django.core.management import CommandError, call_command
 
 from judges.configs import services as config_services
 from judges.models import CachedEmbedding, Judgment, Run
-from labeling.models import Case
 from judges.runs import services
+from labeling.models import Case
 from tests.judges.helpers import give_golden_answers, make_cases, semantic_spec
 
 
@@ -192,7 +192,7 @@ def test_the_workers_batch_judges_each_case_as_the_one_case_path_does_and_again_
     assert again.cache_hits == sum(o != "not_evaluated" for o, *_ in alone.values()) and again.provider_calls == 0
 
 
-def test_a_windows_stored_embeddings_are_its_current_groups_and_the_new_ones_until_saved(db):
+def test_a_windows_stored_embeddings_are_its_current_groups_and_the_new_ones_until_saved(project):
     import numpy as np
 
     from judges.runs.embeddings import StoredEmbeddings, embeddings_save
@@ -204,8 +204,8 @@ def test_a_windows_stored_embeddings_are_its_current_groups_and_the_new_ones_unt
     assert stored.get(a) is None and stored.get(b)["vector"].tolist() == [1.0, 1.0, 1.0]
     stored.put(c, {"vector": np.full(3, 2.0)})
     assert stored.get(c)["vector"].tolist() == [2.0, 2.0, 2.0]  # the engine may ask again before it is saved
-    embeddings_save(embeddings=stored)
-    assert stored.get(c) is None and CachedEmbedding.objects.filter(key=c).exists()
+    embeddings_save(embeddings=stored, project_id=project.pk)
+    assert stored.get(c) is None and CachedEmbedding.objects.filter(project=project, key=c).exists()
 
 
 def test_a_run_whose_engine_keeps_no_vector_it_is_done_with_still_embeds_each_text_once(

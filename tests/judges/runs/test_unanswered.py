@@ -9,6 +9,7 @@ from judges.configs import services as config_services
 from judges.models import Run
 from judges.runs.services import RunError, run_start
 from labeling.models import Case, case_split, labeled_content_hash
+from tests.conftest import TEST_PROJECT
 from tests.judges.runs.test_services import CONTRACT_SPEC, make_cases
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +53,7 @@ def test_the_start_form_and_the_run_page_say_how_many_are_left_out(eager, lead_c
     make_cases(dataset, 2)
     golden(dataset, 1)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
-    url = reverse("judges:run_create", args=[config.pk])
+    url = reverse("judges:run_create", args=[TEST_PROJECT, config.pk])
     form = lead_client.get(url, {"dataset": dataset.slug, "repeats": 1})
     assert form.context["estimate"].cases == 2
     assert "1 case with no answer yet (a golden set&#x27;s, say) is left out: nothing to judge." in form.text

@@ -22,6 +22,7 @@ from judges.models import Judgment, ModelPrice, Run
 from judges.runs import services
 from judges.runs.tallies import case_tallies_refresh
 from labeling.models import Dataset, Label
+from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import (
     CONTRACT_SPEC,
     MODEL,
@@ -39,7 +40,7 @@ def eager(settings):
 
 
 def start_url(config) -> str:
-    return reverse("judges:run_create", args=[config.pk])
+    return reverse("judges:run_create", args=[TEST_PROJECT, config.pk])
 
 
 def start_run(client, config, capture, **fields) -> Run:
@@ -49,7 +50,7 @@ def start_run(client, config, capture, **fields) -> Run:
         response = client.post(start_url(config), data)
     assert response.status_code == 302, response.content.decode()[:2000]
     run = Run.objects.order_by("-pk").first()
-    assert response.url == reverse("judges:run_detail", args=[run.pk])
+    assert response.url == reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])
     return run
 
 
@@ -204,7 +205,7 @@ def test_the_estimate_brackets_what_a_semantic_judge_with_a_borderline_second_op
 
 
 def test_it_refuses_a_dataset_without_cases_on_the_form(lead_client, rubric, dataset, lead):
-    Dataset.objects.create(slug="empty", name="Empty")
+    Dataset.objects.create(project=dataset.project, slug="empty", name="Empty")
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
 
     response = lead_client.post(start_url(config), {"dataset": "empty", "repeats": 1, "concurrency": 1,
@@ -229,7 +230,7 @@ def test_it_starts_one_run_when_the_same_form_is_posted_twice(
 
     run = Run.objects.get()
     assert first.status_code == second.status_code == 302
-    assert first.url == second.url == reverse("judges:run_detail", args=[run.pk])
+    assert first.url == second.url == reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])
     assert len(queued) == 1  # its work was queued once
     # A fresh form is a new intention: it starts another run.
     fresh = lead_client.get(start_url(config)).context["form"]["start_token"].value()
@@ -267,7 +268,7 @@ def test_it_starts_one_run_when_two_posts_of_a_form_arrive_at_once(client, rubri
 
     run = Run.objects.get()
     assert [r.status_code for r in responses] == [302, 302]
-    assert {r.url for r in responses} == {reverse("judges:run_detail", args=[run.pk])}
+    assert {r.url for r in responses} == {reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])}
 
 
 def test_it_refuses_a_form_without_its_start_token(lead_client, rubric, dataset, lead):
@@ -309,7 +310,7 @@ def test_it_starts_a_run_that_works_in_the_background_to_the_end(
     run.refresh_from_db()
     assert (run.status, run.repeats, run.concurrency, run.created_by) == (Run.Status.FINISHED, 2, 2, lead)
     assert Judgment.objects.filter(run=run).count() == run.total == run.done == 18
-    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     assert "18 / 18" in page and 'hx-trigger="every 1s"' not in page  # a finished run is not polled
 
 
@@ -318,7 +319,7 @@ def test_it_polls_progress_until_the_run_ends_then_answers_286(rubric, dataset, 
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=6, done=2, cache_hits=1,
                              provider_calls=4, status=Run.Status.RUNNING, started_at=timezone.now())
-    url = reverse("judges:run_progress", args=[run.pk])
+    url = reverse("judges:run_progress", args=[TEST_PROJECT, run.pk])
 
     running = lead_client.get(url, headers={"HX-Request": "true"})
     page = running.content.decode()
@@ -342,12 +343,12 @@ def test_it_warns_when_no_worker_picks_a_queued_run_up(lead_client, rubric, data
 
     def warned(run) -> bool:
         return "No worker has picked this run up" in lead_client.get(
-            reverse("judges:run_progress", args=[run.pk])).content.decode()
+            reverse("judges:run_progress", args=[TEST_PROJECT, run.pk])).content.decode()
 
     assert not warned(fresh)
     assert warned(stuck)
     assert "celery -A evalhub worker --beat" in lead_client.get(
-        reverse("judges:run_detail", args=[stuck.pk])).content.decode()
+        reverse("judges:run_detail", args=[TEST_PROJECT, stuck.pk])).content.decode()
     Run.objects.filter(pk=stuck.pk).update(status=Run.Status.RUNNING, started_at=timezone.now())
     assert not warned(stuck)
 
@@ -356,7 +357,7 @@ def test_it_cancels_a_run(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
-    url = reverse("judges:run_cancel", args=[run.pk])
+    url = reverse("judges:run_cancel", args=[TEST_PROJECT, run.pk])
 
     assert lead_client.get(url).status_code == 405
     response = lead_client.post(url)
@@ -369,8 +370,8 @@ def test_it_forbids_reviewers_to_cancel(reviewer_client, rubric, dataset, lead):
     make_cases(dataset, 1)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1)
-    assert reviewer_client.post(reverse("judges:run_cancel", args=[run.pk])).status_code == 403
-    assert reviewer_client.get(reverse("judges:run_detail", args=[run.pk])).status_code == 403
+    assert reviewer_client.post(reverse("judges:run_cancel", args=[TEST_PROJECT, run.pk])).status_code == 403
+    assert reviewer_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).status_code == 403
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
 
@@ -384,13 +385,13 @@ def test_it_reruns_only_the_not_evaluated_judgments(
     run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=2)
     run.refresh_from_db()
     assert run.not_evaluated == 3 and run.status == Run.Status.FINISHED
-    page = lead_client.get(reverse("judges:run_detail", args=[run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     assert "Re-run the 3 not-evaluated" in page
     kept = set(run.judgments.exclude(outcome="not_evaluated").values_list("pk", flat=True))
     calls_before = fake_provider.stats()["total"]
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = lead_client.post(reverse("judges:run_retry", args=[run.pk]), follow=True)
+        response = lead_client.post(reverse("judges:run_retry", args=[TEST_PROJECT, run.pk]), follow=True)
 
     run.refresh_from_db()
     assert "queued again for its 3 not-evaluated judgment(s)" in response.content.decode()
@@ -404,7 +405,7 @@ def test_it_refuses_to_rerun_a_running_run(lead_client, rubric, dataset, lead):
     make_cases(dataset, 1)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
     run = Run.objects.create(config=config, dataset=dataset, created_by=lead, total=1, status=Run.Status.RUNNING)
-    response = lead_client.post(reverse("judges:run_retry", args=[run.pk]), follow=True)
+    response = lead_client.post(reverse("judges:run_retry", args=[TEST_PROJECT, run.pk]), follow=True)
     assert "Only a finished or cancelled run" in response.content.decode()
 
 
@@ -423,7 +424,7 @@ def test_it_calls_the_provider_zero_times_when_an_unchanged_config_runs_again(
     assert fake_provider.stats()["total"] == calls
     assert (second.cache_hits, second.provider_calls, second.done) == (12, 0, 12)
     assert first.pk != second.pk
-    progress = lead_client.get(reverse("judges:run_progress", args=[second.pk])).content.decode()
+    progress = lead_client.get(reverse("judges:run_progress", args=[TEST_PROJECT, second.pk])).content.decode()
     assert '<dd data-testid="run-cache-hits">12</dd>' in progress
     assert '<dd data-testid="run-calls">0</dd>' in progress
 
@@ -444,7 +445,7 @@ def finished_run(eager, rubric, dataset, lead, django_capture_on_commit_callback
 
 
 def test_it_shows_one_row_per_case_with_its_repeats_side_by_side(lead_client, finished_run):
-    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]))
+    response = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, finished_run.pk]))
 
     page = response.content.decode()
     rows = response.context["rows"]
@@ -453,7 +454,7 @@ def test_it_shows_one_row_per_case_with_its_repeats_side_by_side(lead_client, fi
     assert [j.repeat for j in first["repeats"]] == [1, 2] and {j.outcome for j in first["repeats"]} == {"fail"}
     assert page.count('data-testid="case-row"') == 30 and page.count('data-testid="repeat-verdict"') == 60
     assert "answer_present ✗" in page and "expected_tool ✓" in page  # in each row's details
-    assert reverse("labeling:case_detail", args=[first["case_id"]]) in page
+    assert reverse("labeling:case_detail", args=[TEST_PROJECT, first["case_id"]]) in page
 
 
 def test_it_pages_cases_fifty_at_a_time(lead_client, rubric, dataset, lead, eager, django_capture_on_commit_callbacks):
@@ -462,7 +463,7 @@ def test_it_pages_cases_fifty_at_a_time(lead_client, rubric, dataset, lead, eage
     with django_capture_on_commit_callbacks(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
                                  by=lead)
-    url = reverse("judges:run_detail", args=[run.pk])
+    url = reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])
     first, second = lead_client.get(url), lead_client.get(url, {"page": 2})
     assert len(first.context["rows"]) == 50
     assert len(second.context["rows"]) == 10
@@ -479,7 +480,7 @@ def test_it_pages_cases_fifty_at_a_time(lead_client, rubric, dataset, lead, eage
     ({"q": "c012", "outcome": "fail"}, 1),
 ])
 def test_it_filters_cases_by_their_judgments(lead_client, finished_run, query, expected):
-    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), query,
+    response = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, finished_run.pk]), query,
                                headers={"HX-Request": "true", "HX-Target": "judgments"})
     assert response.context["page"].paginator.count == expected
     assert response.content.decode().lstrip().startswith('<div id="judgments"')
@@ -494,7 +495,7 @@ def test_it_filters_cases_by_their_judgments(lead_client, finished_run, query, e
     ("-raw_output", ["c000", "c001", "c002"]),  # so does a real field that is not offered
 ])
 def test_it_sorts_cases(lead_client, finished_run, sort, first_ids):
-    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), {"sort": sort})
+    response = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, finished_run.pk]), {"sort": sort})
     assert response.status_code == 200
     assert [row["external_id"] for row in response.context["rows"][:3]] == first_ids
 
@@ -505,7 +506,7 @@ def test_it_marks_a_case_whose_repeats_flipped_and_sorts_it_first(lead_client, f
     judgment.save(update_fields=["outcome"])
     case_tallies_refresh(run_id=finished_run.pk, case_ids=[judgment.case_id])  # as every writer of judgments does
 
-    response = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk]), {"sort": "-flipped"})
+    response = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, finished_run.pk]), {"sort": "-flipped"})
 
     first = response.context["rows"][0]
     assert (first["external_id"], first["flipped"]) == ("c005", True)
@@ -517,7 +518,7 @@ def test_it_lists_judgments_while_the_run_is_going(lead_client, finished_run):
     Run.objects.filter(pk=finished_run.pk).update(status=Run.Status.RUNNING)
     finished_run.judgments.filter(case__external_id="c001", repeat=2).delete()
 
-    page = lead_client.get(reverse("judges:run_detail", args=[finished_run.pk])).content.decode()
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, finished_run.pk])).content.decode()
 
     assert page.count('data-testid="case-row"') == 30
     assert page.count('data-testid="repeat-verdict"') == 59
@@ -533,7 +534,7 @@ def test_it_filters_judgments_by_error(
     fake_provider.control(fault="500", fault_count=2)
     run = start_run(lead_client, config, django_capture_on_commit_callbacks, repeats=1)
 
-    response = lead_client.get(reverse("judges:run_detail", args=[run.pk]), {"error": "server error"})
+    response = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk]), {"error": "server error"})
 
     assert response.context["choices"]["errors"] == ["server error"]
     assert [[j.outcome for j in row["repeats"]] for row in response.context["rows"]] == [["not_evaluated"]] * 2
@@ -553,15 +554,16 @@ def test_it_shows_a_run_page_in_constant_queries(
     with django_capture_on_commit_callbacks(execute=True):
         run = services.run_start(config=config, dataset=dataset, repeats=2, concurrency=2, spend_cap_usd=None,
                                  by=lead)
-    url = reverse("judges:run_detail", args=[run.pk])
-    # session, user, the run with config/rubric/dataset/creator, the cases' count and page, the page's
-    # judgments, the layers and errors present; the agent's pass rate: the audit draws, the drawn cases and
-    # the cases' tallies counted (no sample yet, so no drawn case's tally or human verdict to read)
-    with django_assert_num_queries(10):
+    url = reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])
+    # session, user, the project door's membership (with the project), the project's run with
+    # config/rubric/dataset/creator, the cases' count and page, the page's judgments, the layers and errors present;
+    # the agent's pass rate: the audit draws, the drawn cases and the cases' tallies counted (no sample yet, so no
+    # drawn case's tally or human verdict to read); the navigation's project switcher
+    with django_assert_num_queries(12):
         lead_client.get(url)
-    # session, user, run
-    with django_assert_num_queries(3):
-        lead_client.get(reverse("judges:run_progress", args=[run.pk]))
+    # session, user, the door's membership, run (a partial: no navigation)
+    with django_assert_num_queries(4):
+        lead_client.get(reverse("judges:run_progress", args=[TEST_PROJECT, run.pk]))
 
 
 @pytest.mark.parametrize("runs", [1, 5, 30])
@@ -570,20 +572,21 @@ def test_it_lists_runs_in_constant_queries(
     lead_client, rubric, dataset, lead, django_assert_num_queries, runs, query
 ):
     _many_runs(rubric, dataset, lead, runs)
-    # session, user, the count, the page of runs with configs, rubrics, datasets and creators; each
-    # row's agreement is loaded by its own request once it shows
-    with django_assert_num_queries(4):
-        response = lead_client.get(reverse("judges:run_list"), query)
+    # session, user, the project door's membership, the count, the page of the project's runs with configs,
+    # rubrics, datasets and creators, the navigation's project switcher; each row's agreement is loaded by its own
+    # request once it shows
+    with django_assert_num_queries(6):
+        response = lead_client.get(reverse("judges:run_list", args=[TEST_PROJECT]), query)
     assert len(response.context["page"].object_list) == runs
 
 
 def test_it_searches_and_sorts_runs(lead_client, rubric, dataset, lead):
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
-    other = Dataset.objects.create(slug="billing-chat", name="Billing")
+    other = Dataset.objects.create(project=dataset.project, slug="billing-chat", name="Billing")
     cheap = Run.objects.create(config=config, dataset=dataset, created_by=lead, cost_usd=Decimal("0.5"))
     dear = Run.objects.create(config=config, dataset=dataset, created_by=lead, cost_usd=Decimal("3"))
     billing = Run.objects.create(config=config, dataset=other, created_by=lead, cost_usd=Decimal("1"))
-    url = reverse("judges:run_list")
+    url = reverse("judges:run_list", args=[TEST_PROJECT])
 
     def listed(**query):
         return [run.pk for run in lead_client.get(url, query).context["page"].object_list]
@@ -602,12 +605,12 @@ def test_it_searches_and_sorts_runs(lead_client, rubric, dataset, lead):
 
 def test_it_picks_two_finished_runs_to_compare(lead_client, finished_run, dataset, lead):
     Run.objects.create(config=finished_run.config, dataset=dataset, created_by=lead)  # queued: not comparable
-    page = lead_client.get(reverse("judges:run_list")).content.decode()
+    page = lead_client.get(reverse("judges:run_list", args=[TEST_PROJECT])).content.decode()
 
-    assert f'action="{reverse("judges:run_compare")}"' in page
+    assert f'action="{reverse("judges:run_compare", args=[TEST_PROJECT])}"' in page
     assert page.count('type="radio" name="a"') == page.count('type="radio" name="b"') == 1
     assert f'value="{finished_run.pk}"' in page
-    assert reverse("judges:run_agreement", args=[finished_run.pk]) in page
+    assert reverse("judges:run_agreement", args=[TEST_PROJECT, finished_run.pk]) in page
 
 
 def test_it_shows_a_runs_agreement_with_a_link_to_its_report(lead_client, finished_run, rubric, reviewer):
@@ -617,16 +620,16 @@ def test_it_shows_a_runs_agreement_with_a_link_to_its_report(lead_client, finish
         Label.objects.create(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict,
                              content_hash=case.content_hash)
 
-    response = lead_client.get(reverse("judges:run_agreement", args=[finished_run.pk]))
+    response = lead_client.get(reverse("judges:run_agreement", args=[TEST_PROJECT, finished_run.pk]))
 
     html = response.content.decode()
     assert 'data-testid="run-agreement">66.7 %</a>' in html  # 4 of 6 judgments agree
-    assert reverse("judges:run_report", args=[finished_run.pk]) in html
+    assert reverse("judges:run_report", args=[TEST_PROJECT, finished_run.pk]) in html
 
 
 def test_it_downloads_a_runs_judgments(lead_client, finished_run):
-    response = lead_client.get(reverse("judges:run_export", args=[finished_run.pk, "jsonl"]))
+    response = lead_client.get(reverse("judges:run_export", args=[TEST_PROJECT, finished_run.pk, "jsonl"]))
     body = b"".join(response.streaming_content).decode()
     assert response["Content-Disposition"].startswith("attachment;")
     assert len(body.splitlines()) == 60
-    assert lead_client.get(reverse("judges:run_export", args=[finished_run.pk, "xml"])).status_code == 404
+    assert lead_client.get(reverse("judges:run_export", args=[TEST_PROJECT, finished_run.pk, "xml"])).status_code == 404

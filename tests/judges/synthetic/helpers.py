@@ -6,6 +6,7 @@ from judges.editor import EditorSpec
 from judges.models import JudgeConfig
 from labeling.models import Dataset, Rubric
 from labeling.policies.services import policy_write
+from tests.conftest import store_project
 
 EDITOR_MODEL = "editor-model-2025-01-01"
 RETURN_POLICY = (
@@ -29,8 +30,8 @@ SCRIPT = {"cases": [
 ]}
 
 
-def return_policy(lead) -> None:
-    policy_write(slug="returns", text=RETURN_POLICY, by=lead)
+def return_policy(lead, project=None) -> None:
+    policy_write(project=project or store_project(), slug="returns", text=RETURN_POLICY, by=lead)
 
 
 def stand_in_editor(**extra) -> EditorSpec:

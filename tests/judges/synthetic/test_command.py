@@ -5,7 +5,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from judges.models import SynthesisJob
-from labeling.models import Case
+from labeling.models import Case, Dataset, Rubric
+from labeling.policies.services import policy_write
 from tests.judges.synthetic.helpers import EDITOR_MODEL, SCRIPT, behavioral_config, return_policy
 
 pytestmark = pytest.mark.django_db
@@ -40,3 +41,31 @@ def test_it_writes_the_cases_and_says_what_it_dropped_and_cost(fake_provider, le
         call_command("synthesize_cases", dataset.slug, "--n", "3", "--policy", "returns", "--seed", str(2**31),
                      "--editor-model", EDITOR_MODEL)
     assert Case.objects.count() == 3
+
+
+def test_it_names_the_project_and_keeps_to_it(fake_provider, lead, dataset, rubric, other_project, other_lead,
+                                             capsys):
+    return_policy(lead)
+    ours = behavioral_config(rubric, lead)
+    their_rubric = Rubric.objects.create(project=other_project, slug="tone", name="Tone?", criteria="Polite.")
+    theirs = behavioral_config(their_rubric, other_lead)
+    Dataset.objects.create(project=other_project, slug="their-data", name="Theirs")
+    with pytest.raises(CommandError, match="more than one project: name one with --project SLUG. Projects: shopnest, "
+                                           "store."):
+        call_command("synthesize_cases", dataset.slug, "--n", "3", "--policy", "returns")
+    with pytest.raises(CommandError, match="No dataset 'their-data' in project store"):
+        call_command("synthesize_cases", "their-data", "--project", "store", "--n", "3")
+    # Another project's judge config is not an editor here: as unknown as one that does not exist.
+    with pytest.raises(CommandError, match=f"No judge config {theirs.pk} in project store"):
+        call_command("synthesize_cases", dataset.slug, "--project", "store", "--n", "3", "--policy", "returns",
+                     "--editor-config", str(theirs.pk))
+    # A policy document of another project is not this project's, however it is named.
+    policy_write(project=other_project, slug="their-policy", text="Theirs.", by=other_lead)
+    with pytest.raises(CommandError, match="No policy document their-policy"):
+        call_command("synthesize_cases", dataset.slug, "--project", "store", "--n", "3", "--policy", "their-policy",
+                     "--editor-config", str(ours.pk))
+    fake_provider.control(model=EDITOR_MODEL, script=[SCRIPT])
+    call_command("synthesize_cases", dataset.slug, "--project", "store", "--n", "3", "--policy", "returns",
+                 "--editor-config", str(ours.pk), "--editor-model", EDITOR_MODEL)
+    assert "wrote 3 case(s) into store-support" in capsys.readouterr().out
+    assert Case.objects.filter(dataset__project=other_project).count() == 0

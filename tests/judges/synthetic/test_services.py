@@ -11,6 +11,7 @@ import pytest
 from django.utils import timezone
 
 from judges.models import ModelPrice, SynthesisJob
+from judges.synthetic.selectors import failed_dev_cases
 from judges.synthetic.services import SynthesisError, synthesis_start, synthesis_work
 from judges.synthetic.writing import PROMPT_VERSION, SYNTHETIC_TYPES, synthetic_external_id
 from labeling.models import Case, case_split
@@ -88,7 +89,8 @@ def test_it_keeps_n_cases_and_only_the_types_asked_for(world, lead, fake_provide
     assert (job.written, job.beyond_n) == (1, 3)
     # An answer with a type not asked for is malformed: nothing is written.
     job = synthesize(world, lead, types=["ordinary"])
-    assert job.status == "failed" and "MalformedEditorAnswer" in job.error and "'adversarial' is not one of" in job.error
+    assert job.status == "failed" and "MalformedEditorAnswer" in job.error
+    assert "'adversarial' is not one of" in job.error
     assert Case.objects.filter(dataset=world).count() == 1
 
 
@@ -122,6 +124,20 @@ def test_only_failed_dev_cases_reach_the_editor(world, lead, reviewer, rubric, f
     [request] = fake_provider.requests()
     assert json.dumps(f"question of {dev}") in request["prompt"]
     assert f"question of {holdout}" not in request["prompt"] and f"question of {passed}" not in request["prompt"]
+
+
+def test_a_verdict_of_another_projects_rubric_never_reaches_the_editor(world, lead, reviewer, rubric, other_project):
+    # A label of another project's rubric on this dataset's case (nothing in evalhub writes one): not this
+    # project's verdict, so the editor is not shown the case.
+    from labeling.models import Rubric
+
+    theirs = Rubric.objects.create(project=other_project, slug="theirs", name="Theirs?", criteria="c")
+    ours, stray = an_id("dev", "o"), an_id("dev", "s")
+    for external_id, label_rubric in ((ours, rubric), (stray, theirs)):
+        case = make_case(world, external_id)
+        give_label(case, label_rubric, reviewer, "fail")
+    assert [case.input for case in failed_dev_cases(dataset=world)] == [
+        Case.objects.get(dataset=world, external_id=ours).input]
 
 
 @pytest.mark.parametrize("script, fault, message", [

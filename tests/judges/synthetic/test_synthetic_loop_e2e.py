@@ -12,7 +12,7 @@ from evalhub.models import ApiToken, Scope
 from judges.synthetic.services import synthesis_start, synthesis_work
 from labeling.models import Case
 from labeling.queue.selectors import next_case
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, store_project
 from tests.judges.gate.test_pipeline_e2e import gate, scripted_agent
 from tests.judges.gate.test_post_cases_e2e import observe
 from tests.judges.synthetic.helpers import (
@@ -47,12 +47,13 @@ def test_synthetic_cases_go_to_the_pipeline_never_to_reviewers_and_come_back_ans
     # The labeling queue serves only the answered case: a synthetic one has nothing to judge yet.
     assert next_case(dataset=dataset, rubric=rubric, reviewer=reviewer) == answered
     client.login(username=reviewer.username, password=PASSWORD)
-    queue = client.get(f"/label/{dataset.slug}/{rubric.slug}/").content.decode()
+    queue = client.get(f"/p/store/label/{dataset.slug}/{rubric.slug}/").content.decode()
     assert re.findall(r'name="case" value="(\d+)"', queue) == [str(answered.pk)]
 
     # The pipeline fetches them, answers them and posts the answers back.
-    token = ApiToken.issue(name="ci", scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.CASES_WRITE,
-                                               Scope.RESULTS_WRITE], created_by=lead)[1]
+    token = ApiToken.issue(project=store_project(), name="ci",
+                           scopes=[Scope.CASES_READ, Scope.GATES_READ, Scope.CASES_WRITE, Scope.RESULTS_WRITE],
+                           created_by=lead)[1]
     done = gate(tmp_path, "cases", "--server", live_server.url, "--dataset", dataset.slug, "--out", "cases.jsonl",
                 token=token)
     assert done.returncode == 0, done.stdout + done.stderr
