@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, F, Q
 from django.urls import reverse
 
+from evalhub.models import Project
 from judges.calibration.selectors import pct, rubric_thresholds
 from judges.models import CiResult
 from judges.promotion.selectors import PromotionRow, promotion_rows
@@ -53,10 +54,10 @@ class OverviewRow:
         return self.complete / self.cases if self.cases else None
 
 
-def _labeling_progress() -> dict[int, dict]:
-    """rubric_id → {"cases", "complete"} over every dataset, in one query (the queue's own tallies)."""
+def _labeling_progress(project: Project) -> dict[int, dict]:
+    """rubric_id → {"cases", "complete"} over the project's datasets, in one query (the queue's own tallies)."""
     rows = (
-        CaseTally.objects.values("rubric")
+        CaseTally.objects.filter(rubric__project=project).values("rubric")
         .annotate(
             cases=Count("id"),
             complete=Count("id", filter=Q(labels__gte=F("rubric__labels_per_case") + F("requested"))),
@@ -68,40 +69,42 @@ def _labeling_progress() -> dict[int, dict]:
 
 def _attention(row: OverviewRow) -> list[Attention]:
     rubric, promotion = row.rubric, row.promotion
+    promotion_url = reverse("judges:promotion_rubric", args=[rubric.project.slug, rubric.slug])
     out = []
     if promotion.recalibration:
         out.append(Attention(0, rubric, f"recalibration needed: {'; '.join(promotion.recalibration)}",
-                             reverse("judges:promotion_rubric", args=[rubric.slug])))
+                             promotion_url))
     ci = promotion.last_ci
     if ci is not None and ci.outcome != CiResult.Outcome.PASS and ci.stage != Rubric.Stage.OBSERVE:
         out.append(Attention(1, rubric, f"latest CI check {ci.get_outcome_display().lower()}: {ci.failed} failed, "
                              f"{ci.not_evaluated} not evaluated of {ci.total}",
-                             reverse("judges:promotion_rubric", args=[rubric.slug]) + "#ci-results"))
+                             promotion_url + "#ci-results"))
     for queue in row.open_disputes:
         out.append(Attention(2, rubric, f"{queue['open']} open dispute{'s' if queue['open'] != 1 else ''} on "
                              f"{queue['dataset'].name}",
-                             reverse("labeling:disputes", args=[queue["dataset"].slug, rubric.slug])))
+                             reverse("labeling:disputes", args=[rubric.project.slug, queue["dataset"].slug,
+                                                                 rubric.slug])))
     if promotion.relaxed and rubric.stage != Rubric.Stage.DRAFT:
         out.append(Attention(3, rubric, f"relaxed thresholds: {'; '.join(promotion.relaxed)}",
-                             reverse("judges:promotion_rubric", args=[rubric.slug])))
+                             promotion_url))
     if row.cases and row.complete < row.cases:
         left = row.cases - row.complete
         out.append(Attention(4, rubric, f"{left} case{'s' if left != 1 else ''} still need labels",
-                             reverse("labeling:dataset_list")))
+                             reverse("labeling:dataset_list", args=[rubric.project.slug])))
     return out
 
 
-def lead_overview() -> tuple[list[OverviewRow], list[Attention]]:
-    """Each rubric's row and everything that needs attention, most urgent first.
+def lead_overview(*, project: Project) -> tuple[list[OverviewRow], list[Attention]]:
+    """Each of the project's rubrics' row and everything that needs attention, most urgent first.
 
     Queries: the rubrics, promotion_rows' eight (evidence, staleness, verdicts, judgments, latest CI…),
     disputes_by_queue's three, labeling progress's one; none per rubric.
     """
-    rubrics = list(Rubric.objects.order_by("slug"))
+    rubrics = list(project.rubrics.select_related("project").order_by("slug"))
     disputes: dict[int, list[dict]] = {}
-    for queue in disputes_by_queue():
+    for queue in disputes_by_queue(project=project):
         disputes.setdefault(queue["rubric"].pk, []).append(queue)
-    progress = _labeling_progress()
+    progress = _labeling_progress(project)
     rows = []
     for promotion in promotion_rows(rubrics=rubrics):
         rubric = promotion.rubric

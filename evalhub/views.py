@@ -1,23 +1,43 @@
 from axes.helpers import get_client_username
 from django.conf import settings
 from django.db.models import Count
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 
+from evalhub.access import member_required
+from evalhub.http import HtmxHttpRequest
+from evalhub.members.forms import ProjectCreateForm
+from evalhub.members.selectors import invitations_for, projects_for_picker
+from evalhub.models import Project, Role
 from evalhub.selectors import lead_overview
 from judges.estimates.selectors import latest_estimates
 from judges.models import Run
-from labeling.models import Dataset
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    """Reviewers land on their labeling queues; leads on the overview they start the day from: each
-    rubric's stage, evidence, recalibration, CI, the agent's latest estimated pass rate, disputes and labeling,
-    and what needs attention first."""
-    if not request.user.is_lead:
-        return redirect("labeling:queue_start")
-    rows, attention = lead_overview()
+    """A user with one project lands in it; with several (or none, or invitations waiting) they pick here. The
+    instance admin sees every project and creates new ones."""
+    projects = projects_for_picker(request.user)
+    invitations = invitations_for(request.user)
+    if len(projects) == 1 and not invitations and not request.user.is_superuser:
+        return redirect("project_home", project=projects[0].slug)
+    context = {
+        "projects": projects,
+        "invitations": invitations,
+        "project_form": ProjectCreateForm() if request.user.is_superuser else None,
+    }
+    return render(request, "projects.html", context)
+
+
+@member_required
+def project_home(request: HtmxHttpRequest, project: Project) -> HttpResponse:
+    """Reviewers land on their labeling queues; leads on the overview they start the day from: each of the
+    project's rubrics' stage, evidence, recalibration, CI, the agent's latest estimated pass rate, disputes and
+    labeling, and what needs attention first."""
+    if request.project_role != Role.LEAD:
+        return redirect("labeling:queue_start", project=project.slug)
+    rows, attention = lead_overview(project=project)
     estimates = latest_estimates(rubric_ids=[row.rubric.pk for row in rows])
     for row in rows:
         row.promotion.pass_rate = estimates.get(row.rubric.pk)
@@ -27,10 +47,22 @@ def home(request: HttpRequest) -> HttpResponse:
         {
             "rows": rows,
             "attention": attention,
-            "datasets": Dataset.objects.annotate(case_count=Count("cases")).order_by("slug"),
-            "runs": Run.objects.filter(parent__isnull=True).select_related("config__rubric", "dataset")[:8],
+            "datasets": project.datasets.annotate(case_count=Count("cases")).order_by("slug"),
+            "runs": Run.objects.filter(parent__isnull=True, dataset__project=project)
+            .select_related("config__rubric", "dataset")[:8],
         },
     )
+
+
+def old_page(request: HttpRequest, path: str) -> HttpResponse:
+    """A page's URL from before projects (/runs/12/): redirected to the same page of the one project the user
+    may open, so bookmarks of a single-team install keep working; 404 where that project is not one."""
+    projects = Project.objects.for_user(request.user)[:2]
+    if len(projects) != 1:
+        raise Http404("Pages live under their project now: open it from the home page.")
+    query = request.META.get("QUERY_STRING", "")
+    target = f"/p/{projects[0].slug}/{path}"
+    return redirect(f"{target}?{query}" if query else target)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -12,7 +12,7 @@ import django
 
 PASSWORD = "team-password"
 REVIEWERS = [f"reviewer{i}" for i in range(5)]
-DATASET, RUBRIC = "team", "team-policy"
+PROJECT, DATASET, RUBRIC = "team", "team", "team-policy"
 CONTRACT_SPEC = {"layers": ["contract"], "contract_checks": ["answer_present", "expected_tool"]}
 
 
@@ -20,18 +20,21 @@ def setup(cases: int) -> None:
     from django.contrib.auth.hashers import make_password
     from django.core.management import call_command
 
-    from evalhub.models import Role, User
+    from evalhub.models import Membership, Project, Role, User
     from judges.configs import services
     from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
     call_command("migrate", verbosity=0)
     password = make_password(PASSWORD)
-    lead = User.objects.create(username="lead", password=password, role=Role.LEAD)
+    project = Project.objects.create(slug=PROJECT, name="Team")
+    lead = User.objects.create(username="lead", password=password)
     reviewers = User.objects.bulk_create(User(username=name, password=password) for name in REVIEWERS)
-    dataset = Dataset.objects.create(slug=DATASET, name="Team")
+    Membership.objects.bulk_create([Membership(project=project, user=lead, role=Role.LEAD)] + [
+        Membership(project=project, user=user, role=Role.REVIEWER) for user in reviewers])
+    dataset = Dataset.objects.create(project=project, slug=DATASET, name="Team")
     dataset.reviewers.add(*reviewers)
-    rubric = Rubric.objects.create(slug=RUBRIC, name="Does the answer follow the policy?", criteria="…",
-                                   labels_per_case=2)
+    rubric = Rubric.objects.create(project=project, slug=RUBRIC, name="Does the answer follow the policy?",
+                                   criteria="…", labels_per_case=2)
     Case.objects.bulk_create(
         Case(dataset=dataset, external_id=f"t{i:04}", input=f"Where is order {i}?", output=f"Order {i} ships.",
              expected_tool="lookup_order", split=case_split(f"t{i:04}"),
@@ -46,8 +49,9 @@ def start_run(repeats: int) -> None:
     from judges.runs import services
     from labeling.models import Dataset, Rubric
 
-    config = Rubric.objects.get(slug=RUBRIC).judge_configs.get()
-    run = services.run_start(config=config, dataset=Dataset.objects.get(slug=DATASET), repeats=repeats,
+    config = Rubric.objects.get(project__slug=PROJECT, slug=RUBRIC).judge_configs.get()
+    run = services.run_start(config=config, dataset=Dataset.objects.get(project__slug=PROJECT, slug=DATASET),
+                             repeats=repeats,
                              concurrency=4, spend_cap_usd=None, by=User.objects.get(username="lead"))
     print(run.pk)
 

@@ -109,7 +109,7 @@ def test_five_reviewers_and_a_run_share_the_embedded_default_without_a_lock_erro
         labeled: list[str] = []
 
         def label(client: httpx.Client) -> None:
-            queue = f"/label/{embedded_site.DATASET}/{embedded_site.RUBRIC}/"
+            queue = f"/p/{embedded_site.PROJECT}/label/{embedded_site.DATASET}/{embedded_site.RUBRIC}/"
             page = client.get(queue)
             statuses.append(page.status_code)
             # Label what is shown and take the next, for as long as the run goes (and at least 10 each).

@@ -2,13 +2,16 @@
 
 from django.urls import reverse
 
+from tests.conftest import TEST_PROJECT
+
 
 def test_it_says_why_a_reviewer_is_refused_and_offers_a_way_back(reviewer_client):
-    came_from = "http://testserver" + reverse("labeling:queue_start")
-    response = reviewer_client.get(reverse("labeling:dataset_list"), headers={"Referer": came_from})
+    came_from = "http://testserver" + reverse("labeling:queue_start", args=[TEST_PROJECT])
+    response = reviewer_client.get(reverse("labeling:dataset_list", args=[TEST_PROJECT]),
+                                   headers={"Referer": came_from})
     assert response.status_code == 403
     body = response.content.decode()
-    assert "Only leads may do this." in body  # the reason access.lead_required gives
+    assert "Only the project&#x27;s leads may do this." in body  # the reason access.lead_required gives
     assert "rita" in body and "reviewer" in body
     assert f'href="{came_from}"' in body
     assert f'href="{reverse("home")}"' in body
@@ -25,7 +28,14 @@ def test_it_explains_a_missing_page(reviewer_client):
 
 
 def test_it_shows_a_dataset_the_reviewer_may_not_see_as_missing(reviewer_client, other_dataset, rubric):
-    response = reviewer_client.get(reverse("labeling:queue", args=[other_dataset.slug, rubric.slug]))
+    response = reviewer_client.get(reverse("labeling:queue", args=[TEST_PROJECT, other_dataset.slug, rubric.slug]))
+    assert response.status_code == 404
+    assert "There is nothing here" in response.content.decode()
+
+
+def test_it_shows_another_projects_page_as_missing(client, other_lead, project):
+    client.force_login(other_lead)
+    response = client.get(reverse("labeling:queue_start", args=[TEST_PROJECT]))
     assert response.status_code == 404
     assert "There is nothing here" in response.content.decode()
 

@@ -9,16 +9,18 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from evalhub.demo.projects import STORE_PROJECT
 from judges.models import CiResult
 from labeling.models import Label, Rubric
-from tests.conftest import make_user
+from tests.conftest import TEST_PROJECT, make_user
 from tests.judges.helpers import make_cases
 
 
 def _labeled_rubrics(dataset, n: int, reviewers) -> None:
     cases = make_cases(dataset, 4, prefix=f"n{n}-")
     for i in range(n):
-        rubric = Rubric.objects.create(slug=f"r{n}-{i}", name=f"Rubric {i}", criteria="Is it right?")
+        rubric = Rubric.objects.create(project=dataset.project, slug=f"r{n}-{i}", name=f"Rubric {i}",
+                                       criteria="Is it right?")
         # Two reviewers disagree on the first case: an open dispute on every rubric.
         Label.objects.create(case=cases[0], rubric=rubric, reviewer=reviewers[0], verdict="pass",
                              content_hash=cases[0].content_hash)
@@ -33,7 +35,7 @@ def _queries(client, url: str) -> int:
 
 
 def test_it_reads_a_fixed_number_of_queries_however_many_rubrics(lead_client, dataset, reviewer, second_reviewer):
-    url = reverse("home")
+    url = reverse("project_home", args=[TEST_PROJECT])
     _labeled_rubrics(dataset, 1, [reviewer, second_reviewer])
     one = _queries(lead_client, url)
     _labeled_rubrics(dataset, 5, [reviewer, second_reviewer])
@@ -44,8 +46,26 @@ def test_it_reads_a_fixed_number_of_queries_however_many_rubrics(lead_client, da
 
 
 def test_a_reviewer_lands_on_their_queue(reviewer_client):
-    response = reviewer_client.get(reverse("home"))
-    assert response.status_code == 302 and response["Location"] == reverse("labeling:queue_start")
+    response = reviewer_client.get(reverse("home"), follow=True)
+    assert response.redirect_chain == [(reverse("project_home", args=[TEST_PROJECT]), 302),
+                                       (reverse("labeling:queue_start", args=[TEST_PROJECT]), 302)]
+
+
+def test_a_lead_of_one_project_lands_on_its_overview(lead_client):
+    response = lead_client.get(reverse("home"), follow=True)
+    assert response.redirect_chain == [(reverse("project_home", args=[TEST_PROJECT]), 302)]
+    assert "rows" in response.context
+
+
+def test_another_projects_overview_is_404(lead_client, other_project):
+    assert lead_client.get(reverse("project_home", args=[other_project.slug])).status_code == 404
+
+
+def test_a_page_address_from_before_projects_goes_to_the_one_project(lead_client, other_project, other_lead, client):
+    response = lead_client.get("/runs/12/?tab=report")
+    assert response.status_code == 302 and response["Location"] == f"/p/{TEST_PROJECT}/runs/12/?tab=report"
+    client.force_login(make_user("both", role=None, is_superuser=True))  # sees two projects: no way to choose
+    assert client.get("/runs/12/").status_code == 404
 
 
 @pytest.mark.django_db
@@ -57,8 +77,9 @@ def test_the_demo_overview_tells_the_story(client, fake_provider_server, monkeyp
     call_command("load_demo", stdout=StringIO())  # idempotent: nothing doubles
     client.login(username="lena", password="evalhub-demo")
 
-    response = client.get(reverse("home"))
+    response = client.get(reverse("home"), follow=True)  # lena leads one project: she lands on its overview
 
+    assert response.redirect_chain == [(reverse("project_home", args=[STORE_PROJECT]), 302)]
     rows = {row.rubric.slug: row for row in response.context["rows"]}
     assert rows["tool-use"].rubric.stage == "gate" and rows["tool-use"].promotion.relaxed
     assert rows["return-policy"].rubric.stage == "warn"
@@ -66,7 +87,7 @@ def test_the_demo_overview_tells_the_story(client, fake_provider_server, monkeyp
     assert rows["return-policy"].disputes > 0
     # Observed from day one, with no evidence: in CI all the same (one CI result per rubric above draft).
     assert rows["grounded-answer"].rubric.stage == "observe"
-    assert CiResult.objects.count() == 3
+    assert CiResult.objects.filter(rubric__project__slug=STORE_PROJECT).count() == 3
     texts = [item.text for item in response.context["attention"]]
     assert any("open dispute" in text for text in texts)
     assert any("relaxed thresholds" in text for text in texts)

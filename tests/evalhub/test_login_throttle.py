@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, TEST_PROJECT
 
 
 def _log_in(client, password: str):
@@ -22,11 +22,11 @@ def test_it_locks_a_username_out_after_too_many_failures_until_reset(client, rev
 
     # Locked: even the right password is refused, and no session is made.
     assert _log_in(client, PASSWORD).status_code == 429
-    assert client.get(reverse("labeling:queue_start")).status_code == 302
+    assert client.get(reverse("labeling:queue_start", args=[TEST_PROJECT])).status_code == 302
 
     call_command("axes_reset_username", "rita", stdout=None)
     assert _log_in(client, PASSWORD).status_code == 302
-    assert client.get(reverse("labeling:queue_start")).status_code == 200
+    assert client.get(reverse("labeling:queue_start", args=[TEST_PROJECT])).status_code == 200
 
 
 def test_it_forgets_failures_after_a_successful_login(client, reviewer, settings):
@@ -54,4 +54,4 @@ def test_it_leaves_the_test_clients_logins_working(client, reviewer, login):
         client.force_login(reviewer)
     else:
         assert client.login(username="rita", password=PASSWORD)
-    assert client.get(reverse("labeling:queue_start")).status_code == 200
+    assert client.get(reverse("labeling:queue_start", args=[TEST_PROJECT])).status_code == 200

@@ -18,7 +18,7 @@ def test_among_finds_what_in_finds(dataset):
     # Keys go as one comma-joined text, split again by PostgreSQL; a key holding a comma (or one empty key,
     # which that text could not tell from none) goes as an array.
     keys = ["a" * 64, "b'" * 32, 'c,"d\\', " e ", ""]
-    CachedJudgment.objects.bulk_create(CachedJudgment(key=key, judgment={}) for key in keys)
+    CachedJudgment.objects.bulk_create(CachedJudgment(project=dataset.project, key=key, judgment={}) for key in keys)
     for wanted in (["b'" * 32, "f" * 64], ['c,"d\\', "a" * 64], [" e "], [""], ["", "a" * 64], keys):
         found = set(CachedJudgment.objects.filter(key__among=wanted).values_list("key", flat=True))
         assert found == set(CachedJudgment.objects.filter(key__in=wanted).values_list("key", flat=True)) == (

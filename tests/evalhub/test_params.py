@@ -13,6 +13,7 @@ from evalhub.params import object_id, whole
 from judges.models import CiResult, JudgeConfig
 from labeling.importing.cases import cases_import_objects
 from labeling.models import Case, Dataset
+from tests.conftest import TEST_PROJECT
 from tests.judges.configs.test_views import form_data
 from tests.judges.report_factories import make_config, make_run
 
@@ -40,42 +41,43 @@ def test_a_nul_in_a_search_or_filter_is_400_not_500(lead_client, dataset, url):
 
 def test_a_nul_in_a_form_field_is_400(lead_client, dataset, rubric):
     case = cases_import_objects(dataset=dataset, objects=[{"external_id": "c1", "input": "q", "output": "a"}])
-    url = reverse("labeling:request_label", args=[dataset.slug, rubric.slug, Case.objects.get().pk])
+    url = reverse("labeling:request_label", args=[TEST_PROJECT, dataset.slug, rubric.slug, Case.objects.get().pk])
     assert case and lead_client.post(url, {"reason": "why\x00"}).status_code == 400
 
 
 def test_the_kinds_filter_carried_in_a_form_field_refuses_a_nul(lead_client, dataset):
-    url = reverse("labeling:dataset_kinds", args=[dataset.slug])
+    url = reverse("labeling:dataset_kinds", args=[TEST_PROJECT, dataset.slug])
     response = lead_client.post(url, {"set_kind": "ood", "scope": "filtered", "filter_query": "q=%00"})
     assert response.status_code == 400
 
 
 @pytest.mark.parametrize("value", ["²", "9" * 5000, "9" * 20])
 def test_a_malformed_case_id_in_the_queue_is_404(reviewer_client, dataset, rubric, value):
-    url = reverse("labeling:queue", args=[dataset.slug, rubric.slug])
+    url = reverse("labeling:queue", args=[TEST_PROJECT, dataset.slug, rubric.slug])
     assert reviewer_client.get(url, {"case": value}).status_code == 404
 
 
 @pytest.mark.parametrize("value", ["#²", "#" + "9" * 5000])
 def test_the_runs_search_for_an_odd_id_finds_none(lead_client, value):
-    assert lead_client.get(reverse("judges:run_list"), {"q": value}).status_code == 200
+    assert lead_client.get(reverse("judges:run_list", args=[TEST_PROJECT]), {"q": value}).status_code == 200
 
 
 @pytest.mark.parametrize("value", ["1e309", "nan", "²", "9" * 5000])
 def test_a_since_out_of_range_is_400_with_a_message(lead_client, dataset, rubric, lead, value):
     run = make_run(make_config(rubric, lead), dataset, lead, {}, status="queued")
-    response = lead_client.get(reverse("judges:run_progress", args=[run.pk]), {"since": value})
+    response = lead_client.get(reverse("judges:run_progress", args=[TEST_PROJECT, run.pk]), {"since": value})
     assert response.status_code == 400
     assert "since must be a number from 0 to" in response.content.decode()
 
 
 def test_a_since_the_page_wrote_still_works(lead_client, dataset, rubric, lead):
     run = make_run(make_config(rubric, lead), dataset, lead, {}, status="queued")
-    assert lead_client.get(reverse("judges:run_progress", args=[run.pk]), {"since": "1718000000"}).status_code == 200
+    url = reverse("judges:run_progress", args=[TEST_PROJECT, run.pk])
+    assert lead_client.get(url, {"since": "1718000000"}).status_code == 200
 
 
 def test_a_preview_of_a_policy_version_in_superscript_is_no_500(lead_client, rubric, dataset):
-    url = reverse("judges:config_create", args=[rubric.slug])
+    url = reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug])
     response = lead_client.post(url, form_data(action="preview", policy_ref="returns@²"), headers={"HX-Request": "1"})
     assert response.status_code == 200
 
@@ -88,7 +90,8 @@ def test_a_preview_of_a_policy_version_in_superscript_is_no_500(lead_client, rub
     ("must_match", "(" * 1000 + ")" * 1000, "too deeply nested or too large"),
 ])
 def test_the_config_editor_refuses_what_it_cannot_store_or_compile(lead_client, rubric, field, value, message):
-    response = lead_client.post(reverse("judges:config_create", args=[rubric.slug]), form_data(**{field: value}))
+    response = lead_client.post(reverse("judges:config_create", args=[TEST_PROJECT, rubric.slug]),
+                                form_data(**{field: value}))
     assert response.status_code == 200
     assert message in response.content.decode()
     assert not JudgeConfig.objects.exists()
@@ -102,11 +105,11 @@ def test_the_engine_names_a_regex_too_deep_to_compile():
 
 def test_back_that_is_no_path_goes_to_the_disputes_page(lead_client, dataset, rubric):
     cases_import_objects(dataset=dataset, objects=[{"external_id": "c1", "input": "q", "output": "a"}])
-    url = reverse("labeling:adjudicate", args=[dataset.slug, rubric.slug, Case.objects.get().pk])
+    url = reverse("labeling:adjudicate", args=[TEST_PROJECT, dataset.slug, rubric.slug, Case.objects.get().pk])
     response = lead_client.post(url, {"verdict": "pass", "back": "foo"})
     assert response.status_code == 302
-    assert response["Location"] == reverse("labeling:disputes", args=[dataset.slug, rubric.slug])
-    page = reverse("labeling:disputes", args=[dataset.slug, rubric.slug]) + "?status=decided"
+    assert response["Location"] == reverse("labeling:disputes", args=[TEST_PROJECT, dataset.slug, rubric.slug])
+    page = reverse("labeling:disputes", args=[TEST_PROJECT, dataset.slug, rubric.slug]) + "?status=decided"
     assert lead_client.post(url, {"verdict": "fail", "back": page})["Location"] == page
 
 
@@ -131,7 +134,7 @@ def _ci_payload(**rubric) -> dict:
     (_ci_payload(failed_cases=["c\x00"]), None),
 ])
 def test_ci_results_refuse_counts_over_an_integer_column_and_nul_strings(client, rubric, lead, payload, field):
-    _, token = ApiToken.issue(name="ci", scopes=[Scope.RESULTS_WRITE], created_by=lead)
+    _, token = ApiToken.issue(project=rubric.project, name="ci", scopes=[Scope.RESULTS_WRITE], created_by=lead)
     response = client.post(reverse("judges:api_ci_results"), json.dumps(payload), content_type="application/json",
                            headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 400, response.content
@@ -141,7 +144,7 @@ def test_ci_results_refuse_counts_over_an_integer_column_and_nul_strings(client,
 
 def test_the_case_api_checks_its_filters_before_it_streams(client, dataset, lead):
     cases_import_objects(dataset=dataset, objects=[{"external_id": "c1", "input": "q", "output": "a"}])
-    _, token = ApiToken.issue(name="read", scopes=[Scope.CASES_READ], created_by=lead)
+    _, token = ApiToken.issue(project=dataset.project, name="read", scopes=[Scope.CASES_READ], created_by=lead)
     url = reverse("labeling:api_cases_ingest", args=[dataset.slug])
     headers = {"Authorization": f"Bearer {token}"}
     response = client.get(url, {"category": "\x00"}, headers=headers)

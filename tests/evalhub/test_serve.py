@@ -17,7 +17,7 @@ from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 
-from evalhub.models import Role, User
+from evalhub.models import Membership, Role, User
 from labeling.models import Verdict
 from tests.conftest import PASSWORD
 from tests.evalhub.test_deploy_settings import served_environment
@@ -74,10 +74,12 @@ def server(transactional_db, tmp_path):
                 process.wait()
 
 
-def _user_with_a_real_hash(username: str, role: str) -> User:
+def _user_with_a_real_hash(username: str, role: str, project) -> User:
     # The server uses Django's default hashers; the tests' fast MD5 hasher is not among them.
-    return User.objects.create(username=username, role=role,
+    user = User.objects.create(username=username,
                                password=PBKDF2PasswordHasher().encode(PASSWORD, "serve-test-salt"))
+    Membership.objects.create(project=project, user=user, role=role)
+    return user
 
 
 def _log_in(client: httpx.Client, base: str, username: str) -> None:
@@ -88,9 +90,9 @@ def _log_in(client: httpx.Client, base: str, username: str) -> None:
     assert response.status_code == 302, response.text[:500]
 
 
-def test_it_serves_the_labeling_and_report_pages(server, dataset, rubric, reviewer):
+def test_it_serves_the_labeling_and_report_pages(server, project, dataset, rubric, reviewer):
     base, process, log = server
-    lead = _user_with_a_real_hash("lena", Role.LEAD)
+    lead = _user_with_a_real_hash("lena", Role.LEAD, project)
     cases = make_cases(dataset, [(f"c{i}", "policy") for i in range(4)])
     for case in cases[:3]:  # c3 is left for the lead's queue
         label(case, rubric, reviewer, Verdict.PASS)
@@ -98,9 +100,9 @@ def test_it_serves_the_labeling_and_report_pages(server, dataset, rubric, review
 
     with httpx.Client(timeout=30) as client:
         _log_in(client, base, "lena")
-        queue = client.get(f"{base}/label/{dataset.slug}/{rubric.slug}/")
+        queue = client.get(f"{base}/p/{project.slug}/label/{dataset.slug}/{rubric.slug}/")
         assert queue.status_code == 200 and "Question c3?" in queue.text
-        report = client.get(f"{base}/runs/{run.pk}/report/")
+        report = client.get(f"{base}/p/{project.slug}/runs/{run.pk}/report/")
         assert report.status_code == 200 and f"Calibration report <span class=\"muted\">run {run.pk}" in report.text
 
         # WhiteNoise serves the collected, content-hashed stylesheet, cached for good.

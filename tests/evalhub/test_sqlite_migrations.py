@@ -10,10 +10,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 CHECK = """
+from evalhub.models import Project
 from labeling.models import Case, CaseTally, Dataset, Rubric
-dataset = Dataset.objects.create(slug="d", name="d")
+project, elsewhere = Project.objects.create(slug="p", name="p"), Project.objects.create(slug="q", name="q")
+dataset = Dataset.objects.create(project=project, slug="d", name="d")
 Case.objects.create(dataset=dataset, external_id="a", input="i", output="o")
-Rubric.objects.create(slug="r", name="r", criteria="c")
+Rubric.objects.create(project=project, slug="r", name="r", criteria="c")
+Rubric.objects.create(project=elsewhere, slug="r", name="r", criteria="c")
 Case.objects.create(dataset=dataset, external_id="b", input="i", output="o")
 print(CaseTally.objects.count())
 """
@@ -31,4 +34,5 @@ def test_a_fresh_sqlite_database_keeps_every_queue_trigger(tmp_path):
 
     done = subprocess.run([*manage, "shell", "-c", CHECK], env=env, cwd=ROOT, check=True, capture_output=True,
                           text=True)
-    assert done.stdout.strip().splitlines()[-1] == "2"  # one tally row per (case, rubric), kept by the triggers
+    # One tally row per (case, rubric of the case's own project), kept by the triggers.
+    assert done.stdout.strip().splitlines()[-1] == "2"

@@ -1,0 +1,1 @@
+"""A project's people and API tokens: members, roles, dataset assignments, invitations, tokens (docs/projects.md)."""
