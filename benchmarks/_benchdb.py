@@ -61,6 +61,20 @@ def settle_after_bulk_load() -> None:
         cursor.execute("CHECKPOINT")
 
 
+def bench_project(slug: str = "bench", *, leads=(), reviewers=()):
+    """The benchmark's project (every dataset, rubric and token belongs to one), with `leads` and `reviewers` (users)
+    as its members; created the first time."""
+    from evalhub.models import Membership, Project, Role
+
+    project, _ = Project.objects.get_or_create(slug=slug, defaults={"name": slug})
+    Membership.objects.bulk_create(
+        [Membership(project=project, user=user, role=Role.LEAD) for user in leads]
+        + [Membership(project=project, user=user, role=Role.REVIEWER) for user in reviewers],
+        ignore_conflicts=True,
+    )
+    return project
+
+
 CATEGORIES = ("policy", "tools", "combined", "edge", "adversarial")
 
 

@@ -35,7 +35,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import (  # noqa: E402  (after ROOT is on the path)
+    bench_database,
+    bench_project,
+    settle_after_bulk_load,
+)
 from benchmarks.bench_semantic import cpu_seconds  # noqa: E402
 from judges.testing.fake_provider import FakeProvider  # noqa: E402
 
@@ -85,7 +89,7 @@ def build(args, fake):
     """Old cases, their evidence run and its cache, the promotion; returns (rubric, evidence run, lead)."""
     from django.utils import timezone
 
-    from evalhub.models import Role, User
+    from evalhub.models import User
     from judges.configs import services as config_services
     from judges.configs.cases import engine_case
     from judges.engine import Judgment as EngineJudgment
@@ -93,10 +97,12 @@ def build(args, fake):
     from judges.models import CachedJudgment, Judgment, RubricEvent, Run
     from labeling.models import Dataset, Rubric
 
-    lead = User.objects.create_user("lead", password="x", role=Role.LEAD)
+    lead = User.objects.create_user("lead", password="x")
     reviewer = User.objects.create_user("reviewer", password="x")
-    dataset = Dataset.objects.create(slug="support", name="Support")
-    rubric = Rubric.objects.create(slug="return-policy", name="Follows the policy?", criteria="The return policy.")
+    project = bench_project("bench-drift", leads=[lead], reviewers=[reviewer])
+    dataset = Dataset.objects.create(project=project, slug="support", name="Support")
+    rubric = Rubric.objects.create(project=project, slug="return-policy", name="Follows the policy?",
+                                   criteria="The return policy.")
     config = config_services.judge_config_save(rubric=rubric, by=lead, spec={
         "layers": ["behavioral"], "provider": "openai", "model": MODEL, "base_url_env": "EVALHUB_JUDGE_BENCH_URL",
         "api_key_env": "EVALHUB_JUDGE_BENCH_KEY", "timeout_s": 10,
@@ -116,7 +122,7 @@ def build(args, fake):
             judgments.append(Judgment(run=evidence, case=case, repeat=repeat, outcome=outcome, layer="behavioral"))
             done = EngineJudgment(external_id=case.external_id, repeat=repeat, outcome=outcome, layer="behavioral",
                                   reason="scripted stand-in, not a model", provider_calls=1, model=MODEL)
-            cached.append(CachedJudgment(key=cache_key(engine_case(case), config.config_hash, repeat),
+            cached.append(CachedJudgment(project=project, key=cache_key(engine_case(case), config.config_hash, repeat),
                                          judgment=done.to_dict()))
     Judgment.objects.bulk_create(judgments, batch_size=10_000)
     CachedJudgment.objects.bulk_create(cached, batch_size=10_000)
@@ -169,6 +175,7 @@ def main() -> None:
         with bench_database(args.database, keep=args.keep, env=env):
             from django.test import Client
             from django.test.utils import setup_test_environment
+            from django.urls import reverse
 
             from judges.drift import services as drift_services
             from judges.drift.services import drift_check_record, drift_start
@@ -220,7 +227,7 @@ def main() -> None:
             setup_test_environment()
             client = Client()
             client.force_login(lead)
-            url = f"/rubrics/{rubric.slug}/promotion/"
+            url = reverse("judges:promotion_rubric", args=[rubric.project.slug, rubric.slug])
             page = []
             for _ in range(5):
                 p0 = time.perf_counter()

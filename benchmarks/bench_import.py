@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import bench_database, bench_project  # noqa: E402  (after ROOT is on the path)
 
 
 def write_cases(path: Path, n: int, *, answer: str) -> int:
@@ -69,8 +69,9 @@ def main() -> None:
 
         from labeling.models import Case, CaseTally, Rubric
 
+        project = bench_project()
         for i in range(args.rubrics):
-            Rubric.objects.create(slug=f"rubric-{i}", name=f"Question {i}?", criteria="…")
+            Rubric.objects.create(project=project, slug=f"rubric-{i}", name=f"Question {i}?", criteria="…")
         with tempfile.TemporaryDirectory() as folder:
             original, changed = Path(folder) / "cases.jsonl", Path(folder) / "changed.jsonl"
             size = write_cases(original, args.cases, answer="Yes.")
@@ -85,7 +86,8 @@ def main() -> None:
                 ("re-import --update (all changed)", changed, ["--update"]),
             ):
                 started = time.perf_counter()
-                call_command("import_cases", "bench", str(path), *extra, stdout=open(os.devnull, "w"))
+                call_command("import_cases", "bench", str(path), *extra, project=project.slug,
+                             stdout=open(os.devnull, "w"))
                 seconds = time.perf_counter() - started
                 timings.append(seconds)
                 print(f"  {label:<38} {seconds:7.2f} s  {args.cases / seconds:>9,.0f} cases/s")

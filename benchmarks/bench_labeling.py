@@ -33,7 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import (  # noqa: E402  (after ROOT is on the path)
+    bench_database,
+    bench_project,
+    settle_after_bulk_load,
+)
 
 REVIEWERS = 20
 LABELERS = 8
@@ -182,22 +186,24 @@ def main() -> None:
         from django.core.handlers.wsgi import WSGIHandler
         from django.db import connection, connections
 
-        from evalhub.models import Role, User
+        from evalhub.models import User
         from labeling.disputes import services
         from labeling.models import Case, CaseTally, Dataset, Label, Rubric, Skip
 
         httpd = None
         try:
             started = time.perf_counter()
-            lead = User.objects.create_user("bench-lead", password="bench-password", role=Role.LEAD)
+            lead = User.objects.create_user("bench-lead", password="bench-password")
             reviewers = [User.objects.create_user(f"bench-r{i:02d}", password="bench-password")
                          for i in range(REVIEWERS)]
-            dataset = Dataset.objects.create(slug="bench", name="Bench")
+            project = bench_project(leads=[lead], reviewers=reviewers)
+            dataset = Dataset.objects.create(project=project, slug="bench", name="Bench")
             dataset.reviewers.add(*reviewers)
-            rubric = Rubric.objects.create(slug="bench-policy", name="Does the answer follow the return policy?",
+            rubric = Rubric.objects.create(project=project, slug="bench-policy",
+                                           name="Does the answer follow the return policy?",
                                            criteria="Pass when the 30-day window is stated correctly.",
                                            labels_per_case=3)
-            Rubric.objects.create(slug="bench-tone", name="Is the tone polite?", criteria="…")
+            Rubric.objects.create(project=project, slug="bench-tone", name="Is the tone polite?", criteria="…")
             full, single = int(args.cases * 0.6), int(args.cases * 0.2)
             with connection.cursor() as cursor:
                 cursor.execute(FILL_SQL, {"dataset": dataset.pk, "cases": args.cases})
@@ -228,7 +234,7 @@ def main() -> None:
 
             def label_and_next(rubric_slug: str, count: int) -> list[dict]:
                 """Each labeler labels the case the previous response served them, in turn."""
-                queue = f"/label/{dataset.slug}/{rubric_slug}/"
+                queue = f"/p/{project.slug}/label/{dataset.slug}/{rubric_slug}/"
                 current = [shown_case(request(client, "GET", queue)[0].text) for client in clients]
                 samples: list[dict] = []
                 rounds = 0
@@ -249,7 +255,7 @@ def main() -> None:
             load_before = os.getloadavg()[0]
             three = label_and_next(rubric.slug, args.requests)
             one = label_and_next("bench-tone", args.requests // 2)
-            queue = f"/label/{dataset.slug}/{rubric.slug}/"
+            queue = f"/p/{project.slug}/label/{dataset.slug}/{rubric.slug}/"
             page = [request(clients[i % LABELERS], "GET", queue)[1] for i in range(60)]
             progress = [request(clients[i % LABELERS], "GET", f"{queue}progress/", headers={"HX-Request": "true"})[1]
                         for i in range(60)]

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "bench-password"
-DATASET, RUBRIC, RUN_DATASET = "team", "team-policy", "team-runs"
+PROJECT, DATASET, RUBRIC, RUN_DATASET = "bench-team", "team", "team-policy", "team-runs"
 LABELS_PER_CASE = 2
 # Two contract-only configs of the same cost but different hashes, so the second run hits no cache.
 RUN_SPECS = [{"layers": ["contract"], "contract_checks": ["answer_present", "expected_tool"]},
@@ -58,19 +58,22 @@ def fill(cases: int, reviewers: int, run_cases: int) -> None:
     from django.contrib.auth.hashers import make_password
     from django.core.management import call_command
 
-    from evalhub.models import Role, User
+    from evalhub.models import Membership, Project, Role, User
     from judges.configs import services
     from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
     call_command("migrate", verbosity=0)
     password = make_password(PASSWORD)
-    lead = User.objects.create(username="bench-lead", password=password, role=Role.LEAD)
+    lead = User.objects.create(username="bench-lead", password=password)
     team = User.objects.bulk_create(User(username=f"bench-r{i:02d}", password=password) for i in range(reviewers))
-    rubric = Rubric.objects.create(slug=RUBRIC, name="Does the answer follow the return policy?",
+    project = Project.objects.create(slug=PROJECT, name=PROJECT)
+    Membership.objects.bulk_create([Membership(project=project, user=lead, role=Role.LEAD)]
+                                   + [Membership(project=project, user=user, role=Role.REVIEWER) for user in team])
+    rubric = Rubric.objects.create(project=project, slug=RUBRIC, name="Does the answer follow the return policy?",
                                    criteria="Pass when the 30-day window is stated correctly.",
                                    labels_per_case=LABELS_PER_CASE)
     for slug, count in ((DATASET, cases), (RUN_DATASET, run_cases)):
-        dataset = Dataset.objects.create(slug=slug, name=slug)
+        dataset = Dataset.objects.create(project=project, slug=slug, name=slug)
         dataset.reviewers.add(*team)
 
         def case(i: int, dataset=dataset, slug=slug) -> Case:
@@ -93,12 +96,12 @@ def start_run(config_version: int, repeats: int) -> None:
     import django
 
     django.setup()
-    from evalhub.models import User
+    from evalhub.models import Project, User
     from judges.runs import services
-    from labeling.models import Dataset, Rubric
 
-    config = Rubric.objects.get(slug=RUBRIC).judge_configs.get(version=config_version)
-    run = services.run_start(config=config, dataset=Dataset.objects.get(slug=RUN_DATASET), repeats=repeats,
+    project = Project.objects.get(slug=PROJECT)
+    config = project.rubrics.get(slug=RUBRIC).judge_configs.get(version=config_version)
+    run = services.run_start(config=config, dataset=project.datasets.get(slug=RUN_DATASET), repeats=repeats,
                              concurrency=4, spend_cap_usd=None, by=User.objects.get(username="bench-lead"))
     print(run.pk)
 
@@ -187,7 +190,7 @@ async def team_labels(base: str, usernames: list[str], *, at_least: int = 0, kee
     the last label given."""
     import httpx
 
-    queue = f"/label/{DATASET}/{RUBRIC}/"
+    queue = f"/p/{PROJECT}/label/{DATASET}/{RUBRIC}/"
     latencies: list[float] = []
     errors: list[str] = []
     reconnects = 0

@@ -101,19 +101,20 @@ def config(dimensions: int) -> dict:
 def worker_run_of(cases: list[dict], args: argparse.Namespace):
     """The cases and config saved to the benchmark's database; returns a function that judges them all in a
     new run, as the worker's task does, with nothing cached, and gives the run's outcomes."""
-    from benchmarks._benchdb import settle_after_bulk_load
-    from evalhub.models import Role, User
+    from benchmarks._benchdb import bench_project, settle_after_bulk_load
+    from evalhub.models import User
     from judges.configs import services as config_services
     from judges.models import CachedEmbedding, CachedJudgment, Run
     from judges.runs import services, worker
     from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
     spec = config(args.dimensions)
-    lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
-    rubric = Rubric.objects.create(slug=spec["rubric"], name="Returns", criteria=spec["criteria"])
+    lead = User.objects.create_user("bench-lead", password="x")
+    project = bench_project("bench-mixed", leads=[lead])
+    rubric = Rubric.objects.create(project=project, slug=spec["rubric"], name="Returns", criteria=spec["criteria"])
     saved = config_services.judge_config_save(rubric=rubric, by=lead,
                                               spec={k: v for k, v in spec.items() if k != "rubric"})  # fmt: skip
-    dataset = Dataset.objects.create(slug="mixed", name="mixed")
+    dataset = Dataset.objects.create(project=project, slug="mixed", name="mixed")
     Case.objects.bulk_create(
         [
             Case(dataset=dataset, external_id=c["external_id"], input=c["input"], output=c["output"],

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _benchdb import bench_database  # noqa: E402
+from _benchdb import bench_database, bench_project  # noqa: E402
 from bench_post_cases import gunicorn  # noqa: E402
 
 BATCH_SPANS = 512  # the BatchSpanProcessor's max_export_batch_size
@@ -116,13 +116,14 @@ def main() -> None:
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
     with bench_database("evalhub_bench_otlp", keep=args.keep, force_drop=True):
-        from evalhub.models import ApiToken, Role, Scope, User
+        from evalhub.models import ApiToken, Scope, User
         from labeling.models import Case, Dataset, OtlpTrace
 
-        lead = User.objects.create_user(username="bench-lead", password="x", role=Role.LEAD)
-        otlp_set = Dataset.objects.create(slug="agent-traces", name="Agent traces")
-        Dataset.objects.create(slug="ingested", name="The same cases through the ingest API")
-        token = ApiToken.issue(name="bench", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
+        lead = User.objects.create_user(username="bench-lead", password="x")
+        project = bench_project("bench-otlp", leads=[lead])
+        otlp_set = Dataset.objects.create(project=project, slug="agent-traces", name="Agent traces")
+        Dataset.objects.create(project=project, slug="ingested", name="The same cases through the ingest API")
+        token = ApiToken.issue(project=project, name="bench", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
         with gunicorn(results / "bench_otlp.gunicorn.log") as (base, _):
             load_before = os.getloadavg()[0]
             exports = export_all(spans, base, token)

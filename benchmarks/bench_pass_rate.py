@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import (  # noqa: E402  (after ROOT is on the path)
     bench_database,
+    bench_project,
     bulk_cases,
     finished_run,
     settle_after_bulk_load,
@@ -39,17 +40,19 @@ def build(n_cases: int, repeats: int, drawn: int, labeled: int):
     """The dataset, one finished run with its per-case tallies and its labeled audit sample. Returns (run, lead)."""
     from django.utils import timezone
 
-    from evalhub.models import Role, User
+    from evalhub.models import User
     from judges.estimates.services import audit_sample_draw
     from judges.models import Judgment
     from judges.runs.tallies import case_tallies_refresh
     from labeling.models import Dataset, Label, Rubric
 
     rng = random.Random(31)
-    lead = User.objects.create_user(username="lena", password="x", role=Role.LEAD)
+    lead = User.objects.create_user(username="lena", password="x")
     rita = User.objects.create_user(username="rita", password="x")
-    dataset = Dataset.objects.create(slug="bench", name="Bench")
-    rubric = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
+    project = bench_project(leads=[lead], reviewers=[rita])
+    dataset = Dataset.objects.create(project=project, slug="bench", name="Bench")
+    rubric = Rubric.objects.create(project=project, slug="return-policy",
+                                   name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window correctly.")
     past = timezone.now() - timedelta(days=1)
     cases = bulk_cases(dataset, n_cases, lambda i: f"Can I return order {i}?",
@@ -90,6 +93,7 @@ def main() -> None:
     with bench_database(args.database, keep=args.keep, env={"DJANGO_ALLOWED_HOSTS": "testserver"}):
         from django.test import Client
         from django.test.utils import setup_test_environment
+        from django.urls import reverse
 
         from judges.estimates.selectors import run_pass_rate
         from judges.models import Run
@@ -109,7 +113,7 @@ def main() -> None:
         setup_test_environment()
         client = Client()
         client.force_login(lead)
-        url = f"/runs/{run.pk}/"
+        url = reverse("judges:run_detail", args=[run.dataset.project.slug, run.pk])
         assert client.get(url).status_code == 200  # warm-up
 
         def page():

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database, settle_after_bulk_load  # noqa: E402
+from benchmarks._benchdb import bench_database, bench_project, settle_after_bulk_load  # noqa: E402
 from benchmarks.bench_semantic import config, cpu_seconds, make_cases  # noqa: E402
 
 LATENCIES = {"lognormal": {"latency_sigma": 0.8, "latency_seed": 11}, "fixed": {"latency_sigma": 0}}
@@ -66,7 +66,7 @@ def main() -> None:
 
 
 def measure(args, fake, env: dict) -> dict:
-    from evalhub.models import Role, User
+    from evalhub.models import User
     from judges.configs import services as config_services
     from judges.engine import FolderCache, JudgeConfig, MemoryCache, judge_batch
     from judges.gate.config import GateRubric
@@ -77,12 +77,13 @@ def measure(args, fake, env: dict) -> dict:
 
     spec = config(0.6, args.dimensions)
     cases = make_cases(args.n)
-    lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
-    rubric = Rubric.objects.create(slug=spec["rubric"], name="Returns", criteria=spec["criteria"])
+    lead = User.objects.create_user("bench-lead", password="x")
+    project = bench_project("bench-paths", leads=[lead])
+    rubric = Rubric.objects.create(project=project, slug=spec["rubric"], name="Returns", criteria=spec["criteria"])
     saved = config_services.judge_config_save(
         rubric=rubric, by=lead, spec={k: v for k, v in spec.items() if k != "rubric"}
     )
-    dataset = Dataset.objects.create(slug="paths", name="paths")
+    dataset = Dataset.objects.create(project=project, slug="paths", name="paths")
     Case.objects.bulk_create(
         [
             Case(dataset=dataset, external_id=c["external_id"], input=c["input"], output=c["output"],

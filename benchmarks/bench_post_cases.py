@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _benchdb import bench_database  # noqa: E402
+from _benchdb import bench_database, bench_project  # noqa: E402
 
 TARGET_S = 20.0
 
@@ -82,18 +82,21 @@ def gunicorn(log: Path):
 
 
 def setup() -> tuple[str, dict]:
-    from evalhub.models import ApiToken, Role, Scope, User
+    from evalhub.models import ApiToken, Scope, User
     from judges.configs.services import judge_config_save
     from labeling.models import Dataset, Rubric
 
-    lead = User.objects.create_user(username="bench-lead", password="x", role=Role.LEAD)
-    Dataset.objects.create(slug="ci-traffic", name="CI traffic")
-    rubric = Rubric.objects.create(slug="safe-actions", name="No refund tool", criteria="Fail on a refund.")
+    lead = User.objects.create_user(username="bench-lead", password="x")
+    project = bench_project("bench-post-cases", leads=[lead])
+    Dataset.objects.create(project=project, slug="ci-traffic", name="CI traffic")
+    rubric = Rubric.objects.create(project=project, slug="safe-actions", name="No refund tool",
+                                   criteria="Fail on a refund.")
     config = judge_config_save(rubric=rubric, by=lead, spec={
         "layers": ["contract"], "contract_checks": ["answer_present", "forbidden_tools", "no_secrets"],
         "forbidden_tools": ["issue_refund"],
     })
-    token = ApiToken.issue(name="bench", scopes=[Scope.CASES_WRITE, Scope.RESULTS_WRITE], created_by=lead)[1]
+    token = ApiToken.issue(project=project, name="bench", scopes=[Scope.CASES_WRITE, Scope.RESULTS_WRITE],
+                           created_by=lead)[1]
     judge = {**config.spec, "config_hash": config.config_hash}
     return token, judge
 

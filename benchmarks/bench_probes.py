@@ -91,6 +91,7 @@ def main() -> None:
         from django.db import transaction
         from django.test import Client
         from django.test.utils import setup_test_environment
+        from django.urls import reverse
 
         from judges.calibration.selectors import run_figures
         from judges.models import Run
@@ -131,7 +132,8 @@ def main() -> None:
         setup_test_environment()
         client = Client()
         client.force_login(lead)
-        url = f"/runs/{run.pk}/report/"
+        project = run.dataset.project.slug
+        url = reverse("judges:run_report", args=[project, run.pk])
         assert client.get(url).status_code == 200
 
         def page(path: str, cold: bool = False, status: int = 200, **headers):
@@ -145,9 +147,10 @@ def main() -> None:
         pages = {
             "report page with probes, first view (cold)": page(url, cold=True),
             "report page with probes, again (cached)": page(url),
-            "probes panel partial, htmx (polled)": page(f"/runs/{run.pk}/probes/", status=286,
-                                                        **{"HX-Request": "true"}),
-            "rubric config page with the probes table": page("/rubrics/return-policy/judges/"),
+            "probes panel partial, htmx (polled)": page(reverse("judges:probes_panel", args=[project, run.pk]),
+                                                        status=286, **{"HX-Request": "true"}),
+            "rubric config page with the probes table": page(reverse("judges:config_list",
+                                                                     args=[project, "return-policy"])),
         }
         page_times = {name: timed(get, args.pages) for name, get in pages.items()}
 

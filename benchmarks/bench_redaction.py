@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import bench_database, bench_project  # noqa: E402  (after ROOT is on the path)
 
 # What is compared: no redaction, the personal-data kinds, and those with `secret` (the credential scanner's
 # rules, the costliest kind by far: some of its patterns have no literal to search for).
@@ -86,6 +86,7 @@ def main() -> None:
         from labeling.models import Case, Dataset
 
         lead = get_user_model().objects.create_user("bench-lead")
+        project = bench_project("bench-redaction", leads=[lead])
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "cases.jsonl"
             size = write_cases(path, args.cases)
@@ -94,10 +95,11 @@ def main() -> None:
             cpu: dict[str, list[float]] = {mode: [] for mode in MODES}  # this process's: redaction is all here
             for round_ in range(args.rounds):
                 for i, (mode, kinds) in enumerate(MODES.items()):
-                    dataset = Dataset.objects.create(slug=f"mode-{i}-{round_}", name=mode)
+                    dataset = Dataset.objects.create(project=project, slug=f"mode-{i}-{round_}", name=mode)
                     dataset_set_redaction(dataset=dataset, kinds=kinds, by=lead)
                     started, cpu_started = time.perf_counter(), time.process_time()
-                    call_command("import_cases", dataset.slug, str(path), stdout=open(os.devnull, "w"))
+                    call_command("import_cases", dataset.slug, str(path), project=project.slug,
+                                 stdout=open(os.devnull, "w"))
                     times[mode].append(time.perf_counter() - started)
                     cpu[mode].append(time.process_time() - cpu_started)
             redacted = Case.objects.filter(dataset__slug="mode-1-0")

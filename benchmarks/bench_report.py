@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._benchdb import (  # noqa: E402  (after ROOT is on the path)
     bench_database,
+    bench_project,
     bulk_cases,
     finished_run,
     p95,
@@ -44,16 +45,18 @@ def build(n_cases: int, repeats: int):
     """The dataset, labels and one finished run, written with bulk_create. Returns (run, lead)."""
     from django.utils import timezone
 
-    from evalhub.models import Role, User
+    from evalhub.models import User
     from judges.models import Judgment
     from labeling.models import Dataset, Label, Rubric
 
     rng = random.Random(6)
-    lead = User.objects.create_user(username="lena", password="x", role=Role.LEAD)
+    lead = User.objects.create_user(username="lena", password="x")
     rita = User.objects.create_user(username="rita", password="x")
     rob = User.objects.create_user(username="rob", password="x")
-    dataset = Dataset.objects.create(slug="bench", name="Bench")
-    rubric = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
+    project = bench_project(leads=[lead], reviewers=[rita, rob])
+    dataset = Dataset.objects.create(project=project, slug="bench", name="Bench")
+    rubric = Rubric.objects.create(project=project, slug="return-policy",
+                                   name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window correctly.")
     past = timezone.now() - timedelta(days=1)
     cases = bulk_cases(dataset, n_cases, lambda i: f"Can I return order {i} after {i % 60} days?",
@@ -121,6 +124,7 @@ def main() -> None:
         from django.core.cache import cache
         from django.test import Client
         from django.test.utils import setup_test_environment
+        from django.urls import reverse
 
         from judges.calibration.metrics import calibration_figures
         from judges.calibration.selectors import run_figures, run_frames
@@ -140,7 +144,8 @@ def main() -> None:
         setup_test_environment()  # the test client's host, 'testserver', is allowed
         client = Client()
         client.force_login(lead)
-        url = f"/runs/{run.pk}/report/"
+        project = run.dataset.project.slug
+        url = reverse("judges:run_report", args=[project, run.pk])
         assert client.get(url).status_code == 200  # warm-up: templates compiled, session cached
 
         def page(path: str, cold: bool = False, **headers):
@@ -157,7 +162,8 @@ def main() -> None:
             "report page, false passes only (cached)": page(url + "?only=false_pass"),
             "report table partial, htmx (cached)": page(url + "?only=flips", **{"HX-Request": "true",
                                                                                "HX-Target": "disagreements"}),
-            "rubric config page with versions chart": page("/rubrics/return-policy/judges/"),
+            "rubric config page with versions chart": page(reverse("judges:config_list",
+                                                                   args=[project, "return-policy"])),
         }
         page_times = {name: timed(get, args.pages) for name, get in pages.items()}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import bench_database, bench_project  # noqa: E402  (after ROOT is on the path)
 
 
 def timed(label: str, fn, *, repeat: int = 1):
@@ -51,7 +51,7 @@ def main() -> None:
         from django.urls import reverse
 
         from evalhub.demo.judges import _create_run
-        from evalhub.models import Role, User
+        from evalhub.models import User
         from judges.configs import services as config_services
         from judges.models import Judgment, ModelPrice, Run
         from judges.runs import worker
@@ -59,9 +59,11 @@ def main() -> None:
         from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
 
         settings.EVALHUB_CHUNK_CASES = 200
-        lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
-        dataset = Dataset.objects.create(slug="bench", name="Bench")
-        rubric = Rubric.objects.create(slug="tool-use", name="Tools right?", criteria="The right tool is called.")
+        lead = User.objects.create_user("bench-lead", password="x")
+        project = bench_project(leads=[lead])
+        dataset = Dataset.objects.create(project=project, slug="bench", name="Bench")
+        rubric = Rubric.objects.create(project=project, slug="tool-use", name="Tools right?",
+                                       criteria="The right tool is called.")
         cases = []
         for i in range(args.cases):
             external_id = f"case-{i:06d}"
@@ -92,14 +94,15 @@ def main() -> None:
 
         client = Client()
         client.force_login(lead)
-        url = reverse("judges:run_detail", args=[run.pk])
+        url = reverse("judges:run_detail", args=[project.slug, run.pk])
         last = (total + 49) // 50
         for label, query in (("run page, first page", {}), ("run page, verdict fail + case search", {
                 "outcome": "fail", "q": "case-0001"}), (f"run page, last page ({last})", {"page": last})):
             response, _ = timed(label, lambda q=query: client.get(url, q), repeat=5)
             assert response.status_code == 200
-        timed("progress partial", lambda: client.get(reverse("judges:run_progress", args=[run.pk])), repeat=5)
-        timed("run list", lambda: client.get(reverse("judges:run_list")), repeat=5)
+        timed("progress partial", lambda: client.get(reverse("judges:run_progress", args=[project.slug, run.pk])),
+              repeat=5)
+        timed("run list", lambda: client.get(reverse("judges:run_list", args=[project.slug])), repeat=5)
 
         behavioral = config_services.judge_config_save(
             rubric=rubric, by=lead,
@@ -121,7 +124,7 @@ def main() -> None:
                   lambda: call_command("export_judgments", str(run.pk), str(path), stdout=open(os.devnull, "w")))
             print(f"  {'':<52} {path.stat().st_size / 1e6:9.1f} MB")
             timed("import_judgments of that file (an external run)",
-                  lambda: call_command("import_judgments", "bench", str(path), rubric="tool-use",
+                  lambda: call_command("import_judgments", "bench", str(path), rubric="tool-use", project=project.slug,
                                        stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w")))
         external = Run.objects.filter(config__external=True).get()
         assert Judgment.objects.filter(run=external).count() == total

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._benchdb import bench_database  # noqa: E402  (after ROOT is on the path)
+from benchmarks._benchdb import bench_database, bench_project  # noqa: E402  (after ROOT is on the path)
 
 CONCURRENCY = 16
 REPEATS = 2
@@ -113,7 +113,7 @@ def run_benchmark(args, fake, broker: str) -> dict:
     from django.test import Client
     from django.urls import reverse
 
-    from evalhub.models import Role, User
+    from evalhub.models import User
     from judges.configs import services as config_services
     from judges.configs.cases import engine_case
     from judges.engine import judge_batch
@@ -122,11 +122,13 @@ def run_benchmark(args, fake, broker: str) -> dict:
     from labeling.models import Case, Dataset, Rubric, case_split, labeled_content_hash
     from tests.judges.workers import empty_broker
 
-    lead = User.objects.create_user("bench-lead", password="x", role=Role.LEAD)
-    rubric = Rubric.objects.create(slug="returns", name="Returns right?", criteria="The 30-day window is stated.")
+    lead = User.objects.create_user("bench-lead", password="x")
+    project = bench_project("bench-throughput", leads=[lead])
+    rubric = Rubric.objects.create(project=project, slug="returns", name="Returns right?",
+                                   criteria="The 30-day window is stated.")
 
     def dataset_of(slug: str, cases: int) -> Dataset:
-        dataset = Dataset.objects.create(slug=slug, name=slug)
+        dataset = Dataset.objects.create(project=project, slug=slug, name=slug)
         rows = []
         for i in range(cases):
             external_id, question = f"{slug}-{i:06d}", f"Can I return order {slug}-{i}?"
@@ -287,7 +289,7 @@ def run_benchmark(args, fake, broker: str) -> dict:
                         memory[pid] = max(memory.get(pid, 0), rss_kb(pid))
                     running = Run.objects.order_by("-pk").values_list("pk", flat=True).first()
                     began = time.perf_counter()
-                    response = client.get(reverse("judges:run_progress", args=[running]))
+                    response = client.get(reverse("judges:run_progress", args=[project.slug, running]))
                     progress_ms.append((time.perf_counter() - began) * 1000)
                     assert response.status_code in (200, 286)  # 286: finished, polling stops
 

@@ -3,7 +3,8 @@
 # worker, and the scripted stand-in judge (not a model) on a free port, so the demo's behavioral
 # configs run with no provider key (STAND_IN_PORT picks its port). Embedded default: SQLite and
 # Celery's filesystem transport in ./var (EVALHUB_DATA_DIR), unless DATABASE_URL / CELERY_BROKER_URL are
-# set. Writes var/demo/ci.env for the README's CI lines. Ctrl-C stops all three.
+# set. The demo holds two projects, store-support and code-review (evalhub/demo/). Writes var/demo/ci.env for
+# the README's CI lines. Ctrl-C stops all three.
 # DEBUG stays off (the documented default), so the demo shows evalhub's own error pages, as a team's
 # server does; DJANGO_DEBUG=1 shows Django's technical pages instead.
 set -euo pipefail
@@ -21,6 +22,8 @@ if ! $py -c 'import socket, sys; socket.create_server(("127.0.0.1", int(sys.argv
 fi
 
 mkdir -p "$data"
+# A demo loaded before projects existed migrates into the store-support project, where load_demo looks for it.
+export EVALHUB_DEFAULT_PROJECT="${EVALHUB_DEFAULT_PROJECT:-store-support}"
 # The stand-in first: load_demo judges the demo's behavioral runs through it, and the worker and the
 # server get the variables the demo configs name (EVALHUB_JUDGE_DEMO_URL / _KEY).
 : >"$data/stand-in.log"
@@ -51,8 +54,9 @@ worker=$!
 echo "Background worker started (pid $worker, log $data/worker.log)."
 echo
 echo "evalhub is starting on http://127.0.0.1:$port/"
-echo "Log in as lead 'lena' or reviewer 'rita', 'rob' or 'ria'; admin 'ada'. Demo password for all: evalhub-demo"
-echo "The demo's behavioral configs (return-policy) run through the stand-in: start a run from a config's page."
-echo "The README's CI lines run against this demo after '. $data/demo/ci.env' (its address, a token, the stand-in's variables)."
+echo "Log in as 'lena' (lead of store-support), 'carl' (lead of code-review), 'rita' (reviewer in both; 'rob' and"
+echo "'ria' review store-support, 'rosa' code-review) or 'ada' (the instance admin). Demo password for all: evalhub-demo"
+echo "The demo's behavioral configs (return-policy, fixes-test) run through the stand-in: start a run from a config's page."
+echo "The README's CI lines run against this demo after '. $data/demo/ci.env' (its address, a token of each project, the stand-in's variables)."
 echo
 $py manage.py runserver "127.0.0.1:$port"

@@ -1,5 +1,6 @@
-"""The demo's judge runs: a contract-only config and a semantic one, each with a finished run, made by the
-real machinery.
+"""The store-support project's judge runs: a contract-only config and a semantic one, each with a finished run,
+made by the real machinery, and the behavioral story after them. The helpers here (a config's run judged in this
+process, the scripted stand-in, the CI check) serve the code-review project's demo too (evalhub/demo/code_review.py).
 
 Contract checks need no provider, so a new user sees a real run (real engine, real judgments) without a
 key. The semantic run is judged through the scripted stand-in (judges.testing.fake_provider, started
@@ -21,8 +22,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from evalhub.demo.labeling import RETURNS_POLICY_SLUG
+from evalhub.demo.labeling import DATASET_SLUG, RETURNS_POLICY_SLUG
+from evalhub.demo.projects import ADMIN
 from evalhub.demo.synthetic import CASE_WRITER_MODEL, stand_in_case_writer
+from evalhub.models import Project
 from judges.configs import services as config_services
 from judges.configs.cases import engine_case
 from judges.estimates.services import audit_sample_draw
@@ -38,7 +41,7 @@ from judges.runs import services, worker
 from judges.runs.ci_cases import ci_cases_store
 from judges.runs.variants import PROBE_KINDS
 from judges.testing.fake_provider import FakeProvider
-from labeling.models import Dataset, PolicyDocument, Rubric
+from labeling.models import Dataset, Rubric
 
 DEMO_NOTE = "demo: contract checks only, no model called"
 SEMANTIC_DEMO_NOTE = "demo: semantic layer and judge through the scripted stand-in (not models)"
@@ -77,13 +80,26 @@ def demo_run(*, rubric: Rubric, dataset: Dataset) -> Run | None:
 
 def create_demo_run(*, rubric: Rubric, dataset: Dataset, by) -> Run:
     """The demo config of `rubric` and a finished run of it over `dataset`; the existing one if made before."""
-    existing = demo_run(rubric=rubric, dataset=dataset)
+    return noted_run(rubric=rubric, dataset=dataset, by=by, note=DEMO_NOTE,
+                     spec={"layers": ["contract"], "contract_checks": DEMO_CHECKS})
+
+
+def noted_run(*, rubric: Rubric, dataset: Dataset, by, note: str, spec: dict) -> Run:
+    """The first finished run over `dataset` of `rubric`'s config saved with `note`; made now (a new config version
+    of `spec`, judged in this process) when there is none. Judging through the stand-in needs `stand_in()`."""
+    _refuse_other_project(rubric=rubric, dataset=dataset)  # before a config version is saved for nothing
+    existing = _noted_run(rubric=rubric, dataset=dataset, note=note)
     if existing is not None:
         return existing
-    config = config_services.judge_config_save(
-        rubric=rubric, spec={"layers": ["contract"], "contract_checks": DEMO_CHECKS}, by=by, note=DEMO_NOTE,
-    )
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=by, note=note)
     return _judge_here(_create_run(config=config, dataset=dataset, by=by))
+
+
+def _refuse_other_project(*, rubric: Rubric, dataset: Dataset) -> None:
+    """What run_start refuses, for the demo's runs too: a rubric judges only its own project's datasets."""
+    if rubric.project_id != dataset.project_id:
+        raise services.RunError(f"The demo's {rubric.slug} judge cannot run on {dataset.slug}: another project's "
+                                "dataset.")
 
 
 def _judge_here(run: Run) -> Run:
@@ -115,6 +131,8 @@ DEMO_EDITOR_SCRIPT = {"proposals": [
     {"name": "reward a friendly tone", "change": "guidance", "guidance": "Reward a friendly tone.", "examples": [],
      "why": "scripted decoy", "criteria_note": None},
 ]}
+# The code-review project's behavioral judge (evalhub/demo/code_review.py): most of the golden answer's words.
+CODE_JUDGE_MODEL = "stand-in-code-judge"
 STAND_IN_RULES = {
     # Passes everything, unless its instructions hold DEMO_GUIDANCE: then it judges as the strict one.
     LENIENT_MODEL: {"kind": "any", "rules": [
@@ -125,22 +143,24 @@ STAND_IN_RULES = {
         {"kind": "category_in", "categories": ["tools", "shipping"]},
         {"kind": "golden_overlap", "min": 0.5},  # a little more lenient: it contests a few verdicts
     ]},
+    CODE_JUDGE_MODEL: {"kind": "golden_overlap", "min": 0.5},
 }
 
 
 # Every model the demo's configs name. The stand-in costs nothing: each is priced at $0 per million tokens,
 # a known price (so runs show their cost and `evalhub-gate check --max-cost-usd` can keep its cap).
 STAND_IN_MODELS = ("stand-in-embeddings", "stand-in-judge", LENIENT_MODEL, STRICT_MODEL, SECOND_MODEL,
-                   DEMO_EDITOR_MODEL, CASE_WRITER_MODEL)
+                   DEMO_EDITOR_MODEL, CASE_WRITER_MODEL, CODE_JUDGE_MODEL)
 
 
-def load_demo_prices(*, by_username: str = "lena") -> int:
-    """load_demo's call: the stand-in models' prices, where the price table has none; how many it added."""
-    lena = get_user_model().objects.get(username=by_username)
+def load_demo_prices(*, by_username: str = ADMIN) -> int:
+    """load_demo's call: the stand-in models' prices, where the price table has none; how many it added. Prices
+    are instance-wide, so the instance admin sets them."""
+    admin = get_user_model().objects.get(username=by_username)
     added = 0
     for model in STAND_IN_MODELS:
         _, created = ModelPrice.objects.get_or_create(
-            model=model, defaults={"input_per_mtok": 0, "output_per_mtok": 0, "updated_by": lena}
+            model=model, defaults={"input_per_mtok": 0, "output_per_mtok": 0, "updated_by": admin}
         )
         added += created
     return added
@@ -156,7 +176,7 @@ def stand_in_configure(fake: FakeProvider) -> None:
 
 
 @contextmanager
-def _stand_in() -> Iterator[None]:
+def stand_in() -> Iterator[None]:
     """The scripted stand-in running, with the demo's rules, and the demo configs' variables naming it.
 
     scripts/start.sh starts one for the whole session and sets the variables (so the worker can run the
@@ -180,11 +200,11 @@ def _stand_in() -> Iterator[None]:
                     os.environ[name] = value
 
 
-def _with_returns_policy(spec: dict) -> dict:
-    """A return-policy judge's spec referencing the newest version of the demo's `returns` policy document,
-    so the judge is given the very text the agent reads (and a newer version makes its runs stale)."""
-    newest = PolicyDocument.objects.filter(slug=RETURNS_POLICY_SLUG).order_by("-version").first()
-    return {**spec, "policy_ref": {"slug": RETURNS_POLICY_SLUG, "version": newest.version}} if newest else spec
+def with_policy(spec: dict, *, project: Project, slug: str) -> dict:
+    """A judge's spec referencing the newest version of the project's policy document `slug`, so the judge is
+    given the very text the agent reads (and a newer version makes its runs stale)."""
+    newest = project.policies.filter(slug=slug).order_by("-version").first()
+    return {**spec, "policy_ref": {"slug": slug, "version": newest.version}} if newest else spec
 
 
 def semantic_demo_run(*, rubric: Rubric, dataset: Dataset) -> Run | None:
@@ -203,9 +223,9 @@ def create_semantic_demo_run(*, rubric: Rubric, dataset: Dataset, by) -> Run:
     existing = semantic_demo_run(rubric=rubric, dataset=dataset)
     if existing is not None:
         return existing
-    config = config_services.judge_config_save(rubric=rubric, spec=_with_returns_policy(SEMANTIC_DEMO_SPEC), by=by,
-                                               note=SEMANTIC_DEMO_NOTE)
-    with _stand_in():
+    spec = with_policy(SEMANTIC_DEMO_SPEC, project=rubric.project, slug=RETURNS_POLICY_SLUG)
+    config = config_services.judge_config_save(rubric=rubric, spec=spec, by=by, note=SEMANTIC_DEMO_NOTE)
+    with stand_in():
         return _judge_here(_create_run(config=config, dataset=dataset, by=by))
 
 
@@ -213,8 +233,10 @@ def _create_run(*, config: JudgeConfig, dataset: Dataset, by) -> Run:
     """The run and its chunks as services.run_start makes them, minus queueing work for a worker.
 
     run_start queues a task on commit; load_demo may run before any worker or broker is up (and a
-    Redis broker that is down would stall it), and this run is judged right here anyway.
+    Redis broker that is down would stall it), and this run is judged right here anyway. It refuses what
+    run_start refuses for the demo's runs: a rubric judges only its own project's datasets.
     """
+    _refuse_other_project(rubric=config.rubric, dataset=dataset)
     with transaction.atomic():
         case_ids = list(dataset.cases.order_by("id").values_list("id", flat=True))
         if not case_ids:
@@ -231,20 +253,22 @@ def _create_run(*, config: JudgeConfig, dataset: Dataset, by) -> Run:
     return run
 
 
-def load_demo_run(*, dataset_slug: str, rubric_slug: str = "tool-use", by_username: str = "lena") -> Run:
+def load_demo_run(*, project: Project, dataset_slug: str = DATASET_SLUG, rubric_slug: str = "tool-use",
+                  by_username: str = "lena") -> Run:
     """load_demo's call: the demo run of the tool-use rubric on the demo dataset, by the demo lead."""
     return create_demo_run(
-        rubric=Rubric.objects.get(slug=rubric_slug),
-        dataset=Dataset.objects.get(slug=dataset_slug),
+        rubric=project.rubrics.get(slug=rubric_slug),
+        dataset=project.datasets.get(slug=dataset_slug),
         by=get_user_model().objects.get(username=by_username),
     )
 
 
-def load_semantic_demo_run(*, dataset_slug: str, rubric_slug: str = "return-policy", by_username: str = "lena") -> Run:
+def load_semantic_demo_run(*, project: Project, dataset_slug: str = DATASET_SLUG,
+                           rubric_slug: str = "return-policy", by_username: str = "lena") -> Run:
     """load_demo's call: the semantic demo run of the return-policy rubric on the demo dataset."""
     return create_semantic_demo_run(
-        rubric=Rubric.objects.get(slug=rubric_slug),
-        dataset=Dataset.objects.get(slug=dataset_slug),
+        rubric=project.rubrics.get(slug=rubric_slug),
+        dataset=project.datasets.get(slug=dataset_slug),
         by=get_user_model().objects.get(username=by_username),
     )
 
@@ -262,7 +286,7 @@ CI_CASE_FIELDS = ("external_id", "input", "output", "trace", "golden_answer", "e
                   "expected_tool_argument", "expected_source", "category")
 
 
-def _behavioral_spec(model: str, *, second_opinion: bool) -> dict:
+def behavioral_spec(model: str, *, second_opinion: bool) -> dict:
     endpoint = {"provider": "openai-compatible", "model_family": "stand-in", "base_url_env": DEMO_URL_ENV,
                 "api_key_env": DEMO_KEY_ENV}
     spec = {"layers": ["behavioral"], "model": model, **endpoint, "params": {"temperature": 0, "max_tokens": 300},
@@ -280,17 +304,12 @@ def _noted_run(*, rubric: Rubric, dataset: Dataset, note: str) -> Run | None:
 
 
 def _behavioral_run(*, rubric: Rubric, dataset: Dataset, by, model: str, note: str, second_opinion: bool) -> Run:
-    existing = _noted_run(rubric=rubric, dataset=dataset, note=note)
-    if existing is not None:
-        return existing
-    config = config_services.judge_config_save(
-        rubric=rubric, spec=_with_returns_policy(_behavioral_spec(model, second_opinion=second_opinion)), by=by,
-        note=note,
-    )
-    return _judge_here(_create_run(config=config, dataset=dataset, by=by))
+    spec = with_policy(behavioral_spec(model, second_opinion=second_opinion), project=rubric.project,
+                       slug=RETURNS_POLICY_SLUG)
+    return noted_run(rubric=rubric, dataset=dataset, by=by, note=note, spec=spec)
 
 
-def _promote_to(*, rubric: Rubric, stage: str, run: Run, by, reason: str) -> None:
+def promote_to(*, rubric: Rubric, stage: str, run: Run, by, reason: str) -> None:
     """Promote one stage at a time up to `stage`, as a lead would (each step an audit entry)."""
     order = [s.value for s in Rubric.Stage]
     rubric.refresh_from_db()
@@ -301,16 +320,18 @@ def _promote_to(*, rubric: Rubric, stage: str, run: Run, by, reason: str) -> Non
         rubric.refresh_from_db()
 
 
-def _post_ci_results(*, dataset: Dataset) -> int:
-    """Run `evalhub-gate check` on some demo cases against the demo's gate config (a file) and store what it
-    would post, as the CI results API does: the promotion pages then show a real check's results."""
-    if CiResult.objects.exists():
+def post_ci_results(*, dataset: Dataset) -> int:
+    """Run `evalhub-gate check` on some cases of `dataset` against its project's gate config (a file) and store
+    what it would post, as the CI results API does: the promotion pages then show a real check's results. Once a
+    project: nothing when it holds CI results already."""
+    project = dataset.project
+    if CiResult.objects.filter(rubric__project=project).exists():
         return 0
     cases = [engine_case(case) for case in dataset.cases.order_by("external_id")[:CI_DEMO_CASES]]
     fields = CI_CASE_FIELDS
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        (work / "gates.json").write_text(json.dumps(gate_config()))
+        (work / "gates.json").write_text(json.dumps(gate_config(project=project)))
         (work / "outputs.jsonl").write_text(
             "".join(json.dumps({k: case[k] for k in fields if k in case}) + "\n" for case in cases)
         )
@@ -324,17 +345,17 @@ def _post_ci_results(*, dataset: Dataset) -> int:
         if not (work / "results.json").exists():  # exits 1 (a gate failed) and 3 still write their results
             raise services.RunError(f"evalhub-gate exited {done.returncode}: {done.stderr.strip()[-500:]}")
         payload = json.loads((work / "results.json").read_text())
-    return len(ci_results_store(payload=payload, token_name=CI_TOKEN_NAME))
+    return len(ci_results_store(project=project, payload=payload, token_name=CI_TOKEN_NAME))
 
 
 OBSERVED_SLUG = "grounded-answer"
 OBSERVED_NOTE = "demo: observed from day one, through the scripted stand-in (not a model): no labels, no run yet"
 
 
-def _observe_from_day_one(*, by) -> Rubric:
+def _observe_from_day_one(*, project: Project, by) -> Rubric:
     """A new rubric in CI from its first day: at observe with a config version and no evidence, so the gate
     config carries it with `calibration: null` and CI records its verdicts for reviewers to label."""
-    rubric, _ = Rubric.objects.get_or_create(
+    rubric, _ = project.rubrics.get_or_create(
         slug=OBSERVED_SLUG,
         defaults={"name": "Is the answer grounded in the policy it cites?",
                   "criteria": "Pass when every rule the answer states is in the store's policy (returns within 30 "
@@ -342,8 +363,8 @@ def _observe_from_day_one(*, by) -> Rubric:
     )
     if rubric.stage == Rubric.Stage.DRAFT:
         config = (JudgeConfig.objects.filter(rubric=rubric, note=OBSERVED_NOTE).first()
-                  or config_services.judge_config_save(rubric=rubric, spec=_behavioral_spec(STRICT_MODEL,
-                                                                                            second_opinion=False),
+                  or config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(STRICT_MODEL,
+                                                                                           second_opinion=False),
                                                        by=by, note=OBSERVED_NOTE))
         promotion_services.rubric_promote(
             rubric=rubric, to_stage=Rubric.Stage.OBSERVE, config=config, by=by,
@@ -357,14 +378,14 @@ def _post_ci_cases(*, dataset: Dataset, by) -> Run | None:
     """The loop: the nightly check's judged cases posted back into the living dataset ci-traffic, as
     `evalhub-gate check --post-cases` does (the same request body, stored by the same service, without the
     HTTP): its cases in the demo reviewers' queue, its verdicts the CI run of tool-use's gated judge."""
-    traffic, _ = Dataset.objects.get_or_create(
+    traffic, _ = dataset.project.datasets.get_or_create(
         slug=CI_TRAFFIC_DATASET, defaults={"name": "CI traffic", "description": "What the nightly CI judged, "
                                            "posted back by evalhub-gate check --post-cases for the reviewers."},
     )
     if Run.objects.filter(source=Run.Source.CI, dataset=traffic).exists():
         return None
     traffic.reviewers.add(*dataset.reviewers.all())
-    [rubric] = [r for r in parse_gate_config(gate_config()) if r.slug == "tool-use"]
+    [rubric] = [r for r in parse_gate_config(gate_config(project=dataset.project)) if r.slug == "tool-use"]
     cases = [{k: v for k, v in engine_case(case).items() if k in CI_CASE_FIELDS}
              for case in dataset.cases.order_by("-external_id")[:CI_DEMO_CASES]]
     for case in cases:  # the newest agent's answers: the same, this time
@@ -378,7 +399,7 @@ def _post_ci_cases(*, dataset: Dataset, by) -> Run | None:
 DEMO_AUDIT_SIZE, DEMO_AUDIT_SEED = 30, 31
 
 
-def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dict:
+def load_behavioral_demo(*, project: Project, dataset_slug: str = DATASET_SLUG, by_username: str = "lena") -> dict:
     """load_demo's call, after the two runs above: the story a lead's day starts from.
 
     return-policy gets a behavioral judge in two versions through the stand-in (v-lenient refused for
@@ -387,10 +408,10 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
     rate threshold relaxed (audited, and shown as relaxed); grounded-answer enters observe from day one with a
     config and no evidence; then one `evalhub-gate check` posts CI results. Each step is skipped once done.
     """
-    dataset = Dataset.objects.get(slug=dataset_slug)
+    dataset = project.datasets.get(slug=dataset_slug)
     lena = get_user_model().objects.get(username=by_username)
-    return_policy, tool_use = Rubric.objects.get(slug="return-policy"), Rubric.objects.get(slug="tool-use")
-    with _stand_in():
+    return_policy, tool_use = project.rubrics.get(slug="return-policy"), project.rubrics.get(slug="tool-use")
+    with stand_in():
         lenient = _behavioral_run(rubric=return_policy, dataset=dataset, by=lena, model=LENIENT_MODEL,
                                   note=LENIENT_NOTE, second_opinion=False)
         strict = _behavioral_run(rubric=return_policy, dataset=dataset, by=lena, model=STRICT_MODEL,
@@ -407,7 +428,7 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
                 rubric=return_policy, by=lena, require_pinned_models=False,
                 reason="demo: the scripted stand-in's models have no dated snapshots (like a local model under a tag)",
             )
-        _promote_to(rubric=return_policy, stage=Rubric.Stage.WARN, run=strict, by=lena,
+        promote_to(rubric=return_policy, stage=Rubric.Stage.WARN, run=strict, by=lena,
                     reason="demo: the strict stand-in judge agrees with the reviewers; warn before gating")
         contract = demo_run(rubric=tool_use, dataset=dataset)
         if tool_use.stage == Rubric.Stage.DRAFT and tool_use.min_true_fail_rate > 0.55:
@@ -416,9 +437,9 @@ def load_behavioral_demo(*, dataset_slug: str, by_username: str = "lena") -> dic
                 reason="demo: the contract checks miss answers that misread the tool's result; relaxed until "
                        "a behavioral layer covers them",
             )
-        _promote_to(rubric=tool_use, stage=Rubric.Stage.GATE, run=contract, by=lena,
+        promote_to(rubric=tool_use, stage=Rubric.Stage.GATE, run=contract, by=lena,
                     reason="demo: the order tool contract is deterministic and agrees with the reviewers")
-        _observe_from_day_one(by=lena)
-        posted = _post_ci_results(dataset=dataset)
+        _observe_from_day_one(project=project, by=lena)
+        posted = post_ci_results(dataset=dataset)
         ci_run = _post_ci_cases(dataset=dataset, by=lena)
     return {"lenient": lenient, "strict": strict, "ci_results": posted, "ci_run": ci_run}

@@ -1,4 +1,5 @@
-"""Demo data: a store-support agent's answers, written for evalhub, with two rubrics and some labels.
+"""Demo data of the store-support project: a store-support agent's answers, written for evalhub, with two rubrics
+and some labels.
 
 `load_demo()` is idempotent: it creates what is missing and changes nothing that exists (a case that is
 already there keeps its content, so labels given on it keep counting; a user keeps their password).
@@ -8,20 +9,13 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from evalhub.models import Role, User
-from labeling.models import (
-    Adjudication,
-    Case,
-    Dataset,
-    Label,
-    PolicyDocument,
-    Rubric,
-    case_split,
-    labeled_content_hash,
-)
+# DEMO_PASSWORD is imported from here by tests written before projects.py held it.
+from evalhub.demo.projects import DEMO_PASSWORD as DEMO_PASSWORD
+from evalhub.demo.projects import STORE_PROJECT, demo_project, load_people
+from evalhub.models import User
+from labeling.models import Adjudication, Case, Label, Rubric, case_split, labeled_content_hash
 from labeling.policies.services import policy_write
 
-DEMO_PASSWORD = "evalhub-demo"
 DATASET_SLUG = "store-support"
 AGENT_MODEL = "gpt-4o-mini-2024-07-18"
 
@@ -390,30 +384,21 @@ def _trace(case: DemoCase) -> dict:
     }
 
 
-def _user(username: str, role: str, **extra) -> User:
-    user, created = User.objects.get_or_create(username=username, defaults={"role": role, **extra})
-    if created:
-        user.set_password(DEMO_PASSWORD)
-        user.save(update_fields=["password"])
-    return user
-
-
 @transaction.atomic
 def load_demo() -> dict:
-    """Create the demo users, dataset, rubrics, cases and labels that are missing; returns what it created."""
-    created = {"users": 0, "cases": 0, "labels": 0}
-    before = User.objects.count()
-    lena = _user("lena", Role.LEAD, first_name="Lena")
-    rita, rob, ria = (_user(name, Role.REVIEWER, first_name=name.title()) for name in ("rita", "rob", "ria"))
-    _user("ada", Role.ADMIN, first_name="Ada", is_staff=True, is_superuser=True)
-    created["users"] = User.objects.count() - before
+    """Create the demo's people (both projects') and the store-support project's dataset, rubrics, cases and labels
+    that are missing; returns what it created."""
+    created = {"users": load_people(), "cases": 0, "labels": 0}
+    project = demo_project(STORE_PROJECT)
+    lena, rita, rob, ria = (User.objects.get(username=name) for name in ("lena", "rita", "rob", "ria"))
 
-    if not PolicyDocument.objects.filter(slug=RETURNS_POLICY_SLUG).exists():  # a lead's later version stays newest
+    if not project.policies.filter(slug=RETURNS_POLICY_SLUG).exists():  # a lead's later version stays newest
         day_30_open = RETURNS.replace("; the 30th day after the delivery date is the last day", "")
         for returns in (day_30_open, RETURNS):
-            policy_write(slug=RETURNS_POLICY_SLUG, text=f"Northwind Goods return policy.\n{returns}", by=lena)
+            policy_write(project=project, slug=RETURNS_POLICY_SLUG, text=f"Northwind Goods return policy.\n{returns}",
+                         by=lena)
 
-    dataset, _ = Dataset.objects.get_or_create(
+    dataset, _ = project.datasets.get_or_create(
         slug=DATASET_SLUG,
         defaults={"name": "Store support", "description": "Northwind Goods' support agent: returns, shipping and "
                                                           "order status through the lookup_order tool.",
@@ -421,12 +406,12 @@ def load_demo() -> dict:
                   "policies": [RETURNS_POLICY_SLUG]},
     )
     dataset.reviewers.add(rita, rob, ria)
-    return_policy, _ = Rubric.objects.get_or_create(
+    return_policy, _ = project.rubrics.get_or_create(
         slug="return-policy",
         defaults={"name": "Does the answer follow the return policy?", "criteria": RETURN_POLICY_CRITERIA,
                   "labels_per_case": 2},
     )
-    tool_use, _ = Rubric.objects.get_or_create(
+    tool_use, _ = project.rubrics.get_or_create(
         slug="tool-use",
         defaults={"name": "Does the agent use the order tool correctly?", "criteria": TOOL_USE_CRITERIA,
                   "labels_per_case": 1},

@@ -1,7 +1,7 @@
 """The demo's synthetic cases: what the stand-in answers when asked, as an editor, for cases of the store-support
 dataset's return policy. Scripted here, not written by a model: the stand-in replays this answer to its
-`CASE_WRITER_MODEL` (docs/cases.md, "Synthetic cases"), so `synthesize_cases store-support --editor-model
-stand-in-case-writer` shows the whole path without a provider key.
+`CASE_WRITER_MODEL` (docs/cases.md, "Synthetic cases"), so `synthesize_cases store-support --project store-support
+--editor-model stand-in-case-writer` shows the whole path without a provider key.
 """
 
 from judges.testing.fake_provider import FakeProvider

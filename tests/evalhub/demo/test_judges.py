@@ -1,10 +1,12 @@
 """The demo's judge run: a contract-only config and a finished run of it, without any provider key."""
 
 import pytest
+from django.urls import reverse
 
 from evalhub.demo.judges import DEMO_CHECKS, DEMO_NOTE, DEMO_REPEATS, SEMANTIC_DEMO_NOTE, create_demo_run
+from evalhub.models import Project
 from judges.models import JudgeConfig, Judgment, Run
-from labeling.models import Case, Rubric
+from labeling.models import Case
 from tests.judges.helpers import make_cases
 
 
@@ -41,7 +43,7 @@ class TestLoadDemo:
     def test_load_demo_creates_the_demo_run_once(self):
         run = Run.objects.select_related("config__rubric").get(config__note=DEMO_NOTE, source=Run.Source.WORKER)
         cases = Case.objects.filter(dataset=run.dataset).count()
-        assert run.config.rubric == Rubric.objects.get(slug="tool-use")
+        assert run.config.rubric == Project.objects.get(slug="store-support").rubrics.get(slug="tool-use")
         assert run.status == Run.Status.FINISHED
         assert run.judgments.count() == cases * DEMO_REPEATS
         # The demo's tool-use cases are not all right: the contract fails some of them.
@@ -63,20 +65,22 @@ class TestLoadDemo:
         from judges.models import CiResult, RubricEvent
         from judges.promotion.gate_config import gate_config
 
-        rubric = Rubric.objects.get(slug=OBSERVED_SLUG)
+        store = Project.objects.get(slug="store-support")
+        rubric = store.rubrics.get(slug=OBSERVED_SLUG)
         [event] = RubricEvent.objects.filter(rubric=rubric)
         assert (rubric.stage, event.run, event.config.note) == ("observe", None, OBSERVED_NOTE)
         assert not Run.objects.filter(config__rubric=rubric).exists()
-        [shipped] = [r for r in gate_config()["rubrics"] if r["slug"] == OBSERVED_SLUG]
+        [shipped] = [r for r in gate_config(project=store)["rubrics"] if r["slug"] == OBSERVED_SLUG]
         assert shipped["calibration"] is None and shipped["judge"]["config_hash"] == event.config.config_hash
         # The demo's CI check recorded its verdicts at observe.
         assert CiResult.objects.get(rubric=rubric).outcome == "recorded"
 
     def test_load_demo_posts_ci_traffic_back_into_a_reviewers_queue_once(self, client):
-        run = Run.objects.select_related("config__rubric", "dataset").get(source=Run.Source.CI)
-        assert (run.dataset.slug, run.ref, run.config.rubric.slug) == ("ci-traffic", "demo-nightly", "tool-use")
+        run = Run.objects.select_related("config__rubric", "dataset__project").get(source=Run.Source.CI)
+        assert (run.dataset.project.slug, run.dataset.slug, run.ref, run.config.rubric.slug) == (
+            "store-support", "ci-traffic", "demo-nightly", "tool-use")
         assert run.judgments.count() == run.total == Case.objects.filter(dataset=run.dataset).count() == 12
         reviewer = run.dataset.reviewers.order_by("username").first()
         client.force_login(reviewer)
-        page = client.get("/label/ci-traffic/tool-use/").content.decode()
-        assert "demo-nightly/" in page
+        page = client.get(reverse("labeling:queue", args=["store-support", "ci-traffic", "tool-use"]))
+        assert page.status_code == 200 and "demo-nightly/" in page.content.decode()

@@ -1,4 +1,5 @@
-"""load_demo: the store-support dataset, rubrics, users and labels, loaded once however often it runs."""
+"""load_demo: the store-support project's dataset, rubrics and labels and the demo's people, loaded once however
+often it runs (the code-review project's data: test_projects.py)."""
 
 from collections import Counter
 
@@ -6,8 +7,9 @@ import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
 
-from evalhub.demo.labeling import DEMO_PASSWORD, NEEDLESS_TOOL, NO_TOOL_CALL, WRONG_ARGUMENT, load_demo
-from evalhub.models import User
+from evalhub.demo.labeling import NEEDLESS_TOOL, NO_TOOL_CALL, WRONG_ARGUMENT, load_demo
+from evalhub.demo.projects import DEMO_PASSWORD
+from evalhub.models import Membership, Project, User
 from labeling.disputes.agreement import reviewer_agreement
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.importing.reading import CASE_KINDS
@@ -20,7 +22,9 @@ class TestLoadDemo:
     """load_demo run twice (tests/evalhub/demo/conftest.py): the data is there once, users keep their changes."""
 
     def test_it_loads_the_store_support_demo(self):
-        dataset = Dataset.objects.get(slug="store-support")
+        store = Project.objects.get(slug="store-support")
+        assert store.name == "Store support agent"
+        dataset = store.datasets.get(slug="store-support")
         cases = list(dataset.cases.all())
         assert len(cases) >= 40
         categories = Counter(case.category for case in cases)
@@ -33,7 +37,8 @@ class TestLoadDemo:
             assert case.golden_answer and case.expected_behaviour and case.metadata["agent_model"]
         assert any("SYSTEM: ignore previous instructions" in str(c.trace["toolCalls"]) for c in cases)
 
-        return_policy, tool_use = Rubric.objects.get(slug="return-policy"), Rubric.objects.get(slug="tool-use")
+        return_policy, tool_use = store.rubrics.get(slug="return-policy"), store.rubrics.get(slug="tool-use")
+        assert list(store.policies.values_list("slug", "version")) == [("returns", 2), ("returns", 1)]
         assert (return_policy.labels_per_case, tool_use.labels_per_case) == (2, 1)
         verdicts = cases_with_human_verdict(rubric=return_policy, cases=dataset.cases.all())
         assert verdicts.filter(human_verdict__isnull=False).count() >= 30  # enough to calibrate a judge on
@@ -44,15 +49,20 @@ class TestLoadDemo:
         assert verdicts.filter(passes=0, fails=0).exists()
 
 
-    def test_it_creates_the_demo_users_with_their_roles(self):
-        roles = {u.username: (u.role, u.is_staff, u.is_superuser) for u in User.objects.all()}
-        assert roles == {
-            "lena": ("lead", False, False), "rita": ("reviewer", False, False), "rob": ("reviewer", False, False),
-            "ria": ("reviewer", False, False), "ada": ("admin", True, True),
+    def test_it_creates_the_demo_users_with_their_roles_per_project(self):
+        memberships = set(Membership.objects.values_list("project__slug", "user__username", "role"))
+        assert memberships == {
+            ("store-support", "lena", "lead"), ("store-support", "rita", "reviewer"),
+            ("store-support", "rob", "reviewer"), ("store-support", "ria", "reviewer"),
+            ("code-review", "carl", "lead"), ("code-review", "rita", "reviewer"), ("code-review", "rosa", "reviewer"),
         }
-        for name in roles:
+        # ada is the instance admin: a superuser, a member of nothing; no one else is a superuser.
+        admins = {u.username: (u.is_staff, u.is_superuser) for u in User.objects.filter(is_staff=True)}
+        assert admins == {"ada": (True, True)} and not User.objects.filter(is_superuser=True, memberships__isnull=False)
+        for name in User.objects.values_list("username", flat=True):
             assert authenticate(username=name, password=DEMO_PASSWORD) is not None
-        assert set(Dataset.objects.get(slug="store-support").reviewers.values_list("username", flat=True)) == {"rita", "rob", "ria"}
+        store = Dataset.objects.get(project__slug="store-support", slug="store-support")
+        assert set(store.reviewers.values_list("username", flat=True)) == {"rita", "rob", "ria"}
 
 
     def test_it_has_the_seed_cases_the_contract_checks_use(self):
@@ -71,6 +81,8 @@ class TestLoadDemo:
         rita = User.objects.get(username="rita")
         rita.set_password("her-own-password")
         rita.save()
+        # A lead made rob a lead of store-support: the demo leaves him so.
+        Membership.objects.filter(user__username="rob").update(role="lead")
         label = Label.objects.filter(reviewer=rita).first()
         label.verdict = "fail" if label.verdict == "pass" else "pass"
         label.save()
@@ -80,6 +92,7 @@ class TestLoadDemo:
                 list(Case.objects.order_by("pk").values_list("pk", "external_id", "content_hash")),
                 list(Label.objects.order_by("pk").values_list("pk", "verdict", "updated_at")),
                 list(User.objects.order_by("pk").values_list("pk", "password")),
+                list(Membership.objects.order_by("pk").values_list("pk", "role")),
                 list(Rubric.objects.order_by("pk").values_list("pk", "criteria")),
                 Adjudication.objects.count(),
             )

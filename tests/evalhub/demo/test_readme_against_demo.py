@@ -21,8 +21,9 @@ import httpx
 import pytest
 from django.conf import settings
 
-from evalhub.demo.labeling import DEMO_PASSWORD
-from judges.models import CiResult, JudgeConfig
+from evalhub.demo.projects import DEMO_PASSWORD
+from judges.models import CiResult, JudgeConfig, Run
+from labeling.models import Case
 from tests.evalhub.test_deploy_settings import served_environment
 from tests.evalhub.test_serve import _database_url, _free_port
 
@@ -99,7 +100,15 @@ def test_the_readme_demo_lines_run_as_written_against_the_started_demo(demo, tmp
     for name, target in ((".venv", settings.BASE_DIR / ".venv"), ("scripts", settings.BASE_DIR / "scripts"),
                          ("var", data)):
         (checkout / name).symlink_to(target)
-    posted_before = CiResult.objects.count()
+    posted_before = CiResult.objects.filter(rubric__project__slug="store-support").count()
+
+    def code_review():  # what the lines must leave as it was: the second project's CI results, runs and cases
+        return (list(CiResult.objects.filter(rubric__project__slug="code-review").values_list("pk", flat=True)),
+                list(Run.objects.filter(dataset__project__slug="code-review").values_list("pk", "total")),
+                Case.objects.filter(dataset__project__slug="code-review").count())
+
+    code_review_before = code_review()
+    assert code_review_before[0] and code_review_before[1]
     done = subprocess.run(
         ["bash", "-c", "set -euo pipefail\n" + lines], cwd=checkout, capture_output=True, text=True, timeout=120,
         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"},
@@ -108,17 +117,23 @@ def test_the_readme_demo_lines_run_as_written_against_the_started_demo(demo, tmp
     assert "error" not in done.stderr
     assert '"slug": "returns", "version": 2' in done.stdout  # the policy the judge references
     assert "evalhub-gate: exit 0 (pass)" in done.stdout  # the scripted agent passes the demo's gate
-    assert CiResult.objects.count() > posted_before  # --post reached the demo
+    assert CiResult.objects.filter(rubric__project__slug="store-support").count() > posted_before  # --post arrived
+    # The token is store-support's: the other project's dataset is not found, its gate config is its own, and
+    # nothing of it changed.
+    assert """{"error": "No dataset 'code-tasks'."}""" in done.stdout
+    assert "code-review {'fixes-test': 'warn', 'safe-tools': 'gate'}" in done.stdout
+    assert code_review() == code_review_before
 
     # The demo's policy story: the return-policy judges reference the returns policy the README fetched.
-    newest = JudgeConfig.objects.filter(rubric__slug="return-policy").order_by("-version").first()
+    newest = (JudgeConfig.objects.filter(rubric__project__slug="store-support", rubric__slug="return-policy")
+              .order_by("-version").first())
     assert newest.spec["policy_ref"] == {"slug": "returns", "version": 2}
     assert "the 30th day after the delivery date is the last day" in newest.spec["policy"]
     with httpx.Client(base_url=base, timeout=30) as lena:
         _log_in(lena, "lena")
-        policies = lena.get("/policies/")
-        assert policies.status_code == 200 and 'href="/policies/returns/"' in policies.text
-        returns = lena.get("/policies/returns/")
+        policies = lena.get("/p/store-support/policies/")
+        assert policies.status_code == 200 and 'href="/p/store-support/policies/returns/"' in policies.text
+        returns = lena.get("/p/store-support/policies/returns/")
         assert returns.status_code == 200 and "the 30th day after the delivery date is the last day" in returns.text
 
         # DEBUG off and no collectstatic: the pages name the plain static files, and WhiteNoise serves them.
@@ -132,5 +147,12 @@ def test_the_readme_demo_lines_run_as_written_against_the_started_demo(demo, tmp
         assert "URLconf" not in missing.text
     with httpx.Client(base_url=base, timeout=30) as rita:
         _log_in(rita, "rita")
-        refused = rita.get("/datasets/")
-        assert refused.status_code == 403 and "Only leads may do this." in refused.text
+        refused = rita.get("/p/store-support/datasets/")
+        assert refused.status_code == 403 and "leads may do this." in refused.text
+        # rita reviews in both projects: the home page lets her pick one.
+        home = rita.get("/")
+        assert 'href="/p/store-support/' in home.text and 'href="/p/code-review/' in home.text
+    with httpx.Client(base_url=base, timeout=30) as carl:
+        _log_in(carl, "carl")
+        assert carl.get("/p/code-review/datasets/").status_code == 200
+        assert carl.get("/p/store-support/datasets/").status_code == 404  # not his project: not there at all
