@@ -13,13 +13,15 @@ import redis
 from django.conf import settings
 from django.db import connections
 
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, TEST_PROJECT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 SHOTS = Path(os.environ.get("EVALHUB_SHOTS", "/tmp/shots"))
 VIEWPORT = {"width": 1400, "height": 1000}
+# The tests' project's pages live under it: f"{live_server.url}{STORE}/runs/3/" (docs/projects.md).
+STORE = f"/p/{TEST_PROJECT}"
 
 
 @contextmanager
@@ -58,14 +60,17 @@ def shot(page, name: str, *, full_page: bool = True, caret: str = "hide") -> Non
     page.screenshot(path=str(SHOTS / name), full_page=full_page, caret=caret)
 
 
-def log_in(page, live_server, username: str, password: str = PASSWORD, *, lands_on: str | None = "/") -> None:
-    """Log in through the login form; then wait for the page the user lands on (None: don't wait)."""
+def log_in(page, live_server, username: str, password: str = PASSWORD, *, lands_on: str | None = "") -> None:
+    """Log in through the login form; then wait for the page the user lands on: `lands_on` (a path), any page
+    but the login form (""; the home page sends a member of one project into it), or None: don't wait."""
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
-    if lands_on is not None:
+    if lands_on:
         page.wait_for_url(f"{live_server.url}{lands_on}")
+    elif lands_on is not None:
+        page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from judges.configs import services as config_services
 from judges.models import JudgeConfig, Run
 from labeling.models import Case
-from tests.browser.helpers import browser_page, log_in, shot
+from tests.browser.helpers import STORE, browser_page, log_in, shot
 from tests.judges.helpers import behavioral_spec, make_cases
 
 pytestmark = pytest.mark.browser
@@ -35,7 +35,7 @@ def test_a_lead_picks_the_case_the_preview_renders(live_server, page, dataset, o
     chosen = page.locator("label.case-choice.chosen")
 
     log_in(page, live_server, lead.username)
-    page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/new/")
+    page.goto(f"{live_server.url}{STORE}/rubrics/{rubric.slug}/judges/new/")
 
     # The first case of the dataset the rubric ran on is previewed at once.
     expect(chosen).to_contain_text("c000")
@@ -79,7 +79,7 @@ def test_a_lead_picks_the_case_the_preview_renders(live_server, page, dataset, o
     expect(page.locator(".preview-card .errors")).to_have_count(0)
 
     # The saved version's page has the same picker, below the spec, as wide as the page.
-    page.goto(f"{live_server.url}/judges/{config.pk}/")
+    page.goto(f"{live_server.url}{STORE}/judges/{config.pk}/")
     page.get_by_test_id("case-choice").filter(has_text="c003").click()
     expect(chosen).to_contain_text("c003")
     expect(prompt).to_contain_text("Where is my order ORD-3?")

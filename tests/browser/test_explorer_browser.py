@@ -11,7 +11,7 @@ import pytest
 
 from judges.configs import services as config_services
 from judges.models import Judgment
-from tests.browser.helpers import log_in, shot
+from tests.browser.helpers import STORE, log_in, shot
 from tests.conftest import PASSWORD, make_user
 from tests.judges.helpers import behavioral_spec, semantic_spec
 from tests.judges.report_factories import label, make_cases, make_run
@@ -55,7 +55,7 @@ def test_a_lead_explores_thresholds_and_saves_a_new_version(live_server, page, d
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 
-    page.goto(f"{live_server.url}/runs/{run.pk}/report/")
+    page.goto(f"{live_server.url}{STORE}/runs/{run.pk}/report/")
     page.click("[data-testid=fold-explorer] > summary")  # the report's panels are folded
     explorer = page.locator("[data-testid=threshold-explorer]")
     explorer.scroll_into_view_if_needed()

@@ -8,7 +8,7 @@ import pytest
 
 from labeling.models import Label, Rubric, Skip
 from tests.browser import helpers
-from tests.browser.helpers import browser_page, log_in
+from tests.browser.helpers import STORE, browser_page, log_in
 from tests.conftest import PASSWORD
 from tests.labeling.queue_helpers import give_label, make_cases
 
@@ -34,13 +34,13 @@ def showing(page, case) -> None:
 
 def test_a_reviewer_labels_skips_and_undoes_from_the_keyboard(live_server, page, transactional_db, dataset, reviewer):
     rubric = Rubric.objects.create(
-        slug="return-policy", name="Does the answer follow the return policy?",
+        project=dataset.project, slug="return-policy", name="Does the answer follow the return policy?",
         criteria="Pass when the answer states the 30-day return window correctly.",
     )
     cases = make_cases(dataset, 6)
 
-    log_in(page, live_server, reviewer.username, PASSWORD, lands_on="/label/")  # reviewers land on their queues
-    page.click(f"a[href='/label/{dataset.slug}/{rubric.slug}/']")
+    log_in(page, live_server, reviewer.username, PASSWORD, lands_on=f"{STORE}/label/")  # reviewers land on their queues
+    page.click(f"a[href='{STORE}/label/{dataset.slug}/{rubric.slug}/']")
     page.wait_for_function("window.htmx !== undefined")
     showing(page, cases[0])
     shot(page, "labeling-queue.png")
@@ -75,11 +75,12 @@ def test_a_reviewer_labels_skips_and_undoes_from_the_keyboard(live_server, page,
 
 def test_the_queue_works_without_javascript(live_server, transactional_db, dataset, reviewer):
     """Plain forms: the same page with JavaScript off still labels and moves on."""
-    rubric = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="Pass when polite.")
+    rubric = Rubric.objects.create(project=dataset.project, slug="tone", name="Is the tone polite?",
+                                   criteria="Pass when polite.")
     cases = make_cases(dataset, 2)
     with browser_page(java_script_enabled=False) as page:
         log_in(page, live_server, reviewer.username, PASSWORD, lands_on=None)
-        page.goto(f"{live_server.url}/label/{dataset.slug}/{rubric.slug}/")
+        page.goto(f"{live_server.url}{STORE}/label/{dataset.slug}/{rubric.slug}/")
         page.click("button[value=fail]")
         showing(page, cases[1])
     assert list(Label.objects.values_list("case_id", "verdict")) == [(cases[0].pk, "fail")]
@@ -101,11 +102,12 @@ def press(page, key: str) -> None:
 
 def test_undo_reaches_only_this_sittings_labels(live_server, page, transactional_db, dataset, reviewer):
     """s, u, s, u, … after one label takes back that label and nothing from an earlier sitting."""
-    rubric = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="Pass when polite.")
+    rubric = Rubric.objects.create(project=dataset.project, slug="tone", name="Is the tone polite?",
+                                   criteria="Pass when polite.")
     earlier = [give_label(case, rubric, reviewer, "fail") for case in make_cases(dataset, 3, prefix="earlier")]
     fresh = make_cases(dataset, 3, prefix="today")
-    log_in(page, live_server, reviewer.username, PASSWORD, lands_on="/label/")
-    page.goto(f"{live_server.url}/label/{dataset.slug}/{rubric.slug}/")
+    log_in(page, live_server, reviewer.username, PASSWORD, lands_on=f"{STORE}/label/")
+    page.goto(f"{live_server.url}{STORE}/label/{dataset.slug}/{rubric.slug}/")
     page.wait_for_function("window.htmx !== undefined")
     count_swaps(page)
     showing(page, fresh[0])
@@ -122,10 +124,11 @@ def test_undo_reaches_only_this_sittings_labels(live_server, page, transactional
 
 def test_a_resized_note_box_breaks_no_csp_rule_when_the_next_case_swaps_in(live_server, page, transactional_db,
                                                                            dataset, reviewer):
-    rubric = Rubric.objects.create(slug="tone", name="Is the tone polite?", criteria="Pass when polite.")
+    rubric = Rubric.objects.create(project=dataset.project, slug="tone", name="Is the tone polite?",
+                                   criteria="Pass when polite.")
     cases = make_cases(dataset, 3)
-    log_in(page, live_server, reviewer.username, PASSWORD, lands_on="/label/")
-    page.goto(f"{live_server.url}/label/{dataset.slug}/{rubric.slug}/")
+    log_in(page, live_server, reviewer.username, PASSWORD, lands_on=f"{STORE}/label/")
+    page.goto(f"{live_server.url}{STORE}/label/{dataset.slug}/{rubric.slug}/")
     page.wait_for_function("window.htmx !== undefined")
     count_swaps(page)
     page.evaluate("""window.violations = [];

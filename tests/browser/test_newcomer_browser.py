@@ -13,13 +13,14 @@ from django.core.management import call_command
 from django.db import connection
 
 from evalhub.demo.judges import DEMO_KEY_ENV, DEMO_URL_ENV, STRICT_NOTE
-from evalhub.demo.labeling import DEMO_PASSWORD
+from evalhub.demo.projects import DEMO_PASSWORD, STORE_PROJECT
 from judges.models import Run
 from tests.browser.helpers import browser_page, celery_worker, log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
 
 WIDE = {"width": 1440, "height": 1000}
+STORE = f"/p/{STORE_PROJECT}"  # lena leads the demo's store project: her pages are under it
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def worker(live_server, tmp_path, demo):
 
 
 def test_a_newcomer_follows_the_demo_story_and_runs_a_behavioral_judge(live_server, worker, page):
-    log_in(page, live_server, "lena", DEMO_PASSWORD)
+    log_in(page, live_server, "lena", DEMO_PASSWORD, lands_on=f"{STORE}/")  # her one project's overview
 
     # The overview: every rubric's state and what needs attention first.
     overview = page.locator("[data-testid=rubric-overview]")
@@ -61,10 +62,10 @@ def test_a_newcomer_follows_the_demo_story_and_runs_a_behavioral_judge(live_serv
 
     # The gate rubric's evidence report, then its promotion page with the CI results evalhub-gate posted.
     gate_row.locator("text=report").click()
-    page.wait_for_url(f"{live_server.url}/runs/*/report/")
+    page.wait_for_url(f"{live_server.url}{STORE}/runs/*/report/")
     assert "tool-use" in page.inner_text("main")
     shot(page, "newcomer_gate_report.png")
-    page.goto(live_server.url + "/")
+    page.goto(f"{live_server.url}{STORE}/")
     gate_row.locator(".badge[class*=ci-outcome]").click()
     ci = page.locator("[data-testid=ci-results]")
     ci.wait_for()
@@ -73,12 +74,12 @@ def test_a_newcomer_follows_the_demo_story_and_runs_a_behavioral_judge(live_serv
 
     # A new run of the demo's behavioral judge, started from its page, judged by the worker through the stand-in.
     strict = Run.objects.select_related("config").get(config__note=STRICT_NOTE, parent__isnull=True)
-    page.goto(f"{live_server.url}/judges/{strict.config_id}/")
+    page.goto(f"{live_server.url}{STORE}/judges/{strict.config_id}/")
     assert "Scripted stand-in, not a model" in page.inner_text("[data-testid=stand-in-note]")
     page.click("text=Start a run")
     page.fill("#id_repeats", "3")  # repeats 1 and 2 are cached from the demo's run: the third asks the stand-in
     page.click("text=Start the run")
-    page.wait_for_url(f"{live_server.url}/runs/*/")
+    page.wait_for_url(f"{live_server.url}{STORE}/runs/*/")
     assert "Scripted stand-in, not a model" in page.inner_text("[data-testid=stand-in-note]")
     deadline = time.monotonic() + 120
     while page.inner_text("[data-testid=run-status]") != "finished":

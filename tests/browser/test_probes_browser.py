@@ -10,7 +10,7 @@ import pytest
 from judges.configs import services as config_services
 from judges.runs import services
 from labeling.models import Case, Label, case_split, labeled_content_hash
-from tests.browser.helpers import SHOTS, log_in
+from tests.browser.helpers import SHOTS, STORE, log_in
 from tests.conftest import PASSWORD, make_user
 from tests.judges.helpers import behavioral_spec
 
@@ -43,7 +43,7 @@ def test_a_lead_probes_a_run_and_opens_a_moved_case(live_server, page, settings,
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
 
-    page.goto(f"{live_server.url}/runs/{run.pk}/report/")
+    page.goto(f"{live_server.url}{STORE}/runs/{run.pk}/report/")
     assert "self-preference" in page.inner_text("[data-testid=fold-probes] > summary")  # seen while folded
     page.click("[data-testid=fold-probes] > summary")
     probes = page.locator("#probes")

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from judges.models import CiResult
-from tests.browser.helpers import log_in, shot
+from tests.browser.helpers import STORE, log_in, shot
 from tests.conftest import PASSWORD
 from tests.judges.promotion_factories import evidence_run
 from tests.judges.report_factories import make_config
@@ -49,7 +49,7 @@ def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubri
 
     page.click("nav >> text=Promotion")
     page.click(f"tr[data-rubric={rubric.slug}] >> text=Promote / demote")
-    page.wait_for_url(f"{live_server.url}/rubrics/{rubric.slug}/promotion/")
+    page.wait_for_url(f"{live_server.url}{STORE}/rubrics/{rubric.slug}/promotion/")
 
     # Observe needs no evidence: a config version and a reason.
     page.select_option("[data-testid=observe] #id_config", str(config.pk))
@@ -91,10 +91,10 @@ def test_a_refused_promotion_shows_its_reasons(live_server, page, dataset, rubri
     assert page.locator(".ci-bar").count() == 5
     shot(page, "promotion_page.png")
 
-    page.goto(f"{live_server.url}/promotion/")
+    page.goto(f"{live_server.url}{STORE}/promotion/")
     assert "evidence holds" in page.inner_text(f"tr[data-rubric={rubric.slug}]")
     shot(page, "promotion_overview.png")
-    page.goto(f"{live_server.url}/promotion/audit/")
+    page.goto(f"{live_server.url}{STORE}/promotion/audit/")
     assert page.locator("tr[data-kind=promote]").count() == 2
     shot(page, "audit_log.png")
     # No CSP violation or script error on the way; the refused form's own answer is a 400, by design.
@@ -119,7 +119,7 @@ def test_a_stale_gate_is_renewed_without_switching_it_off(live_server, page, dat
     log_in(page, live_server, lead.username, PASSWORD)
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.goto(f"{live_server.url}/rubrics/{rubric.slug}/promotion/")
+    page.goto(f"{live_server.url}{STORE}/rubrics/{rubric.slug}/promotion/")
     recalibration = page.inner_text("[data-testid=recalibration]")
     assert "Recalibration needed" in recalibration and "1 case changed since this run finished" in recalibration
     assert "$0.0016" in page.inner_text("[data-testid=ci-table]")  # the newest: 8 calls, the rest cached

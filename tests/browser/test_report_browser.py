@@ -7,7 +7,7 @@ report and the rubric's versions chart go to /tmp/shots/.
 
 import pytest
 
-from tests.browser.helpers import SHOTS, log_in, shot
+from tests.browser.helpers import SHOTS, STORE, log_in, shot
 from tests.conftest import PASSWORD, make_user
 from tests.judges.report_factories import label, make_cases, make_config, make_run
 
@@ -51,7 +51,7 @@ def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_ser
 
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.goto(f"{live_server.url}/runs/{run.pk}/report/")
+    page.goto(f"{live_server.url}{STORE}/runs/{run.pk}/report/")
     verdict = page.inner_text("[data-testid=verdict]")
     # case-010's two reviewers disagree (a dispute: no human verdict), so 39 cases, 116 evaluated judgments;
     # wrong: 9 false passes, 6 false fails and 3 flipped repeats → 98 / 116. Only the flip rule fails (3 / 39).
@@ -84,7 +84,7 @@ def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_ser
 
     # Open a case from the table.
     page.click("#disagreements >> text=case-009")
-    page.wait_for_url(f"{live_server.url}/cases/{cases['case-009'].pk}/")
+    page.wait_for_url(f"{live_server.url}{STORE}/cases/{cases['case-009'].pk}/")
     assert "case-009" in page.inner_text("main")
     assert errors == [], errors  # no CSP violation or script error on the way
 
@@ -94,12 +94,12 @@ def test_a_lead_reads_a_report_filters_to_false_passes_and_opens_a_case(live_ser
         (c, "fail" if int(c.external_id[-3:]) % 3 == 0 else "pass") for c in cases.values()
     ) if case.external_id not in ("case-003", "case-004")} | {cases["case-003"]: ["pass"] * 3,
                                                               cases["case-004"]: ["pass", "fail", "pass"]})
-    page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/")
+    page.goto(f"{live_server.url}{STORE}/rubrics/{rubric.slug}/judges/")
     page.wait_for_selector("[data-testid=versions-chart] svg")
     page.locator("[data-testid=versions-chart]").screenshot(path=str(SHOTS / "versions_chart.png"))
 
     # The two versions compared: v2 fixes the false passes and fails of v1 but case-003 and flips case-004.
-    page.goto(f"{live_server.url}/runs/compare/?a={run.pk}&b={run2.pk}")
+    page.goto(f"{live_server.url}{STORE}/runs/compare/?a={run.pk}&b={run2.pk}")
     changed = page.locator("[data-testid=changes] tbody tr[data-case]").evaluate_all(
         "rows => rows.map(r => r.dataset.case)"
     )

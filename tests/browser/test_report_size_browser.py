@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from judges.configs import services as config_services
 from judges.models import Judgment
-from tests.browser.helpers import browser_page, log_in, shot
+from tests.browser.helpers import STORE, browser_page, log_in, shot
 from tests.conftest import PASSWORD, make_user
 from tests.judges.helpers import behavioral_spec, semantic_spec
 from tests.judges.report_factories import label, make_cases, make_run
@@ -77,7 +77,7 @@ def height(page) -> int:
 def test_the_report_of_a_large_run_fits_folded_and_loses_nothing(live_server, page, dataset, rubric, lead):
     run = build_big_report(dataset, rubric, lead)
     log_in(page, live_server, lead.username, PASSWORD)
-    url = f"{live_server.url}/runs/{run.pk}/report/"
+    url = f"{live_server.url}{STORE}/runs/{run.pk}/report/"
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     for scheme in ("light", "dark"):

@@ -8,7 +8,7 @@ import pytest
 
 from labeling.models import Label, Rubric
 from tests.browser import helpers
-from tests.browser.helpers import browser_page, log_in
+from tests.browser.helpers import STORE, browser_page, log_in
 from tests.labeling.queue_helpers import give_label, make_case, make_cases
 
 pytestmark = pytest.mark.browser
@@ -24,7 +24,8 @@ def a_long_case(dataset):
     case = make_case(dataset, "support-ticket-with-a-rather-long-external-identifier-0001", output=LONG_ANSWER)
     case.trace = {
         "toolCalls": [{"name": f"lookup_order_{i}", "argument": {"order_id": f"ORD-{i:05}", "include": ["lines"]},
-                       "result": {"status": "delivered", "lines": [{"sku": f"SKU-{i}-{j}", "qty": j} for j in range(4)]}}
+                       "result": {"status": "delivered",
+                                  "lines": [{"sku": f"SKU-{i}-{j}", "qty": j} for j in range(4)]}}
                       for i in range(4)],
         "retrievedSources": ["returns-policy-v3", "shipping-faq", "warranty-terms"],
     }
@@ -35,7 +36,8 @@ def a_long_case(dataset):
 # The elements that reach past the screen's right edge, named for the failure message.
 OVERFLOWING = """width => [...document.querySelectorAll("body *")]
   .filter(el => el.getBoundingClientRect().right > width || el.scrollWidth > el.clientWidth + 1)
-  .slice(0, 8).map(el => `${el.tagName.toLowerCase()}.${el.className} (${Math.round(el.getBoundingClientRect().right)})`)"""
+  .slice(0, 8)
+  .map(el => `${el.tagName.toLowerCase()}.${el.className} (${Math.round(el.getBoundingClientRect().right)})`)"""
 
 
 def no_wider_than_the_screen(page, width: int) -> None:
@@ -54,23 +56,25 @@ def on_first_screen(page, selector: str, viewport: dict) -> None:
 @pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["390", "1440"])
 def test_every_reviewer_page_fits_the_screen_with_its_actions_in_reach(live_server, transactional_db, dataset,
                                                                        reviewer, viewport):
-    rubric = Rubric.objects.create(slug="return-policy", name="Does the answer follow the return policy?",
+    rubric = Rubric.objects.create(project=dataset.project, slug="return-policy",
+                                   name="Does the answer follow the return policy?",
                                    criteria="Pass when the answer states the 30-day return window correctly.\n"
                                             "Fail when it invents a window or a fee.")
-    Rubric.objects.create(slug="tone-and-politeness", name="Is the answer polite and on topic?", criteria="Polite.")
+    Rubric.objects.create(project=dataset.project, slug="tone-and-politeness",
+                          name="Is the answer polite and on topic?", criteria="Polite.")
     case = a_long_case(dataset)
     for earlier in make_cases(dataset, 3, prefix="earlier-case-"):
         give_label(earlier, rubric, reviewer, note="The window is 30 days; the answer says so clearly.")
     size = viewport["width"]
     with browser_page(viewport=viewport) as page:
-        log_in(page, live_server, reviewer.username, lands_on="/label/")
+        log_in(page, live_server, reviewer.username, lands_on=f"{STORE}/label/")
         for selector in ("a[href='/accounts/password/']", "button:text('Log out')"):
             on_first_screen(page, selector, viewport)
         no_wider_than_the_screen(page, size)
-        on_first_screen(page, f"a[href='/label/{dataset.slug}/{rubric.slug}/']", viewport)
+        on_first_screen(page, f"a[href='{STORE}/label/{dataset.slug}/{rubric.slug}/']", viewport)
         helpers.shot(page, f"reviewer-start-{size}.png")
 
-        page.goto(f"{live_server.url}/label/{dataset.slug}/{rubric.slug}/")
+        page.goto(f"{live_server.url}{STORE}/label/{dataset.slug}/{rubric.slug}/")
         page.wait_for_selector(f'#queue-case input[name="case"][value="{case.pk}"]', state="attached")
         no_wider_than_the_screen(page, size)
         for verdict in ("pass", "fail"):
@@ -86,7 +90,7 @@ def test_every_reviewer_page_fits_the_screen_with_its_actions_in_reach(live_serv
         helpers.shot(page, f"reviewer-queue-done-{size}.png")
         assert Label.objects.filter(case=case, reviewer=reviewer, verdict="pass").exists()
 
-        for path, name in (("/label/history/", "history"), ("/policies/", "policies"),
+        for path, name in ((f"{STORE}/label/history/", "history"), (f"{STORE}/policies/", "policies"),
                            ("/accounts/password/", "password")):
             page.goto(f"{live_server.url}{path}")
             helpers.shot(page, f"reviewer-{name}-{size}.png")

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from judges.configs import services as config_services
-from tests.browser.helpers import browser_page, celery_worker, log_in, shot
+from tests.browser.helpers import STORE, browser_page, celery_worker, log_in, shot
 from tests.judges.helpers import CONTRACT_SPEC, make_cases
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -33,9 +33,9 @@ def test_the_queued_banner_turns_into_the_finished_run(live_server, page, tmp_pa
     banner = page.get_by_test_id("live-banner")
 
     log_in(page, live_server, lead.username)
-    page.goto(f"{live_server.url}/judges/{config.pk}/run/")
+    page.goto(f"{live_server.url}{STORE}/judges/{config.pk}/run/")
     page.click("text=Start the run")
-    page.wait_for_url(f"{live_server.url}/runs/*/")
+    page.wait_for_url(f"{live_server.url}{STORE}/runs/*/")
 
     # No worker yet: the banner says the run started, then, polled, that it waits in the queue.
     expect(banner).to_contain_text("started from this form")

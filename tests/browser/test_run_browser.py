@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from judges.configs import services as config_services
 from judges.models import Judgment, ModelPrice, Run
-from tests.browser.helpers import celery_worker, log_in, shot
+from tests.browser.helpers import STORE, celery_worker, log_in, shot
 from tests.conftest import PASSWORD
 from tests.judges.helpers import MODEL, behavioral_spec, make_cases
 
@@ -44,14 +44,14 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
     log_in(page, live_server, lead.username, PASSWORD)
 
     # The editor, with the prompt preview filled in from a case.
-    page.goto(f"{live_server.url}/rubrics/{rubric.slug}/judges/new/")
+    page.goto(f"{live_server.url}{STORE}/rubrics/{rubric.slug}/judges/new/")
     page.fill("#id_preview_q", "c004")
     page.locator("[data-testid=case-choice]", has_text="c004").click()
     expect(page.get_by_test_id("prompt-user")).to_contain_text("Order ORD-4 shipped yesterday.")
     shot(page, "config_editor.png")
 
     # The config page, then the start form with its estimate.
-    page.goto(f"{live_server.url}/judges/{config.pk}/")
+    page.goto(f"{live_server.url}{STORE}/judges/{config.pk}/")
     assert config.config_hash in page.inner_text("[data-testid=config-hash]")
     page.click("text=Start a run")
     page.fill("#id_repeats", str(REPEATS))
@@ -73,7 +73,7 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
     page.click("text=Start the run")
 
     # The run page: progress updates live, without reloading, until the run is finished.
-    page.wait_for_url(f"{live_server.url}/runs/*/")
+    page.wait_for_url(f"{live_server.url}{STORE}/runs/*/")
     run = Run.objects.get()
     seen = set()
     mid_shot = False

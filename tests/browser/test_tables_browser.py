@@ -14,7 +14,7 @@ from judges.models import Judgment, Run
 from judges.runs.tallies import case_tallies_refresh
 from labeling.importing.reading import case_split, labeled_content_hash
 from labeling.models import Case, Label
-from tests.browser.helpers import browser_page, log_in, shot
+from tests.browser.helpers import STORE, browser_page, log_in, shot
 from tests.browser.test_reviewer_pages_browser import PHONE, no_wider_than_the_screen
 from tests.conftest import PASSWORD, make_user
 from tests.judges.helpers import behavioral_spec
@@ -62,7 +62,7 @@ def big_run(dataset, rubric, reviewer):
 def test_the_run_page_of_a_2000_case_run_stays_short_and_sorts_in_place(live_server, page, big_run):
     lead, run = big_run
     log_in(page, live_server, lead.username, PASSWORD)
-    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.goto(f"{live_server.url}{STORE}/runs/{run.pk}/")
 
     expect(page.locator("[data-testid=case-row]")).to_have_count(50)
     height = page.evaluate("() => document.documentElement.scrollHeight")
@@ -78,7 +78,7 @@ def test_the_run_page_of_a_2000_case_run_stays_short_and_sorts_in_place(live_ser
     assert first >= 1400
 
     page.emulate_media(color_scheme="dark")
-    page.goto(f"{live_server.url}/runs/{run.pk}/")
+    page.goto(f"{live_server.url}{STORE}/runs/{run.pk}/")
     expect(page.locator("[data-testid=case-row]")).to_have_count(50)
     assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(18, 21, 28)"
     shot(page, "tables_run_2000_dark.png")
@@ -87,14 +87,14 @@ def test_the_run_page_of_a_2000_case_run_stays_short_and_sorts_in_place(live_ser
 def test_screenshots_of_the_changed_pages_light_and_dark(live_server, page, big_run, dataset, rubric, reviewer):
     lead, run = big_run
     pages = {
-        "run_list": "/runs/",
-        "dataset_cases": f"/datasets/{dataset.slug}/?q=order-status-001",
-        "config": f"/judges/{run.config_id}/",
-        "config_editor": f"/rubrics/{rubric.slug}/judges/new/",
-        "run_start": f"/judges/{run.config_id}/run/",
-        "promotion_thresholds": f"/rubrics/{rubric.slug}/promotion/",
-        "audit_log": "/promotion/audit/",
-        "report": f"/runs/{run.pk}/report/",
+        "run_list": f"{STORE}/runs/",
+        "dataset_cases": f"{STORE}/datasets/{dataset.slug}/?q=order-status-001",
+        "config": f"{STORE}/judges/{run.config_id}/",
+        "config_editor": f"{STORE}/rubrics/{rubric.slug}/judges/new/",
+        "run_start": f"{STORE}/judges/{run.config_id}/run/",
+        "promotion_thresholds": f"{STORE}/rubrics/{rubric.slug}/promotion/",
+        "audit_log": f"{STORE}/promotion/audit/",
+        "report": f"{STORE}/runs/{run.pk}/report/",
     }
     log_in(page, live_server, lead.username, PASSWORD)
     for scheme in ("light", "dark"):
@@ -103,17 +103,17 @@ def test_screenshots_of_the_changed_pages_light_and_dark(live_server, page, big_
             response = page.goto(f"{live_server.url}{path}")
             assert response.status == 200, (name, response.status)
             shot(page, f"tables_{name}_{scheme}.png")
-    page.goto(f"{live_server.url}/runs/")
+    page.goto(f"{live_server.url}{STORE}/runs/")
     expect(page.locator("[data-testid=run-agreement]").first).to_have_text(re.compile(r"^\d+\.\d %$"), timeout=20_000)
 
     page.context.clear_cookies()
     log_in(page, live_server, reviewer.username, PASSWORD, lands_on=None)
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
-        page.goto(f"{live_server.url}/label/")
+        page.goto(f"{live_server.url}{STORE}/label/")
         expect(page.locator("[data-testid=queue-left]").first).to_be_visible()
         shot(page, f"tables_queue_start_{scheme}.png")
-        page.goto(f"{live_server.url}/label/history/")
+        page.goto(f"{live_server.url}{STORE}/label/history/")
         shot(page, f"tables_history_{scheme}.png")
 
 
@@ -121,9 +121,9 @@ def test_a_leads_pages_fit_a_phone_their_tables_scrolling_in_place(live_server, 
     lead, run = big_run
     Judgment.objects.filter(run=run, repeat=1, case__external_id="order-status-00001").update(
         outcome="not_evaluated", error="provider_error: the judge's provider answered 503 three times in a row")
-    pages = ["/", "/runs/", f"/runs/{run.pk}/", f"/runs/{run.pk}/report/", "/promotion/",
-             f"/rubrics/{rubric.slug}/promotion/", f"/rubrics/{rubric.slug}/judges/", f"/datasets/{dataset.slug}/",
-             "/promotion/audit/"]
+    pages = ["/", *(STORE + path for path in [
+        "/runs/", f"/runs/{run.pk}/", f"/runs/{run.pk}/report/", "/promotion/", f"/rubrics/{rubric.slug}/promotion/",
+        f"/rubrics/{rubric.slug}/judges/", f"/datasets/{dataset.slug}/", "/promotion/audit/"])]
     with browser_page(viewport=PHONE) as page:
         log_in(page, live_server, lead.username, PASSWORD)
         for path in pages:
