@@ -10,6 +10,7 @@ from django.urls import reverse
 from labeling.importing import Format
 from labeling.importing.cases import cases_import
 from labeling.models import Case, Label
+from tests.conftest import TEST_PROJECT
 
 pytestmark = pytest.mark.django_db
 
@@ -55,18 +56,18 @@ def assert_inert(body: str) -> None:
 def test_the_case_page_shows_markup_as_text(lead_client, case, rubric, reviewer):
     Label.objects.create(case=case, rubric=rubric, reviewer=reviewer, verdict="fail", note=SCRIPT + IMG,
                          content_hash=case.content_hash)
-    response = lead_client.get(reverse("labeling:case_detail", args=[case.pk]))
+    response = lead_client.get(reverse("labeling:case_detail", args=[TEST_PROJECT, case.pk]))
     assert "script-src 'self'" in response["Content-Security-Policy"]
     assert_inert(response.content.decode())
 
 
 def test_the_case_page_shows_markup_as_text_to_reviewers(client, case, reviewer):
     client.force_login(reviewer)
-    assert_inert(client.get(reverse("labeling:case_detail", args=[case.pk])).content.decode())
+    assert_inert(client.get(reverse("labeling:case_detail", args=[TEST_PROJECT, case.pk])).content.decode())
 
 
 def test_the_case_list_shows_markup_as_text(lead_client, case, dataset):
-    url = reverse("labeling:dataset_detail", args=[dataset.slug])
+    url = reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug])
     assert_inert(lead_client.get(url).content.decode())
     partial = lead_client.get(url, {"category": IMG}, headers={"HX-Request": "true"}).content.decode()
     assert SCRIPT not in partial and IMG not in partial and ESCAPED[0] in partial
@@ -75,7 +76,7 @@ def test_the_case_list_shows_markup_as_text(lead_client, case, dataset):
 def test_import_errors_show_markup_as_text(lead_client, dataset):
     bad = {"external_id": SCRIPT, "input": IMG, "output": 1}
     content = (json.dumps(bad) + "\n" + json.dumps(bad) + "\n").encode()
-    response = lead_client.post(reverse("labeling:dataset_import", args=[dataset.slug]), {
+    response = lead_client.post(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug]), {
         "kind": "cases", "cases-file": SimpleUploadedFile(f"{IMG}.jsonl", content),
     })
     body = response.content.decode()
