@@ -22,11 +22,11 @@ from judges.calibration.explorer import EXPLORER_COLUMNS
 from judges.calibration.frames import raw_rows, typed_frame
 from judges.calibration.metrics import CASE_COLUMNS, COLUMNS, FIRST_COLUMNS, calibration_figures
 from judges.calibration.rules import RuleResult, Thresholds, config_models, evaluate_rules, relaxed_thresholds
-from judges.configs.selectors import project_policy_versions
 from judges.models import JudgeConfig, Judgment, Outcome, Run, Tier
 from labeling.disputes.agreement import agreement_figures, paired_labels
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.models import Adjudication, Case, Label, Rubric
+from labeling.policies.selectors import policy_newest_versions
 
 NOT_FINISHED = "the run has not finished"
 
@@ -228,7 +228,8 @@ def stale_reasons(*, run: Run) -> list[str]:
     spec = run.config.spec
     reasons += criteria_stale_reasons(spec, run.config.rubric.criteria)
     # The policy is the rubric's project's (a slug names a policy within its project only).
-    newest = project_policy_versions(project_id=run.config.rubric.project_id) if spec.get("policy_ref") else {}
+    project_id = run.config.rubric.project_id
+    newest = policy_newest_versions(project_ids={project_id}).get(project_id, {}) if spec.get("policy_ref") else {}
     return reasons + policy_stale_reasons(spec, newest)
 
 

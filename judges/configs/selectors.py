@@ -14,7 +14,8 @@ from judges.engine import DEFAULT_PROMPT_TEMPLATE, build_messages, is_pinned_sna
 from judges.engine.prompt import check_prompt_template
 from judges.engine.providers import DEFAULT_KEY_ENVS
 from judges.models import JudgeConfig, ModelPrice, Run, Tier
-from labeling.models import Case, Dataset, Label, PolicyDocument, Rubric
+from labeling.models import Case, Dataset, Label, Rubric
+from labeling.policies.selectors import policy_newest_versions
 
 # The judges beside the primary, by the spec's field and how a page names them.
 OTHER_JUDGES = (
@@ -80,20 +81,12 @@ def config_warnings(spec: dict) -> list[str]:
     return alias_warnings(spec) + key_warnings(spec) + adjudicator_warnings(spec)
 
 
-def project_policy_versions(*, project_id: int) -> dict[str, int]:
-    """slug → the newest version of each of the project's policy documents (a policy's slug names it within its
-    project only). One query."""
-    rows = (PolicyDocument.objects.filter(project_id=project_id).order_by().values("slug")
-            .annotate(v=Max("version")).values_list("slug", "v"))
-    return dict(rows)
-
-
 def mark_policy_behind(configs: list[JudgeConfig], *, project: Project) -> list[JudgeConfig]:
     """Set `policy_behind` on each config (of `project`'s rubrics): the newest version of the project's policy
     document it references when that is newer than its own (the config is "behind"), else None. One query, none
     when no config references a policy."""
     wanted = any(c.spec.get("policy_ref") for c in configs)
-    newest = project_policy_versions(project_id=project.pk) if wanted else {}
+    newest = policy_newest_versions(project_ids={project.pk}).get(project.pk, {}) if wanted else {}
     for config in configs:
         ref = config.spec.get("policy_ref")
         latest = newest.get(ref["slug"]) if ref else None

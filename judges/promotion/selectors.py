@@ -42,7 +42,8 @@ from judges.drift.selectors import ci_events, drift_reason, evidence_events, fre
 from judges.models import CiResult, JudgeConfig, Judgment, RubricEvent, Run, Tier
 from judges.probes.selectors import probe_judgments, with_probe_figures
 from labeling.disputes.agreement import paired_labels
-from labeling.models import Case, Label, PolicyDocument, Rubric
+from labeling.models import Case, Label, Rubric
+from labeling.policies.selectors import policy_newest_versions
 
 # Rules that are no recalibration reason of their own: staleness is shown once, as its stale reasons, and a
 # newer config version is a candidate, which leaves the evidence standing (docs/promotion.md).
@@ -103,7 +104,7 @@ def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int
     criteria = {run.pk: run.config.rubric.criteria for run in runs}
     projects = {run.pk: run.config.rubric.project_id for run in runs}
     referenced = {projects[pk] for pk, spec in specs.items() if spec.get("policy_ref")}
-    policies = _policy_newest_versions(project_ids=referenced) if referenced else {}
+    policies = policy_newest_versions(project_ids=referenced) if referenced else {}
     reasons: dict[int, list[str]] = {}
     newest: dict[int, int | None] = {}
     for pk, status, finished_at, changed_count, newest_version in rows:
@@ -117,19 +118,6 @@ def _stale_reasons(runs: list[Run]) -> tuple[dict[int, list[str]], dict[int, int
         mine += criteria_stale_reasons(specs[pk], criteria[pk])
         reasons[pk] = mine + policy_stale_reasons(specs[pk], policies.get(projects[pk], {}))
     return reasons, newest
-
-
-def _policy_newest_versions(*, project_ids: set[int]) -> dict[int, dict[str, int]]:
-    """project_id → (slug → the newest version of each of its policy documents): a policy slug means a document of
-    the rubric's own project (docs/projects.md). One query."""
-    rows = (
-        PolicyDocument.objects.filter(project_id__in=project_ids).order_by().values("project_id", "slug")
-        .annotate(v=Max("version")).values_list("project_id", "slug", "v")
-    )
-    out: dict[int, dict[str, int]] = {}
-    for project_id, slug, version in rows:
-        out.setdefault(project_id, {})[slug] = version
-    return out
 
 
 def evidence_rules(*, runs: list[Run]) -> dict[int, list[RuleResult]]:

@@ -6,10 +6,17 @@ from evalhub.models import Project
 from labeling.models import PolicyDocument
 
 
-def policy_newest_versions(*, project: Project) -> dict[str, int]:
-    """slug → the newest version of every policy document of the project. One query."""
-    rows = project.policies.order_by().values("slug").annotate(v=Max("version")).values_list("slug", "v")
-    return dict(rows)
+def policy_newest_versions(*, project_ids: set[int]) -> dict[int, dict[str, int]]:
+    """project id → (slug → the newest version of each of its policy documents): a policy slug names a document
+    within its own project only (docs/projects.md). One query."""
+    rows = (
+        PolicyDocument.objects.filter(project_id__in=project_ids).order_by().values("project_id", "slug")
+        .annotate(v=Max("version")).values_list("project_id", "slug", "v")
+    )
+    out: dict[int, dict[str, int]] = {}
+    for project_id, slug, version in rows:
+        out.setdefault(project_id, {})[slug] = version
+    return out
 
 
 def policies_for_list(*, project: Project) -> QuerySet[PolicyDocument]:
