@@ -15,31 +15,31 @@ from functools import wraps
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from evalhub.models import ApiToken, Membership, Project, Role, hash_token
 
 
-def project_for_member(user, slug: str) -> tuple[Project, str]:
-    """The project `slug` and `user`'s role in it (the instance admin leads every project); 404 for a project the
-    user is not a member of, exactly as for one that does not exist. One query."""
-    if not user.is_authenticated:
-        raise Http404("No such project.")
+def projects_of(user) -> list[tuple[Project, str]]:
+    """Every project `user` may open with their role in it (the instance admin leads every project), by slug. One
+    query, which the door and the navigation's project switcher share."""
     if user.is_superuser:
-        return get_object_or_404(Project, slug=slug), Role.LEAD
-    membership = Membership.objects.filter(project__slug=slug, user=user).select_related("project").first()
-    if membership is None:
-        raise Http404("No such project.")
-    return membership.project, membership.role
+        return [(project, Role.LEAD) for project in Project.objects.order_by("slug")]
+    memberships = Membership.objects.filter(user=user).select_related("project").order_by("project__slug")
+    return [(membership.project, membership.role) for membership in memberships]
 
 
 def _project_door(view: Callable, *, lead: bool) -> Callable:
     @wraps(view)
     def wrapper(request: HttpRequest, project: str, *args, **kwargs) -> HttpResponse:
-        found, role = project_for_member(request.user, project)
+        mine = projects_of(request.user)
+        # A project the user is not a member of is a 404, exactly as one that does not exist.
+        found, role = next(((p, r) for p, r in mine if p.slug == project), (None, None))
+        if found is None or role is None:
+            raise Http404("No such project.")
         request.project, request.project_role = found, role
+        request.my_projects = [p for p, _ in mine]  # the navigation's switcher: no query of its own
         if lead and role != Role.LEAD:
             raise PermissionDenied("Only the project's leads may do this.")
         return view(request, found, *args, **kwargs)

@@ -16,6 +16,6 @@ def project(request: HttpRequest) -> dict:
         "project": current,
         "project_role": role,
         "is_lead": role == Role.LEAD,
-        # A queryset: evaluated only where the navigation draws the switcher.
-        "my_projects": Project.objects.for_user(user).only("slug", "name"),
+        # The door's list on a project's pages; elsewhere a queryset, read only where a page draws the switcher.
+        "my_projects": getattr(request, "my_projects", None) or Project.objects.for_user(user).only("slug", "name"),
     }

@@ -11,3 +11,4 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
     project: Project
     project_role: str
+    my_projects: list[Project]

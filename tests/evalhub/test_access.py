@@ -33,10 +33,10 @@ def test_it_shows_reviewers_only_their_datasets(reviewer_client, dataset, other_
 
 def test_it_gives_leads_an_overview_in_constant_queries(lead_client, dataset, rubric, django_assert_num_queries):
     # session, user, the door's membership, rubrics, their evidence events and latest CI results, open disputes,
-    # labeling progress, datasets with counts, runs, the runs with an audit sample, the navigation's projects (no
+    # labeling progress, datasets with counts, runs, the runs with an audit sample (no
     # evidence here: its checks add a fixed few; tests/evalhub/test_home.py shows the count does not grow with
     # rubrics)
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(11):
         body = lead_client.get(reverse("project_home", args=[TEST_PROJECT])).content.decode()
     assert dataset.name in body and rubric.name in body
 

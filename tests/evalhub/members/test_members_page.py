@@ -82,8 +82,8 @@ def test_it_reads_a_fixed_number_of_queries_however_many_members(lead_client, pr
     with CaptureQueriesContext(connection) as queries:
         assert lead_client.get(_url()).status_code == 200
     # session, user, the door's membership, members, their datasets, the project's datasets, invitations,
-    # recent changes, the navigation's projects: none grows with the members.
-    assert len(queries) == 9, [q["sql"] for q in queries]
+    # recent changes: none grows with the members.
+    assert len(queries) == 8, [q["sql"] for q in queries]
 
 
 def _normalised(body: str, invitee: str) -> str:

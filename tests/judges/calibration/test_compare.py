@@ -135,9 +135,9 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
         label(case, rubric, reviewer, "pass")
     a = make_run(make_config(rubric, lead), dataset, lead, {case: ["pass", "fail"] for case in cases})
     b = make_run(make_config(rubric, lead, note="b"), dataset, lead, {case: ["pass", "pass"] for case in cases})
-    # session, user, the project door's membership, the project's run choices, the navigation's project switcher;
+    # session, user, the project door's membership, the project's run choices;
     # per run: the run, its cases' judgment counts, human verdicts, the not-evaluated judgments, reviewer labels,
-    # bias probes' judgments, changed cases, newest version (rules), and its outcomes on the page's cases — 5 + 2 × 9.
-    with django_assert_num_queries(23):
+    # bias probes' judgments, changed cases, newest version (rules), and its outcomes on the page's cases — 4 + 2 × 9.
+    with django_assert_num_queries(22):
         response = lead_client.get(compare_url(a, b))
     assert response.status_code == 200

@@ -177,12 +177,12 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
         label(case, rubric, reviewer, "pass" if i % 3 else "fail")
     run = make_run(make_config(rubric, lead), dataset, lead,
                    {case: ["pass", "fail" if i % 4 == 0 else "pass"] for i, case in enumerate(cases)})
-    # session, user, the project door's membership, the project's run with its config, rubric and dataset; the
+    # session, user, the project door's memberships, the project's run with its config, rubric and dataset; the
     # evidence key; judgments counted per case, cases with their human verdicts, the not-evaluated judgments,
     # reviewer labels, changed cases, newest version (rules), each repeat of the page's rows, bias probes'
-    # judgments and the probe runs (the agent models are read only for a model judge); the navigation's project
-    # switcher. (test_report_cache.py: the cached page.)
-    with django_assert_num_queries(15):
+    # judgments and the probe runs (the agent models are read only for a model judge). (test_report_cache.py: the
+    # cached page.)
+    with django_assert_num_queries(14):
         response = lead_client.get(url(run))
     assert response.status_code == 200
 

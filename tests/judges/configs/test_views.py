@@ -203,10 +203,10 @@ def test_it_diffs_the_versions_chosen_as_a_partial(lead_client, rubric, lead):
 def test_it_lists_versions_in_constant_queries(lead_client, rubric, lead, django_assert_num_queries, versions):
     for i in range(versions):
         config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(policy=f"p{i}"), by=lead)
-    # session, user, the project door's membership (with the project), rubric, the versions with their run counts
-    # and authors, the versions chart's configs with their newest finished run (no run here: no judgments to read;
-    # see calibration/test_charts.py), and the navigation's project switcher
-    with django_assert_num_queries(7):
+    # session, user, the project door's memberships (with their projects: the switcher too), rubric, the versions
+    # with their run counts and authors, the versions chart's configs with their newest finished run (no run here:
+    # no judgments to read; see calibration/test_charts.py)
+    with django_assert_num_queries(6):
         lead_client.get(reverse("judges:config_list", args=[TEST_PROJECT, rubric.slug]))
 
 
@@ -357,6 +357,6 @@ def test_it_lists_versions_on_policies_in_constant_queries(lead_client, rubric, 
         spec = behavioral_spec(policy_ref={"slug": "returns", "version": i + 1})
         config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
     # as above, and one query for the policies' newest versions (the "behind" marks)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(7):
         page = lead_client.get(reverse("judges:config_list", args=[TEST_PROJECT, rubric.slug])).text
     assert page.count("policy behind") == versions - 1

@@ -136,12 +136,12 @@ def test_the_reports_query_count_does_not_grow_with_moved_cases(lead_client, run
     make_probe(run, "verbosity", moved=moved)
     make_probe(run, "sycophancy", moved=moved)
     make_probe(run, "injection", moved=0, status=Run.Status.RUNNING)
-    # session, user, the project door's membership, the navigation's project switcher, run; evidence key,
+    # session, user, the project door's memberships (the navigation's switcher too), run; evidence key,
     # judgments counted per case, human verdicts, the not-evaluated judgments, reviewer labels, the newest finished
     # probes and their judgments counted per case, changed cases, newest version (rules), the page's repeats; the
     # probe runs and the variants of the moved cases listed; the agent models (the run's judge has a model:
     # self-preference).
-    with django_assert_num_queries(18):
+    with django_assert_num_queries(17):
         html = report(lead_client, run)
     assert html.count('data-case="case-0') >= moved
 

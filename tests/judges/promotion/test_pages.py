@@ -223,7 +223,7 @@ def test_the_overview_query_count_does_not_grow_with_rubrics(lead_client, lead, 
     # case, human verdicts (one UNION), the not-evaluated judgments, the reviewers' labels on cases labeled twice,
     # the newest drift check of each evidence, latest CI, the runs with an audit sample (none here), the menu's
     # projects.
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(13):
         assert lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).status_code == 200
 
 
@@ -233,7 +233,7 @@ def test_the_audit_log_query_count_does_not_grow_with_entries(lead_client, lead,
     promoted_rubrics(n, lead, reviewer)
     # session + user, the door (membership and project), the rubric filter's slugs, the page's count, the menu's
     # projects, the page's events (with who, rubric, run).
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(6):
         assert lead_client.get(reverse("judges:audit_log", args=[TEST_PROJECT])).status_code == 200
 
 
@@ -262,7 +262,6 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     # staleness), at observe whether another kept config exists to switch CI to (none here: the switch form is
     # not shown), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
     # checks over time and the drift run at work, the traffic judging pairs and the traffic form's dataset menu;
-    # the release tier (its entry, its newest config, the newest again for its form's start, whether it has runs);
-    # the menu's projects.
-    with django_assert_num_queries(33):
+    # the release tier (its entry, its newest config, the newest again for its form's start, whether it has runs).
+    with django_assert_num_queries(32):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -558,8 +558,8 @@ def test_it_shows_a_run_page_in_constant_queries(
     # session, user, the project door's membership (with the project), the project's run with
     # config/rubric/dataset/creator, the cases' count and page, the page's judgments, the layers and errors present;
     # the agent's pass rate: the audit draws, the drawn cases and the cases' tallies counted (no sample yet, so no
-    # drawn case's tally or human verdict to read); the navigation's project switcher
-    with django_assert_num_queries(12):
+    # drawn case's tally or human verdict to read)
+    with django_assert_num_queries(11):
         lead_client.get(url)
     # session, user, the door's membership, run (a partial: no navigation)
     with django_assert_num_queries(4):
@@ -573,9 +573,9 @@ def test_it_lists_runs_in_constant_queries(
 ):
     _many_runs(rubric, dataset, lead, runs)
     # session, user, the project door's membership, the count, the page of the project's runs with configs,
-    # rubrics, datasets and creators, the navigation's project switcher; each row's agreement is loaded by its own
+    # rubrics, datasets and creators; each row's agreement is loaded by its own
     # request once it shows
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(5):
         response = lead_client.get(reverse("judges:run_list", args=[TEST_PROJECT]), query)
     assert len(response.context["page"].object_list) == runs
 

@@ -151,7 +151,7 @@ def test_the_query_count_does_not_grow_with_labels(lead_client, case, django_ass
     Adjudication.objects.create(case=case, rubric=rubrics[0], verdict="pass", decided_by=lead)
     # session + user, the membership (+ project), the user's projects (the menu), the case with its dataset,
     # labels (+ rubric, reviewer), adjudications (+ rubric, lead)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(6):
         lead_client.get(url(case))
 
 

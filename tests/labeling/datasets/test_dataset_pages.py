@@ -32,7 +32,7 @@ def test_the_dataset_list_query_count_does_not_grow(lead_client, django_assert_n
         add_cases(d, 2)
     # session + user, the membership (+ project), the user's projects (the menu), datasets with case counts,
     # their reviewers (prefetched)
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(5):
         lead_client.get(reverse("labeling:dataset_list", args=[TEST_PROJECT]))
 
 
@@ -97,7 +97,7 @@ def test_the_case_list_query_count_does_not_grow(lead_client, dataset, django_as
     # categories, rubrics with labels here, all rubrics, the latest redaction changes, the policy documents to
     # choose from, the latest changes of the dataset's; the synthetic-cases card: its policy documents, the judge
     # configs an editor comes from, the latest requests
-    with django_assert_num_queries(16):
+    with django_assert_num_queries(15):
         lead_client.get(reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug]), {"page": 2, **query})
 
 

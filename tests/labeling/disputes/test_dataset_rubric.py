@@ -78,7 +78,6 @@ def test_it_runs_the_same_queries_however_many_cases_and_labels(
         give_label(case, rubric, reviewer, "pass")
         give_label(case, rubric, second_reviewer, "fail")
     # 2 session and user, 1 membership (the project's door), 1 dataset, 1 rubric, 2 counts, 1 agreement,
-    # 4 reviewer progress (labels, skips, assigned, users), 1 other rubrics, 1 list of the user's projects (the
-    # navigation's switcher) = 14.
-    with django_assert_num_queries(14):
+    # 4 reviewer progress (labels, skips, assigned, users), 1 other rubrics = 13.
+    with django_assert_num_queries(13):
         assert lead_client.get(page_url(dataset, rubric)).status_code == 200

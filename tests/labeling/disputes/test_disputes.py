@@ -167,8 +167,7 @@ def test_the_disputes_page_runs_the_same_queries_however_many_disputes(
         give_label(case, rubric, reviewer, "pass", "note")
         give_label(case, rubric, second_reviewer, "fail")
     # 2 session and user, 1 membership (the project's door), 1 dataset, 1 rubric, 1 count and 1 page of
-    # disputes, 1 labels with reviewers, 1 adjudications, 1 tab counts, 1 list of the user's projects (the
-    # navigation's switcher) = 11.
-    with django_assert_num_queries(11):
+    # disputes, 1 labels with reviewers, 1 adjudications, 1 tab counts = 10.
+    with django_assert_num_queries(10):
         response = lead_client.get(disputes_url(dataset, rubric), query)
     assert len(response.context["page"].object_list) == n

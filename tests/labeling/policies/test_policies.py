@@ -103,7 +103,7 @@ def test_the_list_page_costs_the_same_however_many_policies(lead, client, django
             policy_write(project=store_project(), slug=f"p{n}-{i}", text=f"text {i}", by=lead)
         # session, user, the membership (+ project), the user's projects (the menu), then the policies with their
         # newest version and count in one query
-        with django_assert_num_queries(5):
+        with django_assert_num_queries(4):
             assert client.get(reverse("labeling:policy_list", args=[TEST_PROJECT])).status_code == 200
 
 

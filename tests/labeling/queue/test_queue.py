@@ -387,11 +387,10 @@ def test_the_queue_page_runs_the_same_queries_however_many_cases(
         give_label(case, rubric, reviewer)
     # 2 session and user, 1 assigned dataset, 1 rubric; case_serve: savepoint, 1 next case, 1 hold,
     # release; 4 progress (own labels, own changed labels, dataset tallies, cases left for them) = 12 (no
-    # label of this sitting to offer for undo: no query). (Was 10:
-    # the savepoint and release of the one choose-and-hold transaction, as above.) Then 1 membership (the
-    # project's door) and 1 list of the user's projects (the navigation's project switcher, drawn on full
-    # pages only) = 14.
-    with django_assert_num_queries(14):
+    # label of this sitting to offer for undo: no query). (Was 10: the savepoint and release of the one
+    # choose-and-hold transaction, as above.) Then the project's door: 1 list of the user's memberships, which the
+    # navigation's project switcher reads too = 13.
+    with django_assert_num_queries(13):
         response = reviewer_client.get(queue_url(dataset, rubric))
     assert response.status_code == 200
 
