@@ -13,7 +13,7 @@ def acting_user(username: str | None, *, project: Project):
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user {username!r}.")
-        if user.role_in(project) != Role.LEAD:
+        if not user.leads(project.pk):
             raise CommandError(
                 f"{username} is not a lead of project {project.slug}: the one who acts in a command is a lead of the "
                 "project concerned (or the instance admin)."

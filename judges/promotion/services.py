@@ -23,7 +23,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from evalhub.models import Role
 from judges.calibration.rules import RuleResult, needs_human_evidence, promotable
 from judges.calibration.selectors import rubric_thresholds, run_figures, run_rules
 from judges.drift.selectors import ci_events
@@ -116,7 +115,7 @@ def _locked(rubric: Rubric, *, by) -> Rubric:
 def check_lead(*, rubric: Rubric, by) -> None:
     """Only a lead of the rubric's own project (or the instance admin) changes its stage, evidence or thresholds:
     the pages' door says so too, and a script or another caller must not get round it. One query."""
-    if by is None or not getattr(by, "is_authenticated", False) or by.role_in(rubric.project) != Role.LEAD:
+    if by is None or not getattr(by, "is_authenticated", False) or not by.leads(rubric.project_id):
         raise PromotionError(f"Only a lead of {rubric.slug}'s project may change its promotion.")
 
 

@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from evalhub.models import Role
 from judges.configs.services import judge_config_save
 from judges.editor.client import EditorError, EditorSpec, ask_editor
 from judges.engine.spend import SpendTracker
@@ -59,7 +58,7 @@ def proposal_start(
     config = run.config
     if run.dataset.project_id != config.rubric.project_id:
         raise ProposalError("The run judged a dataset of another project than its rubric's: nothing to learn from.")
-    if by is not None and by.role_in(config.rubric.project) != Role.LEAD:
+    if by is not None and not by.leads(config.rubric.project_id):
         raise ProposalError(f"Only a lead of {config.rubric.slug}'s project may improve its judge.")
     if run.status != Run.Status.FINISHED:
         raise ProposalError("Only a finished run's disagreements can be learned from.")
@@ -389,7 +388,7 @@ def proposal_discard(*, proposal: Proposal, by, reason: str = "") -> None:
 
 def _check_lead(proposal: Proposal, by) -> None:
     """Only a lead of the proposal's rubric's project (or the instance admin) decides or stops it."""
-    if by is None or by.role_in(proposal.rubric.project) != Role.LEAD:
+    if by is None or not by.leads(proposal.rubric.project_id):
         raise ProposalError("Only a lead of this rubric's project may decide or cancel its improvement.")
 
 

@@ -9,7 +9,6 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from evalhub.models import Role
 from judges.drift.selectors import ci_events
 from judges.models import RubricEvent, Run, RunChunk, TrafficJudging
 from judges.runs.services import UNFINISHED, queue_run_work
@@ -32,7 +31,7 @@ def traffic_judging_set(*, rubric: Rubric, dataset: Dataset, enabled: bool, reas
     """
     if dataset.project_id != rubric.project_id:
         raise TrafficRefused(f"Traffic judging pairs {rubric.slug} with a dataset of its own project only.")
-    if by is None or by.role_in(rubric.project) != Role.LEAD:
+    if by is None or not by.leads(rubric.project_id):
         raise TrafficRefused(f"Only a lead of {rubric.slug}'s project may turn its traffic judging on or off.")
     with transaction.atomic():
         Rubric.objects.select_for_update().only("pk").get(pk=rubric.pk)

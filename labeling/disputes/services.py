@@ -11,18 +11,14 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from evalhub.models import Membership, Role, User
+from evalhub.models import User
 from labeling.models import Adjudication, Case, CaseTally, LabelingRefused, LabelRequest, Rubric, Verdict
 from labeling.queue.services import refuse_other_project
 
 
 def _refuse_unless_lead(*, by: User, rubric: Rubric, doing: str) -> None:
-    """LabelingRefused unless `by` leads the rubric's project: read from their membership there (one query;
-    none for the instance admin), never from a role they hold in some other project. By the rubric's
-    project_id (not User.role_in), so the project's row is not read just to name it."""
-    if by.is_superuser:
-        return
-    if not Membership.objects.filter(project_id=rubric.project_id, user=by, role=Role.LEAD).exists():
+    """LabelingRefused unless `by` leads the rubric's project, never from a role they hold in another project."""
+    if not by.leads(rubric.project_id):
         raise LabelingRefused(f"Only the project's leads {doing}.")
 
 
