@@ -5,6 +5,7 @@ broker) reading the same test database, exactly as in production. Screenshots of
 the start form with its estimate and the run page go to /tmp/shots/.
 """
 
+import re
 import time
 from decimal import Decimal
 
@@ -95,6 +96,8 @@ def test_a_lead_starts_a_run_and_watches_it_to_the_end(live_server, worker, page
     assert any(0 < d < CASES * REPEATS for d in seen), f"no intermediate progress was shown: {sorted(seen)}"
     # The table reloads once the run is finished (the 286 answer's run-finished event): one row per case,
     # its two repeats side by side.
+    # The finished table is the one that no longer polls: sorting before it lands would race its swap.
+    expect(page.locator("#judgments")).not_to_have_attribute("hx-trigger", re.compile("every"))
     expect(page.locator("[data-testid=repeat-verdict]")).to_have_count(CASES * REPEATS)
     assert page.locator("[data-testid=case-row]").count() == CASES
     # Sorting by failing repeats puts the failing cases (every third) first, without a reload.
