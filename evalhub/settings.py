@@ -266,6 +266,9 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 EVALHUB_OTLP_MAX_BYTES = env_int("EVALHUB_OTLP_MAX_BYTES", 20 * 1024 * 1024, minimum=1)
 # The wait is also the give-up task's period: 0 would run it without a pause.
 EVALHUB_OTLP_TRACE_WAIT_SECONDS = env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60, minimum=1)
+# Requests evalhub sends to addresses a project chose (evalhub/outbound.py) go only to public addresses unless
+# this is set (a private network where the OTLP backend or the webhook receiver lives; the tests).
+EVALHUB_OUTBOUND_ALLOW_PRIVATE = env_bool("EVALHUB_OUTBOUND_ALLOW_PRIVATE", False)
 
 
 def _broker() -> tuple[str, dict]:
