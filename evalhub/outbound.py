@@ -47,7 +47,7 @@ def checked_address(url: str) -> tuple[str, str]:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (OSError, ValueError) as error:
         raise OutboundRefused(f"the host {parts.hostname} cannot be resolved ({error})") from None
-    addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
     if not getattr(settings, "EVALHUB_OUTBOUND_ALLOW_PRIVATE", False):
         refused = [a for a in addresses if not _allowed(a)]
         if refused:
