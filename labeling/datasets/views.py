@@ -217,7 +217,7 @@ def dataset_import(request: HttpRequest, project: Project, slug: str) -> HttpRes
                                       update=data["update"], rubric=data["rubric"], by=request.user)
             else:
                 result = labels_import(dataset=dataset, rubric_slug=data["rubric"].slug, stream=data["file"],
-                                       fmt=data["fmt"], by=request.user)
+                                       fmt=data["fmt"], by=request.user, assign_reviewers=data["assign_reviewers"])
         except ImportRejected as exc:
             rejected = {"kind": kind, "name": data["file"].name, "errors": exc.errors}
         else:
