@@ -177,15 +177,16 @@ def check_answer(answer: dict[str, Any], schema: dict[str, Any]) -> None:
         raise InvalidOutput(f"{where}: {message}")
 
 
-def without_nul(value: Any) -> Any:
-    """The answer with every NUL character dropped from its text (keys too): PostgreSQL stores none, in text or
-    JSON, and no field of an answer needs one."""
+def storable(value: Any) -> Any:
+    """The answer as text the database can store (keys too): every NUL character dropped (PostgreSQL stores
+    none, in text or JSON) and every lone surrogate (JSON's "\\ud800", which no UTF-8 can encode) replaced by
+    U+FFFD. No field of an answer needs either."""
     if isinstance(value, str):
-        return value.replace("\x00", "")
+        return value.replace("\x00", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     if isinstance(value, dict):
-        return {without_nul(k): without_nul(v) for k, v in value.items()}
+        return {storable(k): storable(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [without_nul(v) for v in value]
+        return [storable(v) for v in value]
     return value
 
 
@@ -227,7 +228,7 @@ def ask_editor(
     params = {**spec.params, "max_tokens": spec.max_tokens}
 
     def accept(reply: Any) -> dict[str, Any]:
-        answer = without_nul(reply.answer if reply.answer is not None else load_json_object(reply.text))
+        answer = storable(reply.answer if reply.answer is not None else load_json_object(reply.text))
         check_answer(answer, schema)
         return answer
 

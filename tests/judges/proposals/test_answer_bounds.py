@@ -31,11 +31,13 @@ def test_an_oversized_field_fails_the_job_with_a_short_reason_and_stores_nothing
     assert not done.candidates.exists() and not JudgeConfig.objects.exclude(proposal="").exists()
 
 
-def test_a_nul_in_any_field_is_taken_out_and_the_job_goes_on(
+def test_a_nul_or_a_lone_surrogate_in_any_field_is_taken_out_and_the_job_goes_on(
     world, lead, fake_provider, django_capture_on_commit_callbacks
 ):
+    # A lone surrogate too (JSON's "\ud800"): no UTF-8 encodes it, so the database would refuse it as well.
     fake_provider.control(model=EDITOR, script=[{"proposals": [
-        proposal("the\x00 unused rule", guidance=RULE.replace("unused", "un\x00used"), note="ambig\x00uous"),
+        proposal("the\x00 unused rule", guidance=RULE.replace("unused", "un\x00used"), note="ambig\x00uous")
+        | {"why": "because\x00 \ud800"},
     ]}])
 
     done = propose(django_capture_on_commit_callbacks, world, lead)
@@ -43,7 +45,7 @@ def test_a_nul_in_any_field_is_taken_out_and_the_job_goes_on(
     assert done.status == Proposal.Status.FINISHED, (done.status, done.error)
     candidate = done.candidates.get()
     assert candidate.name == "the unused rule" and candidate.criteria_note == "ambiguous"
-    assert "\x00" not in candidate.why
+    assert candidate.why == "because \ufffd"
     assert candidate.config.spec["guidance"].endswith(RULE)
 
 
