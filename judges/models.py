@@ -160,6 +160,12 @@ class Run(models.Model):
     # run's concurrency cap across workers; a killed worker's lease runs out and another takes the run.
     lease_token = models.CharField(max_length=32, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
+    # What provider_calls will read once the lease holder records every call it had started at its last
+    # heartbeat; when a lease runs out unreleased (its worker was killed), the shortfall is added to
+    # calls_not_recorded: calls made whose judgments, and so whose cost, were never recorded. A lower bound (calls
+    # started after that heartbeat are unknown), shown with the cost as "≥ N calls not recorded".
+    calls_expected = models.PositiveIntegerField(default=0, db_default=0)
+    calls_not_recorded = models.PositiveIntegerField(default=0, db_default=0)
     # The start form's idempotency token: a double click or a resubmitted form starts one run.
     start_token = models.UUIDField(null=True, blank=True, unique=True)
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.WORKER, db_default="worker")

@@ -19,6 +19,8 @@ DJANGO_FREE_MODULES = (
     # Finding credentials and redacting personal data: the CI command redacts and runs no_secrets too.
     "labeling.importing.credentials",
     "labeling.importing.redaction",
+    # Writing result files whole or not at all: the CI command's --json and --junit too.
+    "labeling.importing.files",
     # Reading OTLP spans and making a case of a trace: pure, tested without a database.
     "labeling.otlp.traces",
     # The calibration figures, rules and explorer: pure functions on frames, tested without a database.

@@ -302,6 +302,8 @@ def run_figures(*, run: Run, frames: tuple[pd.DataFrame, pd.DataFrame] | None = 
         "tokens": {"input": run.input_tokens, "output": run.output_tokens},
         "cache_hits": run.cache_hits,
         "provider_calls": run.provider_calls,
+        # Calls a killed worker made and never recorded (their cost is not in cost_usd), at least this many.
+        "calls_not_recorded": run.calls_not_recorded,
         "example_cases_left_out": example_cases_left_out(run=run),
     }
 

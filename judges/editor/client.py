@@ -156,13 +156,38 @@ def estimate_editor_cost(spec: EditorSpec, *, prompt_chars: int, prices: Prices)
     return None if price is None else estimate_cost(price, prompt_chars, spec.max_tokens)
 
 
+# What a refusal quotes of the answer: jsonschema's message repeats the offending value, which may be megabytes.
+MAX_REFUSAL_CHARS = 300
+
+
 def check_answer(answer: dict[str, Any], schema: dict[str, Any]) -> None:
-    """InvalidOutput naming where the answer breaks the schema (the first place, by path)."""
+    """InvalidOutput naming where the answer breaks the schema (the first place, by path), in a bounded message."""
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(answer), key=lambda e: list(e.absolute_path))
     if errors:
-        where = "/".join(str(p) for p in errors[0].absolute_path) or "(the answer)"
-        raise InvalidOutput(f"{where}: {errors[0].message}")
+        where = "/".join(str(p) for p in errors[0].absolute_path)[:MAX_REFUSAL_CHARS] or "(the answer)"
+        error = errors[0]
+        if error.validator == "maxLength":
+            message = f"longer than {error.validator_value} characters"
+        elif error.validator == "maxItems":
+            message = f"more than {error.validator_value} items"
+        else:
+            message = error.message if len(error.message) <= MAX_REFUSAL_CHARS else \
+                error.message[:MAX_REFUSAL_CHARS] + "…"
+        raise InvalidOutput(f"{where}: {message}")
+
+
+def storable(value: Any) -> Any:
+    """The answer as text the database can store (keys too): every NUL character dropped (PostgreSQL stores
+    none, in text or JSON) and every lone surrogate (JSON's "\\ud800", which no UTF-8 can encode) replaced by
+    U+FFFD. No field of an answer needs either."""
+    if isinstance(value, str):
+        return value.replace("\x00", "").encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value
 
 
 def ask_editor(
@@ -203,7 +228,7 @@ def ask_editor(
     params = {**spec.params, "max_tokens": spec.max_tokens}
 
     def accept(reply: Any) -> dict[str, Any]:
-        answer = reply.answer if reply.answer is not None else load_json_object(reply.text)
+        answer = storable(reply.answer if reply.answer is not None else load_json_object(reply.text))
         check_answer(answer, schema)
         return answer
 

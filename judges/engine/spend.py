@@ -14,6 +14,10 @@ class SpendTracker:
     A call reserves its estimated cost first (prompt length and the max_tokens bound) and settles
     the real cost after. Once a reservation is refused the cap counts as reached for good, so the
     rest of the batch stops rather than squeezing in whatever small call still fits.
+
+    Every provider call starts with a reservation (judges.engine.chain), so `calls_started` counts the calls
+    made, whether or not their judgments are ever recorded: a worker compares it with what it recorded to know
+    the calls a kill would leave uncounted (judges.runs.worker).
     """
 
     def __init__(self, cap_usd: float | None = None) -> None:
@@ -23,17 +27,16 @@ class SpendTracker:
         self.spent_usd = 0.0
         self._reserved = 0.0
         self.reached = False
+        self.calls_started = 0
         self._lock = threading.Lock()
 
     def reserve(self, estimate: float) -> bool:
         with self._lock:
-            if self.cap_usd is None:
-                self._reserved += estimate
-                return True
-            if self.reached or self.spent_usd + self._reserved + estimate > self.cap_usd:
+            if self.cap_usd is not None and (self.reached or self.spent_usd + self._reserved + estimate > self.cap_usd):
                 self.reached = True
                 return False
             self._reserved += estimate
+            self.calls_started += 1
             return True
 
     def settle(self, estimate: float, actual: float | None) -> None:

@@ -77,6 +77,7 @@ from judges.gate.report import (
     write_summary,
 )
 from judges.gate.server import TOKEN_ENV, checked_token, checked_url, fetch_cases, fetch_redaction, post_results
+from labeling.importing.files import write_whole
 from labeling.importing.reading import CASE_KINDS
 from labeling.importing.redaction import REDACT_KINDS, Redactor
 
@@ -401,10 +402,9 @@ def _report(
 
 def _write(path: str, data: bytes) -> None:
     try:
-        with open(path, "wb") as fh:
-            fh.write(data)
+        write_whole(path, [data], binary=True)  # whole or not at all: a full disk leaves no truncated file
     except OSError as exc:
-        raise ConfigError(f"writing {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"writing {path}: {exc.strerror or exc}; nothing was written there") from None
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from http.client import HTTPMessage
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from judges.gate.messages import ConfigError, one_line
 from labeling.importing.redaction import REDACT_KINDS
@@ -181,11 +181,28 @@ def fetch_cases(
         raise ConfigError(f"writing {out}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as sink:
-            http_request_to(urllib.request.Request(url, headers=headers), f"fetching the cases from {url}", sink)
-    except BaseException:
+            http_request_to(urllib.request.Request(url, headers=headers), f"fetching the cases from {url}",
+                            cast(IO[bytes], _LocalFile(sink, out)))
+    except BaseException as exc:
         os.unlink(partial)
+        if isinstance(exc, OSError):  # the file's last bytes, written as it closed
+            raise ConfigError(f"writing {out}: {exc.strerror or exc}; nothing was written there") from None
         raise
     return partial
+
+
+class _LocalFile:
+    """The file a response is streamed into: failing to write it (a full disk) is said as what it is, never as
+    the server's or the network's failure ("cannot connect")."""
+
+    def __init__(self, sink: IO[bytes], shown_as: str) -> None:
+        self.sink, self.shown_as = sink, shown_as
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.sink.write(data)
+        except OSError as exc:
+            raise ConfigError(f"writing {self.shown_as}: {exc.strerror or exc}; nothing was written there") from None
 
 
 def _json_request(url: str, token: str, what: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from judges.configs.services import judge_config_save
 from judges.editor.client import EditorError, EditorSpec, ask_editor
 from judges.engine.spend import SpendTracker
 from judges.models import JudgeConfig, Proposal, ProposalCandidate, RubricEvent, Run
-from judges.proposals.editing import PROMPT_VERSION, PROPOSALS_SCHEMA, SYSTEM
+from judges.proposals.editing import MAX_CANDIDATES, PROMPT_VERSION, PROPOSALS_SCHEMA, SYSTEM
 from judges.proposals.selectors import (
     engine_prices,
     finalists,
@@ -34,7 +34,6 @@ from labeling.models import Case
 log = logging.getLogger(__name__)
 
 PROPOSAL_TASK = "judges.proposal_work"  # judges.proposals.tasks.proposal_work
-MAX_CANDIDATES = 8
 ENDED = (Proposal.Status.FINISHED, Proposal.Status.FAILED, Proposal.Status.CANCELLED)
 
 

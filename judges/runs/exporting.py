@@ -49,10 +49,10 @@ def _records(run: Run) -> Iterator[dict]:
         }
 
 
-def judgments_export(*, run: Run, fmt: Format, neutralise_formulas: bool = False) -> Iterator[str]:
+def judgments_export(*, run: Run, fmt: Format, neutralise_formulas: bool = True) -> Iterator[str]:
     """The run's judgments, one per (case, repeat), as JSONL or CSV (scores as JSON text in its cell).
 
-    neutralise_formulas: a CSV for reading in a spreadsheet, which does not import unchanged (see
+    A CSV's formulas are neutralised unless asked not to, and it imports unchanged either way (see
     labeling.datasets.exporting).
     """
     if fmt == Format.JSONL:

@@ -33,7 +33,9 @@ def run_work(run_id: int) -> None:
 
 @shared_task(name="judges.sweep_runs", ignore_result=True)
 def sweep_runs() -> list[int]:
-    """Requeue runs whose lease ran out (a worker died) or whose message was lost."""
+    """Requeue runs whose lease ran out (a worker died) or whose message was lost; count the calls a worker killed
+    after its run was cancelled never recorded."""
+    worker.lost_leases_settle()
     run_ids = worker.runs_needing_work()
     for run_id in run_ids:
         run_work.delay(run_id)

@@ -228,16 +228,16 @@ def run_retry(request: HttpRequest, project: Project, run_id: int) -> HttpRespon
 
 @lead_required
 def run_export(request: HttpRequest, project: Project, run_id: int, fmt: str) -> StreamingHttpResponse:
-    """The run's judgments in the import format, streamed; `neutralise_formulas=1`: a CSV for spreadsheets."""
+    """The run's judgments in the import format, streamed; a CSV's formulas neutralised unless `raw_formulas=1`."""
     run = selectors.run_for_page_or_404(run_id, project=project)
     try:
         fmt = Format(fmt)
     except ValueError:
         raise Http404("Unknown format.") from None
-    neutralise = fmt == Format.CSV and request.GET.get("neutralise_formulas") == "1"
-    pieces = judgments_export(run=run, fmt=fmt, neutralise_formulas=neutralise)
+    raw = fmt == Format.CSV and request.GET.get("raw_formulas") == "1"
+    pieces = judgments_export(run=run, fmt=fmt, neutralise_formulas=not raw)
     response = StreamingHttpResponse(pieces, content_type=EXPORT_CONTENT_TYPES[fmt])
-    for_reading = "-for-reading" if neutralise else ""
-    name = f"run-{run.pk}-{run.config.rubric.slug}-v{run.config.version}-judgments{for_reading}.{fmt}"
+    raw_suffix = "-raw-formulas" if raw else ""
+    name = f"run-{run.pk}-{run.config.rubric.slug}-v{run.config.version}-judgments{raw_suffix}.{fmt}"
     response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=name)
     return response

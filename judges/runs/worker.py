@@ -59,17 +59,48 @@ def run_claim(*, run_id: int) -> str | None:
             return None
         if run.lease_until is not None and run.lease_until > now:
             return None
+        # A lease that ran out unreleased: its holder was killed with calls made and not recorded.
+        lost = {"calls_not_recorded": F("calls_not_recorded") + _lost_calls(run), "calls_expected": run.provider_calls}
         if not run.chunks.filter(done_at__isnull=True).exists():
             Run.objects.filter(pk=run.pk).update(
-                status=Run.Status.FINISHED, finished_at=now, lease_token="", lease_until=None
+                status=Run.Status.FINISHED, finished_at=now, lease_token="", lease_until=None, **lost
             )
             return None
         token = uuid.uuid4().hex
         Run.objects.filter(pk=run.pk).update(
             lease_token=token, lease_until=now + _lease(), status=Run.Status.RUNNING,
-            started_at=run.started_at or now,
+            started_at=run.started_at or now, **lost
         )
     return token
+
+
+def _lost_calls(run: Run) -> int:
+    """(The run locked, its lease run out.) The calls its last lease holder made and never recorded, at least:
+    those it had started by its last heartbeat (calls_expected) beyond what the run counts. None when the lease
+    was released: a holder records every call it made before it lets go."""
+    if not run.lease_token:
+        return 0
+    return max(run.calls_expected - run.provider_calls, 0)
+
+
+def lost_leases_settle() -> list[int]:
+    """Runs cancelled (or finished) under a lease that ran out unreleased, a worker killed after the cancel: the
+    calls it made and never recorded are counted, as run_claim counts them for a run it takes over, and the lease
+    cleared. Returns their ids."""
+    now = timezone.now()
+    settled = []
+    expired = Run.objects.exclude(status__in=UNFINISHED).exclude(lease_token="").filter(lease_until__lte=now)
+    for run_id in expired.values_list("pk", flat=True):
+        with transaction.atomic():
+            run = Run.objects.select_for_update().get(pk=run_id)
+            if not run.lease_token or run.lease_until is None or run.lease_until > now:
+                continue
+            Run.objects.filter(pk=run_id).update(
+                lease_token="", lease_until=None, calls_expected=run.provider_calls,
+                calls_not_recorded=F("calls_not_recorded") + _lost_calls(run),
+            )
+            settled.append(run_id)
+    return settled
 
 
 def run_window(*, run_id: int, token: str) -> bool:
@@ -193,6 +224,9 @@ class _Window:
         # first chunk index and its future, in the run's order.
         self.ahead_writer: ThreadPoolExecutor | None = None
         self.ahead_written: list[tuple[int, Future]] = []
+        # What the run counted when this lease was taken: each heartbeat says how many calls it will count once this
+        # window records every call started so far (Run.calls_expected).
+        self.calls_before = self.run.provider_calls
         self.stop = threading.Event()  # set: no call starts any more
         self.unrecorded: dict[int, int] = {}  # chunk pk: its (case, repeat) pairs taken and not yet recorded
         self.last_index = -1
@@ -405,7 +439,8 @@ class _Window:
     def _extend_lease(self) -> bool:
         return bool(
             Run.objects.filter(pk=self.run.pk, lease_token=self.token, status=Run.Status.RUNNING).update(
-                lease_until=timezone.now() + _lease()
+                lease_until=timezone.now() + _lease(),
+                calls_expected=self.calls_before + self.engine.spend.calls_started,
             )
         )
 

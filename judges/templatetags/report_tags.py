@@ -38,12 +38,15 @@ def kappa_delta(value: float | None) -> str:
 
 @register.filter
 def run_cost(run: Run) -> str:
-    """A run's cost as every page shows it (docs/judging.md, "Cost"): unknown is never shown as $0."""
+    """A run's cost as every page shows it (docs/judging.md, "Cost"): unknown is never shown as $0, and calls a
+    killed worker made and never recorded are said, never left out of the total silently."""
+    n = run.calls_not_recorded
+    lost = f" + ≥ {n} call{'' if n == 1 else 's'} not recorded" if n else ""
     if run.unknown_cost_judgments:
-        return f"{usd(run.cost_usd)} + unpriced calls" if run.cost_usd else "unknown (model not priced)"
+        return (f"{usd(run.cost_usd)} + unpriced calls" if run.cost_usd else "unknown (model not priced)") + lost
     if not run.provider_calls:
-        return "$0 (no calls)"
-    return usd(run.cost_usd)
+        return f"$0{lost}" if lost else "$0 (no calls)"
+    return usd(run.cost_usd) + lost
 
 
 @register.filter

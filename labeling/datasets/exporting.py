@@ -1,8 +1,9 @@
 """Cases and labels out, in their import formats (an export imports again unchanged), and a report CSV.
 
-A CSV cell a spreadsheet would run as a formula (`=HYPERLINK(…)`, `@SUM(…)`) is made text in the report,
-which is meant for spreadsheets; the import-format exports do so only when asked (neutralise_formulas),
-and such a file is for reading: it does not import unchanged.
+Every CSV is safe to open in a spreadsheet by default: a cell a spreadsheet would run as a formula
+(`=HYPERLINK(…)`, `@SUM(…)`, `+cmd|…`) is made text with a leading apostrophe, which reading a CSV takes off
+again (labeling.importing.formulas), so such a file still imports unchanged. The raw cells are an explicit
+opt-in (`neutralise_formulas=False`: `--raw-formulas`, `raw_formulas=1`), for a program that reads CSV itself.
 
 Every export is a generator of text pieces over `QuerySet.iterator()`, so a page streams it
 (StreamingHttpResponse) and a command writes it to a file without holding 100k cases in memory.
@@ -18,14 +19,13 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 
 from labeling.disputes.selectors import cases_with_human_verdict
 from labeling.importing import Format
+from labeling.importing.formulas import neutralise_formula
 from labeling.importing.labels import LABEL_FIELDS
 from labeling.importing.reading import CASE_FIELDS
 from labeling.models import Adjudication, Case, Dataset, Label, Rubric
 
 CHUNK = 2_000
 REPORT_FIELDS = ("external_id", "category", "split", "input", "output")
-# What makes Excel, LibreOffice or Google Sheets read a cell as a formula (OWASP, "CSV injection").
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class _Echo:
@@ -33,13 +33,6 @@ class _Echo:
 
     def write(self, value: str) -> str:
         return value
-
-
-def neutralise_formula(value: Any) -> Any:
-    """A text cell a spreadsheet would run as a formula, prefixed with an apostrophe so it shows as text."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
 
 
 def csv_lines(rows: Iterable[Sequence], *, neutralise_formulas: bool) -> Iterator[str]:
@@ -74,7 +67,7 @@ def case_lines(cases: QuerySet[Case]) -> Iterator[str]:
         yield _json_text(record) + "\n"
 
 
-def cases_export(*, dataset: Dataset, fmt: Format, neutralise_formulas: bool = False) -> Iterator[str]:
+def cases_export(*, dataset: Dataset, fmt: Format, neutralise_formulas: bool = True) -> Iterator[str]:
     """The dataset's cases as JSONL (one object per line) or CSV (JSON text in trace/metadata cells)."""
     cases = Case.objects.filter(dataset=dataset).order_by("pk")
     if fmt == Format.JSONL:
@@ -98,7 +91,7 @@ def _case_cells(record: dict) -> list:
     return cells
 
 
-def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format, neutralise_formulas: bool = False) -> Iterator[str]:
+def labels_export(*, dataset: Dataset, rubric: Rubric, fmt: Format, neutralise_formulas: bool = True) -> Iterator[str]:
     """Every label of `rubric` on the dataset's cases, one per (case, reviewer), in the import format.
 
     Labels that stopped counting (the case changed since) are exported too: importing the file

@@ -140,6 +140,11 @@ class CaseImportForm(_UploadForm):
 
 class LabelImportForm(_UploadForm):
     rubric = forms.ModelChoiceField(queryset=Rubric.objects.none(), to_field_name="slug")
+    assign_reviewers = forms.BooleanField(
+        required=False, label="Assign the reviewers the file names to this dataset",
+        help_text="It opens the dataset's cases to them (audited). Without it, a reviewer of the project not "
+                  "assigned here is refused.",
+    )
 
 
 # The case list's kind filter value for the cases without a calibration kind (the API says it with kind=).

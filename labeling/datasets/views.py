@@ -217,7 +217,7 @@ def dataset_import(request: HttpRequest, project: Project, slug: str) -> HttpRes
                                       update=data["update"], rubric=data["rubric"], by=request.user)
             else:
                 result = labels_import(dataset=dataset, rubric_slug=data["rubric"].slug, stream=data["file"],
-                                       fmt=data["fmt"], by=request.user)
+                                       fmt=data["fmt"], by=request.user, assign_reviewers=data["assign_reviewers"])
         except ImportRejected as exc:
             rejected = {"kind": kind, "name": data["file"].name, "errors": exc.errors}
         else:
@@ -239,23 +239,23 @@ EXPORT_CONTENT_TYPES = {
 def dataset_export(request: HttpRequest, project: Project, slug: str, kind: str) -> StreamingHttpResponse:
     """Download cases or labels in their import format, or the report CSV; streamed, not built in memory.
 
-    `neutralise_formulas=1` makes a CSV of cases or labels safe to open in a spreadsheet (the report always
-    is); such a file is for reading and does not import unchanged.
+    Every CSV is safe to open in a spreadsheet (its formulas neutralised) and imports unchanged; `raw_formulas=1`
+    writes the cells of cases or labels raw, for a program (labeling.datasets.exporting).
     """
     dataset = _get_dataset_for_user(request, slug, lead_only=True)
     try:
         fmt = Format(request.GET.get("format") or "jsonl")
     except ValueError:
         raise Http404("Unknown format.") from None
-    neutralise = fmt == Format.CSV and request.GET.get("neutralise_formulas") == "1"
-    for_reading = "-for-reading" if neutralise else ""
+    raw = fmt == Format.CSV and request.GET.get("raw_formulas") == "1"
+    raw_suffix = "-raw-formulas" if raw else ""
     if kind == "cases":
-        pieces = cases_export(dataset=dataset, fmt=fmt, neutralise_formulas=neutralise)
-        name = f"{dataset.slug}-cases{for_reading}.{fmt}"
+        pieces = cases_export(dataset=dataset, fmt=fmt, neutralise_formulas=not raw)
+        name = f"{dataset.slug}-cases{raw_suffix}.{fmt}"
     elif kind == "labels":
         rubric = get_object_or_404(project.rubrics, slug=request.GET.get("rubric", ""))
-        pieces = labels_export(dataset=dataset, rubric=rubric, fmt=fmt, neutralise_formulas=neutralise)
-        name = f"{dataset.slug}-labels-{rubric.slug}{for_reading}.{fmt}"
+        pieces = labels_export(dataset=dataset, rubric=rubric, fmt=fmt, neutralise_formulas=not raw)
+        name = f"{dataset.slug}-labels-{rubric.slug}{raw_suffix}.{fmt}"
     elif kind == "report":
         fmt = Format.CSV
         pieces, name = report_export(dataset=dataset), f"{dataset.slug}-report.csv"

@@ -1,6 +1,6 @@
 """Labels in: reviewers' verdicts of one rubric, from JSONL or CSV, checked, then written all or nothing."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.conf import settings
@@ -45,11 +45,14 @@ class LabelImportResult:
     unchanged: int
     new_reviewers: list[str]
     rubric_created: bool
+    assigned_reviewers: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         text = f"{self.created} created, {self.revised} revised, {self.unchanged} unchanged"
         if self.new_reviewers:
             text += f"; new reviewer accounts: {', '.join(self.new_reviewers)}"
+        if self.assigned_reviewers:
+            text += f"; reviewers now assigned to the dataset: {', '.join(self.assigned_reviewers)}"
         if self.rubric_created:
             text += "; the rubric was created as a draft"
         return text
@@ -78,7 +81,7 @@ def validate_label(obj: Any) -> tuple[LabelData | None, list[tuple[str | None, s
 
 
 def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt: Format,
-                  max_bytes: int | None = None, by=None) -> LabelImportResult:
+                  max_bytes: int | None = None, by=None, assign_reviewers: bool = False) -> LabelImportResult:
     """Import reviewers' labels of one rubric of the dataset's project for cases of `dataset`, all or nothing.
 
     Must succeed or fail together: creating the rubric (as a draft, in the dataset's project) if missing,
@@ -86,7 +89,9 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
     (audited, as done `by` the importing person) and assigning them to the dataset, creating new labels and
     revising existing ones against each case's current content. A reviewer named in the file must be a member
     of the project, or a new account: an account of someone who is not a member is refused, never added (they
-    join a project by invitation).
+    join a project by invitation). A reviewer of the project not assigned to the dataset is refused too, since
+    assigning them opens its cases to them, unless `assign_reviewers` says to assign them (audited, and said in
+    the result). Leads and the admin label every dataset of the project and are never assigned.
     """
     errors: list[RowError] = []
     try:
@@ -129,6 +134,15 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
                                                   "first (a name new to evalhub gets a reviewer account here)")
             for name in sorted(strangers, key=first_row.get)
         )
+        unassigned = _unassigned_reviewers(dataset=dataset, usernames=names)
+        if not assign_reviewers:
+            errors.extend(
+                RowError(first_row[name], "reviewer", f"{name!r} is a reviewer of this project not assigned to the "
+                                                      f"dataset {dataset.slug}: assign them first (the members "
+                                                      "page), or import with the reviewers assigned (it opens the "
+                                                      "dataset's cases to them)")
+                for name in sorted(unassigned, key=first_row.get)
+            )
         if errors:
             raise ImportRejected(errors)
 
@@ -137,7 +151,13 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
         )
         users = _reviewer_accounts(dataset=dataset, usernames=names, by=by)
         new_reviewers = sorted(name for name, (_, created) in users.items() if created)
-        dataset.reviewers.add(*(user for user, _ in users.values()))
+        assigned = sorted(unassigned)
+        dataset.reviewers.add(*(user for name, (user, _) in users.items() if name in new_reviewers or name in assigned))
+        MemberEvent.objects.bulk_create([
+            MemberEvent(project_id=dataset.project_id, kind=MemberEvent.Kind.ASSIGNMENTS_SET, subject=name, by=by,
+                        detail=f"assigned to {dataset.slug} by a labels import that named them")
+            for name in assigned
+        ])
 
         current: dict[tuple[int, int], Label] = {}
         for chunk in chunks([pk for pk, _ in cases.values()], LOOKUP_CHUNK):
@@ -160,7 +180,7 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
                 revised += 1
         Label.objects.bulk_create(new, batch_size=BATCH_SIZE)
     return LabelImportResult(created=len(new), revised=revised, unchanged=unchanged,
-                             new_reviewers=new_reviewers, rubric_created=rubric_created)
+                             new_reviewers=new_reviewers, rubric_created=rubric_created, assigned_reviewers=assigned)
 
 
 def _not_members(*, dataset: Dataset, usernames: list[str]) -> set[str]:
@@ -169,6 +189,15 @@ def _not_members(*, dataset: Dataset, usernames: list[str]) -> set[str]:
     accounts = get_user_model().objects.filter(username__in=usernames, is_superuser=False)
     members = Membership.objects.filter(project_id=dataset.project_id, user__username__in=usernames)
     return set(accounts.values_list("username", flat=True)) - set(members.values_list("user__username", flat=True))
+
+
+def _unassigned_reviewers(*, dataset: Dataset, usernames: list[str]) -> set[str]:
+    """The names among `usernames` of reviewers of the dataset's project (the only role assignments are for) who
+    are not assigned to the dataset."""
+    reviewers = Membership.objects.filter(project_id=dataset.project_id, role=Role.REVIEWER,
+                                          user__username__in=usernames, user__is_superuser=False)
+    assigned = dataset.reviewers.filter(username__in=usernames)
+    return set(reviewers.values_list("user__username", flat=True)) - set(assigned.values_list("username", flat=True))
 
 
 def _reviewer_accounts(*, dataset: Dataset, usernames: list[str], by) -> dict[str, tuple[Any, bool]]:

@@ -17,6 +17,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Any
 
+from labeling.importing.formulas import restore_formula
+
 # A single text field beyond this is almost surely a mistake (a whole log pasted into `output`), and it
 # would make pages and judge prompts unusable. Files as a whole are bounded by EVALHUB_IMPORT_MAX_BYTES.
 MAX_TEXT_CHARS = 1_000_000
@@ -634,7 +636,8 @@ def _csv_records(stream, max_bytes, errors, *, known: tuple[str, ...], required:
         if len(cells) != len(header):
             errors.append(RowError(number, None, f"has {len(cells)} cells; the header has {len(header)}"))
             continue
-        yield number, dict(zip(header, cells, strict=True))
+        # A cell an export neutralised (labeling.importing.formulas) is read as it was.
+        yield number, dict(zip(header, map(restore_formula, cells), strict=True))
 
 
 def case_from_csv(cells: dict, number: int, errors: list[RowError]) -> dict | None:

@@ -1,10 +1,10 @@
 import json
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from evalhub.projects import add_project_argument, project_for_command
 from judges.promotion.gate_config import gate_config
+from labeling.importing.files import write_whole
 
 
 class Command(BaseCommand):
@@ -25,9 +25,9 @@ class Command(BaseCommand):
             self.stdout.write(text, ending="")
             return
         try:
-            Path(output).write_text(text, encoding="utf-8")
+            write_whole(output, [text])  # whole or not at all: a full disk leaves no truncated config
         except OSError as exc:
-            raise CommandError(f"Cannot write {output}: {exc.strerror or exc}") from None
+            raise CommandError(f"Cannot write {output}: {exc.strerror or exc}; nothing was written there.") from None
         count = len(config["rubrics"])
         self.stderr.write(self.style.SUCCESS(
             f"Wrote the gate config of project {project.slug} ({count} rubric(s)) to {output}."

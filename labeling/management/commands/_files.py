@@ -7,6 +7,7 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from labeling.importing import Format, ImportRejected, format_for
+from labeling.importing.files import write_whole
 
 FORMAT_CHOICES = [f.value for f in Format]
 
@@ -36,19 +37,18 @@ def open_input(path: str):
 
 
 def write_output(path: str, pieces) -> int:
-    """Write an export's text pieces (one per line or row) to path ("-": stdout); returns how many."""
-    count = 0
+    """Write an export's text pieces (one per line or row) to path ("-": stdout), whole or not at all (a full disk
+    leaves no truncated file: labeling.importing.files); returns how many."""
     if path == "-":
+        count = 0
         for piece in pieces:
             sys.stdout.write(piece)
             count += 1
         return count
-    # newline="": CSV rows end in \r\n already, and cells may hold line breaks of their own.
-    with open(path, "w", encoding="utf-8", newline="") as out:
-        for piece in pieces:
-            out.write(piece)
-            count += 1
-    return count
+    try:
+        return write_whole(path, pieces)
+    except OSError as exc:
+        raise CommandError(f"Cannot write {path}: {exc.strerror or exc}; nothing was written there.") from None
 
 
 def report_rejection(command, path: str, rejected: ImportRejected) -> CommandError:
@@ -57,12 +57,13 @@ def report_rejection(command, path: str, rejected: ImportRejected) -> CommandErr
     return CommandError(f"{path} was rejected with {len(rejected.errors)} error(s); nothing was written.")
 
 
-NEUTRALISE_HELP = (
-    "CSV only: make cells starting with =, +, -, @, a tab or CR text (a leading apostrophe), so a spreadsheet "
-    "does not run them as formulas; such a file is for reading and does not import unchanged"
+RAW_FORMULAS_HELP = (
+    "CSV only: write cells starting with =, +, -, @, a tab or CR as they are. By default they are made text (a "
+    "leading apostrophe, which importing takes off again) so that a spreadsheet opening the file runs no formula; "
+    "a raw file is for a program, never for a spreadsheet"
 )
 
 
-def check_neutralise(fmt: Format, neutralise_formulas: bool) -> None:
-    if neutralise_formulas and fmt != Format.CSV:
-        raise CommandError("--neutralise-formulas applies to CSV only (a spreadsheet runs no JSONL).")
+def check_raw_formulas(fmt: Format, raw_formulas: bool) -> None:
+    if raw_formulas and fmt != Format.CSV:
+        raise CommandError("--raw-formulas applies to CSV only (JSONL holds no spreadsheet formulas).")

@@ -5,8 +5,8 @@ from labeling.datasets.exporting import labels_export
 from labeling.importing import Format
 from labeling.management.commands._files import (
     FORMAT_CHOICES,
-    NEUTRALISE_HELP,
-    check_neutralise,
+    RAW_FORMULAS_HELP,
+    check_raw_formulas,
     resolve_format,
     write_output,
 )
@@ -21,9 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--rubric", required=True, help="the rubric's slug")
         add_project_argument(parser)
         parser.add_argument("--format", choices=FORMAT_CHOICES, help="instead of the file's extension")
-        parser.add_argument("--neutralise-formulas", action="store_true", help=NEUTRALISE_HELP)
+        parser.add_argument("--raw-formulas", action="store_true", help=RAW_FORMULAS_HELP)
 
-    def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, neutralise_formulas: bool,
+    def handle(self, *args, dataset: str, file: str, rubric: str, format: str | None, raw_formulas: bool,
                **options) -> None:
         project = project_for_command(options["project"])
         target = project.datasets.filter(slug=dataset).first()
@@ -33,9 +33,9 @@ class Command(BaseCommand):
         if question is None:
             raise CommandError(f"No rubric {rubric!r} in the project {project.slug}.")
         fmt = resolve_format(file, format, default=Format.JSONL)
-        check_neutralise(fmt, neutralise_formulas)
+        check_raw_formulas(fmt, raw_formulas)
         pieces = write_output(file, labels_export(dataset=target, rubric=question, fmt=fmt,
-                                                  neutralise_formulas=neutralise_formulas))
+                                                  neutralise_formulas=not raw_formulas))
         if file != "-":
             rows = pieces - (fmt == Format.CSV)
             done = f"Exported {rows} labels of {rubric} on {dataset} to {file}."

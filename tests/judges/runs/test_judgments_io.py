@@ -202,7 +202,9 @@ def test_it_refuses_an_unknown_run(db, tmp_path):
         call_command("export_judgments", "999", str(tmp_path / "x.jsonl"))
 
 
-def test_it_neutralises_formulas_in_a_csv_for_reading_only_when_asked(tmp_path, dataset, rubric, lead, lead_client):
+def test_a_csv_neutralises_formulas_by_default_imports_unchanged_and_is_raw_only_when_asked(
+    tmp_path, dataset, rubric, lead, lead_client
+):
     from django.urls import reverse
 
     from tests.judges.report_factories import make_cases as make_named_cases
@@ -212,21 +214,26 @@ def test_it_neutralises_formulas_in_a_csv_for_reading_only_when_asked(tmp_path, 
     run = make_run(make_config(rubric, lead), dataset, lead, {case: ["fail"] for case in cases},
                    reasons={("plain", 1): '@SUM(1+1)*cmd|" /C calc"!A0'})
 
-    as_is = _export(run.pk, tmp_path / "run.csv")
-    call_command("export_judgments", str(run.pk), str(tmp_path / "read.csv"), "--neutralise-formulas",
-                 stdout=StringIO())
-    for_reading = (tmp_path / "read.csv").read_bytes().decode()
-    plain_rows, reading_rows = (list(csv.reader(io.StringIO(text, newline=""))) for text in (as_is, for_reading))
-    assert [plain_rows[1][0], plain_rows[2][5]] == ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0']  # kept
-    assert [reading_rows[1][0], reading_rows[2][5]] == ["'=cmd|' /C calc'!A0", '\'@SUM(1+1)*cmd|" /C calc"!A0']
-    assert [[cell.removeprefix("'") for cell in row] for row in reading_rows] == plain_rows
+    _export(run.pk, tmp_path / "run.csv")
+    default = (tmp_path / "run.csv").read_bytes().decode()
+    call_command("export_judgments", str(run.pk), str(tmp_path / "raw.csv"), "--raw-formulas", stdout=StringIO())
+    raw = (tmp_path / "raw.csv").read_bytes().decode()
+    default_rows, raw_rows = (list(csv.reader(io.StringIO(text, newline=""))) for text in (default, raw))
+    assert [raw_rows[1][0], raw_rows[2][5]] == ["=cmd|' /C calc'!A0", '@SUM(1+1)*cmd|" /C calc"!A0']  # kept
+    assert [default_rows[1][0], default_rows[2][5]] == ["'=cmd|' /C calc'!A0", '\'@SUM(1+1)*cmd|" /C calc"!A0']
+    assert [[cell.removeprefix("'") for cell in row] for row in default_rows] == raw_rows
+    # The neutralised file imports as the raw one would: the reasons as the judge wrote them.
+    run_id, _ = import_file(tmp_path / "run.csv", dataset, rubric)
+    _export(run_id, tmp_path / "again.csv")
+    assert (tmp_path / "again.csv").read_bytes().decode() == default
 
-    response = lead_client.get(reverse("judges:run_export", args=[TEST_PROJECT, run.pk, "csv"]),
-                               {"neutralise_formulas": "1"})
-    assert b"".join(response.streaming_content).decode() == for_reading
-    assert "judgments-for-reading.csv" in response["Content-Disposition"]
+    response = lead_client.get(reverse("judges:run_export", args=[TEST_PROJECT, run.pk, "csv"]))
+    assert b"".join(response.streaming_content).decode() == default
+    response = lead_client.get(reverse("judges:run_export", args=[TEST_PROJECT, run.pk, "csv"]), {"raw_formulas": "1"})
+    assert b"".join(response.streaming_content).decode() == raw
+    assert "judgments-raw-formulas.csv" in response["Content-Disposition"]
     page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
-    assert "?neutralise_formulas=1" in page and "such a file does not import unchanged" in page
+    assert "?raw_formulas=1" in page and "unsafe to open in a spreadsheet" in page
 
     with pytest.raises(CommandError, match="CSV only"):
-        call_command("export_judgments", str(run.pk), str(tmp_path / "x.jsonl"), "--neutralise-formulas")
+        call_command("export_judgments", str(run.pk), str(tmp_path / "x.jsonl"), "--raw-formulas")

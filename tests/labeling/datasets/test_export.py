@@ -170,33 +170,51 @@ def test_the_report_neutralises_formulas(dataset, rubric, hostile):
 
 
 @pytest.mark.parametrize("kind", ["cases", "labels"])
-def test_the_round_trip_exports_neutralise_formulas_only_when_asked(dataset, rubric, hostile, kind):
-    def export_of(neutralise_formulas: bool):
+def test_the_csv_exports_neutralise_formulas_by_default_and_raw_only_when_asked(dataset, rubric, hostile, kind):
+    def export_of(**raw):
         if kind == "cases":
-            return cells(cases_export(dataset=dataset, fmt=Format.CSV, neutralise_formulas=neutralise_formulas))
-        return cells(labels_export(dataset=dataset, rubric=rubric, fmt=Format.CSV,
-                                   neutralise_formulas=neutralise_formulas))
+            return cells(cases_export(dataset=dataset, fmt=Format.CSV, **raw))
+        return cells(labels_export(dataset=dataset, rubric=rubric, fmt=Format.CSV, **raw))
 
-    as_is, for_reading = export_of(False), export_of(True)
-    assert any(starts_a_formula(cell) for row in as_is for cell in row)  # the import format keeps the text
-    assert not any(starts_a_formula(cell) for row in for_reading for cell in row)
-    assert for_reading[0] == as_is[0]
-    assert [[cell.removeprefix("'") for cell in row] for row in for_reading] == as_is
+    default, raw = export_of(), export_of(neutralise_formulas=False)
+    assert not any(starts_a_formula(cell) for row in default for cell in row)
+    assert any(starts_a_formula(cell) for row in raw for cell in row)  # the opt-in keeps the text as it is
+    assert default[0] == raw[0]
+    assert [[cell.removeprefix("'") for cell in row] for row in default] == raw
 
 
-def test_the_export_commands_neutralise_formulas_when_asked(dataset, rubric, hostile, tmp_path):
-    call_command("export_cases", dataset.slug, str(tmp_path / "cases.csv"), "--neutralise-formulas")
+def test_a_neutralised_csv_export_imports_again_unchanged(dataset, rubric, hostile, tmp_path):
+    Case.objects.filter(dataset=dataset, external_id="f0").update(output="'=already quoted", content_hash="x")
+    call_command("export_cases", dataset.slug, str(tmp_path / "cases.csv"))
+    call_command("export_labels", dataset.slug, str(tmp_path / "labels.csv"), "--rubric", rubric.slug)
+    assert not any(starts_a_formula(cell) for name in ("cases.csv", "labels.csv")
+                   for row in cells([(tmp_path / name).read_text(encoding="utf-8")]) for cell in row)
+
+    call_command("import_cases", "again", str(tmp_path / "cases.csv"))
+    fields = ("external_id", "input", "output", "category", "expected_tool_argument")
+    again = Dataset.objects.get(project=dataset.project, slug="again")
+    assert sorted(Case.objects.filter(dataset=again).values_list(*fields)) == \
+        sorted(Case.objects.filter(dataset=dataset).values_list(*fields))
+    assert Case.objects.get(dataset=again, external_id="f0").output == "'=already quoted"
+    other = Rubric.objects.create(project=dataset.project, slug="again", name="Again", criteria="")
+    call_command("import_labels", dataset.slug, str(tmp_path / "labels.csv"), "--rubric", other.slug)
+    notes = lambda r: sorted(Label.objects.filter(rubric=r).values_list("case__external_id", "note"))  # noqa: E731
+    assert notes(other) == notes(rubric)
+
+
+def test_the_export_commands_write_raw_formulas_only_when_asked(dataset, rubric, hostile, tmp_path):
+    call_command("export_cases", dataset.slug, str(tmp_path / "cases.csv"), "--raw-formulas")
     call_command("export_labels", dataset.slug, str(tmp_path / "labels.csv"), "--rubric", rubric.slug,
-                 "--neutralise-formulas")
+                 "--raw-formulas")
     for name in ("cases.csv", "labels.csv"):
         rows = cells([(tmp_path / name).read_text(encoding="utf-8")])
         assert len(rows) == len(FORMULAS) + 2
-        assert not any(starts_a_formula(cell) for row in rows for cell in row)
+        assert any(starts_a_formula(cell) for row in rows for cell in row)
 
 
-def test_the_export_commands_refuse_to_neutralise_jsonl(dataset, tmp_path):
+def test_the_export_commands_refuse_raw_formulas_for_jsonl(dataset, tmp_path):
     with pytest.raises(CommandError, match="CSV only"):
-        call_command("export_cases", dataset.slug, str(tmp_path / "cases.jsonl"), "--neutralise-formulas")
+        call_command("export_cases", dataset.slug, str(tmp_path / "cases.jsonl"), "--raw-formulas")
 
 
 def test_the_labels_export_refuses_a_rubric_of_another_project(dataset, other_project):

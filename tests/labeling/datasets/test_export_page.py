@@ -65,20 +65,22 @@ def test_the_dataset_page_links_to_the_exports(lead_client, dataset, rubric, lab
     assert f'<option value="{rubric.slug}">' in body
 
 
-def test_it_neutralises_formulas_when_asked(lead_client, dataset, rubric, reviewer):
+def test_it_neutralises_formulas_by_default_and_writes_them_raw_only_when_asked(lead_client, dataset, rubric,
+                                                                                reviewer):
     cases_import_objects(dataset=dataset, objects=[{"external_id": "c1", "input": "=1+1", "output": "@SUM(A1)"}])
-    plain = download(lead_client, dataset, "cases", format="csv")
-    for_reading = download(lead_client, dataset, "cases", format="csv", neutralise_formulas="1")
-    assert list(csv.reader(io.StringIO(b"".join(plain.streaming_content).decode())))[1][1:3] == ["=1+1", "@SUM(A1)"]
-    rows = list(csv.reader(io.StringIO(b"".join(for_reading.streaming_content).decode())))
+    default = download(lead_client, dataset, "cases", format="csv")
+    raw = download(lead_client, dataset, "cases", format="csv", raw_formulas="1")
+    rows = list(csv.reader(io.StringIO(b"".join(default.streaming_content).decode())))
     assert rows[1][1:3] == ["'=1+1", "'@SUM(A1)"]
-    assert 'filename="store-support-cases-for-reading.csv"' in for_reading["Content-Disposition"]
+    assert 'filename="store-support-cases.csv"' in default["Content-Disposition"]
+    assert list(csv.reader(io.StringIO(b"".join(raw.streaming_content).decode())))[1][1:3] == ["=1+1", "@SUM(A1)"]
+    assert 'filename="store-support-cases-raw-formulas.csv"' in raw["Content-Disposition"]
     # JSONL is not opened in spreadsheets: the box changes nothing there.
-    jsonl = download(lead_client, dataset, "cases", format="jsonl", neutralise_formulas="1")
+    jsonl = download(lead_client, dataset, "cases", format="jsonl", raw_formulas="1")
     assert b"".join(jsonl.streaming_content).decode() == "".join(cases_export(dataset=dataset, fmt=Format.JSONL))
 
 
-def test_the_dataset_page_offers_neutralised_csv_and_says_it_does_not_import(lead_client, dataset, rubric, labeled):
+def test_the_dataset_page_offers_raw_csv_as_the_opt_in(lead_client, dataset, rubric, labeled):
     body = lead_client.get(reverse("labeling:dataset_detail", args=[TEST_PROJECT, dataset.slug])).content.decode()
-    assert body.count('name="neutralise_formulas"') == 2  # cases and labels
-    assert "such a file does not import unchanged" in body
+    assert body.count('name="raw_formulas"') == 2  # cases and labels
+    assert "unsafe to open in a spreadsheet" in body and "neutralise_formulas" not in body

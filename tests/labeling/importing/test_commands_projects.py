@@ -32,8 +32,10 @@ def twins(project, other_project):
             {"external_id": f"{owner.slug}-case", "input": f"asked at {owner.slug}", "output": "a"}
         )), fmt=Format.JSONL)
         case = dataset.cases.get()
-        Label.objects.create(case=case, rubric=rubric, reviewer=make_user(f"{owner.slug}-rev", project=owner),
-                             verdict="pass", content_hash=case.content_hash)
+        reviewer = make_user(f"{owner.slug}-rev", project=owner)
+        dataset.reviewers.add(reviewer)  # a labels import names only reviewers assigned to its dataset
+        Label.objects.create(case=case, rubric=rubric, reviewer=reviewer, verdict="pass",
+                             content_hash=case.content_hash)
         made[owner.slug] = dataset
     return made
 

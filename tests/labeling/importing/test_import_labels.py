@@ -166,6 +166,69 @@ def test_members_of_the_project_of_any_role_and_the_admin_may_be_named(dataset, 
     assert not MemberEvent.objects.exists()
 
 
+def test_a_reviewer_not_assigned_to_the_dataset_is_refused_not_silently_assigned(dataset, cases, reviewer,
+                                                                                  outsider, lead):
+    content = jsonl({"external_id": "a", "reviewer": "rita", "verdict": "pass"},
+                    {"external_id": "a", "reviewer": "olga", "verdict": "fail"})
+
+    errors = rejected(dataset, content, by=lead)
+
+    assert errors == [(2, "reviewer", "'olga' is a reviewer of this project not assigned to the dataset "
+                                      "store-support: assign them first (the members page), or import with the "
+                                      "reviewers assigned (it opens the dataset's cases to them)")]
+    assert not dataset.reviewers.filter(pk=outsider.pk).exists() and not Label.objects.exists()
+    assert not MemberEvent.objects.exists()
+
+
+def test_asked_to_the_import_assigns_them_says_so_and_audits_it(dataset, cases, reviewer, outsider, lead):
+    result = labels_import(dataset=dataset, rubric_slug="tone", fmt=Format.JSONL, by=lead, assign_reviewers=True,
+                           stream=io.BytesIO(jsonl({"external_id": "a", "reviewer": "olga", "verdict": "fail"},
+                                                   {"external_id": "b", "reviewer": "rita", "verdict": "pass"})))
+
+    assert result.assigned_reviewers == ["olga"] and result.new_reviewers == []
+    assert "reviewers now assigned to the dataset: olga" in str(result)
+    assert set(dataset.reviewers.values_list("username", flat=True)) == {"rita", "olga"}
+    event = MemberEvent.objects.get()
+    assert (event.kind, event.subject, event.by) == (MemberEvent.Kind.ASSIGNMENTS_SET, "olga", lead)
+
+
+def test_a_lead_named_in_the_file_is_not_assigned(dataset, cases, lead):
+    run(dataset, jsonl({"external_id": "a", "reviewer": "lena", "verdict": "pass"}))
+
+    assert not dataset.reviewers.exists()  # leads label every dataset of their project without one
+
+
+def test_the_command_refuses_an_unassigned_reviewer_unless_told(dataset, cases, outsider, tmp_path, capsys):
+    path = tmp_path / "labels.jsonl"
+    path.write_bytes(jsonl({"external_id": "a", "reviewer": "olga", "verdict": "pass"}))
+
+    with pytest.raises(CommandError, match="1 error"):
+        call_command("import_labels", dataset.slug, str(path), "--rubric", "tone")
+    assert "'olga' is a reviewer of this project not assigned" in capsys.readouterr().err
+    call_command("import_labels", dataset.slug, str(path), "--rubric", "tone", "--assign-reviewers")
+    assert "reviewers now assigned to the dataset: olga" in capsys.readouterr().out
+
+
+def test_the_import_page_refuses_then_assigns_when_ticked(dataset, cases, outsider, lead_client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    url = reverse("labeling:dataset_import", args=[dataset.project.slug, dataset.slug])
+
+    def post(**extra):
+        upload = SimpleUploadedFile("labels.jsonl", jsonl({"external_id": "a", "reviewer": "olga", "verdict": "pass"}))
+        return lead_client.post(url, {"kind": "labels", "labels-rubric": "tone", "labels-file": upload, **extra},
+                                follow=True)
+
+    Rubric.objects.create(project=dataset.project, slug="tone", name="Tone", criteria="")
+    refused = post()
+    assert "not assigned to the dataset store-support" in refused.content.decode()
+    assert not dataset.reviewers.exists()
+    done = post(**{"labels-assign_reviewers": "on"})
+    assert "reviewers now assigned to the dataset: olga" in done.content.decode()
+    assert list(dataset.reviewers.values_list("username", flat=True)) == ["olga"]
+
+
 def test_the_rubric_is_the_datasets_projects_even_when_another_project_has_the_slug(dataset, cases, rubric,
                                                                                     other_project):
     theirs = Rubric.objects.create(project=other_project, slug="tone", name="Their tone", criteria="")
@@ -181,7 +244,7 @@ def test_the_rubric_is_the_datasets_projects_even_when_another_project_has_the_s
 def test_the_command_takes_the_project_of_the_dataset(dataset, cases, other_project, tmp_path, capsys):
     theirs = Dataset.objects.create(project=other_project, slug=dataset.slug, name="Theirs")
     Case.objects.create(dataset=theirs, external_id="a", input="q", output="x", split="dev", content_hash="h")
-    make_user("sam", role=Role.REVIEWER, project=other_project)
+    theirs.reviewers.add(make_user("sam", role=Role.REVIEWER, project=other_project))
     path = tmp_path / "labels.jsonl"
     path.write_bytes(jsonl({"external_id": "a", "reviewer": "sam", "verdict": "pass"}))
 
