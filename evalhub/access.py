@@ -105,6 +105,7 @@ def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
             request.api_token, request.project = token, token.project
             return view(request, *args, **kwargs)
 
+        wrapper.token_scopes, wrapper.token_one_of = scopes, one_of  # type: ignore[attr-defined]  # the API reference
         return wrapper
 
     return decorator

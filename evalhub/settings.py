@@ -16,10 +16,13 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from evalhub.environment import documented
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
 def env_str(name: str, default: str = "") -> str:
+    documented(name)  # every variable read here has its row in evalhub/environment.py, the settings page's source
     return os.environ.get(name, default).strip()
 
 

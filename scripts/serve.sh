@@ -7,7 +7,7 @@
 #   scripts/serve.sh                  all three, for one host
 #   scripts/serve.sh web|worker|beat  only that one, for a process manager that runs each on its own
 #
-# Settings come from the environment (README, "Serving a team"). DJANGO_DEBUG is always 0 here.
+# Settings come from the environment (docs/serving.md, docs/settings.md). DJANGO_DEBUG is always 0 here.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

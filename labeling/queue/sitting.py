@@ -2,7 +2,7 @@
 
 Undo reaches only labels given (or revised) in this sitting, newest first, one step at a time: never a
 label from an earlier sitting, whatever was skipped in between. A sitting is one login session in one
-queue; a pause of SITTING_PAUSE without labeling there ends it (README.md, "Labeling").
+queue; a pause of SITTING_PAUSE without labeling there ends it (docs/labeling.md).
 """
 
 from dataclasses import dataclass

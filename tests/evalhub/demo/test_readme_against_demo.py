@@ -1,8 +1,9 @@
-"""The README's demo lines, run as written against the demo as `bash scripts/start.sh` leaves it.
+"""The README's demo lines and the CI tutorial's, run as written against the demo as `bash scripts/start.sh`
+leaves it; then the documentation's screenshots, taken from that demo.
 
 start.sh itself starts the demo here (the stand-in, migrate, load_demo, demo_ci_env, a worker, runserver with
 the documented defaults: DEBUG off, no collectstatic) on a free port, with the test database and a data folder
-of its own. Every ```bash block of README.md on the line after `<!-- run-against-demo -->` then runs, in README
+of its own. Every ```bash block of README.md, then of docs/ci-tutorial.md, on the line after `<!-- run-against-demo -->` then runs, in
 order, in one `bash` with `set -euo pipefail`, from a folder laid out like the checkout (`.venv`, `scripts`, and
 `var` the demo's data folder), with no variable of this process but PATH: what the lines need comes from
 what the demo wrote. A README edit that breaks a marked line fails here; mark new lines the same way.
@@ -24,6 +25,7 @@ from django.conf import settings
 from evalhub.demo.projects import DEMO_PASSWORD
 from judges.models import CiResult, JudgeConfig, Run
 from labeling.models import Case
+from tests.browser.helpers import browser_page
 from tests.evalhub.test_deploy_settings import served_environment
 from tests.evalhub.test_serve import _database_url, _free_port
 
@@ -33,12 +35,18 @@ MARK = "<!-- run-against-demo -->"
 BLOCK_RE = re.compile(r"^" + re.escape(MARK) + r"\n```bash\n(.*?)^```$", re.M | re.S)
 
 
+DEMO_PAGES = ("README.md", "docs/ci-tutorial.md")  # in the order a reader runs them
+
+
 def readme_demo_lines() -> str:
-    readme = (settings.BASE_DIR / "README.md").read_text()
-    blocks = BLOCK_RE.findall(readme)
-    marks = re.findall(r"^" + re.escape(MARK) + r"$", readme, re.M)
-    assert len(blocks) == len(marks), f"a {MARK} line is not followed by a ```bash block"
-    return "\n".join(blocks)
+    lines = []
+    for page in DEMO_PAGES:
+        text = (settings.BASE_DIR / page).read_text()
+        blocks = BLOCK_RE.findall(text)
+        marks = re.findall(r"^" + re.escape(MARK) + r"$", text, re.M)
+        assert blocks and len(blocks) == len(marks), f"{page}: a {MARK} line is not followed by a ```bash block"
+        lines.extend(blocks)
+    return "\n".join(lines)
 
 
 @pytest.fixture
@@ -156,3 +164,24 @@ def test_the_readme_demo_lines_run_as_written_against_the_started_demo(demo, tmp
         _log_in(carl, "carl")
         assert carl.get("/p/code-review/datasets/").status_code == 200
         assert carl.get("/p/store-support/datasets/").status_code == 404  # not his project: not there at all
+
+    # The documentation's screenshots, from this demo: into docs/img/ with EVALHUB_DOCS_SCREENSHOTS=1 (then
+    # commit them), elsewhere into the test's folder, so that taking them is tested on every run.
+    folder = settings.BASE_DIR / "docs" / "img" if os.environ.get("EVALHUB_DOCS_SCREENSHOTS") else tmp_path
+    report_run = (Run.objects.filter(dataset__project__slug="store-support", status=Run.Status.FINISHED,
+                                     config__rubric__slug="return-policy").order_by("pk").first())
+    for username, path, name in (
+        ("lena", f"/p/store-support/runs/{report_run.pk}/report/", "report.png"),
+        ("lena", "/p/store-support/promotion/", "promotion.png"),
+        ("rita", "/p/store-support/label/", "label.png"),
+    ):
+        with browser_page(viewport={"width": 1280, "height": 900}) as page:
+            page.goto(f"{base}/accounts/login/")
+            page.fill("#id_username", username)
+            page.fill("#id_password", DEMO_PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_load_state()
+            page.goto(f"{base}{path}")
+            assert page.locator("h1").count() >= 1, path
+            page.screenshot(path=str(folder / name), full_page=False)
+        assert (folder / name).stat().st_size > 10_000, name  # a page, not a blank

@@ -3,7 +3,7 @@
 Each fixture is the canonical JSON written out by hand (sorted keys, no spaces, ASCII escapes) and its
 digest as `printf '%s' '<text>' | sha256sum` prints it. A change to what is hashed or how makes these
 fail: such a change needs a migration of the stored hashes and cache keys, and a note in the
-README that exported gate configs must be exported again.
+docs (docs/gate.md, its versioning notes) that exported gate configs must be exported again.
 """
 
 import hashlib

@@ -1,4 +1,4 @@
-"""The pytest plugin, run by pytester on the README's example test file in each stage: the judge is the
+"""The pytest plugin, run by pytester on the documentation's example test file (examples/test_agent_with_evalhub.py) in each stage: the judge is the
 stand-in provider over real HTTP (it passes an answer containing "30 days"), judged in-process by
 evalhub-gate's code, with no server and no Django (`-p no:django`)."""
 
