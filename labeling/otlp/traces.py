@@ -433,10 +433,18 @@ def has_root(pieces: Iterable[dict[str, Any]]) -> bool:
 
 
 def waits_for_messages(pieces: list[dict[str, Any]]) -> bool:
-    """Whether a trace with its root but no message may still get them as log records: it has a model call's
-    span (an instrumentation that writes messages as events of the Logs API sends those separately)."""
-    return has_root(pieces) and any(p.get("model_call") for p in pieces) and not any(
-        p["messages"] or "answers" in p for p in pieces)
+    """Whether a trace whose root has come still waits for messages sent as log records: some model call's
+    span carries no message and no log record of its answer (a `gen_ai.choice`, sent last) has come, and the
+    root span has no input.value / output.value to be the case instead. Log records of one span are
+    exported in the order they were made, so once a span's answer has come its other messages have too."""
+    if not has_root(pieces):
+        return False
+    root = next(p["root"] for p in pieces if "root" in p)
+    if root.get("input") is not None and root.get("output") is not None:
+        return False
+    answered = {p["parent"] for p in pieces if p.get("log") and any(role == "assistant" for role, _ in p["messages"])}
+    return any(p.get("model_call") and not p["messages"] and p["span"] not in answered
+               for p in pieces if not p.get("log"))
 
 
 def trace_case(trace_id: str, pieces: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,8 +18,9 @@ from tests.labeling.otlp.agent import ANSWER, DOCUMENTS, MODEL, QUESTION, expect
 
 ROOT = Path(__file__).resolve().parents[3]
 # The older release of opentelemetry-instrumentation-openai-v2, whose message content goes out as log
-# records: installed beside the newer one (dev extra) in a folder of its own, first on the agent's path.
-OPENAI_V2_EVENTS = "opentelemetry-instrumentation-openai-v2==2.3b0"
+# records: installed beside the newer one (dev extra) in a folder of its own, first on the agent's path,
+# with the wrapt it was made for (wrapt 2 renamed the argument it passes).
+OPENAI_V2_EVENTS = ("opentelemetry-instrumentation-openai-v2==2.3b0", "wrapt<2")
 
 
 @pytest.fixture
@@ -29,10 +30,10 @@ def token(lead) -> str:
 
 def openai_v2_events_path() -> str:
     """A folder holding the 2.3b0 release (its dependencies are the environment's), installed once."""
-    target = ROOT / "var" / "test-packages" / OPENAI_V2_EVENTS.replace("==", "-")
-    if not (target / "opentelemetry").exists():
+    target = ROOT / "var" / "test-packages" / "openai-v2-2.3b0"
+    if not (target / "wrapt").exists():
         done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                               str(target), OPENAI_V2_EVENTS], capture_output=True, text=True, timeout=300)
+                               str(target), *OPENAI_V2_EVENTS], capture_output=True, text=True, timeout=300)
         if done.returncode:
             pytest.skip(f"{OPENAI_V2_EVENTS} could not be installed: {done.stderr[-300:]}")
     return str(target)
