@@ -484,7 +484,11 @@ def trace_case(trace_id: str, pieces: list[dict[str, Any]]) -> dict[str, Any]:
     if context:
         trace["context"] = "\n\n".join(context)
     models = list(dict.fromkeys(p["model"] for p in by_start if "model" in p))
+    # The root span's id: a verdict exported back (judges/export/otlp.py) is parented to it.
     metadata: dict[str, Any] = {"otlp": {"spans": sum(1 for p in pieces if not p.get("log"))}}
+    root_span = next((p["span"] for p in pieces if "root" in p), None)
+    if root_span:
+        metadata["otlp"]["root_span"] = root_span
     if root.get("service"):
         metadata["otlp"]["service"] = root["service"]
     if models:

@@ -125,7 +125,8 @@ def test_a_trace_whose_log_records_never_come_is_given_up_as_having_no_messages(
     tracer, exporter = recording_tracer()
     trace_id, _, _ = silent_chat_trace(tracer)
     post(client, TRACES, protobuf_body(exporter.get_finished_spans()), token)
-    OtlpTrace.objects.update(first_seen_at=timezone.now() - timedelta(seconds=settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS + 1))
+    waited = timedelta(seconds=settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS + 1)
+    OtlpTrace.objects.update(first_seen_at=timezone.now() - waited)
 
     other = ExportLogsServiceRequest()
     other.resource_logs.add().scope_logs.add().log_records.add(body=AnyValue(string_value="GET /health 200"))

@@ -1,0 +1,63 @@
+"""The verdict export's task (judges/export/otlp.py says what is sent): queued by the worker once a batch of
+judgments is committed, sent through evalhub/outbound.py, retried with backoff (up to 8 times, at most 10
+minutes apart) while the backend fails (5xx, 429) or cannot be reached."""
+
+import logging
+
+import httpx
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+
+from evalhub import outbound
+from judges.export.otlp import ExportProblem, destination, judgment_verdicts, verdicts_request
+from judges.models import Run, VerdictExport
+
+log = logging.getLogger(__name__)
+
+EXPORT_TASK = "judges.export_verdicts"
+
+
+def export_later(*, run, keys: list[tuple[int, int]]) -> None:
+    """Queue the export of these judgments once they are committed, when the run's project exports verdicts."""
+    project_id = run.dataset.project_id
+    if keys and VerdictExport.objects.filter(project_id=project_id, enabled=True).exists():
+        transaction.on_commit(lambda: export_verdicts.delay(run.pk, [list(key) for key in keys]))
+
+
+class _Retry(Exception):
+    """The backend failed or could not be reached: the task tries again later."""
+
+
+@shared_task(name=EXPORT_TASK, bind=True, ignore_result=True, autoretry_for=(_Retry,), retry_backoff=True,
+             retry_backoff_max=600, max_retries=8)
+def export_verdicts(self, run_id: int, keys: list[list[int]]) -> int:
+    """Send a run's recorded judgments to its project's OTLP endpoint; how many were sent."""
+    run = Run.objects.select_related("dataset").get(pk=run_id)
+    export = VerdictExport.objects.filter(project_id=run.dataset.project_id, enabled=True).first()
+    if export is None:
+        return 0
+    try:
+        endpoint, headers = destination(export)
+    except ExportProblem as exc:
+        log.warning("verdict export of project %s not sent: %s", run.dataset.project_id, exc)
+        return 0
+    verdicts = judgment_verdicts(run_id, [(case_id, repeat) for case_id, repeat in keys])
+    if not verdicts:
+        return 0
+    body = verdicts_request(verdicts).SerializeToString()
+    try:
+        answer = outbound.post(endpoint, body, {**headers, "Content-Type": "application/x-protobuf"},
+                               timeout=settings.EVALHUB_VERDICT_EXPORT_TIMEOUT_SECONDS)
+    except outbound.OutboundRefused as exc:
+        log.warning("verdict export of project %s refused: %s", run.dataset.project_id, exc)
+        return 0
+    except httpx.HTTPError as exc:
+        raise _Retry(f"the OTLP endpoint could not be reached: {exc}") from None
+    if answer.status == 429 or answer.status >= 500:
+        raise _Retry(f"the OTLP endpoint answered {answer.status}")
+    if answer.status >= 400:  # OTLP/HTTP: a 4xx other than 429 is not retryable
+        log.warning("verdict export of run %s refused by the endpoint (%s): %s", run_id, answer.status,
+                    answer.body[:300])
+        return 0
+    return len(verdicts)
