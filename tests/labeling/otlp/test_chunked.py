@@ -1,12 +1,15 @@
 """Bodies sent chunked with no Content-Length (as the OpenTelemetry JS exporter sends them) are read whole, with
 the same size limit as any body, under the two servers evalhub documents: the real gunicorn (as
-scripts/serve.sh runs it) and Django's runserver, each in its own process against the test database."""
+scripts/serve.sh runs it) and Django's runserver, each in its own process against the test database; and the
+official JS exporter's traces, sent through Node where it is installed, become cases."""
 
 import http.client
 import json
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -96,3 +99,39 @@ def test_a_chunked_body_over_the_limit_is_refused_as_any_body(web, dataset, toke
     assert answer.status == 413
     assert f"over the limit of {LIMIT:,} bytes".encode() in answer.read()
     assert not Case.objects.exists()
+
+
+JS = Path(__file__).resolve().parent / "js"
+
+
+def js_agent() -> Path:
+    """The JS agent's folder with its packages (tests/labeling/otlp/js, installed by npm ci once)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node is not installed here: the JS exporter's test runs where it is (CI has Node 20)")
+    target = Path(settings.BASE_DIR) / "var" / "test-packages" / "js"
+    if not (target / "node_modules" / "@opentelemetry" / "exporter-trace-otlp-http").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        for name in ("package.json", "package-lock.json", "agent.mjs"):
+            shutil.copy(JS / name, target / name)
+        done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=target, capture_output=True, text=True,
+                              timeout=300)
+        if done.returncode:
+            pytest.skip(f"npm could not install the JS exporter: {done.stderr[-300:]}")
+    shutil.copy(JS / "agent.mjs", target / "agent.mjs")
+    return target
+
+
+def test_the_official_js_exporters_chunked_json_becomes_a_case(web, dataset, token):
+    folder = js_agent()
+    host, port = web
+
+    done = subprocess.run(["node", "agent.mjs", f"http://{host}:{port}/api/otlp/v1/traces", token, dataset.slug],
+                          cwd=folder, capture_output=True, text=True, timeout=60)
+
+    assert done.returncode == 0, done.stderr[-2000:]
+    [trace_id] = json.loads(done.stdout.strip().splitlines()[-1])
+    case = Case.objects.get(external_id=trace_id)
+    assert case.output == "Order A-2001 had not shipped, so I cancelled it."
+    # The two tool spans started in the same millisecond: in the order the model asked for them.
+    assert [call["name"] for call in case.trace["toolCalls"]] == ["getOrderStatus", "cancelOrder"]
+    assert case.trace["toolCalls"][0]["result"] == {"status": "processing"}
