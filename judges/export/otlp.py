@@ -136,3 +136,12 @@ def judgment_verdicts(run_id: int, keys: list[tuple[int, int]]) -> list[Verdict]
                     time_unix_nano=int(j.created_at.timestamp() * 1e9), config_version=j.run.config.version,
                     run_id=run_id)
             for j in judgments if (j.case_id, j.repeat) in wanted]
+
+
+def label_verdict(label) -> Verdict:
+    """A reviewer's verdict: no config version (a person, not a judge config); the note as the explanation."""
+    metadata = label.case.metadata or {}
+    return Verdict(rubric=label.rubric.slug, outcome=label.verdict, reason=label.note, kind="human",
+                   external_id=label.case.external_id, root_span=str(metadata.get("otlp", {}).get("root_span", "")),
+                   time_unix_nano=int(label.updated_at.timestamp() * 1e9))
+

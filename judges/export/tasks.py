@@ -1,8 +1,10 @@
-"""The verdict export's task (judges/export/otlp.py says what is sent): queued by the worker once a batch of
-judgments is committed, sent through evalhub/outbound.py, retried with backoff (up to 8 times, at most 10
-minutes apart) while the backend fails (5xx, 429) or cannot be reached."""
+"""The verdict export's tasks (judges/export/otlp.py says what is sent): queued by the worker once a batch of
+judgments is committed, and by label_submit once a reviewer's verdict is (LABEL_RECORDED, judges/apps.py);
+sent through evalhub/outbound.py, retried with backoff (up to 8 times, at most 10 minutes apart) while the
+backend fails (5xx, 429) or cannot be reached."""
 
 import logging
+from collections.abc import Callable
 
 import httpx
 from celery import shared_task
@@ -10,12 +12,14 @@ from django.conf import settings
 from django.db import transaction
 
 from evalhub import outbound
-from judges.export.otlp import ExportProblem, destination, judgment_verdicts, verdicts_request
+from judges.export.otlp import ExportProblem, Verdict, destination, judgment_verdicts, label_verdict, verdicts_request
 from judges.models import Run, VerdictExport
+from labeling.models import Label
 
 log = logging.getLogger(__name__)
 
 EXPORT_TASK = "judges.export_verdicts"
+EXPORT_LABEL_TASK = "judges.export_label"
 
 
 def export_later(*, run, keys: list[tuple[int, int]]) -> None:
@@ -29,20 +33,41 @@ class _Retry(Exception):
     """The backend failed or could not be reached: the task tries again later."""
 
 
-@shared_task(name=EXPORT_TASK, bind=True, ignore_result=True, autoretry_for=(_Retry,), retry_backoff=True,
+@shared_task(name=EXPORT_TASK, ignore_result=True, autoretry_for=(_Retry,), retry_backoff=True,
              retry_backoff_max=600, max_retries=8)
-def export_verdicts(self, run_id: int, keys: list[list[int]]) -> int:
+def export_verdicts(run_id: int, keys: list[list[int]]) -> int:
     """Send a run's recorded judgments to its project's OTLP endpoint; how many were sent."""
     run = Run.objects.select_related("dataset").get(pk=run_id)
-    export = VerdictExport.objects.filter(project_id=run.dataset.project_id, enabled=True).first()
+    return _send(run.dataset.project_id, lambda: judgment_verdicts(run_id, [(c, r) for c, r in keys]))
+
+
+def export_label_later(label: Label) -> None:
+    """Queue the export of a reviewer's verdict once committed, when its project exports verdicts."""
+    if VerdictExport.objects.filter(project_id=label.rubric.project_id, enabled=True).exists():
+        transaction.on_commit(lambda: export_label.delay(label.pk))
+
+
+@shared_task(name=EXPORT_LABEL_TASK, ignore_result=True, autoretry_for=(_Retry,), retry_backoff=True,
+             retry_backoff_max=600, max_retries=8)
+def export_label(label_id: int) -> int:
+    """Send a reviewer's verdict (as it is now: a label revised since is sent as revised)."""
+    label = Label.objects.select_related("case", "rubric").filter(pk=label_id).first()
+    if label is None:  # undone since
+        return 0
+    return _send(label.rubric.project_id, lambda: [label_verdict(label)])
+
+
+def _send(project_id: int, verdicts_of: Callable[[], list[Verdict]]) -> int:
+    """Send verdicts to the project's endpoint; raises _Retry when the backend fails or cannot be reached."""
+    export = VerdictExport.objects.filter(project_id=project_id, enabled=True).first()
     if export is None:
         return 0
     try:
         endpoint, headers = destination(export)
     except ExportProblem as exc:
-        log.warning("verdict export of project %s not sent: %s", run.dataset.project_id, exc)
+        log.warning("verdict export of project %s not sent: %s", project_id, exc)
         return 0
-    verdicts = judgment_verdicts(run_id, [(case_id, repeat) for case_id, repeat in keys])
+    verdicts = verdicts_of()
     if not verdicts:
         return 0
     body = verdicts_request(verdicts).SerializeToString()
@@ -50,14 +75,14 @@ def export_verdicts(self, run_id: int, keys: list[list[int]]) -> int:
         answer = outbound.post(endpoint, body, {**headers, "Content-Type": "application/x-protobuf"},
                                timeout=settings.EVALHUB_VERDICT_EXPORT_TIMEOUT_SECONDS)
     except outbound.OutboundRefused as exc:
-        log.warning("verdict export of project %s refused: %s", run.dataset.project_id, exc)
+        log.warning("verdict export of project %s refused: %s", project_id, exc)
         return 0
     except httpx.HTTPError as exc:
         raise _Retry(f"the OTLP endpoint could not be reached: {exc}") from None
     if answer.status == 429 or answer.status >= 500:
         raise _Retry(f"the OTLP endpoint answered {answer.status}")
     if answer.status >= 400:  # OTLP/HTTP: a 4xx other than 429 is not retryable
-        log.warning("verdict export of run %s refused by the endpoint (%s): %s", run_id, answer.status,
+        log.warning("verdict export of project %s refused by the endpoint (%s): %s", project_id, answer.status,
                     answer.body[:300])
         return 0
     return len(verdicts)

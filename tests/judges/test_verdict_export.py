@@ -13,10 +13,12 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 
 from judges.configs import services as config_services
 from judges.export.otlp import ExportProblem, Verdict, destination, verdicts_request
+from judges.export.tasks import export_label
 from judges.models import Judgment, Run, VerdictExport
 from judges.runs import services
 from labeling.otlp.services import otlp_receive
 from labeling.otlp.traces import request_from_protobuf, spans_of
+from labeling.queue.services import label_submit
 from tests.judges.helpers import behavioral_spec
 from tests.judges.workers import broker_url, empty_broker, fresh, kill, queue_run_work, start_worker, wait_for
 from tests.labeling.otlp.helpers import genai_trace, protobuf_body, recording_tracer
@@ -135,3 +137,30 @@ def test_a_case_not_from_otlp_is_exported_without_a_parent():
     record = request.resource_logs[0].scope_logs[0].log_records[0]
     assert (record.trace_id, record.span_id) == (b"", b"")
     assert _attributes(record)["gen_ai.evaluation.score.label"] == "fail"
+
+
+@pytest.mark.django_db
+def test_a_reviewers_verdict_is_exported_as_a_humans(project, dataset, rubric, reviewer, receiver, monkeypatch,
+                                                     settings, django_capture_on_commit_callbacks):
+    settings.EVALHUB_OUTBOUND_ALLOW_PRIVATE = True
+    receiver.failures = 0
+    tracer, exporter = recording_tracer()
+    trace_id = genai_trace(tracer)
+    otlp_receive(dataset=dataset, spans=spans_of(request_from_protobuf(protobuf_body(exporter.get_finished_spans()))))
+    case = dataset.cases.get()
+    monkeypatch.setenv("EVALHUB_EXPORT_OTLP_ENDPOINT", receiver.url)
+    VerdictExport.objects.create(project=project, endpoint_env="EVALHUB_EXPORT_OTLP_ENDPOINT")
+
+    with django_capture_on_commit_callbacks() as queued:
+        submitted = label_submit(case=case, rubric=rubric, reviewer=reviewer, verdict="fail",
+                                 note="quotes a 14-day window", content_hash=case.content_hash)
+    assert len(queued) == 1  # the export, queued once the label is committed
+    assert export_label(submitted.label.pk) == 1  # what the worker runs
+
+    [record] = receiver.requests[0][1].resource_logs[0].scope_logs[0].log_records
+    attributes = _attributes(record)
+    assert record.trace_id.hex() == trace_id
+    assert attributes["evalhub.evaluator.kind"] == "human"
+    assert attributes["gen_ai.evaluation.score.label"] == "fail"
+    assert attributes["gen_ai.evaluation.explanation"] == "quotes a 14-day window"
+    assert "evalhub.evaluator.config_version" not in attributes
