@@ -17,10 +17,26 @@ from tests.conftest import store_project
 from tests.labeling.otlp.agent import ANSWER, DOCUMENTS, MODEL, QUESTION, expected_calls, script
 
 ROOT = Path(__file__).resolve().parents[3]
-# The older release of opentelemetry-instrumentation-openai-v2, whose message content goes out as log
-# records: installed beside the newer one (dev extra) in a folder of its own, first on the agent's path,
-# with the wrapt it was made for (wrapt 2 renamed the argument it passes).
-OPENAI_V2_EVENTS = ("opentelemetry-instrumentation-openai-v2==2.3b0", "wrapt<2")
+# Older releases teams still run, each installed beside the dev extra's (one environment holds one version) in
+# a folder of its own, first on the agent's path: opentelemetry-instrumentation-openai-v2 2.3b0, whose message
+# content goes out as log records, with the wrapt it was made for (wrapt 2 renamed the argument it passes).
+# (OpenLLMetry 0.47.5 cannot be run so: it needs an OpenTelemetry API older than the SDK's, with
+# opentelemetry._events.)
+OLDER = {
+    "openai-v2-events": ("opentelemetry-instrumentation-openai-v2==2.3b0", "wrapt<2"),
+}
+
+
+def older_release_path(kind: str) -> str:
+    """A folder holding the older release (its other dependencies are the environment's), installed once."""
+    target = ROOT / "var" / "test-packages" / kind
+    if not (target / "installed").exists():
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                               str(target), *OLDER[kind]], capture_output=True, text=True, timeout=300)
+        if done.returncode:
+            pytest.skip(f"{' '.join(OLDER[kind])} could not be installed: {done.stderr[-300:]}")
+        (target / "installed").touch()
+    return str(target)
 
 
 @pytest.fixture
@@ -28,23 +44,12 @@ def token(lead) -> str:
     return ApiToken.issue(project=store_project(), name="agent", scopes=[Scope.CASES_WRITE], created_by=lead)[1]
 
 
-def openai_v2_events_path() -> str:
-    """A folder holding the 2.3b0 release (its dependencies are the environment's), installed once."""
-    target = ROOT / "var" / "test-packages" / "openai-v2-2.3b0"
-    if not (target / "wrapt").exists():
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                               str(target), *OPENAI_V2_EVENTS], capture_output=True, text=True, timeout=300)
-        if done.returncode:
-            pytest.skip(f"{OPENAI_V2_EVENTS} could not be installed: {done.stderr[-300:]}")
-    return str(target)
-
-
 def run_agent(kind: str, *, live_server, fake_provider, token: str, dataset, runs: int) -> list[str]:
     """The agent in its own process, instrumented by `kind`; the trace ids it made."""
     fake_provider.control(model=MODEL, script=[turn for n in range(1001, 1001 + runs) for turn in script(n)])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    if kind == "openai-v2-events":
-        env["PYTHONPATH"] = f"{openai_v2_events_path()}{os.pathsep}{ROOT}"
+    if kind in OLDER:
+        env["PYTHONPATH"] = f"{older_release_path(kind)}{os.pathsep}{ROOT}"
     done = subprocess.run(
         [sys.executable, "-m", "tests.labeling.otlp.agent", "--instrumentation", kind,
          "--openai-url", fake_provider.openai_base_url, "--traces-url", f"{live_server.url}/api/otlp/v1/traces",
