@@ -27,8 +27,6 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
-from judges.models import Judgment
-
 log = logging.getLogger(__name__)
 
 EVENT = "gen_ai.evaluation.result"
@@ -123,25 +121,3 @@ def destination(export) -> tuple[str, dict[str, str]]:
         raise ExportProblem(f"{export.endpoint_env} is not set in the worker's environment")
     headers = _headers(os.environ.get(export.headers_env, "")) if export.headers_env else {}
     return endpoint, headers
-
-
-def judgment_verdicts(run_id: int, keys: list[tuple[int, int]]) -> list[Verdict]:
-    """The verdicts of a run's judgments, by (case id, repeat)."""
-    wanted = set(map(tuple, keys))
-    judgments = (Judgment.objects.filter(run_id=run_id, case_id__in={case_id for case_id, _ in wanted})
-                 .select_related("case", "run__config__rubric").order_by("case_id", "repeat"))
-    return [Verdict(rubric=j.run.config.rubric.slug, outcome=j.outcome, reason=j.reason, kind="judge",
-                    external_id=j.case.external_id, root_span=str((j.case.metadata or {}).get("otlp", {})
-                                                                  .get("root_span", "")),
-                    time_unix_nano=int(j.created_at.timestamp() * 1e9), config_version=j.run.config.version,
-                    run_id=run_id)
-            for j in judgments if (j.case_id, j.repeat) in wanted]
-
-
-def label_verdict(label) -> Verdict:
-    """A reviewer's verdict: no config version (a person, not a judge config); the note as the explanation."""
-    metadata = label.case.metadata or {}
-    return Verdict(rubric=label.rubric.slug, outcome=label.verdict, reason=label.note, kind="human",
-                   external_id=label.case.external_id, root_span=str(metadata.get("otlp", {}).get("root_span", "")),
-                   time_unix_nano=int(label.updated_at.timestamp() * 1e9))
-

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import transaction
 
 from evalhub import outbound
-from judges.export.otlp import ExportProblem, Verdict, destination, judgment_verdicts, label_verdict, verdicts_request
-from judges.models import Run, VerdictExport
+from judges.export.otlp import ExportProblem, Verdict, destination, verdicts_request
+from judges.models import Judgment, Run, VerdictExport
 from labeling.models import Label
 
 log = logging.getLogger(__name__)
@@ -86,3 +86,24 @@ def _send(project_id: int, verdicts_of: Callable[[], list[Verdict]]) -> int:
                     answer.body[:300])
         return 0
     return len(verdicts)
+
+
+def judgment_verdicts(run_id: int, keys: list[tuple[int, int]]) -> list[Verdict]:
+    """The verdicts of a run's judgments, by (case id, repeat)."""
+    wanted = set(map(tuple, keys))
+    judgments = (Judgment.objects.filter(run_id=run_id, case_id__in={case_id for case_id, _ in wanted})
+                 .select_related("case", "run__config__rubric").order_by("case_id", "repeat"))
+    return [Verdict(rubric=j.run.config.rubric.slug, outcome=j.outcome, reason=j.reason, kind="judge",
+                    external_id=j.case.external_id, root_span=str((j.case.metadata or {}).get("otlp", {})
+                                                                  .get("root_span", "")),
+                    time_unix_nano=int(j.created_at.timestamp() * 1e9), config_version=j.run.config.version,
+                    run_id=run_id)
+            for j in judgments if (j.case_id, j.repeat) in wanted]
+
+
+def label_verdict(label) -> Verdict:
+    """A reviewer's verdict: no config version (a person, not a judge config); the note as the explanation."""
+    metadata = label.case.metadata or {}
+    return Verdict(rubric=label.rubric.slug, outcome=label.verdict, reason=label.note, kind="human",
+                   external_id=label.case.external_id, root_span=str(metadata.get("otlp", {}).get("root_span", "")),
+                   time_unix_nano=int(label.updated_at.timestamp() * 1e9))
