@@ -5,7 +5,9 @@ A span is read once into its *pieces*: the few things a case takes from it (its 
 the documents it stands for, its model), JSON-shaped, so a trace whose spans come in several requests keeps
 only those while it waits for its root span, never the span's other attributes. `trace_case` then makes the
 case from a trace's pieces: the first user message is `input`, the last assistant message `output`, tool spans
-`trace.toolCalls`, retrieval spans `trace.retrievedSources`, the models `metadata`.
+`trace.toolCalls` (or, with no tool span, the calls the model's messages asked for: `tool_calls`), retrieval
+spans `trace.retrievedSources` and their documents' text `trace.context`, the models `metadata`. A log record
+carrying a GenAI event (labeling/otlp/logs.py) is read as a span of one event, a child of the span it names.
 
 Three ways of writing what a model saw and said are read:
 - the OpenTelemetry GenAI conventions as they are now: `gen_ai.input.messages` / `gen_ai.output.messages`
@@ -13,8 +15,9 @@ Three ways of writing what a model saw and said are read:
 - their older event form: `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
   `gen_ai.tool.message` and `gen_ai.choice` events (and `gen_ai.content.prompt` / `gen_ai.content.completion`),
   and the indexed `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` attributes;
-- OpenInference (Arize Phoenix): `llm.input_messages.N.message.*`, `llm.output_messages.N.message.*`,
-  `input.value` / `output.value`, `tool.name`, `retrieval.documents.N.document.id`.
+- OpenInference (Arize Phoenix): `llm.input_messages.N.message.*`, `llm.output_messages.N.message.*`
+  (with `tool_calls.M.tool_call.*`), `input.value` / `output.value`, `tool.name`,
+  `retrieval.documents.N.document.{id,content}`.
 """
 
 import base64
