@@ -164,3 +164,20 @@ def test_a_reviewers_verdict_is_exported_as_a_humans(project, dataset, rubric, r
     assert attributes["gen_ai.evaluation.score.label"] == "fail"
     assert attributes["gen_ai.evaluation.explanation"] == "quotes a 14-day window"
     assert "evalhub.evaluator.config_version" not in attributes
+
+
+@pytest.mark.django_db
+def test_a_private_endpoint_is_refused_unless_the_instance_allows_it(project, dataset, rubric, reviewer, receiver,
+                                                                    monkeypatch, settings):
+    settings.EVALHUB_OUTBOUND_ALLOW_PRIVATE = False
+    receiver.failures = 0
+    case = dataset.cases.create(external_id="c1", input="q", output="a")
+    monkeypatch.setenv("EVALHUB_EXPORT_OTLP_ENDPOINT", receiver.url)  # 127.0.0.1: loopback
+    VerdictExport.objects.create(project=project, endpoint_env="EVALHUB_EXPORT_OTLP_ENDPOINT")
+    submitted = label_submit(case=case, rubric=rubric, reviewer=reviewer, verdict="pass",
+                             content_hash=case.content_hash)
+
+    assert export_label(submitted.label.pk) == 0  # refused, logged, not retried
+    assert receiver.requests == []
+    settings.EVALHUB_OUTBOUND_ALLOW_PRIVATE = True
+    assert export_label(submitted.label.pk) == 1
