@@ -76,6 +76,8 @@ _group(
     ("EVALHUB_OTLP_MAX_BYTES", "20 MB", "the largest OTLP request body, unpacked"),
     ("EVALHUB_OTLP_TRACE_WAIT_SECONDS", "`60`",
      "how long a trace whose root span has not come yet waits before it is given up"),
+    ("EVALHUB_VERDICT_EXPORT_TIMEOUT_SECONDS", "`10`",
+     "how long one send of verdicts to a project's OTLP endpoint may take before it is retried"),
     ("EVALHUB_OUTBOUND_ALLOW_PRIVATE", "`0`",
      "`1`: evalhub may send exports and webhooks to private, loopback and link-local addresses"),
 )

@@ -272,6 +272,8 @@ EVALHUB_OTLP_TRACE_WAIT_SECONDS = env_int("EVALHUB_OTLP_TRACE_WAIT_SECONDS", 60,
 # Requests evalhub sends to addresses a project chose (evalhub/outbound.py) go only to public addresses unless
 # this is set (a private network where the OTLP backend or the webhook receiver lives; the tests).
 EVALHUB_OUTBOUND_ALLOW_PRIVATE = env_bool("EVALHUB_OUTBOUND_ALLOW_PRIVATE", False)
+# How long one send of exported verdicts (judges/export) may take before it is retried.
+EVALHUB_VERDICT_EXPORT_TIMEOUT_SECONDS = env_int("EVALHUB_VERDICT_EXPORT_TIMEOUT_SECONDS", 10, minimum=1)
 
 
 def _broker() -> tuple[str, dict]:

@@ -8,7 +8,7 @@ The admin is the instance admin's, who sees every project: lists name and filter
 from django.contrib import admin
 from django.utils import timezone
 
-from judges.models import CiResult, JudgeConfig, Judgment, ModelPrice, RubricEvent, Run
+from judges.models import CiResult, JudgeConfig, Judgment, ModelPrice, RubricEvent, Run, VerdictExport
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -72,3 +72,11 @@ class CiResultAdmin(ReadOnlyAdmin):
     list_display = ["received_at", "rubric", "stage", "outcome", "passed", "failed", "not_evaluated", "token_name"]
     list_filter = ["rubric__project", "outcome", "rubric"]
     list_select_related = ["rubric"]
+
+
+@admin.register(VerdictExport)
+class VerdictExportAdmin(admin.ModelAdmin):
+    """Where a project's verdicts go (judges/export): names of environment variables (VerdictExport.clean)."""
+
+    list_display = ["project", "endpoint_env", "headers_env", "enabled"]
+

@@ -9,6 +9,7 @@ class JudgesConfig(AppConfig):
         # Register the run tasks in every process, so that services can queue them by name (eagerly in tests).
         from judges.calibration import selectors as calibration_selectors
         from judges.drift.services import drift_check_record
+        from judges.export.tasks import export_label_later
         from judges.probes.selectors import run_probe_figures
         from judges.promotion.selectors import label_in_granted_evidence
         from judges.proposals import tasks as proposal_tasks  # noqa: F401 - registers the job's task by name
@@ -30,3 +31,6 @@ class JudgesConfig(AppConfig):
         # An undo is refused once a promotion's evidence counted the label: labeling never imports judges.
         if label_in_granted_evidence not in queue_services.UNDO_REFUSALS:
             queue_services.UNDO_REFUSALS.append(label_in_granted_evidence)
+        # A reviewer's verdict goes out beside the judges' where the project exports verdicts (judges/export).
+        if export_label_later not in queue_services.LABEL_RECORDED:
+            queue_services.LABEL_RECORDED.append(export_label_later)

@@ -687,3 +687,28 @@ class SynthesisJob(models.Model):
     @property
     def done(self) -> bool:
         return self.status in (self.Status.FINISHED, self.Status.FAILED)
+
+
+class VerdictExport(models.Model):
+    """Where a project's verdicts go as OpenTelemetry `gen_ai.evaluation.result` events (judges/export/otlp.py,
+    docs/otlp.md "Verdicts out"): the *names* of the environment variables holding the OTLP logs endpoint and
+    its headers, as judge configs name their keys, never the values (which may hold a backend's key)."""
+
+    project = models.OneToOneField("evalhub.Project", on_delete=models.CASCADE, related_name="verdict_export")
+    endpoint_env = models.CharField(max_length=100)
+    headers_env = models.CharField(max_length=100, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"verdict export of {self.project}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from judges.export.otlp import env_name_problem
+
+        problems = {field: problem for field in ("endpoint_env", "headers_env")
+                    if getattr(self, field) and (problem := env_name_problem(getattr(self, field)))}
+        if problems:
+            raise ValidationError(problems)

@@ -4,6 +4,7 @@ from labeling.datasets import api as datasets_api
 from labeling.datasets import views as datasets
 from labeling.disputes import views as disputes
 from labeling.otlp import api as otlp_api
+from labeling.otlp import logs_api as otlp_logs_api
 from labeling.policies import api as policies_api
 from labeling.policies import views as policies
 from labeling.queue import views as queue
@@ -53,5 +54,6 @@ urlpatterns = [
     path("api/datasets/<slug:slug>", datasets_api.dataset_read, name="api_dataset"),
     path("api/datasets/<slug:slug>/cases", datasets_api.dataset_cases, name="api_cases_ingest"),
     path("api/otlp/v1/traces", otlp_api.otlp_traces, name="api_otlp_traces"),
+    path("api/otlp/v1/logs", otlp_logs_api.otlp_logs, name="api_otlp_logs"),
     path("api/policies/<slug:slug>", policies_api.policy_read, name="api_policy"),
 ]

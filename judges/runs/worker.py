@@ -27,6 +27,7 @@ from judges.configs.services import engine_prices
 from judges.engine import Engine, MemoryCache, SpendTracker, judge_cache_key, judge_many
 from judges.engine import JudgeConfig as EngineConfig
 from judges.engine import Judgment as EngineJudgment
+from judges.export.tasks import export_later
 from judges.models import CachedJudgment, Judgment, Run, RunChunk
 from judges.runs.bulk import copy_rows, jsonb
 from judges.runs.cached import cached_in_bulk, cached_judgments_record
@@ -606,6 +607,7 @@ def judgments_record(
             cost_usd=F("cost_usd") + sum((cost or Decimal(0) for cost in costs), Decimal(0)),
             unknown_cost_judgments=F("unknown_cost_judgments") + sum(cost is None for cost in costs),
         )
+        export_later(run=run, keys=list(fresh))  # sent once committed, where the project exports verdicts
     return len(rows)
 
 

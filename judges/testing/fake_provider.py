@@ -25,6 +25,11 @@ back to the rule). The test writes what the "editor" says; nothing here writes t
 
     curl -X POST localhost:8765/_control -d '{"model": "editor-x", "script": [{"proposals": []}]}'
 
+An agent's turns are scripted the same way (OpenAI API only): an answer `{"agent_turn": {"content": null,
+"tool_calls": [{"name": "getOrderStatus", "arguments": {"order_id": "A-1001"}}]}}` is an assistant message
+asking for those tool calls (ids `call_fake_N_I`, finish_reason `tool_calls`), `{"agent_turn": {"content":
+"…"}}` one answering in text: the OTLP tests drive instrumented agents with it.
+
 A judge's rule may look at the whole prompt, instructions included (`prompt_contains`), so a test can
 tell whether a guidance line an editor proposed reached the judge.
 
@@ -463,6 +468,23 @@ def _anthropic_request(body: dict[str, Any]) -> tuple[str, str, dict[str, Any] |
     return system, "\n".join(user), schema
 
 
+AGENT_TURN = "agent_turn"  # a scripted answer {"agent_turn": {"content", "tool_calls"}}: an agent's turn
+
+
+def _agent_choice(turn: dict[str, Any], n: int) -> dict[str, Any]:
+    """The OpenAI choice of a scripted agent turn: the text the test wrote and the tool calls it listed
+    (`[{"name", "arguments"}]`, ids made here), as an agent's model would answer a request with `tools`."""
+    calls = [
+        {"id": f"call_fake_{n}_{i}", "type": "function",
+         "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))}}
+        for i, call in enumerate(turn.get("tool_calls") or [])
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": turn.get("content"), "refusal": None}
+    if calls:
+        message["tool_calls"] = calls
+    return {"message": message, "finish_reason": "tool_calls" if calls else "stop"}
+
+
 def _judge_answer(
     rule: dict[str, Any],
     sections: dict[str, str],
@@ -602,6 +624,7 @@ class Handler(BaseHTTPRequestHandler):
                 sections = {**parse_sections(user), WHOLE_PROMPT: f"{system}\n{user}"}
                 answer = _judge_answer(settings["rule"], sections, scores_kind, fault, nth, digest,
                                        record["model_calls"])
+            agent_turn = answer.get(AGENT_TURN) if isinstance(answer, dict) else None
             text = json.dumps(answer)
             if fault == "malformed_json":
                 text = text[: len(text) // 2]  # cut mid-object, as a model stopped short would
@@ -619,6 +642,7 @@ class Handler(BaseHTTPRequestHandler):
                             "index": 0,
                             "message": {"role": "assistant", "content": text, "refusal": None},
                             "finish_reason": "stop",
+                            **(_agent_choice(agent_turn, n) if agent_turn is not None else {}),
                             "logprobs": None,
                         }
                     ],

@@ -10,6 +10,7 @@ dataset's next request comes (before the request's spans are used) and by the pe
 import hashlib
 import hmac
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import IO, Any
@@ -33,6 +34,7 @@ from labeling.otlp.traces import (
     span_pieces,
     spans_of,
     trace_case,
+    waits_for_messages,
 )
 
 log = logging.getLogger(__name__)
@@ -62,16 +64,20 @@ class OtlpOutcome:
         return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 1] + "…"
 
 
-def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = None) -> OtlpOutcome:
-    """Use one request's spans: each trace whose root span is here (now or with the spans kept from earlier
-    requests) becomes a case; the others wait; a trace that cannot be a case is refused, named with why, and
-    nothing of it is kept. One transaction under the dataset's row lock (as every case write takes), so two
-    requests with spans of one trace join them one after the other."""
+def otlp_receive(*, dataset: Dataset, spans: Sequence[Span] = (), logs: dict[str, list[dict[str, Any]]] | None = None,
+                 now: datetime | None = None) -> OtlpOutcome:
+    """Use one request's spans (or its log records' pieces by trace, labeling/otlp/logs.py): each trace whose
+    root span is here (now or with what was kept from earlier requests) becomes a case, unless its model calls'
+    messages are still to come as log records (traces.waits_for_messages); the others wait; a trace that cannot
+    be a case is refused, named with why, and nothing of it is kept. One transaction under the dataset's row
+    lock (as every case write takes), so two requests with spans of one trace join them one after the other."""
     now = now or timezone.now()
     outcome = OtlpOutcome()
     by_trace: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         by_trace.setdefault(span.trace_id, []).append(span_pieces(span))
+    for trace_id, pieces in (logs or {}).items():
+        by_trace.setdefault(trace_id, []).extend(pieces)
     with transaction.atomic():
         locked = Dataset.objects.select_for_update().only("pk", "redact").get(pk=dataset.pk)
         _give_up_waited(dataset_id=dataset.pk, now=now)
@@ -90,7 +96,7 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
                 if row is not None:
                     new = _redacted(redactor, new, row)
                 pieces = merged_pieces(row.pieces if row else [], new)
-                if has_root(pieces):
+                if has_root(pieces) and not waits_for_messages(pieces):
                     try:
                         # Checked as a case by the writer, which names what is wrong (_write_cases).
                         cases[trace_id] = trace_case(trace_id, pieces)
@@ -195,8 +201,12 @@ def _give_up_waited(*, dataset_id: int, now: datetime) -> int:
     rows = list(OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
                                          first_seen_at__lt=now - timedelta(seconds=wait)))
     for row in rows:
-        row.problem = (f"incomplete: its root span did not come within {wait} s of its first span "
-                       f"({len(row.pieces)} span(s) came); no case was written")
+        if has_root(row.pieces):  # it waited for the log records of its model calls' messages
+            row.problem = (f"has no messages: its model calls' spans carry none and their log records did not "
+                           f"come within {wait} s of its first span; no case was written")
+        else:
+            row.problem = (f"incomplete: its root span did not come within {wait} s of its first span "
+                           f"({len(row.pieces)} span(s) came); no case was written")
         row.gave_up_at, row.pieces, row.placeholders = now, [], {}
         log.warning("OTLP trace %s of dataset %s given up: %s", row.trace_id, dataset_id, row.problem)
     OtlpTrace.objects.bulk_update(rows, ["problem", "gave_up_at", "pieces", "placeholders"])

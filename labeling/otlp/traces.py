@@ -5,7 +5,9 @@ A span is read once into its *pieces*: the few things a case takes from it (its 
 the documents it stands for, its model), JSON-shaped, so a trace whose spans come in several requests keeps
 only those while it waits for its root span, never the span's other attributes. `trace_case` then makes the
 case from a trace's pieces: the first user message is `input`, the last assistant message `output`, tool spans
-`trace.toolCalls`, retrieval spans `trace.retrievedSources`, the models `metadata`.
+`trace.toolCalls` (or, with no tool span, the calls the model's messages asked for: `tool_calls`), retrieval
+spans `trace.retrievedSources` and their documents' text `trace.context`, the models `metadata`. A log record
+carrying a GenAI event (labeling/otlp/logs.py) is read as a span of one event, a child of the span it names.
 
 Three ways of writing what a model saw and said are read:
 - the OpenTelemetry GenAI conventions as they are now: `gen_ai.input.messages` / `gen_ai.output.messages`
@@ -13,11 +15,13 @@ Three ways of writing what a model saw and said are read:
 - their older event form: `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
   `gen_ai.tool.message` and `gen_ai.choice` events (and `gen_ai.content.prompt` / `gen_ai.content.completion`),
   and the indexed `gen_ai.prompt.N.*` / `gen_ai.completion.N.*` attributes;
-- OpenInference (Arize Phoenix): `llm.input_messages.N.message.*`, `llm.output_messages.N.message.*`,
-  `input.value` / `output.value`, `tool.name`, `retrieval.documents.N.document.id`.
+- OpenInference (Arize Phoenix): `llm.input_messages.N.message.*`, `llm.output_messages.N.message.*`
+  (with `tool_calls.M.tool_call.*`), `input.value` / `output.value`, `tool.name`,
+  `retrieval.documents.N.document.{id,content}`.
 """
 
 import base64
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -159,11 +163,28 @@ def _value(value: AnyValue) -> Any:
 # ---------------------------------------------------------------------------------------------------
 # A span's pieces: what a case takes from it.
 
-_OPENINFERENCE_MESSAGE = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(role|content)")
-_INDEXED_MESSAGE = re.compile(r"gen_ai\.(prompt|completion)\.(\d+)\.(role|content)")
-_OPENINFERENCE_DOCUMENT = re.compile(r"retrieval\.documents\.(\d+)\.document\.id")
+_OPENINFERENCE_MESSAGE = re.compile(
+    r"llm\.(input|output)_messages\.(\d+)\.message\."
+    r"(role|content|tool_call_id|tool_calls\.(\d+)\.tool_call\.(id|function\.name|function\.arguments))")
+_INDEXED_MESSAGE = re.compile(
+    r"gen_ai\.(prompt|completion)\.(\d+)\.(role|content|tool_call_id|tool_calls\.(\d+)\.(id|name|arguments))")
+_OPENINFERENCE_DOCUMENT = re.compile(r"retrieval\.documents\.(\d+)\.document\.(id|content)")
 _EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                 "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool", "gen_ai.choice": "assistant"}
+# What the indexed forms call a tool call's fields, as the structured forms call them.
+_CALL_FIELDS = {"function.name": "name", "function.arguments": "arguments", "name": "name",
+                "arguments": "arguments", "id": "id"}
+
+
+@dataclass
+class _Message:
+    """One message as the case reads it: its text, the tool calls it asks for, the call it answers."""
+
+    role: str
+    text: str | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)  # {"id"?, "name", "argument"?}
+    answers: str | None = None  # a tool message: the id of the call whose result it carries
+    result: Any = None
 
 
 def span_pieces(span: Span) -> dict[str, Any]:
@@ -171,13 +192,25 @@ def span_pieces(span: Span) -> dict[str, Any]:
     a = span.attributes
     operation = str(a.get("gen_ai.operation.name") or "").lower()
     openinference_kind = str(a.get("openinference.span.kind") or "").upper()
+    messages = _messages(span)
     pieces: dict[str, Any] = {"span": span.span_id, "parent": span.parent_span_id, "start": span.start,
-                              "end": span.end, "messages": _messages(span)}
+                              "end": span.end, "messages": [[m.role, m.text] for m in messages]}
+    asked = [call for m in messages for call in m.calls]
+    if asked:
+        pieces["asked"] = asked
+    answers = [[m.answers, m.result] for m in messages if m.answers]
+    if answers:
+        pieces["answers"] = answers
+    if operation in ("chat", "text_completion", "generate_content") or openinference_kind == "LLM" or any(
+            key in a for key in ("gen_ai.system", "gen_ai.provider.name", "gen_ai.request.model")):
+        pieces["model_call"] = True  # a span of a model call: its messages may come as log records instead
     if operation == "execute_tool" or openinference_kind == "TOOL" or span.name.startswith("execute_tool "):
         pieces["tool"] = _tool_call(span)
     if operation == "retrieval" or openinference_kind == "RETRIEVER" or any(
             _OPENINFERENCE_DOCUMENT.fullmatch(key) for key in a):
-        pieces["sources"] = _sources(a)
+        pieces["sources"], context = _documents(a)
+        if context:
+            pieces["context"] = context
     model = a.get("gen_ai.request.model") or a.get("llm.model_name") or a.get("gen_ai.response.model")
     if isinstance(model, str) and model:
         pieces["model"] = model
@@ -187,15 +220,15 @@ def span_pieces(span: Span) -> dict[str, Any]:
     return pieces
 
 
-def _messages(span: Span) -> list[list[str | None]]:
-    """[role, text] of each message the span records, what went in before what came out; text None for a
-    message without text (an assistant turn that only calls a tool)."""
+def _messages(span: Span) -> list[_Message]:
+    """Each message the span records, what went in before what came out; text None for a message without
+    text (an assistant turn that only calls a tool)."""
     a = span.attributes
-    found: list[list[str | None]] = []
+    found: list[_Message] = []
     found += _message_list(a.get("gen_ai.input.messages"))
     for name, attributes in span.events:
         if name in _EVENT_ROLES and name != "gen_ai.choice":
-            found.append([_EVENT_ROLES[name], _event_text(attributes)])
+            found.append(_event_message(_EVENT_ROLES[name], attributes))
         elif name == "gen_ai.content.prompt":
             found += _message_list(attributes.get("gen_ai.prompt"))
         found += _message_list(attributes.get("gen_ai.input.messages"))
@@ -203,7 +236,7 @@ def _messages(span: Span) -> list[list[str | None]]:
     found += _message_list(a.get("gen_ai.output.messages"))
     for name, attributes in span.events:
         if name == "gen_ai.choice":
-            found.append(["assistant", _event_text(attributes)])
+            found.append(_event_message("assistant", attributes))
         elif name == "gen_ai.content.completion":
             found += _message_list(attributes.get("gen_ai.completion"), role="assistant")
         found += _message_list(attributes.get("gen_ai.output.messages"), role="assistant")
@@ -221,18 +254,51 @@ def _json_or_value(value: Any) -> Any:
     return value
 
 
-def _message_list(value: Any, role: str = "") -> list[list[str | None]]:
+def _message_list(value: Any, role: str = "") -> list[_Message]:
     """Structured messages: [{"role", "parts": [{"type": "text", "content"}]}] or [{"role", "content"}]."""
     value = _json_or_value(value)
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
         return []
-    found = []
-    for message in value:
-        if isinstance(message, dict):
-            found.append([str(message.get("role") or role or "assistant"), _message_text(message)])
+    return [_structured(message, role or "assistant") for message in value if isinstance(message, dict)]
+
+
+def _structured(message: dict, role: str) -> _Message:
+    """A message as the GenAI conventions write it (`parts`: text, tool_call, tool_call_response) or as the
+    provider's API does (`content`, `tool_calls: [{id, function: {name, arguments}}]`, `tool_call_id`)."""
+    found = _Message(role=str(message.get("role") or role), text=_message_text(message))
+    parts = message.get("parts")
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "tool_call":
+            _add_call(found, part)
+        elif part.get("type") == "tool_call_response" and isinstance(part.get("id"), str):
+            found.answers, found.result = part["id"], _json_or_value(part.get("response", part.get("result")))
+    calls = _json_or_value(message.get("tool_calls"))
+    for call in calls if isinstance(calls, list) else []:
+        if isinstance(call, dict):
+            function = call.get("function")
+            _add_call(found, {**call, **function} if isinstance(function, dict) else call)
+    if found.role == "tool":
+        call_id = message.get("tool_call_id", message.get("id"))
+        if isinstance(call_id, str) and call_id:
+            found.answers = call_id
+            found.result = _json_or_value(message.get("content")) if found.result is None else found.result
     return found
+
+
+def _add_call(message: _Message, call: dict) -> None:
+    name = call.get("name")
+    if not isinstance(name, str) or not name:
+        return
+    found: dict[str, Any] = {"name": name}
+    if isinstance(call.get("id"), str) and call["id"]:
+        found["id"] = call["id"]
+    if call.get("arguments") is not None:
+        found["argument"] = _json_or_value(call["arguments"])
+    message.calls.append(found)
 
 
 def _message_text(message: dict) -> str | None:
@@ -249,8 +315,23 @@ def _message_text(message: dict) -> str | None:
     return content if isinstance(content, str) else None
 
 
+def _event_message(role: str, attributes: dict[str, Any]) -> _Message:
+    """An older-form event (a span event or a log record's body): its text in `content`, `message.content`,
+    `message` or `gen_ai.event.content`; a choice's `message` or an assistant event's `tool_calls` asking
+    for tools; a tool event's `id` naming the call it answers."""
+    inner = None
+    for key in ("message", "gen_ai.event.content", "body"):
+        value = _json_or_value(attributes.get(key))
+        if isinstance(value, dict):
+            inner = value.get("message") if isinstance(value.get("message"), dict) else value
+            break
+    found = _structured({"role": role, **attributes, **(inner or {})}, role)
+    found.role = role
+    found.text = _event_text(attributes)
+    return found
+
+
 def _event_text(attributes: dict[str, Any]) -> str | None:
-    """The text of an older-form event: `content`, `message.content`, `message` or `gen_ai.event.content`."""
     for key in ("content", "message.content"):
         if isinstance(attributes.get(key), str):
             return attributes[key]
@@ -264,17 +345,26 @@ def _event_text(attributes: dict[str, Any]) -> str | None:
     return None
 
 
-def _indexed(attributes: dict[str, Any], pattern: re.Pattern[str], direction: str) -> list[list[str | None]]:
-    """Messages flattened into indexed attributes (`llm.input_messages.0.message.content`), in index order."""
+def _indexed(attributes: dict[str, Any], pattern: re.Pattern[str], direction: str) -> list[_Message]:
+    """Messages flattened into indexed attributes (`llm.input_messages.0.message.content`,
+    `llm.output_messages.0.message.tool_calls.0.tool_call.function.name`), in index order."""
     by_index: dict[int, dict[str, Any]] = {}
     starts = (f"llm.{direction}_messages.", f"gen_ai.{direction}.")  # a cheap test before the pattern's
     for key, value in attributes.items():
         match = pattern.fullmatch(key) if key.startswith(starts) else None
-        if match and match[1] == direction:
-            by_index.setdefault(int(match[2]), {})[match[3]] = value
+        if not match or match[1] != direction:
+            continue
+        message = by_index.setdefault(int(match[2]), {})
+        if match[4] is None:
+            message[match[3]] = value
+        else:
+            message.setdefault("tool_calls", {}).setdefault(int(match[4]), {})[_CALL_FIELDS[match[5]]] = value
     default = "user" if direction in ("input", "prompt") else "assistant"
-    return [[str(message.get("role") or default), _text(message.get("content"))]
-            for _, message in sorted(by_index.items())]
+    found = []
+    for _, message in sorted(by_index.items()):
+        calls = [call for _, call in sorted(message.pop("tool_calls", {}).items())]
+        found.append(_structured({**message, "tool_calls": calls}, default))
+    return found
 
 
 def _text(value: Any) -> str | None:
@@ -282,32 +372,48 @@ def _text(value: Any) -> str | None:
 
 
 def _tool_call(span: Span) -> dict[str, Any]:
+    """A tool span's call. OpenInference's `input.value` is the call's arguments; its `tool.parameters` is the
+    tool's JSON schema (what any call may pass), never read as an argument."""
     a = span.attributes
     name = a.get("gen_ai.tool.name") or a.get("tool.name")
     if not isinstance(name, str) or not name:
         name = span.name.removeprefix("execute_tool ").strip()
     call: dict[str, Any] = {"name": name}
-    for target, keys in (("argument", ("gen_ai.tool.call.arguments", "tool.parameters", "input.value")),
+    for target, keys in (("argument", ("gen_ai.tool.call.arguments", "input.value")),
                          ("result", ("gen_ai.tool.call.result", "output.value"))):
         for key in keys:
             if key in a:
                 call[target] = _json_or_value(a[key])
                 break
+    call_id = a.get("gen_ai.tool.call.id") or a.get("tool_call.id")
+    if isinstance(call_id, str) and call_id:
+        call["id"] = call_id
     return call
 
 
-def _sources(attributes: dict[str, Any]) -> list[str]:
+def _documents(attributes: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """A retrieval span's documents: their ids, and the text of those whose content was recorded."""
+    ids: list[str] = []
+    contents: list[str] = []
     documents = _json_or_value(attributes.get("gen_ai.retrieval.documents"))
-    found = []
-    if isinstance(documents, list):
-        for document in documents:
-            if isinstance(document, dict) and isinstance(document.get("id"), str | int):
-                found.append(str(document["id"]))
-            elif isinstance(document, str):
-                found.append(document)
-    indexed = sorted((int(m[1]), value) for key, value in attributes.items()
-                     if (m := _OPENINFERENCE_DOCUMENT.fullmatch(key)))
-    return found + [str(value) for _, value in indexed if isinstance(value, str | int)]
+    for document in documents if isinstance(documents, list) else []:
+        if isinstance(document, dict):
+            if isinstance(document.get("id"), str | int):
+                ids.append(str(document["id"]))
+            if isinstance(document.get("content"), str):
+                contents.append(document["content"])
+        elif isinstance(document, str):
+            ids.append(document)
+    indexed: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        if match := _OPENINFERENCE_DOCUMENT.fullmatch(key):
+            indexed.setdefault(int(match[1]), {})[match[2]] = value
+    for _, document in sorted(indexed.items()):
+        if isinstance(document.get("id"), str | int):
+            ids.append(str(document["id"]))
+        if isinstance(document.get("content"), str):
+            contents.append(document["content"])
+    return ids, contents
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -315,7 +421,8 @@ def _sources(attributes: dict[str, Any]) -> list[str]:
 
 
 def merged_pieces(*groups: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One trace's pieces from several requests, each span once (an exporter may send a batch again)."""
+    """One trace's pieces from several requests, each span once (an exporter may send a batch again), in the
+    order they came: the span order that breaks a tie of start times."""
     by_span: dict[str, dict[str, Any]] = {}
     for group in groups:
         for pieces in group:
@@ -326,6 +433,21 @@ def merged_pieces(*groups: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 def has_root(pieces: Iterable[dict[str, Any]]) -> bool:
     """Whether the trace's root span has come: exporters send a span once it has ended."""
     return any("root" in p for p in pieces)
+
+
+def waits_for_messages(pieces: list[dict[str, Any]]) -> bool:
+    """Whether a trace whose root has come still waits for messages sent as log records: some model call's
+    span carries no message and no log record of its answer (a `gen_ai.choice`, sent last) has come, and the
+    root span has no input.value / output.value to be the case instead. Log records of one span are
+    exported in the order they were made, so once a span's answer has come its other messages have too."""
+    if not has_root(pieces):
+        return False
+    root = next(p["root"] for p in pieces if "root" in p)
+    if root.get("input") is not None and root.get("output") is not None:
+        return False
+    answered = {p["parent"] for p in pieces if p.get("log") and any(role == "assistant" for role, _ in p["messages"])}
+    return any(p.get("model_call") and not p["messages"] and p["span"] not in answered
+               for p in pieces if not p.get("log"))
 
 
 def trace_case(trace_id: str, pieces: list[dict[str, Any]]) -> dict[str, Any]:
@@ -348,20 +470,28 @@ def trace_case(trace_id: str, pieces: list[dict[str, Any]]) -> dict[str, Any]:
         answering, answer = None, None
     if question is None and answer is None:
         raise TraceProblem("has no messages: no gen_ai.input.messages / gen_ai.output.messages, gen_ai.* message "
-                           "events, llm.input_messages / llm.output_messages or input.value / output.value")
+                           "events or log records, llm.input_messages / llm.output_messages or input.value / "
+                           "output.value")
     if question is None:
         raise TraceProblem("has no user message to be the case's input")
     if answer is None:
         raise TraceProblem("has no assistant message to be the case's output")
     trace: dict[str, Any] = {}
-    calls = [p["tool"] for p in by_start if "tool" in p]
+    calls = tool_calls(pieces)
     if calls:
         trace["toolCalls"] = calls
     sources = list(dict.fromkeys(source for p in by_start for source in p.get("sources", ())))
     if sources:
         trace["retrievedSources"] = sources
+    context = list(dict.fromkeys(text for p in by_start for text in p.get("context", ())))
+    if context:
+        trace["context"] = "\n\n".join(context)
     models = list(dict.fromkeys(p["model"] for p in by_start if "model" in p))
-    metadata: dict[str, Any] = {"otlp": {"spans": len(pieces)}}
+    # The root span's id: a verdict exported back (judges/export/otlp.py) is parented to it.
+    metadata: dict[str, Any] = {"otlp": {"spans": sum(1 for p in pieces if not p.get("log"))}}
+    root_span = next((p["span"] for p in pieces if "root" in p), None)
+    if root_span:
+        metadata["otlp"]["root_span"] = root_span
     if root.get("service"):
         metadata["otlp"]["service"] = root["service"]
     if models:
@@ -369,3 +499,43 @@ def trace_case(trace_id: str, pieces: list[dict[str, Any]]) -> dict[str, Any]:
     if len(models) > 1:
         metadata["models"] = models
     return {"external_id": trace_id, "input": question, "output": answer, "trace": trace, "metadata": metadata}
+
+
+def tool_calls(pieces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trace's tool calls, `{name, argument, result}` in the order the agent made them.
+
+    Tool spans are the calls where there are any; otherwise the calls the model's messages asked for, each
+    with the result the tool message answering it carried. Never both: a call asked for and then run under a
+    tool span is one call. Tool spans are ordered by start time, a tie by the order in which the messages
+    asked for the calls (matched by call id, else by name and argument), then by span order."""
+    by_start = sorted(pieces, key=lambda p: p["start"])  # stable: span order breaks a tie
+    asked: dict[str, dict[str, Any]] = {}
+    for p in by_start:
+        for call in p.get("asked", ()):
+            asked.setdefault(call.get("id") or _call_key(call), call)
+    spans = [p["tool"] for p in by_start if "tool" in p]
+    if not spans:
+        results = {call_id: result for p in by_start for call_id, result in p.get("answers", ())}
+        found = []
+        for call in asked.values():
+            made = {key: call[key] for key in ("name", "argument") if key in call}
+            if call.get("id") in results and results[call["id"]] is not None:
+                made["result"] = results[call["id"]]
+            found.append(made)
+        return found
+    rank: dict[int, int] = {}  # a tool span (by position) → where its call was asked
+    order = list(asked.values())
+    for position, span in enumerate(spans):
+        for index, call in enumerate(order):
+            if index in rank.values():
+                continue
+            if (span.get("id") and span["id"] == call.get("id")) or _call_key(span) == _call_key(call):
+                rank[position] = index
+                break
+    starts = [p["start"] for p in by_start if "tool" in p]
+    ordered = sorted(range(len(spans)), key=lambda i: (starts[i], rank.get(i, len(order)), i))
+    return [{key: spans[i][key] for key in ("name", "argument", "result") if key in spans[i]} for i in ordered]
+
+
+def _call_key(call: dict[str, Any]) -> str:
+    return json.dumps([call.get("name"), call.get("argument")], sort_keys=True, default=str)

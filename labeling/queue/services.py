@@ -76,7 +76,15 @@ def label_submit(
                 label.revise(verdict=verdict, note=note, content_hash=content_hash)
                 changed = True
         Skip.objects.filter(case=case, rubric=rubric, reviewer=reviewer).delete()
+        if changed:
+            for hook in LABEL_RECORDED:
+                hook(label)
     return Submitted(label=label, created=bool(inserted), changed=changed)
+
+
+# What runs when a reviewer's verdict is recorded or revised, inside its transaction: judges registers the
+# export of human verdicts (judges/apps.py, judges/export), since labeling never imports judges.
+LABEL_RECORDED: list[Callable[[Label], None]] = []
 
 
 # stale and dataset_id are the triggers' to set (migrations 0003, 0004).

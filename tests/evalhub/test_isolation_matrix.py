@@ -149,6 +149,8 @@ MATRIX: dict[str, Entry] = {
                                        args={"slug": "dataset"}, content_type="application/json"),
     "labeling:api_otlp_traces": Entry(methods={"POST": Api((Scope.CASES_WRITE,))}, query={"dataset": "dataset"},
                                       content_type="application/json"),
+    "labeling:api_otlp_logs": Entry(methods={"POST": Api((Scope.CASES_WRITE,))}, query={"dataset": "dataset"},
+                                    content_type="application/json"),
     "labeling:api_policy": Entry(methods={"GET": Api((Scope.POLICIES_READ,))}, args={"slug": "policy"}),
     # judges pages
     "judges:judge_index": page(G, LEAD),

@@ -89,7 +89,9 @@ def openinference_trace(tracer, *, question: str = QUESTION, answer: str = ANSWE
         with tracer.start_as_current_span("tool_call") as tool:  # the name is in tool.name
             tool.set_attribute("openinference.span.kind", "TOOL")
             tool.set_attribute("tool.name", "lookup_order")
-            tool.set_attribute("tool.parameters", '{"order_id": "A-1001"}')
+            # As its @tracer.tool decorator writes them: the call's arguments, and the tool's schema.
+            tool.set_attribute("input.value", '{"order_id": "A-1001"}')
+            tool.set_attribute("tool.parameters", '{"type": "object", "properties": {"order_id": {"type": "string"}}}')
             tool.set_attribute("output.value", "delivered")
         with tracer.start_as_current_span("llm") as llm:
             llm.set_attribute("openinference.span.kind", "LLM")

@@ -52,6 +52,8 @@ def test_it_reads_the_current_genai_conventions(body_of):
                        "result": {"status": "delivered", "days_since_delivery": 12}}],
         "retrievedSources": ["returns-policy"],
     }
+    root_span = case["metadata"]["otlp"].pop("root_span")
+    assert len(root_span) == 16  # the root span's id: an exported verdict is parented to it
     assert case["metadata"] == {"agent_model": MODEL, "otlp": {"spans": 5, "service": "support-agent"}}
 
 
@@ -139,3 +141,45 @@ def test_a_body_that_is_not_protobuf_is_a_body_error(body):
 def test_json_that_is_not_otlp_is_a_body_error(text, message):
     with pytest.raises(OtlpBodyError, match=message):
         request_from_json(text)
+
+
+def _span(span_id: str, start: int, attributes: dict, parent: str = "root") -> dict:
+    return span_pieces(Span(trace_id="ab" * 16, span_id=span_id, parent_span_id=parent, name=span_id, start=start,
+                            end=start + 1, attributes=attributes))
+
+
+_ASKING = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps([
+    {"role": "user", "parts": [{"type": "text", "content": QUESTION}]}]),
+    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": "c1", "name": "getOrderStatus", "arguments": {"order_id": "A-1"}},
+        {"type": "tool_call", "id": "c2", "name": "cancelOrder", "arguments": {"order_id": "A-1"}}]}])}
+_ANSWERING = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps([
+    {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c2", "response": "cancelled"}]},
+    {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": {"status": "open"}}]}]),
+    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": ANSWER}]}])}
+
+
+def test_tool_calls_come_from_the_model_messages_when_there_are_no_tool_spans():
+    pieces = [_span("root", 0, {}, parent=""), _span("chat1", 1, _ASKING), _span("chat2", 5, _ANSWERING)]
+
+    assert trace_case("ab" * 16, pieces)["trace"]["toolCalls"] == [
+        {"name": "getOrderStatus", "argument": {"order_id": "A-1"}, "result": {"status": "open"}},
+        {"name": "cancelOrder", "argument": {"order_id": "A-1"}, "result": "cancelled"}]
+
+
+def test_a_call_asked_for_and_run_under_a_tool_span_counts_once():
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "getOrderStatus",
+            "gen_ai.tool.call.id": "c1", "gen_ai.tool.call.arguments": '{"order_id": "A-1"}',
+            "gen_ai.tool.call.result": '{"status": "open"}'}
+    pieces = [_span("root", 0, {}, parent=""), _span("chat1", 1, _ASKING), _span("tool", 3, tool),
+              _span("chat2", 5, _ANSWERING)]
+
+    assert trace_case("ab" * 16, pieces)["trace"]["toolCalls"] == [
+        {"name": "getOrderStatus", "argument": {"order_id": "A-1"}, "result": {"status": "open"}}]
+
+
+def test_tool_spans_that_start_together_without_messages_keep_span_order():
+    pieces = [_span("root", 0, {"input.value": QUESTION, "output.value": ANSWER}, parent="")] + [
+        _span(name, 3, {"openinference.span.kind": "TOOL", "tool.name": name}) for name in ("b", "a", "c")]
+
+    assert [call["name"] for call in trace_case("ab" * 16, pieces)["trace"]["toolCalls"]] == ["b", "a", "c"]

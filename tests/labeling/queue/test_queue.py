@@ -372,8 +372,9 @@ def test_label_and_next_runs_the_same_queries_however_many_cases(
     # Then 1 label undo would take back, and the session's savepoint, update and release (the sitting's
     # step, labeling.queue.sitting) = 17. Then 1 membership: the project's door (evalhub.access) reads the
     # reviewer's role in the project the URL names = 18; the project check of label_submit reads nothing (the
-    # case carries the dataset it was found through).
-    with django_assert_num_queries(18):
+    # case carries the dataset it was found through). Then 1: whether the project exports verdicts (judges/export,
+    # a LABEL_RECORDED hook) = 19.
+    with django_assert_num_queries(19):
         response = reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(target), headers=HTMX)
     assert response.status_code == 200 and response.context["case"] is not None
 
