@@ -104,7 +104,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     header = " | ".join(f"rate {rate}" for rate in RATES)
-    print(f"Run estimate: coverage / mean width in points, {args.repetitions} repetitions a point\n| N | n | {header} |")
+    print(f"Run estimate: coverage / mean width in points, {args.repetitions} repetitions a point\n"
+          f"| N | n | {header} |")
     run_points = []
     for big_n, share in RUN_GRID:
         row = [run_estimate_point(rng, big_n=big_n, share=share, rate=rate, repetitions=args.repetitions)

@@ -317,7 +317,9 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
             reason = _xml_text(case.reason)
             if r.counts_as_failure(case):
                 counts["failures"] += 1
-                message = "judge verdict: fail" if case.verdict == "fail" else "not evaluated (fail_closed)"
+                # The reason in the message: most CI pages show only the message in their list of failures.
+                verdict = "judge verdict: fail" if case.verdict == "fail" else "not evaluated (fail_closed)"
+                message = _xml_text(f"{verdict}: {one_line(case.reason, 300)}")
                 failure = ET.SubElement(element, "failure", message=message, type=case.verdict)
                 failure.text = reason
             elif case.verdict == "not_evaluated" and r.rubric.stage != "observe":

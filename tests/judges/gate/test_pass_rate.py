@@ -151,3 +151,28 @@ def test_a_rubric_with_no_evidence_says_so_not_that_its_evidence_is_old(tmp_path
     assert rate["status"] == "no_evidence"
     assert "agent's pass rate, returns: not made: no evidence yet" in done.stdout
     assert "renew it to get them" not in done.stdout
+
+
+def test_each_junit_failure_message_carries_its_cases_reason(tmp_path):
+    # Before: every failure's message was "judge verdict: fail", the reason only in the body.
+    run_gate(tmp_path, calibration=calibration(), gate_on="every_case", minimum=None)
+    failures = {case.get("name"): case.find("failure") for case in ET.parse(tmp_path / "junit.xml").iter("testcase")}
+    message = failures["c5"].get("message")
+    assert message.startswith("judge verdict: fail: ") and len(message) > len("judge verdict: fail: ")
+    assert failures["c5"].text.strip() in message
+    assert failures["c0"] is None
+
+
+@pytest.mark.parametrize(("scope", "code", "says"), [
+    ((), 0, "nothing to gate: the gate config has no rubric yet"),
+    (("--rubric", "retruns"), 2, "--rubric: the gate config has no rubric retruns"),
+])
+def test_a_gate_config_with_no_rubric_is_nothing_to_gate_unless_a_scope_names_one(tmp_path, scope, code, says):
+    # Before: a team that added the check before promoting anything got exit 2, "the scope selects no rubric".
+    config = {"schema": "evalhub.gates/v1", "generated_at": "now", "requires_cli": VERSION, "rubrics": []}
+    (tmp_path / "gates.json").write_text(json.dumps(config))
+    (tmp_path / "outputs.jsonl").write_text(json.dumps({"external_id": "c1", "input": "q", "output": "a"}) + "\n")
+    done = subprocess.run([str(GATE), "check", "--config", "gates.json", "--outputs", "outputs.jsonl", *scope],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert says in done.stderr
