@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -377,6 +379,21 @@ class RubricEvent(models.Model):
     def ci_config(self) -> JudgeConfig | None:
         """The judge config CI runs from this entry: its evidence run's, or the one it names; None for the rest."""
         return self.run.config if self.run is not None else self.config
+
+    @property
+    def change_rows(self) -> list[tuple[str, Any, Any, bool]]:
+        """(field, old, new, is a change) per entry of `changes`: a thresholds or fail_closed change keeps
+        [old, new]; a proposal's entries (judge improvement proposed, kept, discarded) keep plain values, shown
+        whole: a list of candidate versions is a value, not an old and a new one."""
+        plain = self.kind in (self.Kind.PROPOSAL, self.Kind.KEEP, self.Kind.DISCARD)
+        rows = []
+        for name, value in self.changes.items():
+            if not plain and isinstance(value, list) and len(value) == 2:
+                rows.append((name, value[0], value[1], True))
+            else:
+                shown = ", ".join(str(v) for v in value) if isinstance(value, list) else value
+                rows.append((name, None, "—" if shown in (None, "") else shown, False))
+        return rows
 
 
 class CiResult(models.Model):
