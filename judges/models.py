@@ -53,6 +53,11 @@ class JudgeConfigQuerySet(models.QuerySet):
         return self.kept().filter(tier=tier).order_by("-version")
 
 
+# The endpoint variable whose answers come from the scripted stand-in: the demo's judges name it, and
+# scripts/start.sh sets it to the stand-in it starts (evalhub.demo.judges.DEMO_URL_ENV).
+STAND_IN_ENDPOINTS = frozenset({"EVALHUB_JUDGE_DEMO_URL"})
+
+
 class JudgeConfig(models.Model):
     """One immutable version of how a rubric is judged.
 
@@ -95,12 +100,13 @@ class JudgeConfig(models.Model):
 
     @property
     def uses_stand_in(self) -> bool:
-        """A model of this config is the scripted stand-in (judges.testing.fake_provider), as the demo's are:
-        its pages say so, so nobody takes its verdicts for a model's."""
+        """A judge of this config gets its answers from the scripted stand-in (judges.testing.fake_provider):
+        its endpoint is the one the demo and scripts/start.sh point at the stand-in. Told by where the answers
+        come from, never by a model's name (a config may name gpt-4o and still be served by the stand-in).
+        Its pages say so, so nobody takes its verdicts for a model's."""
         parts = [self.spec, *(self.spec.get(part) or {} for part in (
             "semantic", "secondary", "fallback", "second_opinion", "adjudicator"))]
-        names = [str(part.get(key) or "") for part in parts for key in ("model_family", "model")]
-        return any(name.startswith("stand-in") for name in names)
+        return any(part.get("base_url_env") in STAND_IN_ENDPOINTS for part in parts if isinstance(part, dict))
 
 
 class Run(models.Model):
