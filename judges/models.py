@@ -99,6 +99,15 @@ class JudgeConfig(models.Model):
         return list(self.spec.get("layers") or []) == ["contract"]
 
     @property
+    def candidate_name(self) -> str:
+        """"candidate c2 of proposal 3" for a judge improvement's version (proposed or discarded), "" for a
+        lead's own: the pages name candidates apart, so a lead tells their versions from a proposal's."""
+        if not self.proposal:
+            return ""
+        found = ProposalCandidate.objects.filter(config_id=self.pk).values_list("index", "proposal_id").first()
+        return f"candidate c{found[0]} of proposal {found[1]}" if found else "candidate"
+
+    @property
     def uses_stand_in(self) -> bool:
         """A judge of this config gets its answers from the scripted stand-in (judges.testing.fake_provider):
         its endpoint is the one the demo and scripts/start.sh point at the stand-in. Told by where the answers
