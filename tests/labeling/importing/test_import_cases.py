@@ -393,3 +393,25 @@ def test_the_import_pages_required_line_is_what_the_import_requires(lead_client,
     assert "<code>output</code> (or <code>answer</code>) is optional" in required
     run(dataset, jsonl(case(external_id="no-answer", output=...)))  # and indeed it imports
     assert Case.objects.get(external_id="no-answer").output is None
+
+
+def test_answers_attach_to_an_existing_golden_set_with_update(dataset):
+    # Before: {id, answer} lines with --update were refused, "input: is required".
+    run(dataset, jsonl(case(external_id="a", output=...), case(external_id="b", output=...)))
+    result = run(dataset, jsonl({"id": "a", "answer": "Within 30 days."}), update=True)
+    assert (result.created, result.updated) == (0, 1)
+    a = Case.objects.get(external_id="a")
+    assert (a.input, a.output, a.golden_answer) == (GOOD["input"], "Within 30 days.", GOOD["golden_answer"])
+    assert a.expected_tool_argument == GOOD["expected_tool_argument"] and a.trace == GOOD["trace"]
+    assert Case.objects.get(external_id="b").output is None
+    # A new case still needs its question, and the error names the file's own fields.
+    errors = rejected(dataset, jsonl({"id": "new", "answer": "x"}), update=True)
+    assert [(row, field) for row, field, _ in errors] == [(1, "input")]
+
+
+def test_errors_name_the_files_own_fields(dataset):
+    # Before: a file that said id and question read errors about external_id and input.
+    errors = rejected(dataset, jsonl({"id": "q1", "question": 5}))
+    assert [field for _, field, _ in errors] == ["question"]
+    errors = rejected(dataset, jsonl({"id": "q1", "question": "Hi?"}, {"id": "q1", "question": "Again?"}))
+    assert [field for _, field, _ in errors] == ["id"]
