@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -51,6 +53,11 @@ class JudgeConfigQuerySet(models.QuerySet):
         return self.kept().filter(tier=tier).order_by("-version")
 
 
+# The endpoint variable whose answers come from the scripted stand-in: the demo's judges name it, and
+# scripts/start.sh sets it to the stand-in it starts (evalhub.demo.judges.DEMO_URL_ENV).
+STAND_IN_ENDPOINTS = frozenset({"EVALHUB_JUDGE_DEMO_URL"})
+
+
 class JudgeConfig(models.Model):
     """One immutable version of how a rubric is judged.
 
@@ -92,13 +99,23 @@ class JudgeConfig(models.Model):
         return list(self.spec.get("layers") or []) == ["contract"]
 
     @property
+    def candidate_name(self) -> str:
+        """"candidate c2 of proposal 3" for a judge improvement's version (proposed or discarded), "" for a
+        lead's own: the pages name candidates apart, so a lead tells their versions from a proposal's."""
+        if not self.proposal:
+            return ""
+        found = ProposalCandidate.objects.filter(config_id=self.pk).values_list("index", "proposal_id").first()
+        return f"candidate c{found[0]} of proposal {found[1]}" if found else "candidate"
+
+    @property
     def uses_stand_in(self) -> bool:
-        """A model of this config is the scripted stand-in (judges.testing.fake_provider), as the demo's are:
-        its pages say so, so nobody takes its verdicts for a model's."""
+        """A judge of this config gets its answers from the scripted stand-in (judges.testing.fake_provider):
+        its endpoint is the one the demo and scripts/start.sh point at the stand-in. Told by where the answers
+        come from, never by a model's name (a config may name gpt-4o and still be served by the stand-in).
+        Its pages say so, so nobody takes its verdicts for a model's."""
         parts = [self.spec, *(self.spec.get(part) or {} for part in (
             "semantic", "secondary", "fallback", "second_opinion", "adjudicator"))]
-        names = [str(part.get(key) or "") for part in parts for key in ("model_family", "model")]
-        return any(name.startswith("stand-in") for name in names)
+        return any(part.get("base_url_env") in STAND_IN_ENDPOINTS for part in parts if isinstance(part, dict))
 
 
 class Run(models.Model):
@@ -383,6 +400,21 @@ class RubricEvent(models.Model):
     def ci_config(self) -> JudgeConfig | None:
         """The judge config CI runs from this entry: its evidence run's, or the one it names; None for the rest."""
         return self.run.config if self.run is not None else self.config
+
+    @property
+    def change_rows(self) -> list[tuple[str, Any, Any, bool]]:
+        """(field, old, new, is a change) per entry of `changes`: a thresholds or fail_closed change keeps
+        [old, new]; a proposal's entries (judge improvement proposed, kept, discarded) keep plain values, shown
+        whole: a list of candidate versions is a value, not an old and a new one."""
+        plain = self.kind in (self.Kind.PROPOSAL, self.Kind.KEEP, self.Kind.DISCARD)
+        rows = []
+        for name, value in self.changes.items():
+            if not plain and isinstance(value, list) and len(value) == 2:
+                rows.append((name, value[0], value[1], True))
+            else:
+                shown = ", ".join(str(v) for v in value) if isinstance(value, list) else value
+                rows.append((name, None, "—" if shown in (None, "") else shown, False))
+        return rows
 
 
 class CiResult(models.Model):

@@ -14,14 +14,23 @@ The estimate, for a tuning weight lambda in [0, 1]:
       theta = lambda * mean(f over N) + (1/N) * sum over labeled drawn i of (Y_i - lambda * f_i) / pi~_i.
 
 When every draw is uniform, pi~ is the same for every case and this is PPI++ (Angelopoulos, Duchi &
-Zrnic 2024) exactly as `ppi_py.ppi_mean_ci` computes it, with n labeled cases:
-      lambda = cov(Y, f_lab) / ((1 + n/N) * var([f_lab, f_all]))          (cov ddof 0, var ddof 1)
-      Var(theta) = lambda^2 * var(f_all) / N + var(Y - lambda * f_lab) / n  (ddof 0).
+Zrnic 2024) exactly as `ppi_py.ppi_mean_ci` computes it with the n labeled cases on one side and the N - n
+cases NOT labeled on the other (PPI's variance assumes the two sides independent):
+      lambda = cov(Y, f_lab) / ((1 + n/N_u) * var([f_lab, f_unl]))          (cov ddof 0, var ddof 1)
+      theta = lambda * mean(f_unl) + mean(Y - lambda * f_lab)
+      Var(theta) = lambda^2 * var(f_unl) / N_u + var(Y - lambda * f_lab) / n  (ddof 0, N_u = N - n).
+A census (every case labeled) is the humans' own mean. Its 95 % interval is not the Wald interval (which
+collapses to a point when every label agrees) but the score interval with a continuity correction: every
+rate t with |theta - t| - 1/(2n) <= 1.96 * sqrt(V(t)), where V(t) is Var(theta) with the labels' variance
+var(Y) replaced by t(1 - t), the variance a true rate t would give them. At lambda = 0 it is Newcombe's
+continuity-corrected Wilson interval of the humans' mean.
 Otherwise (an active draw) it is the inverse-probability-weighted estimator of active inference (Zrnic &
 Candès 2024): theta is the mean over all N cases of Z_i = A_i + lambda * B_i with A_i = xi_i * Y_i / pi~_i and
 B_i = f_i * (1 - xi_i / pi~_i) (xi_i = 1 for a labeled drawn case), Var(theta) = var(Z) / N (ddof 0), and
-lambda = -cov(A, B) / var(B), the value that minimises that variance. Either lambda is clipped to [0, 1].
-The 95 % interval is theta +- 1.96 * sqrt(Var(theta)), clipped to [0, 1].
+lambda = -cov(A, B) / var(B), the value that minimises that variance; its interval is
+theta +- 1.96 * sqrt(Var(theta)). Either lambda is clipped to [0, 1], every interval to [0, 1].
+An estimate needs MIN_LABELS labeled drawn cases (or every case labeled): below that no interval covers
+the true rate 93 % of the time at rates near 0 or 1 (docs/estimates.md, the coverage table).
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ import numpy as np
 from judges.gate.rates import Z95
 
 MIN_UNIFORM_SHARE = 0.2  # every active pi_i >= 0.2 * n / N: no case is left nearly impossible to draw
-MIN_CATEGORY_LABELS = 10  # a category's estimate is reported only with this many labeled drawn cases
+# An estimate (the headline or a category's) needs this many labeled drawn cases, or every case labeled.
+MIN_LABELS = 30
 ASSUMPTION = "Assumes the drawn cases were drawn at random, as recorded."
 
 
@@ -84,23 +94,51 @@ class Estimate:
     theta: float
     variance: float
     lam: float
+    ci95: list[float]
 
 
 def _var0(x: np.ndarray) -> float:
     return float(np.var(x)) if len(x) else 0.0
 
 
-def ppi_uniform(y: np.ndarray, f_labeled: np.ndarray, f_all: np.ndarray, lam: float | None = None) -> Estimate:
-    """PPI++ for a uniform sample (ppi_py's ppi_mean_ci); lam None tunes it as PPI++ does."""
-    n, big_n = len(y), len(f_all)
-    if lam is None:
-        spread = float(np.var(np.concatenate([f_labeled, f_all]), ddof=1))
+def wald_interval(theta: float, variance: float) -> list[float]:
+    half = Z95 * math.sqrt(max(variance, 0.0))
+    return [max(0.0, theta - half), min(1.0, theta + half)]
+
+
+def score_interval(theta: float, *, n: int, fixed: float, per_label: float) -> list[float]:
+    """Every rate t with |theta - t| - 1/(2n) <= z * sqrt(fixed + (t(1 - t) + per_label) / n), clipped to
+    [0, 1]: each bound is a root of (t - centre)^2 = z^2 (fixed + (t(1 - t) + per_label) / n) with the centre
+    moved 1/(2n) outward (the continuity correction)."""
+    z2, h = Z95 * Z95, 0.5 / n
+
+    def root(centre: float, side: int) -> float:
+        a, b, c = 1 + z2 / n, -(2 * centre + z2 / n), centre * centre - z2 * (fixed + per_label / n)
+        return (-b + side * math.sqrt(max(b * b - 4 * a * c, 0.0))) / (2 * a)
+
+    low = 0.0 if theta - h <= 0 else max(0.0, root(theta - h, -1))
+    high = 1.0 if theta + h >= 1 else min(1.0, root(theta + h, 1))
+    return [low, high]
+
+
+def ppi_uniform(y: np.ndarray, f_labeled: np.ndarray, f_unlabeled: np.ndarray, lam: float | None = None) -> Estimate:
+    """PPI++ for a uniform sample (ppi_py's ppi_mean_ci with `f_unlabeled` the cases not labeled; lam None
+    tunes it as PPI++ does), with the continuity-corrected score interval. A census is the humans' mean."""
+    n, big_n = len(y), len(f_unlabeled)
+    if not big_n:
+        lam = 0.0
+    elif lam is None:
+        spread = float(np.var(np.concatenate([f_labeled, f_unlabeled]), ddof=1))
         covariance = float(np.mean((y - y.mean()) * (f_labeled - f_labeled.mean())))
         lam = covariance / ((1 + n / big_n) * spread) if spread > 0 else 0.0
         lam = min(1.0, max(0.0, lam))
-    theta = lam * float(f_all.mean()) + float((y - lam * f_labeled).mean())
-    variance = lam * lam * _var0(f_all) / big_n + _var0(y - lam * f_labeled) / n
-    return Estimate(theta, variance, lam)
+    judge_part = lam * float(f_unlabeled.mean()) if big_n else 0.0
+    theta = judge_part + float((y - lam * f_labeled).mean())
+    fixed = lam * lam * _var0(f_unlabeled) / big_n if big_n else 0.0
+    variance = fixed + _var0(y - lam * f_labeled) / n
+    # var(Y - lam f) = var(Y) - 2 lam cov(Y, f) + lam^2 var(f): the score interval puts t(1 - t) for var(Y).
+    per_label = lam * lam * _var0(f_labeled) - 2 * lam * float(np.mean((y - y.mean()) * (f_labeled - f_labeled.mean())))
+    return Estimate(theta, variance, lam, score_interval(theta, n=n, fixed=fixed, per_label=per_label))
 
 
 def ppi_weighted(labeled: np.ndarray, y: np.ndarray, f_all: np.ndarray, pi: np.ndarray,
@@ -117,21 +155,19 @@ def ppi_weighted(labeled: np.ndarray, y: np.ndarray, f_all: np.ndarray, pi: np.n
         lam = -float(np.mean((a - a.mean()) * (b - b.mean()))) / spread if spread > 0 else 0.0
         lam = min(1.0, max(0.0, lam))
     z = a + lam * b
-    return Estimate(float(z.mean()), _var0(z) / big_n, lam)
+    theta, variance = float(z.mean()), _var0(z) / big_n
+    return Estimate(theta, variance, lam, wald_interval(theta, variance))
 
 
-def humans_only(y: np.ndarray, pi: np.ndarray) -> Estimate:
+def humans_only(y: np.ndarray, pi: np.ndarray, *, uniform: bool) -> Estimate:
     """The Hájek mean of the labeled drawn cases (the plain mean when pi~ is equal), and its linearised
-    variance sum((Y_i - theta)^2 / pi~_i^2) / (sum 1/pi~_i)^2 — var(Y)/n (ddof 0) for a uniform sample."""
+    variance sum((Y_i - theta)^2 / pi~_i^2) / (sum 1/pi~_i)^2 — var(Y)/n (ddof 0) for a uniform sample,
+    whose interval is then the continuity-corrected Wilson interval (the census's)."""
     weights = 1.0 / pi
     theta = float((weights * y).sum() / weights.sum())
     variance = float((weights * weights * (y - theta) ** 2).sum() / weights.sum() ** 2)
-    return Estimate(theta, variance, 0.0)
-
-
-def interval(estimate: Estimate) -> list[float]:
-    half = Z95 * math.sqrt(max(estimate.variance, 0.0))
-    return [max(0.0, estimate.theta - half), min(1.0, estimate.theta + half)]
+    ci95 = score_interval(theta, n=len(y), fixed=0.0, per_label=0.0) if uniform else wald_interval(theta, variance)
+    return Estimate(theta, variance, 0.0, ci95)
 
 
 def _clip(value: float) -> float:
@@ -168,10 +204,15 @@ def _figures(sample: Sample, f_all: np.ndarray, labeled: np.ndarray, pi_tilde: n
         return None, None
     pi = pi_tilde[labeled]
     if sample.uniform:
-        estimate = ppi_uniform(y, f_all[labeled], f_all)
+        estimate = ppi_uniform(y, f_all[labeled], f_all[~labeled])
     else:
         estimate = ppi_weighted(labeled, y, f_all, pi)
-    return estimate, humans_only(y, pi)
+    return estimate, humans_only(y, pi, uniform=sample.uniform)
+
+
+def enough_labels(labeled: np.ndarray) -> bool:
+    """MIN_LABELS labeled drawn cases, or every case labeled (a census needs no judge)."""
+    return int(labeled.sum()) >= min(MIN_LABELS, len(labeled))
 
 
 def _labeled_share(sample: Sample, labeled: np.ndarray) -> np.ndarray:
@@ -196,15 +237,20 @@ def filled_f(f: np.ndarray) -> np.ndarray:
 
 
 def estimate_at(sample: Sample, labeled: np.ndarray) -> Estimate | None:
-    """The estimate counting only the `labeled` drawn cases (the interval's history replays this)."""
+    """The estimate counting only the `labeled` drawn cases (the interval's history replays this); None
+    with too few of them."""
+    if not enough_labels(labeled):
+        return None
     return _figures(sample, filled_f(sample.f), labeled, _pi_tilde(sample, labeled))[0]
 
 
-def _effective_labels(estimate: Estimate, human: Estimate) -> float | None:
+def _effective_labels(estimate: Estimate, human: Estimate, big_n: int) -> float | None:
+    """sigma_H^2 / Var(theta), at most N: no judge is worth more labels than labeling every case (a census
+    gives exactly N)."""
     spread = human.theta * (1.0 - human.theta)
     if spread <= 0 or estimate.variance <= 0:
         return None
-    return spread / estimate.variance
+    return min(float(big_n), spread / estimate.variance)
 
 
 def pass_rate(sample: Sample) -> dict[str, Any]:
@@ -221,13 +267,13 @@ def pass_rate(sample: Sample) -> dict[str, Any]:
         "lambda": None, "n_drawn": int(drawn.sum()), "n_labeled": int(labeled.sum()), "n_pending": int(pending.sum()),
         "N": big_n, "judge_pass_rate": float(f_all.mean()) if big_n else None,
         "human_only": {"estimate": None, "ci95": None}, "effective_labels": None,
-        "provisional": None, "by_category": {},
+        "provisional": None, "by_category": {}, "min_labels": min(MIN_LABELS, big_n),
     }
-    if estimate is not None and human is not None:
+    if estimate is not None and human is not None and enough_labels(labeled):
         result.update({
-            "estimate": _clip(estimate.theta), "ci95": interval(estimate), "lambda": estimate.lam,
-            "human_only": {"estimate": human.theta, "ci95": interval(human)},
-            "effective_labels": _effective_labels(estimate, human),
+            "estimate": _clip(estimate.theta), "ci95": estimate.ci95, "lambda": estimate.lam,
+            "human_only": {"estimate": human.theta, "ci95": human.ci95},
+            "effective_labels": _effective_labels(estimate, human, big_n),
         })
     if pending.any():
         result["provisional"] = {verdict: _bound(sample, f_all, drawn, pending, value)
@@ -236,10 +282,10 @@ def pass_rate(sample: Sample) -> dict[str, Any]:
         within = sample.category == category
         count = int((labeled & within).sum())
         figures: dict[str, Any] = {"estimate": None, "ci95": None, "n_labeled": count}
-        if count >= MIN_CATEGORY_LABELS:
+        if enough_labels(labeled[within]):
             category_estimate, _ = _figures(sample, f_all, labeled, pi_tilde, within)
             if category_estimate is not None:
-                figures.update(estimate=_clip(category_estimate.theta), ci95=interval(category_estimate))
+                figures.update(estimate=_clip(category_estimate.theta), ci95=category_estimate.ci95)
         result["by_category"][category] = figures
     return result
 

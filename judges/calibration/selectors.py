@@ -456,7 +456,7 @@ def shown_rules(run: Run, rules: list[RuleResult]) -> list[ShownRule]:
             value = "—" if rule.value is None else str(rule.value)
         elif rule.key == "newest_config":
             value = f"v{run.config.version}" + (
-                " (external)" if run.config.external else "" if rule.met else f" (a candidate v{rule.value} exists)"
+                " (external)" if run.config.external else "" if rule.met else f" (a newer version v{rule.value} exists)"
             )
         elif rule.key == "not_stale":
             value = "; ".join(rule.value) if rule.value else "fresh"

@@ -24,10 +24,19 @@ MIN_EDGE_RUN = 4
 MIN_INNER_RUN = 8
 
 
+# A key of lowercase words and hyphens ("stand-in-needs-no-key", the demo's) is a placeholder, not a secret a
+# provider would echo in part: hidden whole, but its fragments are ordinary words ("scripted stand-in" must
+# not read "scripted ***").
+PLACEHOLDER_KEY = re.compile(r"[a-z]+(-[a-z]+)*")
+
+
 def redact_key(text: str, key: str, *, mask: str = "***") -> str:
-    """`text` with the key, and every fragment of it a provider might echo, replaced by `mask`."""
+    """`text` with the key, and every fragment of it a provider might echo, replaced by `mask` (a placeholder
+    key only whole)."""
     if not key or not text:
         return text
+    if PLACEHOLDER_KEY.fullmatch(key):
+        return text.replace(key, mask)
     hidden = [False] * len(text)
 
     def hide(start: int, end: int) -> None:

@@ -13,7 +13,7 @@ import email.utils
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -138,6 +138,13 @@ class ClientPool:
             clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             client.close()
+
+
+def load_sdks(providers: Collection[str]) -> None:
+    """Import the SDKs these providers need, once per process: the engine does it before it starts a case's clock,
+    so no case's time carries the seconds an import takes (every case of a batch waited on it alike)."""
+    for provider in providers:
+        _sdk(provider)
 
 
 def _sdk(provider: str) -> Any:

@@ -11,6 +11,7 @@ when drawn, and the adjudicator where the two disagree. Nothing here ever guesse
 import os
 import time
 from collections.abc import Collection, Iterable, Mapping
+from functools import cached_property
 from typing import Any
 
 from .asking import Asking, Judge
@@ -23,7 +24,7 @@ from .envnames import env_name_refusals
 from .escalation import JudgeSpec, disagree
 from .judgment import Judgment
 from .prompt import build_messages
-from .providers import KEY_REFUSED, ClientPool
+from .providers import KEY_REFUSED, ClientPool, load_sdks
 from .semantic import SemanticLayer, answer_and_references, decide, references
 from .spend import Prices, SpendTracker, Tally
 
@@ -78,6 +79,12 @@ class Engine:
         )
         # Formatted once, not in each judgment's reason.
         self._semantic_rules = {o: _semantic_rule(s, o) for o in ("pass", "fail")} if s is not None else {}
+
+    @cached_property
+    def _providers(self) -> set[str]:
+        """The providers of every judge this config may ask (primary, fallback, second opinion, adjudicator)."""
+        specs = [self.cfg, self.cfg.fallback_judge, self.cfg.second_opinion_judge, self.cfg.adjudicator]
+        return {str(spec.provider) for spec in specs if spec is not None and spec.provider}
 
     @property
     def calls_judge(self) -> bool:
@@ -142,6 +149,8 @@ class Engine:
     ) -> Judgment:
         """Judge an item the cache did not answer whole (`key`: its cache key from lookup, None without a
         cache; `cached`: lookup's pending primary verdict, whose drawn second opinion is still to come)."""
+        if self.calls_judge:
+            load_sdks(self._providers)
         started = time.monotonic()
         earlier: str | None = None
         if cached is not None:

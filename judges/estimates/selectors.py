@@ -17,10 +17,10 @@ import numpy as np
 from django.db.models import Count, F, Max, Q, QuerySet
 
 from judges.calibration.estimates import (
+    MIN_LABELS,
     Sample,
     estimate_at,
     filled_f,
-    interval,
     pass_rate,
     probability_in_draw,
     uncertainty_from_distance,
@@ -35,7 +35,7 @@ from labeling.models import Case
 SCORE_DISTANCE, SIMILARITY_DISTANCE = 2.0, 0.1
 HISTORY_POINTS = 20  # the interval's history: at most this many points, evenly spaced over the labels
 FEW_CASES = 5000  # up to this many cases, their judgments are looked up by id
-HISTORY_FIRST = 10  # ...from this many labels on: a handful of labels gives an interval that means little
+HISTORY_FIRST = MIN_LABELS  # ...from the fewest labels an estimate needs (docs/estimates.md)
 
 
 @dataclass(frozen=True)
@@ -217,7 +217,7 @@ def interval_history(run_sample: RunSample) -> list[dict[str, Any]]:
         mask[order[:k]] = True
         estimate = estimate_at(sample, mask)
         if estimate is not None:
-            history.append({"labels": k, "estimate": estimate.theta, "ci95": interval(estimate)})
+            history.append({"labels": k, "estimate": estimate.theta, "ci95": estimate.ci95})
     return history
 
 

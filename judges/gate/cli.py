@@ -275,6 +275,10 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         select_tier(parse_gate_config(gates), args.tier),
         slugs=args.rubric, stages=args.stage, contract_only=args.layers == "contract",
     )
+    if not rubrics:
+        print("evalhub-gate: nothing to gate: the gate config has no rubric yet (a rubric is in it once a lead "
+              "promotes it to observe or above); exit 0", file=sys.stderr)
+        return EXIT_PASS
     project = gate_project(gates)  # checked with the rest by parse_gate_config; --post sends it back
     check_env_names(rubrics, allowed_env)  # before any variable is read, let alone sent anywhere
     if args.require_calibrated:

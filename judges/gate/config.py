@@ -251,8 +251,11 @@ def select_rubrics(
     """The rubrics a scoped check judges (--rubric, --stage, --layers contract), in the gate config's order.
 
     A slug the gate config does not have is a config error (a typo must not pass as "nothing to judge"),
-    and so is a scope that selects no rubric.
+    and so is a scope that selects no rubric. A gate config with no rubric and no scope selects none: a team
+    that adds the check before promoting anything has nothing to gate yet (the caller says so, exit 0).
     """
+    if not rubrics and not (slugs or stages or contract_only):
+        return []
     known = {r.slug for r in rubrics}
     unknown = [slug for slug in dict.fromkeys(slugs) if slug not in known]
     if unknown:

@@ -13,7 +13,10 @@ import math
 from typing import Any
 
 Z95 = 1.959963984540054  # the 97.5 % quantile of the standard normal
-METHOD = "delta"  # how the interval is made (docs/estimates.md)
+METHOD = "lang-reiczigel"  # how the interval is made (docs/estimates.md)
+# Below this many evaluated cases the summary says "too few cases" instead of a rate: the interval still
+# covers there, but at 5 cases it spans most of 0-100 % (docs/estimates.md, the coverage table).
+MIN_CASES = 10
 # Why a correction has no estimate or no interval, as the summary says it.
 STATUS_TEXT = {
     "undefined": "undefined: the evidence's TPR + TFR is at most 1, so the judge's rate says nothing about the "
@@ -21,7 +24,9 @@ STATUS_TEXT = {
     "unbounded": "unbounded: the lower 95 % bound of the evidence's TPR + TFR - 1 is at most 0, so the "
                  "corrected rate could be anything",
     "no_case_counts": "not made: the evidence was promoted before case counts were kept; renew it to get them",
+    "no_evidence": "not made: no evidence yet (the rubric has no promoted calibration run)",
     "no_cases": "not made: no case was evaluated",
+    "too_few_cases": "not made: too few cases ({judged} evaluated; the correction needs at least {minimum})",
 }
 ASSUMPTION = "Assumes the judge errs on these outputs as it did on the evidence's cases."
 
@@ -33,15 +38,17 @@ def _clip(value: float) -> float:
 def rogan_gladen(*, passed: int, judged: int, tp: int, fn: int, fp: int, tn: int) -> dict[str, Any]:
     """The judge's pass rate p = passed / judged corrected with the evidence's true pass and fail rates.
 
-    theta = (p + TFR - 1) / (TPR + TFR - 1), clipped to [0, 1]. With J = TPR + TFR - 1 and FPR = 1 - TFR,
-    the delta method gives
-        Var(theta) = [p(1-p)/judged + theta^2 TPR(1-TPR)/(tp+fn) + (1-theta)^2 FPR(1-FPR)/(fp+tn)] / J^2
-    (theta unclipped), counting the CI sample and the evidence's case counts as independent binomials.
-    `status`: "ok"; "undefined" when J <= 0 or a count is missing; "unbounded" when J's own lower 95 %
-    bound is <= 0 (the correction could be anything).
+    theta = (p + TFR - 1) / (TPR + TFR - 1), clipped to [0, 1]. Its 95 % interval is Lang & Reiczigel's
+    (2014): p, TPR and TFR adjusted as Agresti-Coull does (p with z^2/2 passes and fails added, TPR and TFR
+    with one of each), the delta method's standard error at the adjusted values, and the centre shifted by
+        d = 2 z^2 (theta' TPR'(1-TPR')/n_pos' - (1-theta') TFR'(1-TFR')/n_neg').
+    Unlike the plain delta method it does not collapse to a point at p = 0 or 1, and it covers at small n
+    (docs/estimates.md). `status`: "ok"; "undefined" when J = TPR + TFR - 1 <= 0 or a count is missing;
+    "unbounded" when J's own lower 95 % bound is <= 0 (the correction could be anything); "too_few_cases"
+    below MIN_CASES evaluated cases.
     """
     positives, negatives = tp + fn, fp + tn
-    result: dict[str, Any] = {"status": "undefined", "estimate": None, "ci95": None,
+    result: dict[str, Any] = {"status": "undefined", "estimate": None, "ci95": None, "judged": judged,
                               "judge_pass_rate": passed / judged if judged else None,
                               "true_pass_rate": tp / positives if positives else None,
                               "true_fail_rate": tn / negatives if negatives else None}
@@ -51,17 +58,30 @@ def rogan_gladen(*, passed: int, judged: int, tp: int, fn: int, fp: int, tn: int
     youden = tpr - fpr
     if youden <= 0:
         return result
-    theta = (p - fpr) / youden
-    result["estimate"] = _clip(theta)
+    result["estimate"] = _clip((p - fpr) / youden)
     youden_se = math.sqrt(tpr * (1 - tpr) / positives + fpr * (1 - fpr) / negatives)
     if youden - Z95 * youden_se <= 0:
         result["status"] = "unbounded"
         return result
-    variance = (p * (1 - p) / judged + theta * theta * tpr * (1 - tpr) / positives
-                + (1 - theta) ** 2 * fpr * (1 - fpr) / negatives) / youden ** 2
-    half = Z95 * math.sqrt(variance)
-    result.update(status="ok", ci95=[_clip(theta - half), _clip(theta + half)])
+    if judged < MIN_CASES:
+        result.update(status="too_few_cases", estimate=None)
+        return result
+    result.update(status="ok", ci95=lang_reiczigel(passed=passed, judged=judged, tp=tp, fn=fn, fp=fp, tn=tn))
     return result
+
+
+def lang_reiczigel(*, passed: int, judged: int, tp: int, fn: int, fp: int, tn: int) -> list[float]:
+    """The 95 % interval of Lang & Reiczigel (2014) for a prevalence corrected with an estimated
+    sensitivity (TPR) and specificity (TFR), clipped to [0, 1]; the caller has checked that J > 0."""
+    z2 = Z95 * Z95
+    n_ci, n_pos, n_neg = judged + z2, tp + fn + 2, fp + tn + 2
+    p, tpr, tfr = (passed + z2 / 2) / n_ci, (tp + 1) / n_pos, (tn + 1) / n_neg
+    youden = tpr + tfr - 1
+    theta = (p + tfr - 1) / youden
+    spread_pos, spread_neg = tpr * (1 - tpr) / n_pos, tfr * (1 - tfr) / n_neg
+    se = math.sqrt(p * (1 - p) / n_ci + theta * theta * spread_pos + (1 - theta) ** 2 * spread_neg) / youden
+    centre = theta + 2 * z2 * (theta * spread_pos - (1 - theta) * spread_neg)
+    return [_clip(centre - Z95 * se), _clip(centre + Z95 * se)]
 
 
 def evidence_counts(calibration: dict[str, Any] | None, repeats: int) -> tuple[str | None, bool]:
@@ -82,11 +102,14 @@ def evidence_counts(calibration: dict[str, Any] | None, repeats: int) -> tuple[s
     return "cases", True
 
 
-def corrected_rate(*, passed: int, failed: int, counts: dict[str, int] | None) -> dict[str, Any]:
+def corrected_rate(*, passed: int, failed: int, counts: dict[str, int] | None,
+                   calibration: dict[str, Any] | None) -> dict[str, Any]:
     """One corrected rate: rogan_gladen over the evaluated cases (not-evaluated ones are left out of p),
-    with `status` "no_case_counts" when there are no counts and "no_cases" when nothing was evaluated."""
+    with `status` "no_evidence" when the rubric has no evidence, "no_case_counts" when its evidence has no
+    counts and "no_cases" when nothing was evaluated."""
     if counts is None:
-        return {"status": "no_case_counts", "estimate": None, "ci95": None,
+        return {"status": "no_case_counts" if calibration else "no_evidence", "estimate": None, "ci95": None,
+                "judged": passed + failed,
                 "judge_pass_rate": passed / (passed + failed) if passed + failed else None,
                 "true_pass_rate": None, "true_fail_rate": None}
     figures = rogan_gladen(passed=passed, judged=passed + failed, **counts)
@@ -104,13 +127,13 @@ def pass_rate(
     which, approximate = evidence_counts(calibration, repeats)
     counts = (calibration or {})[which] if which else None  # parse_gate_config checked their shape
     return {
-        **corrected_rate(passed=passed, failed=failed, counts=counts),
+        **corrected_rate(passed=passed, failed=failed, counts=counts, calibration=calibration),
         "counts": which,
         "approximate": approximate,
         "evidence_repeats": (calibration or {}).get("repeats"),
         "method": METHOD,
         "by_category": {
-            category: corrected_rate(passed=p, failed=f, counts=counts)
+            category: corrected_rate(passed=p, failed=f, counts=counts, calibration=calibration)
             for category, (p, f) in sorted(by_category.items())
         },
     }
@@ -127,7 +150,7 @@ def describe(figures: dict[str, Any]) -> str:
         else:
             text += f", {STATUS_TEXT['unbounded']}"
     else:
-        text = STATUS_TEXT[status]
+        text = STATUS_TEXT[status].format(judged=figures.get("judged"), minimum=MIN_CASES)
     judge = figures["judge_pass_rate"]
     if judge is not None:
         text += f"; judge's rate {judge * 100:.1f} %"

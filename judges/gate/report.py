@@ -89,7 +89,8 @@ def _rate_gate_text(r: RubricResult) -> str:
     outcome = r.outcome.replace("_", " ")
     if figures["status"] != "ok":
         closed = " (fail_closed)" if r.rubric.fail_closed else ""
-        return f"{outcome}{closed}: the correction could not be made, so the rate gate is not evaluated"
+        why = describe(figures).split("; judge's rate")[0].removeprefix("not made: ")
+        return f"{outcome}{closed}: correction not made ({why}), so the rate gate is not evaluated"
     high = figures["ci95"][1]
     relation = "below" if high < minimum else "at or above"
     return f"{outcome}: the upper 95 % bound {high * 100:.1f} % is {relation} the minimum {minimum * 100:.1f} %"
@@ -316,7 +317,9 @@ def junit_xml(results: Sequence[RubricResult]) -> bytes:
             reason = _xml_text(case.reason)
             if r.counts_as_failure(case):
                 counts["failures"] += 1
-                message = "judge verdict: fail" if case.verdict == "fail" else "not evaluated (fail_closed)"
+                # The reason in the message: most CI pages show only the message in their list of failures.
+                verdict = "judge verdict: fail" if case.verdict == "fail" else "not evaluated (fail_closed)"
+                message = _xml_text(f"{verdict}: {one_line(case.reason, 300)}")
                 failure = ET.SubElement(element, "failure", message=message, type=case.verdict)
                 failure.text = reason
             elif case.verdict == "not_evaluated" and r.rubric.stage != "observe":

@@ -9,7 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import Case as DbCase
-from django.db.models import Count, F, FloatField, IntegerField, Q, QuerySet, Sum, When
+from django.db.models import Count, F, FloatField, IntegerField, Max, Q, QuerySet, Sum, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Length
 from django.http import Http404
@@ -539,3 +539,10 @@ def ci_run_verdicts(*, dataset: Dataset, ref: str, config_hash: str) -> dict:
         verdict = "pass" if passed > failed else "fail" if failed > passed else "not_evaluated"
         cases[external_id.removeprefix(prefix)] = verdict
     return {"run": run.pk, "cases": cases}
+
+
+def recent_dataset_slug(*, project: Project) -> str | None:
+    """The dataset the start-run form offers first: the one whose cases were imported or changed last (the
+    one a lead just imported), else the first by slug."""
+    return (project.datasets.annotate(last_change=Max("cases__content_changed_at"))
+            .order_by(F("last_change").desc(nulls_last=True), "slug").values_list("slug", flat=True).first())

@@ -72,8 +72,7 @@ def run_create(request: HtmxHttpRequest, project: Project, config_id: int) -> Ht
     else:
         defaults = {"repeats": RunStartForm.base_fields["repeats"].initial,
                     "concurrency": RunStartForm.base_fields["concurrency"].initial, "start_token": uuid.uuid4()}
-        first = project.datasets.order_by("slug").values_list("slug", flat=True).first()
-        data = {**defaults, "dataset": first or "", **request.GET.dict()}
+        data = {**defaults, "dataset": selectors.recent_dataset_slug(project=project) or "", **request.GET.dict()}
         form = RunStartForm(data, project=project)
     estimate = None
     if form.is_valid():

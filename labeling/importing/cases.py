@@ -30,6 +30,7 @@ from labeling.importing.reading import (
     RowError,
     case_from_csv,
     chunks,
+    normalize_case_fields,
     read_records,
     validated_cases,
 )
@@ -60,10 +61,62 @@ def cases_import(*, dataset: Dataset, stream: IO[bytes], fmt: Format, update: bo
     person importing (the import page, `import_cases --by`): a file with such rows and no rubric is refused.
     """
     errors: list[RowError] = []
-    records = read_records(
-        stream, fmt, errors, known=CASE_ROW_FIELDS, required=CASE_REQUIRED, aliases=CASE_ALIASES,
-        from_csv=case_from_csv, max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
-    )
+    records = list(read_records(
+        # With --update a row may name only an existing case and what changes ({id, answer}): input is then
+        # the stored case's, so only the id is required of a CSV header.
+        stream, fmt, errors, known=CASE_ROW_FIELDS, required=("external_id",) if update else CASE_REQUIRED,
+        aliases=CASE_ALIASES, from_csv=case_from_csv,
+        max_bytes=settings.EVALHUB_IMPORT_MAX_BYTES if max_bytes is None else max_bytes,
+    ))
+    file_names = _file_field_names(records)
+    if update:
+        records = _with_stored_fields(dataset=dataset, records=records)
+    try:
+        return _cases_import_rows(dataset=dataset, records=records, errors=errors, update=update, rubric=rubric, by=by)
+    except ImportRejected as rejected:
+        # Each error names the field as the file did (id, question), not as evalhub stores it.
+        raise ImportRejected([RowError(e.row, file_names.get(e.field or "", e.field), e.message)
+                              for e in rejected.errors]) from None
+
+
+def _file_field_names(records: list[tuple[int, Any]]) -> dict[str, str]:
+    """{stored name: the file's name} for the aliases the file used (id for external_id, question for input)."""
+    names: dict[str, str] = {}
+    for _, obj in records:
+        if isinstance(obj, dict):
+            names.update((CASE_ALIASES[key], key) for key in obj if key in CASE_ALIASES)
+    return names
+
+
+def _with_stored_fields(*, dataset: Dataset, records: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+    """Rows that name an existing case and leave out its input ({id, answer}: answers attached to a golden set)
+    completed with the stored case's fields; the row's own fields win. Other rows are left as they are."""
+    partial: dict[int, dict] = {}  # by row
+    for row, obj in records:
+        try:
+            fields = normalize_case_fields(obj) if isinstance(obj, dict) else None
+        except ValueError:
+            continue  # validation reports it
+        if fields is not None and "input" not in fields and isinstance(fields.get("external_id"), str):
+            partial[row] = fields
+    if not partial:
+        return records
+    stored = _existing_cases(dataset=dataset, external_ids=[fields["external_id"] for fields in partial.values()])
+    completed = []
+    for row, obj in records:
+        fields = partial.get(row)
+        if fields is not None and fields["external_id"] in stored:
+            data = stored[fields["external_id"]][1]
+            kept = {name: getattr(data, name) for name in CASE_FIELDS if getattr(data, name) is not None}
+            if not data.checks_tool_argument:
+                kept.pop("expected_tool_argument", None)
+            obj = {**kept, **fields}
+        completed.append((row, obj))
+    return completed
+
+
+def _cases_import_rows(*, dataset: Dataset, records: list[tuple[int, Any]], errors: list[RowError], update: bool,
+                       rubric: Rubric | None, by) -> CaseImportResult:
     rows = validated_cases(records, errors)
     if not rows and not errors:
         errors.append(RowError(None, None, "the file has no cases"))

@@ -125,7 +125,8 @@ class Format(StrEnum):
     CSV = "csv"
 
 
-_EXTENSIONS = {".jsonl": Format.JSONL, ".ndjson": Format.JSONL, ".csv": Format.CSV}
+# .json too: a file so named is read as JSON Lines, and a JSON array in it is told apart in one line.
+_EXTENSIONS = {".jsonl": Format.JSONL, ".ndjson": Format.JSONL, ".json": Format.JSONL, ".csv": Format.CSV}
 
 
 def format_for(filename: str, explicit: str | None = None) -> Format:
@@ -581,11 +582,24 @@ def json_error(exc: ValueError) -> str:
     return str(exc)
 
 
+JSON_ARRAY_ERROR = (
+    "the file is one JSON array, not JSON Lines (one case a line): convert it with "
+    "jq -c '.[]' golden.json > golden.jsonl (or python -c \"import json,sys; [print(json.dumps(x)) for x in "
+    "json.load(sys.stdin)]\" < golden.json > golden.jsonl) and import the .jsonl file"
+)
+
+
 def _jsonl_records(stream, max_bytes, errors) -> Iterator[tuple[int, Any]]:
     bad_lines: set[int] = set()
+    first = True
     for number, text in _text_lines(stream, max_bytes, errors, bad_lines):
         if number in bad_lines or not text.strip():
             continue  # blank lines are allowed; a badly encoded line has its error already
+        if first and text.lstrip().startswith("["):
+            # A JSON array (golden.json) read line by line gives an error on every line: one says what it is.
+            errors.append(RowError(None, None, JSON_ARRAY_ERROR))
+            return
+        first = False
         try:
             yield number, parse_json(text)
         except ValueError as exc:

@@ -13,6 +13,8 @@ class LabelForm(forms.Form):
     verdict = forms.ChoiceField(choices=Verdict.choices)
     note = forms.CharField(required=False, max_length=5000)
     back = forms.ChoiceField(choices=[("", "queue"), ("history", "history")], required=False)
+    # Their own label's verdict as the page showed it ("none": no label); absent from older pages: not checked.
+    seen_verdict = forms.ChoiceField(choices=[("", ""), ("none", "none"), *Verdict.choices], required=False)
 
 
 class CaseIdForm(forms.Form):

@@ -43,8 +43,13 @@ class Submitted:
     changed: bool
 
 
+class LabelChangedElsewhere(LabelingRefused):
+    """Their own label changed after the page was shown (another tab): the verdict is not laid over it unasked."""
+
+
 def label_submit(
-    *, case: Case, rubric: Rubric, reviewer: User, verdict: str, note: str = "", content_hash: str
+    *, case: Case, rubric: Rubric, reviewer: User, verdict: str, note: str = "", content_hash: str,
+    seen_verdict: str = "",
 ) -> Submitted:
     """Record the reviewer's verdict on a case, given against the content (hash) they saw.
 
@@ -53,6 +58,9 @@ def label_submit(
     keep their own label, and a repeated submit of the same form changes nothing (not even
     updated_at). Their skip of the case goes in the same transaction. Refused for a case of another
     project than the rubric's (its dataset is read unless the caller has it on the case already).
+    `seen_verdict`: their label's verdict as the page showed it ("none" for no label, "" not checked); when
+    their label now says otherwise and this verdict or note would change it, LabelChangedElsewhere is raised
+    and nothing is written (two tabs on one case: the second is told and asked).
     """
     refuse_other_project(project_id=case.dataset.project_id, rubric=rubric)
     if verdict not in Verdict.values:
@@ -72,7 +80,14 @@ def label_submit(
                           content_hash=content_hash, created_at=now, updated_at=now)
         else:  # theirs already: lock it, and revise it only if something differs
             label = Label.objects.select_for_update().get(case=case, rubric=rubric, reviewer=reviewer)
-            if (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash):
+            differs = (label.verdict, label.note, label.content_hash) != (verdict, note, content_hash)
+            if seen_verdict and differs and label.verdict != seen_verdict:
+                raise LabelChangedElsewhere(
+                    f"This case changed since you opened it: your label on it is now {label.verdict} "
+                    f"(given at {timezone.localtime(label.updated_at):%H:%M:%S}, in another tab or window). "
+                    "Choose again to keep it or change it."
+                )
+            if differs:
                 label.revise(verdict=verdict, note=note, content_hash=content_hash)
                 changed = True
         Skip.objects.filter(case=case, rubric=rubric, reviewer=reviewer).delete()

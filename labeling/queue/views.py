@@ -103,10 +103,16 @@ def queue_label(request: HtmxHttpRequest, project: Project, slug: str, rubric_sl
     data = form.cleaned_data
     # Through the dataset's manager, so the case carries its dataset and the service's project check reads nothing.
     case = get_object_or_404(dataset.cases.only("id", "external_id", "dataset_id"), pk=data["case"])
-    submitted = services.label_submit(
-        case=case, rubric=rubric, reviewer=request.user, verdict=data["verdict"], note=data["note"],
-        content_hash=data["content_hash"],
-    )
+    try:
+        submitted = services.label_submit(
+            case=case, rubric=rubric, reviewer=request.user, verdict=data["verdict"], note=data["note"],
+            content_hash=data["content_hash"], seen_verdict=data["seen_verdict"],
+        )
+    except services.LabelChangedElsewhere as changed:
+        # The same case again, showing their label as it now is: the next choice is asked, not assumed.
+        shown = queue_case(dataset=dataset, rubric=rubric, reviewer=request.user, case_id=case.pk)
+        return _render_queue(request, dataset, rubric, case=shown, back=data["back"], refusal=str(changed),
+                             partial=bool(request.htmx))
     label = submitted.label
     if submitted.changed:  # this sitting's step, which undo may take back
         sitting_record(request.session, dataset_id=dataset.pk, rubric_id=rubric.pk,

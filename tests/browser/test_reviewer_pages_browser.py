@@ -1,5 +1,6 @@
 """A reviewer's pages on a phone (390 × 844) and at 1440 px: nothing wider than the screen, the navigation in
-reach, and on the labeling page the verdict buttons on the first screen with the instructions before the trace.
+reach, and on the labeling page the verdict buttons on the first screen; on a phone the trace comes before the
+expectations and the instructions.
 
 Screenshots of every reviewer page at both sizes go to /tmp/shots/ (EVALHUB_SHOTS).
 """
@@ -80,9 +81,14 @@ def test_every_reviewer_page_fits_the_screen_with_its_actions_in_reach(live_serv
         for verdict in ("pass", "fail"):
             on_first_screen(page, f"#queue-case button[value={verdict}]", viewport)
         on_first_screen(page, "[data-testid=queue-left]", viewport)
-        criteria, trace = (page.locator(sel).bounding_box()["y"] for sel in (".criteria", ".trace-card"))
-        # The instructions are on the first screen (beside the trace, wide) or come before the trace (a phone).
-        assert criteria < viewport["height"] or criteria < trace
+        criteria, expected, trace = (page.locator(sel).first.bounding_box()["y"]
+                                     for sel in (".criteria", "h2:text('Expected')", ".trace-card"))
+        if viewport is PHONE:
+            # What the agent did comes before the expectations and the instructions (before: after both, so a
+            # reviewer of a tool rubric scrolled past them to see the tool calls).
+            assert trace < expected < criteria
+        else:  # side by side: the instructions on the first screen, beside the trace
+            assert criteria < viewport["height"]
         helpers.shot(page, f"reviewer-queue-{size}.png", full_page=False)
         helpers.shot(page, f"reviewer-queue-{size}-whole.png")
         page.click("#queue-case button[value=pass]")  # the button on screen labels

@@ -33,6 +33,9 @@ def summary_lines(run: Run, figures: dict) -> list[str]:
     ]
     if figures["n_drawn"] == 0:
         return [*lines, "  No audit sample yet: draw one (audit_sample RUN_ID --size N) and label it."]
+    if figures["estimate"] is None:
+        lines.append(f"  too few labels: {figures['n_labeled']} labeled drawn cases, an estimate needs "
+                     f"{figures['min_labels']} (docs/estimates.md)")
     human = figures["human_only"]
     lines += [
         f"  agent's pass rate           {pct(figures['estimate'])}{_interval(figures['ci95'])}",

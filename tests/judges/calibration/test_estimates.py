@@ -7,11 +7,11 @@ import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
 from judges.calibration.estimates import (
-    MIN_CATEGORY_LABELS,
+    MIN_LABELS,
+    Z95,
     Sample,
     drawn_and_labeled_probability,
     inclusion_probabilities,
-    interval,
     pass_rate,
     ppi_uniform,
     ppi_weighted,
@@ -45,13 +45,15 @@ def test_it_equals_ppi_py_for_a_uniform_sample(seed):
     big_n, n = int(rng.integers(200, 3000)), int(rng.integers(20, 150))
     f, truth, drawn = _random_run(rng, big_n, n)
     figures = pass_rate(_uniform_sample(f, truth, drawn))
-    # Yhat_unlabeled is f over all N cases, the labeled ones included (docs/estimates.md).
-    y, yhat = truth[drawn], f[drawn]
-    expected = float(ppi_mean_pointestimate(y, yhat, f)[0])
-    low, high = ppi_mean_ci(y, yhat, f, alpha=0.05)
+    # Yhat_unlabeled is f over the N - n cases NOT labeled (docs/estimates.md): PPI assumes the sides independent.
+    y, yhat, unlabeled = truth[drawn], f[drawn], np.delete(f, drawn)
+    expected = float(ppi_mean_pointestimate(y, yhat, unlabeled)[0])
+    low, high = ppi_mean_ci(y, yhat, unlabeled, alpha=0.05)
     assert figures["estimate"] == pytest.approx(expected, abs=1e-9)
-    assert figures["ci95"][0] == pytest.approx(max(0.0, float(low[0])), abs=1e-9)
-    assert figures["ci95"][1] == pytest.approx(min(1.0, float(high[0])), abs=1e-9)
+    # The variance is ppi_py's (its Wald half-width); the interval printed is the score interval around it.
+    estimate = ppi_uniform(y, yhat, unlabeled)
+    assert Z95 * np.sqrt(estimate.variance) == pytest.approx((float(high[0]) - float(low[0])) / 2, abs=1e-9)
+    assert figures["ci95"][0] <= figures["estimate"] <= figures["ci95"][1]
     assert 0.0 <= figures["lambda"] <= 1.0
     assert figures["n_labeled"] == n and figures["N"] == big_n and figures["n_pending"] == 0
 
@@ -60,15 +62,65 @@ def test_it_equals_ppi_py_for_a_uniform_sample(seed):
 def test_it_gives_the_classical_interval_at_lambda_0_and_plain_ppi_at_1(lam):
     rng = np.random.default_rng(7)
     f, truth, drawn = _random_run(rng, 1000, 80)
-    y, yhat = truth[drawn], f[drawn]
-    estimate = ppi_uniform(y, yhat, f, lam=lam)
+    y, yhat, unlabeled = truth[drawn], f[drawn], np.delete(f, drawn)
+    estimate = ppi_uniform(y, yhat, unlabeled, lam=lam)
     if lam == 0.0:
         assert estimate.theta == pytest.approx(y.mean(), abs=1e-12)
         assert estimate.variance == pytest.approx(y.var() / len(y), abs=1e-12)
     else:
-        assert estimate.theta == pytest.approx(f.mean() + (y - yhat).mean(), abs=1e-12)
-    low, high = ppi_mean_ci(y, yhat, f, alpha=0.05, lam=lam)
-    assert interval(estimate) == pytest.approx([max(0.0, low[0]), min(1.0, high[0])], abs=1e-9)
+        assert estimate.theta == pytest.approx(unlabeled.mean() + (y - yhat).mean(), abs=1e-12)
+    low, high = ppi_mean_ci(y, yhat, unlabeled, alpha=0.05, lam=lam)
+    assert Z95 * np.sqrt(estimate.variance) == pytest.approx((high[0] - low[0]) / 2, abs=1e-9)
+
+
+def _newcombe(successes: int, n: int) -> list[float]:
+    """Newcombe's (1998) closed form of the continuity-corrected Wilson interval, method 4."""
+    p, z2 = successes / n, Z95 * Z95
+    low = (2 * n * p + z2 - 1 - Z95 * np.sqrt(z2 - 2 - 1 / n + 4 * p * (n * (1 - p) + 1))) / (2 * (n + z2))
+    high = (2 * n * p + z2 + 1 + Z95 * np.sqrt(z2 + 2 - 1 / n + 4 * p * (n * (1 - p) - 1))) / (2 * (n + z2))
+    return [0.0 if successes == 0 else max(0.0, low), 1.0 if successes == n else min(1.0, high)]
+
+
+@pytest.mark.parametrize(("successes", "n"), [(0, 30), (1, 30), (17, 40), (40, 40), (29, 30), (81, 200)])
+def test_at_lambda_0_the_interval_is_newcombes_continuity_corrected_wilson(successes, n):
+    y = np.array([1.0] * successes + [0.0] * (n - successes))
+    estimate = ppi_uniform(y, y, np.array([0.5] * 10), lam=0.0)
+    assert estimate.ci95 == pytest.approx(_newcombe(successes, n), abs=1e-12)
+    # Hand-worked: 0 of 30 gives [0, (z^2 + 1 + z sqrt(z^2 + 2 - 1/30)) / (2 (30 + z^2))]
+    #   = [0, (3.84146 + 1 + 1.95996 * 2.41002) / 67.68292] = [0, 9.56503 / 67.68292] = [0, 0.141320].
+    if (successes, n) == (0, 30):
+        assert estimate.ci95 == pytest.approx([0.0, 0.141320], abs=1e-6)
+
+
+def test_a_census_is_the_humans_own_mean_and_interval_never_narrower_worth_exactly_n():
+    # The bug this fixes: with all 40 cases labeled, the judge's verdicts on the same cases were counted again
+    # as an independent unlabeled sample: a narrower interval and "worth 73 labels" out of 40 cases.
+    rng = np.random.default_rng(45)
+    f, truth, _ = _random_run(rng, 40, 0)
+    figures = pass_rate(_uniform_sample(f, truth, np.arange(40)))
+    assert figures["estimate"] == pytest.approx(truth.mean(), abs=1e-12)
+    assert figures["ci95"] == pytest.approx(figures["human_only"]["ci95"], abs=1e-12)
+    assert figures["lambda"] == 0.0 and figures["effective_labels"] == pytest.approx(40)
+
+
+def test_worth_in_labels_never_exceeds_the_cases():
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        big_n = int(rng.integers(40, 120))
+        f, truth, drawn = _random_run(rng, big_n, int(rng.integers(MIN_LABELS, big_n + 1)))
+        worth = pass_rate(_uniform_sample(truth * 0.9 + f * 0.1, truth, drawn))["effective_labels"]
+        assert worth is None or worth <= big_n
+
+
+def test_too_few_labels_give_no_estimate_and_say_how_many_are_needed():
+    rng = np.random.default_rng(9)
+    f, truth, drawn = _random_run(rng, 40, MIN_LABELS - 1)
+    figures = pass_rate(_uniform_sample(f, truth, drawn))
+    assert figures["estimate"] is None and figures["ci95"] is None and figures["effective_labels"] is None
+    assert (figures["n_labeled"], figures["min_labels"]) == (MIN_LABELS - 1, MIN_LABELS)
+    # Every case of a small run labeled is a census: it needs no more.
+    f, truth, _ = _random_run(rng, 12, 0)
+    assert pass_rate(_uniform_sample(f, truth, np.arange(12)))["estimate"] == pytest.approx(truth.mean())
 
 
 def test_the_weighted_estimate_equals_the_uniform_one_at_equal_probabilities():
@@ -77,8 +129,8 @@ def test_the_weighted_estimate_equals_the_uniform_one_at_equal_probabilities():
     labeled = np.zeros(500, dtype=bool)
     labeled[drawn] = True
     weighted = ppi_weighted(labeled, truth[labeled], f, np.full(50, 50 / 500), lam=0.6)
-    uniform = ppi_uniform(truth[labeled], f[labeled], f, lam=0.6)
-    assert weighted.theta == pytest.approx(uniform.theta, abs=1e-12)
+    # The weighted estimator's B_i over all N cases is the uniform one's f over every case (PPI's first form).
+    assert weighted.theta == pytest.approx(0.6 * f.mean() + (truth[labeled] - 0.6 * f[labeled]).mean(), abs=1e-12)
 
 
 def test_it_gives_effective_labels_equal_to_the_labeled_count_at_lambda_0():
@@ -87,6 +139,7 @@ def test_it_gives_effective_labels_equal_to_the_labeled_count_at_lambda_0():
     truth = (rng.random(400) < 0.5).astype(float)
     drawn = rng.choice(400, size=60, replace=False)
     figures = pass_rate(_uniform_sample(np.full(400, 0.5), truth, drawn))
+    assert figures["ci95"] == pytest.approx(figures["human_only"]["ci95"], abs=1e-12)
     assert figures["lambda"] == 0.0
     assert figures["effective_labels"] == pytest.approx(60, abs=1e-9)
     assert figures["estimate"] == pytest.approx(figures["human_only"]["estimate"], abs=1e-12)
@@ -109,26 +162,27 @@ def test_pending_cases_give_provisional_bounds_and_stay_out_of_the_estimate():
     figures = pass_rate(_uniform_sample(f, truth, drawn, pending=pending))
     assert (figures["n_drawn"], figures["n_labeled"], figures["n_pending"]) == (60, 45, 15)
     # The labeled part of a uniform sample is a uniform sample: the estimate uses just those 45.
-    expected = float(ppi_mean_pointestimate(truth[drawn[15:]], f[drawn[15:]], f)[0])
+    expected = float(ppi_mean_pointestimate(truth[drawn[15:]], f[drawn[15:]], np.delete(f, drawn[15:]))[0])
     assert figures["estimate"] == pytest.approx(expected, abs=1e-9)
     bounds = figures["provisional"]
     assert bounds["all_fail"] < figures["estimate"] < bounds["all_pass"]
     all_pass = truth.copy()
     all_pass[pending] = 1.0
-    assert bounds["all_pass"] == pytest.approx(float(ppi_mean_pointestimate(all_pass[drawn], f[drawn], f)[0]))
+    assert bounds["all_pass"] == pytest.approx(
+        float(ppi_mean_pointestimate(all_pass[drawn], f[drawn], np.delete(f, drawn))[0]))
 
 
-def test_categories_need_ten_labeled_drawn_cases():
+def test_categories_need_the_same_labeled_drawn_cases():
     rng = np.random.default_rng(4)
     f, truth, _ = _random_run(rng, 600, 0)
     categories = ["policy"] * 300 + ["tools"] * 300
-    drawn = np.concatenate([np.arange(0, MIN_CATEGORY_LABELS), np.arange(300, 300 + MIN_CATEGORY_LABELS - 1)])
+    drawn = np.concatenate([np.arange(0, MIN_LABELS), np.arange(300, 300 + MIN_LABELS - 1)])
     figures = pass_rate(_uniform_sample(f, truth, drawn, categories=categories))
     policy, tools = figures["by_category"]["policy"], figures["by_category"]["tools"]
-    assert policy["n_labeled"] == MIN_CATEGORY_LABELS and policy["estimate"] is not None
-    expected = float(ppi_mean_pointestimate(truth[:MIN_CATEGORY_LABELS], f[:MIN_CATEGORY_LABELS], f[:300])[0])
+    assert policy["n_labeled"] == MIN_LABELS and policy["estimate"] is not None
+    expected = float(ppi_mean_pointestimate(truth[:MIN_LABELS], f[:MIN_LABELS], f[MIN_LABELS:300])[0])
     assert policy["estimate"] == pytest.approx(min(1.0, max(0.0, expected)), abs=1e-9)
-    assert tools == {"estimate": None, "ci95": None, "n_labeled": MIN_CATEGORY_LABELS - 1}
+    assert tools == {"estimate": None, "ci95": None, "n_labeled": MIN_LABELS - 1}
 
 
 def test_nothing_labeled_gives_only_the_judges_rate():

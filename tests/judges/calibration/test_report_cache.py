@@ -71,7 +71,7 @@ def test_a_changed_case_and_a_new_config_show_at_once(client, report):
     html = client.get(report["url"]).content.decode()
     assert "1 case changed since this run finished" in html
     make_config(report["rubric"], report["lead"], note="v2")
-    assert "a candidate v2 exists" in client.get(report["url"]).content.decode()
+    assert "a newer version v2 exists" in client.get(report["url"]).content.decode()
 
 
 def test_a_deleted_judgment_shows_at_once(client, report):

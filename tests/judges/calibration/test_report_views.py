@@ -86,7 +86,7 @@ def test_it_names_the_stale_reasons(lead_client, report, rubric, lead):
     make_config(rubric, lead, note="newer")
     html = lead_client.get(url(report["run"])).content.decode()
     assert 'data-testid="stale"' not in html  # a newer version is a candidate, not staleness
-    assert "v1 (a candidate v2 exists)" in html
+    assert "v1 (a newer version v2 exists)" in html
     rubric.criteria = "Edited."
     rubric.save(update_fields=["criteria"])
     html = lead_client.get(url(report["run"])).content.decode()

@@ -31,6 +31,14 @@ def test_redact_key_hides_the_key_and_its_fragments(text, expected):
     assert redact_key(text, KEY) == expected
 
 
+def test_a_placeholder_key_is_hidden_whole_but_its_words_stay():
+    # The demo's key: before, the stand-in's reason "scripted stand-in, not a model" read "scripted ***, not a model".
+    demo = "stand-in-needs-no-key"
+    assert redact_key("scripted stand-in, not a model", demo) == "scripted stand-in, not a model"
+    assert redact_key(f"bad key {demo}!", demo) == "bad key ***!"
+    assert redact_key("key sk-pro…", "sk-proj-Ab3") == "key ***…"  # a key with digits is still hidden in part
+
+
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 @pytest.mark.parametrize("fault", ["401", "401_masked", "403"])
 def test_a_refused_key_echoed_whole_or_masked_is_never_shown(fake, env, provider, fault):

@@ -25,7 +25,7 @@ from tests.judges.report_factories import label, make_cases, make_config, make_r
 
 pytestmark = pytest.mark.django_db
 DESIGN_KEYS = {"estimate", "ci95", "method", "lambda", "n_drawn", "n_labeled", "n_pending", "N", "judge_pass_rate",
-               "human_only", "effective_labels", "by_category"}
+               "human_only", "effective_labels", "by_category", "min_labels"}
 
 
 def truth(external_id: str) -> str:
@@ -39,10 +39,11 @@ def run(dataset, rubric, lead):
 
 @pytest.fixture
 def labeled_run(run, rubric, reviewer, lead):
-    """30 of 60 cases drawn uniformly, 24 of them labeled (6 pending): (run, drawn ids, verdicts)."""
-    drawn = audit_sample_draw(run=run, size=30, method="uniform", seed=4, by=lead)
+    """42 of 60 cases drawn uniformly, 36 of them labeled (6 pending; an estimate needs 30): (run, drawn ids,
+    verdicts)."""
+    drawn = audit_sample_draw(run=run, size=42, method="uniform", seed=4, by=lead)
     verdicts = {}
-    for i, external_id in enumerate(drawn.external_ids[:24]):
+    for i, external_id in enumerate(drawn.external_ids[:36]):
         verdicts[external_id] = "fail" if i % 3 == 0 else "pass"  # in the order labeled: a mix from the start
         label(Case.objects.get(dataset=run.dataset, external_id=external_id), rubric, reviewer, verdicts[external_id])
     return run, drawn.external_ids, verdicts
@@ -53,13 +54,15 @@ def test_the_figures_equal_ppi_py_on_the_labeled_drawn_cases(labeled_run):
     figures = run_pass_rate(run=run)
     cases = run_cases(run=run)
     f = dict(zip(cases.external_id, cases.f, strict=True))
-    labeled = drawn[:24]
+    labeled = drawn[:36]
     y = np.array([1.0 if verdicts[e] == "pass" else 0.0 for e in labeled])
     yhat = np.array([f[e] for e in labeled])
-    assert figures["estimate"] == pytest.approx(float(ppi_mean_pointestimate(y, yhat, cases.f)[0]), abs=1e-9)
-    low, high = ppi_mean_ci(y, yhat, cases.f, alpha=0.05)
-    assert figures["ci95"] == pytest.approx([max(0, low[0]), min(1, high[0])], abs=1e-9)
-    assert (figures["n_drawn"], figures["n_labeled"], figures["n_pending"], figures["N"]) == (30, 24, 6, 60)
+    unlabeled = np.array([f[e] for e in cases.external_id if e not in set(labeled)])  # the cases NOT labeled
+    assert figures["estimate"] == pytest.approx(float(ppi_mean_pointestimate(y, yhat, unlabeled)[0]), abs=1e-9)
+    low, high = ppi_mean_ci(y, yhat, unlabeled, alpha=0.05)
+    assert figures["ci95"][0] <= figures["estimate"] <= figures["ci95"][1]
+    assert figures["ci95"][1] - figures["ci95"][0] >= high[0] - low[0]  # the score interval is the wider here
+    assert (figures["n_drawn"], figures["n_labeled"], figures["n_pending"], figures["N"]) == (42, 36, 6, 60)
     assert figures["human_only"]["estimate"] == pytest.approx(y.mean())
     assert figures["judge_pass_rate"] == pytest.approx(cases.f.mean())
     assert figures["method"] == "uniform"
@@ -77,14 +80,14 @@ def test_the_history_replays_the_labels_in_order_and_ends_at_the_estimate(labele
     run, *_ = labeled_run
     figures = run_pass_rate(run=run, history=True)
     history = figures["history"]
-    assert history[-1]["labels"] == 24 and history[-1]["estimate"] == pytest.approx(figures["estimate"])
-    assert history[0]["labels"] == 10
+    assert history[-1]["labels"] == 36 and history[-1]["estimate"] == pytest.approx(figures["estimate"])
+    assert history[0]["labels"] == 30  # the fewest labels an estimate needs
     assert [p["labels"] for p in history] == sorted({p["labels"] for p in history})
     assert history[0]["ci95"][1] - history[0]["ci95"][0] > history[-1]["ci95"][1] - history[-1]["ci95"][0]
 
 
 def test_an_active_sample_is_weighted(run, rubric, reviewer, lead):
-    drawn = audit_sample_draw(run=run, size=25, method="active", seed=2, by=lead)
+    drawn = audit_sample_draw(run=run, size=40, method="active", seed=2, by=lead)
     for external_id in drawn.external_ids:
         label(Case.objects.get(dataset=run.dataset, external_id=external_id), rubric, reviewer, truth(external_id))
     figures = run_pass_rate(run=run)
@@ -139,9 +142,13 @@ def assert_same_figures(got, expected, path="figures"):
         assert got == expected, path
 
 
-def test_the_figures_from_the_tallies_equal_those_from_every_case_read_one_by_one(run, rubric, reviewer, lead):
+def test_the_figures_from_the_tallies_equal_those_from_every_case_read_one_by_one(run, rubric, reviewer, lead,
+                                                                                   monkeypatch):
     """Two draws (uniform, then active: weighted), pending cases, a case with no output (not in N) and one
-    whose every repeat was not evaluated (f filled with the mean): every figure, and the history, alike."""
+    whose every repeat was not evaluated (f filled with the mean): every figure, and the history, alike.
+    Categories get figures from 10 labels here (not 30) so that their figures are compared too."""
+    monkeypatch.setattr("judges.calibration.estimates.MIN_LABELS", 10)
+    monkeypatch.setattr("judges.estimates.selectors.HISTORY_FIRST", 10)
     cases = list(Case.objects.filter(dataset=run.dataset).order_by("pk"))
     Case.objects.filter(pk=cases[1].pk).update(output=None)
     run.judgments.filter(case=cases[2]).update(outcome="not_evaluated")
@@ -185,7 +192,7 @@ def test_the_command_prints_a_readable_summary(labeled_run):
     call_command("pass_rate", str(run.pk), stdout=out)
     text = out.getvalue()
     assert "agent's pass rate" in text and "95 % CI" in text
-    assert "6 of 30 drawn cases still unlabeled" in text
+    assert "6 of 42 drawn cases still unlabeled" in text
     assert "drawn at random, as recorded" in text
 
 
@@ -194,7 +201,7 @@ def test_the_run_page_shows_the_estimate_and_how_it_narrowed(lead_client, labele
     page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
     figures = run_pass_rate(run=run)
     assert f"{figures['estimate'] * 100:.1f} %" in page
-    assert "6 of 30 drawn cases still unlabeled" in page
+    assert "6 of 42 drawn cases still unlabeled" in page
     assert 'data-testid="pass-rate-chart"' in page
     assert "drawn at random, as recorded" in page
 
@@ -235,4 +242,18 @@ def test_the_overview_shows_each_rubrics_latest_estimate(lead_client, labeled_ru
     page = lead_client.get(reverse("judges:promotion_overview", args=[TEST_PROJECT])).content.decode()
     figures = run_pass_rate(run=run)
     assert f"{figures['estimate'] * 100:.1f} %" in page
-    assert f"run {run.pk}</a>, 24 of 30 labeled" in page
+    assert f"run {run.pk}</a>, 36 of 42 labeled" in page
+
+
+def test_too_few_labels_say_so_on_the_page_and_in_the_command(lead_client, run, rubric, reviewer, lead):
+    # Before: 15 of 40 labeled read "Worth, in labels 51", an interval and all.
+    drawn = audit_sample_draw(run=run, size=20, method="uniform", seed=4, by=lead)
+    for external_id in drawn.external_ids[:15]:
+        label(Case.objects.get(dataset=run.dataset, external_id=external_id), rubric, reviewer, truth(external_id))
+    figures = run_pass_rate(run=run)
+    assert (figures["estimate"], figures["effective_labels"], figures["min_labels"]) == (None, None, 30)
+    page = lead_client.get(reverse("judges:run_detail", args=[TEST_PROJECT, run.pk])).content.decode()
+    assert "15 labeled: too few labels yet" in page and "with 30 labeled drawn cases" in page
+    out = StringIO()
+    call_command("pass_rate", str(run.pk), stdout=out)
+    assert "too few labels: 15 labeled drawn cases, an estimate needs 30" in out.getvalue()

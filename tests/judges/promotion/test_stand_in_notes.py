@@ -4,8 +4,9 @@ page's evidence summary and its CI results table (the report, run and config pag
 import pytest
 from django.urls import reverse
 
+from evalhub.demo.judges import DEMO_URL_ENV
 from judges.configs import services as config_services
-from judges.models import CiResult
+from judges.models import STAND_IN_ENDPOINTS, CiResult
 from judges.promotion.services import rubric_promote
 from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import behavioral_spec
@@ -17,9 +18,21 @@ NOTE = 'data-testid="stand-in-note"'
 
 
 def judge(rubric, lead, *, stand_in: bool, note: str = ""):
-    """A judge with a model: the scripted stand-in (its family says so, as the demo's do) or a real provider's."""
-    spec = behavioral_spec(policy=note, **({"model_family": "stand-in"} if stand_in else {}))
+    """A judge named after a real model, served by the scripted stand-in (the demo's endpoint, as the demo's
+    judges and scripts/start.sh have it) or by a real provider's endpoint."""
+    endpoint = {"base_url_env": DEMO_URL_ENV} if stand_in else {}
+    spec = behavioral_spec(policy=note, model="gpt-4o-2024-08-06", **endpoint)
     return config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+
+
+def test_a_stand_in_is_told_by_its_endpoint_never_by_its_name(rubric, lead):
+    # Before: a config named gpt-4o-2024-08-06 served by the stand-in had no badge; one merely named
+    # "stand-in" had one.
+    assert judge(rubric, lead, stand_in=True).uses_stand_in
+    named = config_services.judge_config_save(
+        rubric=rubric, spec=behavioral_spec(policy="named", model="stand-in-judge", model_family="stand-in"), by=lead)
+    assert not named.uses_stand_in
+    assert DEMO_URL_ENV in STAND_IN_ENDPOINTS  # the demo's judges and scripts/start.sh name this endpoint
 
 
 def section(html: str, testid: str) -> str:

@@ -57,6 +57,18 @@ def start_run(client, config, capture, **fields) -> Run:
 # ---- the start form and its estimate ----------------------------------------------------------
 
 
+def test_the_form_offers_the_dataset_imported_last_not_the_first_by_name(lead_client, rubric, dataset, lead):
+    # Before: the first dataset alphabetically ("CI traffic" / "a-ci-traffic") was preselected.
+    make_cases(dataset, 2)
+    older = Dataset.objects.create(project=dataset.project, slug="a-ci-traffic", name="CI traffic")
+    make_cases(older, 1, prefix="old")
+    older.cases.update(content_changed_at=timezone.now() - timedelta(days=3))
+    Dataset.objects.create(project=dataset.project, slug="0-empty", name="Empty")  # no case: offered last
+    config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)
+    response = lead_client.get(start_url(config))
+    assert response.context["form"]["dataset"].value() == dataset.slug
+
+
 def test_it_estimates_nothing_for_a_contract_only_config(lead_client, rubric, dataset, lead):
     make_cases(dataset, 5)
     config = config_services.judge_config_save(rubric=rubric, spec=CONTRACT_SPEC, by=lead)

@@ -364,3 +364,54 @@ def test_the_copy_path_and_the_orm_path_write_the_same_rows(dataset, other_datas
     assert snapshot(dataset) == snapshot(other_dataset)
     # b's answer and d's argument changed what a judge sees; c only moved category.
     assert [row["changed"] for row in snapshot(dataset)] == [False, True, False, True, False]
+
+
+@pytest.mark.parametrize("content", [
+    json.dumps([case(external_id="a"), case(external_id="b")], indent=2).encode(),
+    json.dumps([case(external_id="a"), case(external_id="b")]).encode(),
+])
+def test_a_json_array_is_one_clear_error_saying_how_to_convert_it(dataset, content):
+    # Before: "line 1: is not valid JSON" on every line of an indented golden.json, or "Cannot tell the format".
+    assert format_for("golden.json") == Format.JSONL
+    errors = rejected(dataset, content)
+    assert len(errors) == 1 and errors[0][:2] == (None, None)
+    assert "the file is one JSON array, not JSON Lines" in errors[0][2] and "jq -c '.[]'" in errors[0][2]
+    assert not Case.objects.exists()
+
+
+def test_the_import_pages_required_line_is_what_the_import_requires(lead_client, dataset):
+    # Before: "Required: external_id, input, output", though a golden set with no answer imports fine.
+    from django.urls import reverse
+
+    from labeling.importing.reading import CASE_REQUIRED
+    from tests.conftest import TEST_PROJECT
+
+    page = lead_client.get(reverse("labeling:dataset_import", args=[TEST_PROJECT, dataset.slug])).content.decode()
+    required = page.split("Required:")[1].split("</p>")[0]
+    assert [name for name in ("external_id", "input", "output") if f"<code>{name}</code>" in required.split(";")[0]] \
+        == list(CASE_REQUIRED)
+    assert "<code>output</code> (or <code>answer</code>) is optional" in required
+    run(dataset, jsonl(case(external_id="no-answer", output=...)))  # and indeed it imports
+    assert Case.objects.get(external_id="no-answer").output is None
+
+
+def test_answers_attach_to_an_existing_golden_set_with_update(dataset):
+    # Before: {id, answer} lines with --update were refused, "input: is required".
+    run(dataset, jsonl(case(external_id="a", output=...), case(external_id="b", output=...)))
+    result = run(dataset, jsonl({"id": "a", "answer": "Within 30 days."}), update=True)
+    assert (result.created, result.updated) == (0, 1)
+    a = Case.objects.get(external_id="a")
+    assert (a.input, a.output, a.golden_answer) == (GOOD["input"], "Within 30 days.", GOOD["golden_answer"])
+    assert a.expected_tool_argument == GOOD["expected_tool_argument"] and a.trace == GOOD["trace"]
+    assert Case.objects.get(external_id="b").output is None
+    # A new case still needs its question, and the error names the file's own fields.
+    errors = rejected(dataset, jsonl({"id": "new", "answer": "x"}), update=True)
+    assert [(row, field) for row, field, _ in errors] == [(1, "input")]
+
+
+def test_errors_name_the_files_own_fields(dataset):
+    # Before: a file that said id and question read errors about external_id and input.
+    errors = rejected(dataset, jsonl({"id": "q1", "question": 5}))
+    assert [field for _, field, _ in errors] == ["question"]
+    errors = rejected(dataset, jsonl({"id": "q1", "question": "Hi?"}, {"id": "q1", "question": "Again?"}))
+    assert [field for _, field, _ in errors] == ["id"]

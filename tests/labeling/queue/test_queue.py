@@ -420,3 +420,27 @@ def test_reviewers_working_at_once_get_different_cases(client, reviewer, second_
     assert client.get(queue_url(dataset, rubric)).context["case"].external_id == "c000"
     client.force_login(second_reviewer)
     assert client.get(queue_url(dataset, rubric)).context["case"].external_id == "c001"
+
+
+def test_a_second_tab_on_the_same_case_is_told_it_changed_and_asked(reviewer_client, reviewer, dataset, rubric):
+    # Before: the second tab's verdict silently replaced the first's 0.16 s later.
+    case = make_case(dataset, "two-tabs")
+    url = queue_url(dataset, rubric, "queue")
+    first = reviewer_client.get(url, {"case": case.pk}).content.decode()
+    second = reviewer_client.get(url, {"case": case.pk}).content.decode()
+    assert 'name="seen_verdict" value="none"' in first and 'name="seen_verdict" value="none"' in second
+    reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(case, "pass", seen_verdict="none"),
+                         headers=HTMX)
+    refused = reviewer_client.post(queue_url(dataset, rubric, "queue_label"),
+                                   label_form(case, "fail", seen_verdict="none"), headers=HTMX)
+    page = refused.content.decode()
+    assert refused.status_code == 200 and "This case changed since you opened it: your label on it is now pass" in page
+    assert Label.objects.get(case=case, reviewer=reviewer).verdict == "pass"  # nothing laid over it
+    assert 'name="seen_verdict" value="pass"' in page  # the form shows it again, asking
+    reviewer_client.post(queue_url(dataset, rubric, "queue_label"), label_form(case, "fail", seen_verdict="pass"),
+                         headers=HTMX)
+    assert Label.objects.get(case=case, reviewer=reviewer).verdict == "fail"  # asked and answered
+    # The same form posted twice (a double click) is no conflict: it changes nothing.
+    again = reviewer_client.post(queue_url(dataset, rubric, "queue_label"),
+                                 label_form(case, "fail", seen_verdict="pass"), headers=HTMX)
+    assert "changed since you opened it" not in again.content.decode()
