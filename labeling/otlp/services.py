@@ -4,25 +4,32 @@ Cases are written through `cases_import_items`, the ingest API's writer, so the 
 case rule apply as they do to any other way in. A trace whose root span has not come waits in `OtlpTrace`
 (its pieces redacted already) for at most EVALHUB_OTLP_TRACE_WAIT_SECONDS: the wait is enforced when the
 dataset's next request comes (before the request's spans are used) and by the periodic task
-`labeling.otlp_give_up`, whichever is first.
+`labeling.otlp_give_up`, whichever is first, a bounded batch at a time (EVALHUB_OTLP_GIVE_UP_BATCH) so no
+give-up holds the dataset's lock for long. What may wait is bounded per request and per dataset
+(EVALHUB_OTLP_MAX_REQUEST_WAITING, EVALHUB_OTLP_MAX_WAITING): over them a request is refused as a whole, with
+nothing of it used. Every refusal is counted in `OtlpRefusal` (a row a dataset, day and reason) for the lead's page.
 """
 
+import fcntl
 import hashlib
 import hmac
-import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from labeling.importing import Format, ImportRejected, RowError
 from labeling.importing.cases import CaseImportResult, cases_import_items
 from labeling.importing.reading import has_nul, read_records, validate_case
 from labeling.importing.redaction import Placeholders, Redactor
-from labeling.models import Case, Dataset, OtlpTrace
+from labeling.models import Case, Dataset, OtlpRefusal, OtlpTrace
 from labeling.otlp.traces import (
     OtlpBodyError,
     Span,
@@ -35,7 +42,6 @@ from labeling.otlp.traces import (
     trace_case,
 )
 
-log = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 2_000  # the partial-success message names the traces; an exporter logs it whole
 # Pieces that are the span's own bookkeeping, not content: never redacted (a span id of digits is no card).
@@ -50,6 +56,8 @@ class OtlpOutcome:
     waiting: int = 0
     rejected: list[tuple[str, int, str]] = field(default_factory=list)  # (trace id, its spans here, why)
     given_up: list[str] = field(default_factory=list)  # traces of earlier requests given up since
+    # The request refused as a whole (nothing of it used): (HTTP status, why, seconds to wait before a retry).
+    refused: tuple[int, str, int] | None = None
 
     @property
     def rejected_spans(self) -> int:
@@ -69,16 +77,24 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
     requests with spans of one trace join them one after the other."""
     now = now or timezone.now()
     outcome = OtlpOutcome()
-    by_trace: dict[str, list[dict[str, Any]]] = {}
-    for span in spans:
-        by_trace.setdefault(span.trace_id, []).append(span_pieces(span))
+    rooted = {span.trace_id for span in spans if not span.parent_span_id}
     with transaction.atomic():
         locked = Dataset.objects.select_for_update().only("pk", "redact").get(pk=dataset.pk)
-        _give_up_waited(dataset_id=dataset.pk, now=now)
-        outcome.given_up = _report_given_up(dataset_id=dataset.pk, now=now)
-        ids = list(by_trace)
+        _give_up_batch(dataset_id=dataset.pk, now=now)  # one batch; the periodic task gives up the rest
+        ids = list(dict.fromkeys(span.trace_id for span in spans))
         pending = {row.trace_id: row for row in OtlpTrace.objects.filter(dataset=dataset, trace_id__in=ids)}
         existing = set(Case.objects.filter(dataset=dataset, external_id__in=ids).values_list("external_id", flat=True))
+        outcome.refused = _over_waiting(dataset_id=dataset.pk, now=now, new=[
+            trace_id for trace_id in ids if trace_id not in rooted and trace_id not in pending
+            and trace_id not in existing])
+        if outcome.refused is not None:
+            status, why, _ = outcome.refused
+            record_refusal(dataset=dataset, why=why, status=status, traces=len(ids), spans=len(spans), now=now)
+            return outcome
+        outcome.given_up = _report_given_up(dataset_id=dataset.pk, now=now)
+        by_trace: dict[str, list[dict[str, Any]]] = {}
+        for span in spans:
+            by_trace.setdefault(span.trace_id, []).append(span_pieces(span))
         redactor = Redactor(locked.redact_kinds)
         cases: dict[str, dict[str, Any]] = {}
         done: list[int] = []  # waiting rows whose trace is now a case or refused
@@ -111,10 +127,68 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
                 done.append(row.pk)
         outcome.written = _write_cases(dataset=dataset, cases=cases, outcome=outcome, spans=by_trace)
         OtlpTrace.objects.filter(pk__in=done).delete()
-        OtlpTrace.objects.bulk_create([row for row in waiting if row.pk is None])
-        OtlpTrace.objects.bulk_update([row for row in waiting if row.pk is not None], ["pieces", "placeholders"])
+        # Split before inserting: bulk_create gives the new rows their pk, and they were once updated again here
+        # (a CASE of as many branches as rows: 23 of the 32 s of a request of 20,000 traces).
+        new_rows = [row for row in waiting if row.pk is None]
+        joined = [row for row in waiting if row.pk is not None]
+        OtlpTrace.objects.bulk_create(new_rows, batch_size=500)
+        OtlpTrace.objects.bulk_update(joined, ["pieces", "placeholders"], batch_size=100)
         outcome.waiting = len(waiting)
+        _record_rejected(dataset=dataset, rejected=outcome.rejected, now=now)
     return outcome
+
+
+def _over_waiting(*, dataset_id: int, now: datetime, new: list[str]) -> tuple[int, str, int] | None:
+    """Whether the request's traces that would start waiting pass a bound: one request's (413: it can never be
+    taken) or the dataset's (429: retry once the oldest waiting trace's wait has run out)."""
+    if not new:
+        return None
+    per_request, per_dataset = settings.EVALHUB_OTLP_MAX_REQUEST_WAITING, settings.EVALHUB_OTLP_MAX_WAITING
+    if len(new) > per_request:
+        return 413, (f"{len(new):,} traces of the request have no root span here, over the limit of {per_request:,} "
+                     "a request may leave waiting (EVALHUB_OTLP_MAX_REQUEST_WAITING): export smaller batches"), 0
+    waiting = OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True)
+    held = waiting.count()
+    if held + len(new) <= per_dataset:
+        return None
+    oldest = waiting.order_by("first_seen_at").values_list("first_seen_at", flat=True).first() or now
+    wait = settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS
+    retry = max(1, min(wait, int((oldest + timedelta(seconds=wait) - now).total_seconds()) + 1))
+    return 429, (f"the dataset holds {held:,} traces waiting for their root span and this request would add "
+                 f"{len(new):,}, over the limit of {per_dataset:,} (EVALHUB_OTLP_MAX_WAITING): retry after "
+                 f"{retry} s, when the oldest are given up"), retry
+
+
+def _record_rejected(*, dataset: Dataset, rejected: list[tuple[str, int, str]], now: datetime) -> None:
+    """Count the request's refused traces by reason (a trace refused for coming after its give-up by that)."""
+    by_why: dict[str, list[tuple[str, int]]] = {}
+    for trace_id, spans, why in rejected:
+        if why.startswith("was given up at "):
+            why = "came after its trace was given up (its root span came too late)"
+        by_why.setdefault(why, []).append((trace_id, spans))
+    for why, traces in by_why.items():
+        record_refusal(dataset=dataset, why=why, traces=len(traces), spans=sum(n for _, n in traces), now=now,
+                       example=traces[0][0])
+
+
+def record_refusal(*, dataset: Dataset, why: str, now: datetime, status: int = 200, traces: int = 0, spans: int = 0,
+                   requests: int = 1, example: str = "") -> None:
+    """Count what the receiver refused in the dataset's row for this day and reason (created the first time)."""
+    why = why if len(why) <= 300 else why[:299] + "…"
+    day = now.date()
+    counts = {"traces": F("traces") + traces, "spans": F("spans") + spans, "requests": F("requests") + requests,
+              "last_at": now, "status": status}
+    if example:
+        counts["example_trace_id"] = example
+    rows = OtlpRefusal.objects.filter(dataset=dataset, day=day, why=why)
+    if rows.update(**counts):
+        return
+    try:
+        with transaction.atomic():
+            OtlpRefusal.objects.create(dataset=dataset, day=day, why=why, status=status, traces=traces, spans=spans,
+                                       requests=requests, example_trace_id=example, first_at=now, last_at=now)
+    except IntegrityError:  # another request made the row first
+        rows.update(**counts)
 
 
 def _refusal(trace_id: str, row: OtlpTrace | None, existing: set[str]) -> str | None:
@@ -188,44 +262,100 @@ def _redacted(redactor: Redactor, pieces: list[dict[str, Any]], row: OtlpTrace) 
     return [{**{k: p[k] for k in _BOOKKEEPING if k in p}, **r} for p, r in zip(pieces, redacted, strict=True)]
 
 
-def _give_up_waited(*, dataset_id: int, now: datetime) -> int:
-    """Give up the dataset's traces that waited longer than EVALHUB_OTLP_TRACE_WAIT_SECONDS for their root
-    span: their pieces go, the row stays as the record of it. Called under the dataset's row lock."""
+def _give_up_batch(*, dataset_id: int, now: datetime) -> int:
+    """Give up at most EVALHUB_OTLP_GIVE_UP_BATCH of the dataset's traces that waited longer than
+    EVALHUB_OTLP_TRACE_WAIT_SECONDS for their root span, oldest first, in one UPDATE: their pieces go, the row
+    stays as the record of it. Called under the dataset's row lock; returns how many were given up."""
     wait = settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS
     rows = list(OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
-                                         first_seen_at__lt=now - timedelta(seconds=wait)))
-    for row in rows:
-        row.problem = (f"incomplete: its root span did not come within {wait} s of its first span "
-                       f"({len(row.pieces)} span(s) came); no case was written")
-        row.gave_up_at, row.pieces, row.placeholders = now, [], {}
-        log.warning("OTLP trace %s of dataset %s given up: %s", row.trace_id, dataset_id, row.problem)
-    OtlpTrace.objects.bulk_update(rows, ["problem", "gave_up_at", "pieces", "placeholders"])
+                                         first_seen_at__lt=now - timedelta(seconds=wait))
+                .order_by("first_seen_at").values_list("pk", "trace_id", "pieces")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
+    if not rows:
+        return 0
+    why = f"incomplete: its root span did not come within {wait} s of its first span; no case was written"
+    OtlpTrace.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(problem=why, gave_up_at=now, pieces=[],
+                                                                       placeholders={})
+    record_refusal(dataset=Dataset(pk=dataset_id), why=why, now=now, traces=len(rows), requests=0,
+                   spans=sum(len(pieces) for _, _, pieces in rows), example=rows[0][1])
     return len(rows)
 
 
+NAMED_GIVEN_UP = 20  # given-up traces an answer names by id; it counts the others
+
+
 def _report_given_up(*, dataset_id: int, now: datetime) -> list[str]:
-    """The dataset's given-up traces not yet named in an answer, named now (once)."""
+    """The dataset's given-up traces not yet named in an answer, named now (once): the first NAMED_GIVEN_UP by
+    id, the others counted."""
     rows = OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=False, reported_at__isnull=True)
-    named = [f"trace {trace_id} (an earlier request): {problem}" for trace_id, problem in
-             rows.order_by("gave_up_at", "trace_id").values_list("trace_id", "problem")]
-    rows.update(reported_at=now)
+    first = list(rows.order_by("gave_up_at", "trace_id").values_list("trace_id", "problem")[:NAMED_GIVEN_UP + 1])
+    if not first:
+        return []
+    named = [f"trace {trace_id} (an earlier request): {problem}" for trace_id, problem in first[:NAMED_GIVEN_UP]]
+    reported = rows.update(reported_at=now)
+    if reported > NAMED_GIVEN_UP:
+        named.append(f"and {reported - NAMED_GIVEN_UP:,} more traces of earlier requests given up as incomplete")
     return named
 
 
-def otlp_give_up(*, now: datetime | None = None) -> int:
-    """The periodic task's work: give up every dataset's traces whose wait ran out, each dataset under its row
-    lock, as the receiver takes it; forget given-up traces named a week ago. Returns how many were given up."""
+GIVE_UP_BUDGET_SECONDS = 40  # under the task's soft time limit (labeling/otlp/tasks.py), with room to spare
+
+
+def otlp_give_up(*, now: datetime | None = None, budget_seconds: float = GIVE_UP_BUDGET_SECONDS) -> int | None:
+    """The periodic task's work: give up every dataset's traces whose wait ran out, a batch a transaction, each
+    under the dataset's row lock taken without waiting (a dataset a request holds is left for the next run), for
+    at most `budget_seconds`; forget given-up traces named a week ago. Returns how many were given up, or None
+    when another run still holds the give-up (this one does nothing: runs never pile up)."""
     now = now or timezone.now()
+    began = time.monotonic()
     cutoff = now - timedelta(seconds=settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS)
-    dataset_ids = set(OtlpTrace.objects.filter(gave_up_at__isnull=True, first_seen_at__lt=cutoff)
-                      .values_list("dataset_id", flat=True))
-    given_up = 0
-    for dataset_id in sorted(dataset_ids):
-        with transaction.atomic():
-            Dataset.objects.select_for_update().only("pk").filter(pk=dataset_id).first()
-            given_up += _give_up_waited(dataset_id=dataset_id, now=now)
-    OtlpTrace.objects.filter(reported_at__lt=now - timedelta(days=7)).delete()
+    with _only_one_give_up() as alone:
+        if not alone:
+            return None
+        given_up = 0
+        dataset_ids = set(OtlpTrace.objects.filter(gave_up_at__isnull=True, first_seen_at__lt=cutoff)
+                          .values_list("dataset_id", flat=True))
+        for dataset_id in sorted(dataset_ids):
+            while time.monotonic() - began < budget_seconds:
+                with transaction.atomic():
+                    if Dataset.objects.select_for_update(skip_locked=True).filter(pk=dataset_id).first() is None:
+                        break  # a request holds it (or it was deleted): the next run comes back to it
+                    batch = _give_up_batch(dataset_id=dataset_id, now=now)
+                given_up += batch
+                if batch < settings.EVALHUB_OTLP_GIVE_UP_BATCH:
+                    break
+        OtlpTrace.objects.filter(reported_at__lt=now - timedelta(days=7)).delete()
     return given_up
+
+
+_GIVE_UP_LOCK = 0x6F746C70  # "otlp": the PostgreSQL advisory lock the give-up runs hold
+
+
+@contextmanager
+def _only_one_give_up() -> Iterator[bool]:
+    """Whether this process may give up now: a PostgreSQL advisory lock (any worker on any machine), or on
+    SQLite a lock on a file beside the database (SQLite is one machine's); released when the run ends or its
+    process dies."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", [_GIVE_UP_LOCK])
+            alone = cursor.fetchone()[0]
+        try:
+            yield alone
+        finally:
+            if alone:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(%s)", [_GIVE_UP_LOCK])
+        return
+    with open(settings.DATA_DIR / "otlp-give-up.lock", "a") as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 
 def otlp_file_import(*, dataset: Dataset, stream: IO[bytes], update: bool = False) -> CaseImportResult:
