@@ -6,8 +6,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from labeling.models import Dataset, OtlpRefusal, OtlpTrace
-
-REFUSALS_DAYS = 30  # how far back the page looks; older rows are forgotten by the give-up task
+from labeling.otlp.services import REFUSALS_DAYS
 
 
 def otlp_refusals(*, dataset: Dataset) -> QuerySet[OtlpRefusal]:

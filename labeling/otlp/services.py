@@ -42,7 +42,6 @@ from labeling.otlp.traces import (
     trace_case,
 )
 
-
 MAX_MESSAGE_CHARS = 2_000  # the partial-success message names the traces; an exporter logs it whole
 # Pieces that are the span's own bookkeeping, not content: never redacted (a span id of digits is no card).
 _BOOKKEEPING = ("span", "parent", "start", "end")
@@ -267,9 +266,9 @@ def _give_up_batch(*, dataset_id: int, now: datetime) -> int:
     EVALHUB_OTLP_TRACE_WAIT_SECONDS for their root span, oldest first, in one UPDATE: their pieces go, the row
     stays as the record of it. Called under the dataset's row lock; returns how many were given up."""
     wait = settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS
-    rows = list(OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
-                                         first_seen_at__lt=now - timedelta(seconds=wait))
-                .order_by("first_seen_at").values_list("pk", "trace_id", "pieces")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
+    waited = OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
+                                      first_seen_at__lt=now - timedelta(seconds=wait)).order_by("first_seen_at")
+    rows = list(waited.values_list("pk", "trace_id", "pieces")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
     if not rows:
         return 0
     why = f"incomplete: its root span did not come within {wait} s of its first span; no case was written"
@@ -280,6 +279,7 @@ def _give_up_batch(*, dataset_id: int, now: datetime) -> int:
     return len(rows)
 
 
+REFUSALS_DAYS = 30  # how long the counts of refusals are kept (the lead's page shows them all)
 NAMED_GIVEN_UP = 20  # given-up traces an answer names by id; it counts the others
 
 
@@ -304,7 +304,8 @@ def otlp_give_up(*, now: datetime | None = None, budget_seconds: float = GIVE_UP
     """The periodic task's work: give up every dataset's traces whose wait ran out, a batch a transaction, each
     under the dataset's row lock taken without waiting (a dataset a request holds is left for the next run), for
     at most `budget_seconds`; forget given-up traces named a week ago. Returns how many were given up, or None
-    when another run still holds the give-up (this one does nothing: runs never pile up)."""
+    when another run still holds the give-up (this one does nothing: runs never pile up). Counts of refusals
+    older than REFUSALS_DAYS go too."""
     now = now or timezone.now()
     began = time.monotonic()
     cutoff = now - timedelta(seconds=settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS)
@@ -324,6 +325,7 @@ def otlp_give_up(*, now: datetime | None = None, budget_seconds: float = GIVE_UP
                 if batch < settings.EVALHUB_OTLP_GIVE_UP_BATCH:
                     break
         OtlpTrace.objects.filter(reported_at__lt=now - timedelta(days=7)).delete()
+        OtlpRefusal.objects.filter(day__lt=now.date() - timedelta(days=REFUSALS_DAYS)).delete()
     return given_up
 
 

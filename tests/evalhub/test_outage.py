@@ -2,9 +2,8 @@
 the CI command reads it as "server unavailable" (evalhub/outage.py)."""
 
 import subprocess
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import httpx
 from django.db import OperationalError
