@@ -403,3 +403,6 @@ EVALHUB_OTLP_MAX_WAITING = env_int("EVALHUB_OTLP_MAX_WAITING", 10_000, minimum=1
 # Traces given up in one transaction (each a short one), so no give-up holds a dataset's lock for long.
 EVALHUB_OTLP_GIVE_UP_BATCH = env_int("EVALHUB_OTLP_GIVE_UP_BATCH", 500, minimum=1)
 CELERY_BEAT_SCHEDULE["otlp-give-up"]["options"] = {"expires": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)}
+# OTLP requests one server process receives at once (the others: 429, retry in 1 s), so a busy exporter leaves the
+# process's other threads to everyone else's requests (scripts/serve.sh runs 4 threads a process).
+EVALHUB_OTLP_CONCURRENCY = env_int("EVALHUB_OTLP_CONCURRENCY", 2, minimum=1)

@@ -467,7 +467,8 @@ class OtlpRefusal(models.Model):
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="otlp_refusals")
     day = models.DateField()
-    why = models.CharField(max_length=300)
+    why = models.CharField(max_length=300)  # a few words that do not vary (has no messages, The body is not gzip)
+    detail = models.CharField(max_length=300, blank=True, default="")  # the last such refusal's message in full
     status = models.PositiveSmallIntegerField(default=200)  # the HTTP status the request was answered with
     traces = models.PositiveIntegerField(default=0)
     spans = models.PositiveIntegerField(default=0)

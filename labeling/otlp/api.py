@@ -5,8 +5,11 @@ Answers as OTLP/HTTP expects, in the content type of the request: 200 with an Ex
 whose partial_success names each trace that could not be a case and why; 400, 404, 413 or 415 with a
 google.rpc.Status saying what was wrong with the request as a whole (nothing of it is used then); 429 with
 `Retry-After` and the Status's RetryInfo when the dataset holds as many traces waiting for their root span as
-it may (a retry after that delay may be taken). Every refusal is counted for the lead's page of refused traces.
+it may, or when the server process is receiving as many requests as it may at once (a retry after that delay
+may be taken). Every refusal is counted for the lead's page of refused traces.
 """
+
+import threading
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -56,8 +59,9 @@ def _refused(status: int, text: str, content_type: str, *, retry_after: int = 0)
 
 
 def _refused_body(dataset: Dataset, status: int, text: str, content_type: str) -> HttpResponse:
-    """A request refused for its body, counted for the lead's page (a line a reason and day)."""
-    record_refusal(dataset=dataset, why=text, status=status, now=timezone.now())
+    """A request refused for its body, counted for the lead's page (a line a day and reason: the text's first
+    sentence, `The body is not OTLP traces`; the text whole as the detail)."""
+    record_refusal(dataset=dataset, why=text.split(":", 1)[0], detail=text, status=status, now=timezone.now())
     return _refused(status, text, content_type)
 
 
@@ -87,6 +91,21 @@ def otlp_traces(request: HttpRequest) -> HttpResponse:
     dataset = request.project.datasets.filter(slug=slug).first()
     if dataset is None:
         return _refused(404, f"No dataset {slug[:100]!r}: create it in evalhub first.", content_type)
+    # A few receives at once a server process, so its other threads stay free for everyone else's requests (the
+    # receive is CPU work that would take them all); the others are asked to retry, before a byte is read.
+    if not _RECEIVING.acquire(blocking=False):
+        return _refused(429, "The receiver is busy with other requests (EVALHUB_OTLP_CONCURRENCY): retry in 1 s.",
+                        content_type, retry_after=1)
+    try:
+        return _receive(request, dataset, content_type, encoding)
+    finally:
+        _RECEIVING.release()
+
+
+_RECEIVING = threading.BoundedSemaphore(settings.EVALHUB_OTLP_CONCURRENCY)
+
+
+def _receive(request: HttpRequest, dataset: Dataset, content_type: str, encoding: str) -> HttpResponse:
     limit = settings.EVALHUB_OTLP_MAX_BYTES
     # The declared length is checked before a byte is read, and never more than the limit is read.
     body = bounded_body(request, limit)

@@ -14,7 +14,7 @@ import fcntl
 import hashlib
 import hmac
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -57,6 +57,8 @@ class OtlpOutcome:
     given_up: list[str] = field(default_factory=list)  # traces of earlier requests given up since
     # The request refused as a whole (nothing of it used): (HTTP status, why, seconds to wait before a retry).
     refused: tuple[int, str, int] | None = None
+    # What to count on the lead's page, once the transaction is over (record_refusal: never under the lock).
+    refusals: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rejected_spans(self) -> int:
@@ -77,19 +79,38 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
     now = now or timezone.now()
     outcome = OtlpOutcome()
     rooted = {span.trace_id for span in spans if not span.parent_span_id}
-    with transaction.atomic():
-        locked = Dataset.objects.select_for_update().only("pk", "redact").get(pk=dataset.pk)
-        _give_up_batch(dataset_id=dataset.pk, now=now)  # one batch; the periodic task gives up the rest
-        ids = list(dict.fromkeys(span.trace_id for span in spans))
-        pending = {row.trace_id: row for row in OtlpTrace.objects.filter(dataset=dataset, trace_id__in=ids)}
-        existing = set(Case.objects.filter(dataset=dataset, external_id__in=ids).values_list("external_id", flat=True))
+    ids = list(dict.fromkeys(span.trace_id for span in spans))
+
+    def refused(pending: set[str] | dict[str, OtlpTrace], existing: set[str]) -> bool:
         outcome.refused = _over_waiting(dataset_id=dataset.pk, now=now, new=[
             trace_id for trace_id in ids if trace_id not in rooted and trace_id not in pending
             and trace_id not in existing])
         if outcome.refused is not None:
             status, why, _ = outcome.refused
-            record_refusal(dataset=dataset, why=why, status=status, traces=len(ids), spans=len(spans), now=now)
-            return outcome
+            outcome.refusals.append({"why": WAITING_WHY[status], "detail": why, "status": status,
+                                     "traces": len(ids), "spans": len(spans)})
+        return outcome.refused is not None
+
+    # First without the dataset's lock, so a request over a bound is refused at once rather than after the
+    # requests ahead of it; then again under the lock, where it counts.
+    if not refused(set(OtlpTrace.objects.filter(dataset=dataset, trace_id__in=ids).values_list("trace_id", flat=True)),
+                   _existing(dataset, ids)):
+        _receive_locked(dataset=dataset, spans=spans, ids=ids, now=now, outcome=outcome, refused=refused)
+    for refusal in outcome.refusals:
+        record_refusal(dataset=dataset, now=now, **refusal)
+    return outcome
+
+
+def _receive_locked(*, dataset: Dataset, spans: list[Span], ids: list[str], now: datetime, outcome: OtlpOutcome,
+                    refused: Callable[[dict[str, OtlpTrace], set[str]], bool]) -> None:
+    with transaction.atomic():
+        locked = Dataset.objects.select_for_update(no_key=True).only("pk", "redact").get(pk=dataset.pk)
+        # One batch; the periodic task gives up the rest.
+        _give_up_batch(dataset_id=dataset.pk, now=now, refusals=outcome.refusals)
+        pending = {row.trace_id: row for row in OtlpTrace.objects.filter(dataset=dataset, trace_id__in=ids)}
+        existing = _existing(dataset, ids)
+        if refused(pending, existing):
+            return
         outcome.given_up = _report_given_up(dataset_id=dataset.pk, now=now)
         by_trace: dict[str, list[dict[str, Any]]] = {}
         for span in spans:
@@ -133,8 +154,11 @@ def otlp_receive(*, dataset: Dataset, spans: list[Span], now: datetime | None = 
         OtlpTrace.objects.bulk_create(new_rows, batch_size=500)
         OtlpTrace.objects.bulk_update(joined, ["pieces", "placeholders"], batch_size=100)
         outcome.waiting = len(waiting)
-        _record_rejected(dataset=dataset, rejected=outcome.rejected, now=now)
-    return outcome
+        _count_rejected(outcome)
+
+
+def _existing(dataset: Dataset, ids: list[str]) -> set[str]:
+    return set(Case.objects.filter(dataset=dataset, external_id__in=ids).values_list("external_id", flat=True))
 
 
 def _over_waiting(*, dataset_id: int, now: datetime, new: list[str]) -> tuple[int, str, int] | None:
@@ -158,25 +182,35 @@ def _over_waiting(*, dataset_id: int, now: datetime, new: list[str]) -> tuple[in
                  f"{retry} s, when the oldest are given up"), retry
 
 
-def _record_rejected(*, dataset: Dataset, rejected: list[tuple[str, int, str]], now: datetime) -> None:
-    """Count the request's refused traces by reason (a trace refused for coming after its give-up by that)."""
-    by_why: dict[str, list[tuple[str, int]]] = {}
-    for trace_id, spans, why in rejected:
+def _count_rejected(outcome: OtlpOutcome) -> None:
+    """The request's refused traces for the lead's page, by reason: what the message says before its first colon
+    (`has no messages`, `makes no valid case`), the whole message of the last one as the detail."""
+    by_why: dict[str, list[tuple[str, int, str]]] = {}
+    for trace_id, spans, why in outcome.rejected:
         if why.startswith("was given up at "):
-            why = "came after its trace was given up (its root span came too late)"
-        by_why.setdefault(why, []).append((trace_id, spans))
-    for why, traces in by_why.items():
-        record_refusal(dataset=dataset, why=why, traces=len(traces), spans=sum(n for _, n in traces), now=now,
-                       example=traces[0][0])
+            reason = "came after its trace was given up (its root span came too late)"
+        else:
+            reason = why.split(":", 1)[0]
+        by_why.setdefault(reason, []).append((trace_id, spans, why))
+    for reason, traces in by_why.items():
+        outcome.refusals.append({"why": reason, "detail": traces[-1][2], "traces": len(traces),
+                                 "spans": sum(n for _, n, _ in traces), "example": traces[-1][0]})
 
 
-def record_refusal(*, dataset: Dataset, why: str, now: datetime, status: int = 200, traces: int = 0, spans: int = 0,
-                   requests: int = 1, example: str = "") -> None:
-    """Count what the receiver refused in the dataset's row for this day and reason (created the first time)."""
-    why = why if len(why) <= 300 else why[:299] + "…"
+WAITING_WHY = {413: "more traces without their root span than one request may leave waiting "
+                    "(EVALHUB_OTLP_MAX_REQUEST_WAITING)",
+               429: "the dataset held as many traces waiting for their root span as it may (EVALHUB_OTLP_MAX_WAITING)"}
+
+
+def record_refusal(*, dataset: Dataset, why: str, now: datetime, detail: str = "", status: int = 200, traces: int = 0,
+                   spans: int = 0, requests: int = 1, example: str = "") -> None:
+    """Count what the receiver refused in the dataset's row for this day and reason `why` (a few words that do not
+    vary, so the rows stay few; created the first time), with `detail` (the last message in full). Called
+    outside the dataset's lock: a row inserted under it could wait on a request that waits on the lock."""
+    why, detail = _clipped(why), _clipped(detail or why)
     day = now.date()
     counts = {"traces": F("traces") + traces, "spans": F("spans") + spans, "requests": F("requests") + requests,
-              "last_at": now, "status": status}
+              "last_at": now, "status": status, "detail": detail}
     if example:
         counts["example_trace_id"] = example
     rows = OtlpRefusal.objects.filter(dataset=dataset, day=day, why=why)
@@ -184,10 +218,15 @@ def record_refusal(*, dataset: Dataset, why: str, now: datetime, status: int = 2
         return
     try:
         with transaction.atomic():
-            OtlpRefusal.objects.create(dataset=dataset, day=day, why=why, status=status, traces=traces, spans=spans,
-                                       requests=requests, example_trace_id=example, first_at=now, last_at=now)
+            OtlpRefusal.objects.create(dataset=dataset, day=day, why=why, detail=detail, status=status, traces=traces,
+                                       spans=spans, requests=requests, example_trace_id=example, first_at=now,
+                                       last_at=now)
     except IntegrityError:  # another request made the row first
         rows.update(**counts)
+
+
+def _clipped(text: str) -> str:
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def _refusal(trace_id: str, row: OtlpTrace | None, existing: set[str]) -> str | None:
@@ -261,10 +300,11 @@ def _redacted(redactor: Redactor, pieces: list[dict[str, Any]], row: OtlpTrace) 
     return [{**{k: p[k] for k in _BOOKKEEPING if k in p}, **r} for p, r in zip(pieces, redacted, strict=True)]
 
 
-def _give_up_batch(*, dataset_id: int, now: datetime) -> int:
+def _give_up_batch(*, dataset_id: int, now: datetime, refusals: list[dict[str, Any]]) -> int:
     """Give up at most EVALHUB_OTLP_GIVE_UP_BATCH of the dataset's traces that waited longer than
     EVALHUB_OTLP_TRACE_WAIT_SECONDS for their root span, oldest first, in one UPDATE: their pieces go, the row
-    stays as the record of it. Called under the dataset's row lock; returns how many were given up."""
+    stays as the record of it. Called under the dataset's row lock; returns how many were given up, and adds
+    their count to `refusals` (recorded once the lock is let go)."""
     wait = settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS
     waited = OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
                                       first_seen_at__lt=now - timedelta(seconds=wait)).order_by("first_seen_at")
@@ -274,8 +314,8 @@ def _give_up_batch(*, dataset_id: int, now: datetime) -> int:
     why = f"incomplete: its root span did not come within {wait} s of its first span; no case was written"
     OtlpTrace.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(problem=why, gave_up_at=now, pieces=[],
                                                                        placeholders={})
-    record_refusal(dataset=Dataset(pk=dataset_id), why=why, now=now, traces=len(rows), requests=0,
-                   spans=sum(len(pieces) for _, _, pieces in rows), example=rows[0][1])
+    refusals.append({"why": why, "traces": len(rows), "requests": 0, "example": rows[0][1],
+                     "spans": sum(len(pieces) for _, _, pieces in rows)})
     return len(rows)
 
 
@@ -317,10 +357,15 @@ def otlp_give_up(*, now: datetime | None = None, budget_seconds: float = GIVE_UP
                           .values_list("dataset_id", flat=True))
         for dataset_id in sorted(dataset_ids):
             while time.monotonic() - began < budget_seconds:
+                refusals: list[dict[str, Any]] = []
                 with transaction.atomic():
-                    if Dataset.objects.select_for_update(skip_locked=True).filter(pk=dataset_id).first() is None:
+                    dataset = (Dataset.objects.select_for_update(skip_locked=True, no_key=True).only("pk")
+                               .filter(pk=dataset_id).first())
+                    if dataset is None:
                         break  # a request holds it (or it was deleted): the next run comes back to it
-                    batch = _give_up_batch(dataset_id=dataset_id, now=now)
+                    batch = _give_up_batch(dataset_id=dataset_id, now=now, refusals=refusals)
+                for refusal in refusals:
+                    record_refusal(dataset=dataset, now=now, **refusal)
                 given_up += batch
                 if batch < settings.EVALHUB_OTLP_GIVE_UP_BATCH:
                     break

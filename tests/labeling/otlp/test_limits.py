@@ -70,7 +70,7 @@ def test_twenty_thousand_rootless_traces_are_refused_at_once_and_nothing_waits(d
     assert took < 30  # a coarse bound (it used to be 91 s); the speed is benchmarks/bench_otlp_load.py's
     assert not OtlpTrace.objects.exists() and not Case.objects.exists()
     refusal = OtlpRefusal.objects.get(dataset=dataset)
-    assert (refusal.status, refusal.requests) == (413, 1) and "EVALHUB_OTLP_MAX_SPANS" in refusal.why
+    assert (refusal.status, refusal.requests) == (413, 1) and "EVALHUB_OTLP_MAX_SPANS" in refusal.detail
 
 
 @pytest.mark.django_db(transaction=True)
@@ -200,3 +200,24 @@ def test_amplified_bodies_are_refused_before_their_values_are_built(dataset, tok
     # A coarse bound: the bodies themselves (19 MiB read, 18.6 MiB unpacked and its text) are held for a moment.
     assert grown < 120, f"the worker grew by {grown:.0f} MB"
     assert not OtlpTrace.objects.filter(trace_id="01" * 16).exists()
+
+
+@pytest.mark.django_db
+def test_a_server_process_receives_a_few_requests_at_once_and_asks_the_others_to_retry(client, dataset, token,
+                                                                                      settings):
+    from labeling.otlp import api
+
+    held = 0
+    while api._RECEIVING.acquire(blocking=False):  # as many receives as the process takes are under way
+        held += 1
+    try:
+        busy = client.post(URL, data=rootless(1), content_type=PROTOBUF, headers={"Authorization": f"Bearer {token}"})
+    finally:
+        for _ in range(held):
+            api._RECEIVING.release()
+    free = client.post(URL, data=rootless(1), content_type=PROTOBUF, headers={"Authorization": f"Bearer {token}"})
+
+    assert held == settings.EVALHUB_OTLP_CONCURRENCY == 2
+    assert busy.status_code == 429 and busy["Retry-After"] == "1"
+    assert "busy with other requests (EVALHUB_OTLP_CONCURRENCY)" in status_pb2.Status.FromString(busy.content).message
+    assert free.status_code == 200 and OtlpTrace.objects.count() == 1
