@@ -18,6 +18,6 @@ def otlp_refused(request: HttpRequest, project: Project, slug: str) -> HttpRespo
     dataset = get_object_or_404(project.datasets, slug=slug)
     return render(request, "labeling/otlp_refused.html", {
         "project": project, "dataset": dataset, "refusals": otlp_refusals(dataset=dataset),
-        "waiting": otlp_waiting(dataset=dataset), "max_waiting": settings.EVALHUB_OTLP_MAX_WAITING,
+        "waiting": otlp_waiting(dataset=dataset), "max_waiting": f"{settings.EVALHUB_OTLP_MAX_WAITING:,}",
         "wait_seconds": settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS, "days": REFUSALS_DAYS,
     })
