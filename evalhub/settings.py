@@ -405,4 +405,4 @@ EVALHUB_OTLP_GIVE_UP_BATCH = env_int("EVALHUB_OTLP_GIVE_UP_BATCH", 500, minimum=
 CELERY_BEAT_SCHEDULE["otlp-give-up"]["options"] = {"expires": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)}
 # OTLP requests one server process receives at once (the others: 429, retry in 1 s), so a busy exporter leaves the
 # process's other threads to everyone else's requests (scripts/serve.sh runs 4 threads a process).
-EVALHUB_OTLP_CONCURRENCY = env_int("EVALHUB_OTLP_CONCURRENCY", 2, minimum=1)
+EVALHUB_OTLP_CONCURRENCY = env_int("EVALHUB_OTLP_CONCURRENCY", 1, minimum=1)

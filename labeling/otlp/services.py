@@ -308,14 +308,14 @@ def _give_up_batch(*, dataset_id: int, now: datetime, refusals: list[dict[str, A
     wait = settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS
     waited = OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
                                       first_seen_at__lt=now - timedelta(seconds=wait)).order_by("first_seen_at")
-    rows = list(waited.values_list("pk", "trace_id", "pieces")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
+    # Never the pieces: a batch of them may be large, and only the ids are needed.
+    rows = list(waited.values_list("pk", "trace_id")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
     if not rows:
         return 0
     why = f"incomplete: its root span did not come within {wait} s of its first span; no case was written"
-    OtlpTrace.objects.filter(pk__in=[pk for pk, _, _ in rows]).update(problem=why, gave_up_at=now, pieces=[],
+    OtlpTrace.objects.filter(pk__in=[pk for pk, _ in rows]).update(problem=why, gave_up_at=now, pieces=[],
                                                                        placeholders={})
-    refusals.append({"why": why, "traces": len(rows), "requests": 0, "example": rows[0][1],
-                     "spans": sum(len(pieces) for _, _, pieces in rows)})
+    refusals.append({"why": why, "traces": len(rows), "requests": 0, "example": rows[0][1]})
     return len(rows)
 
 

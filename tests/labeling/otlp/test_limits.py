@@ -119,7 +119,7 @@ def test_waiting_traces_are_given_up_in_short_batches_and_the_next_request_takes
     assert len(updates) == 4  # 400 + 400 + 400 + 301, each its own transaction
     assert not OtlpTrace.objects.filter(gave_up_at__isnull=True).exists()
     given_up = OtlpRefusal.objects.get(why__startswith="incomplete")
-    assert (given_up.traces, given_up.spans, given_up.requests) == (1_901, 1_901, 0)
+    assert (given_up.traces, given_up.requests) == (1_901, 0)  # their spans are not counted: pieces not read
 
 
 @pytest.mark.django_db(transaction=True)
@@ -217,7 +217,7 @@ def test_a_server_process_receives_a_few_requests_at_once_and_asks_the_others_to
             api._RECEIVING.release()
     free = client.post(URL, data=rootless(1), content_type=PROTOBUF, headers={"Authorization": f"Bearer {token}"})
 
-    assert held == settings.EVALHUB_OTLP_CONCURRENCY == 2
+    assert held == settings.EVALHUB_OTLP_CONCURRENCY == 1
     assert busy.status_code == 429 and busy["Retry-After"] == "1"
     assert "busy with other requests (EVALHUB_OTLP_CONCURRENCY)" in status_pb2.Status.FromString(busy.content).message
     assert free.status_code == 200 and OtlpTrace.objects.count() == 1
