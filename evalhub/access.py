@@ -9,11 +9,15 @@ API endpoints answer 401 without a valid token and 403 when the token lacks the 
 """
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from functools import wraps
 
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied
+from django.db import OperationalError, connection, transaction
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -101,7 +105,7 @@ def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
             if one_of and not any(scope in token.scopes for scope in one_of):
                 wanted = " or ".join(f"'{scope}'" for scope in one_of)
                 return _api_error(403, f"This token lacks the scope {wanted}.")
-            ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+            _note_use(token)
             request.api_token, request.project = token, token.project
             return view(request, *args, **kwargs)
 
@@ -109,6 +113,43 @@ def token_required(*scopes: str, one_of: tuple[str, ...] = ()) -> Callable:
         return wrapper
 
     return decorator
+
+
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+def _note_use(token: ApiToken) -> None:
+    """Keep the token's last_used_at to the minute: written at most once a minute a token, and never waited for.
+    On SQLite every write takes the one write lock, which a busy receiver may hold for seconds: a token request
+    then skips the note rather than wait (or fail) for it; on PostgreSQL a row another request is noting is
+    skipped the same way."""
+    now = timezone.now()
+    if token.last_used_at is not None and now - token.last_used_at < LAST_USED_EVERY:
+        return
+    stale = (ApiToken.objects.filter(pk=token.pk)
+             .filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_EVERY)))
+    try:
+        with _no_lock_wait(), transaction.atomic():
+            if stale.select_for_update(skip_locked=True).values_list("pk", flat=True).first() is not None:
+                stale.update(last_used_at=now)
+    except OperationalError:  # SQLite's write lock is another's: noted on a later request
+        return
+
+
+@contextmanager
+def _no_lock_wait() -> Iterator[None]:
+    """On SQLite, fail at once ("database is locked") rather than wait for the write lock."""
+    if connection.vendor != "sqlite" or connection.in_atomic_block:
+        yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    timeout = raw.execute("PRAGMA busy_timeout").fetchone()[0]
+    raw.execute("PRAGMA busy_timeout = 0")
+    try:
+        yield
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
 def _api_error(status: int, message: str) -> JsonResponse:

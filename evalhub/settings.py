@@ -391,3 +391,23 @@ def _mailers() -> dict[str, Any]:
 if _mailer_settings := _mailers():
     MAILERS = _mailer_settings
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "evalhub <evalhub@localhost>")
+
+# What the OTLP receiver takes (docs/otlp.md, "Limits"). What one request may hold, checked before its values are
+# built (413 over them): spans, attributes of a span, event or link (the OTel SDK's default, 128), events and links
+# of a span, values of one array attribute, their nesting, and attribute values in all.
+EVALHUB_OTLP_MAX_SPANS = env_int("EVALHUB_OTLP_MAX_SPANS", 10_000, minimum=1)
+EVALHUB_OTLP_MAX_ATTRIBUTES = env_int("EVALHUB_OTLP_MAX_ATTRIBUTES", 128, minimum=1)
+EVALHUB_OTLP_MAX_EVENTS = env_int("EVALHUB_OTLP_MAX_EVENTS", 128, minimum=1)
+EVALHUB_OTLP_MAX_ARRAY = env_int("EVALHUB_OTLP_MAX_ARRAY", 1_000, minimum=1)
+EVALHUB_OTLP_MAX_DEPTH = env_int("EVALHUB_OTLP_MAX_DEPTH", 8, minimum=1)
+EVALHUB_OTLP_MAX_VALUES = env_int("EVALHUB_OTLP_MAX_VALUES", 200_000, minimum=1)
+# Traces waiting for their root span (as the Collector's groupbytrace bounds num_traces): what one request may add
+# (413 over it) and what one dataset may hold (429 with Retry-After over it, until the wait of the oldest runs out).
+EVALHUB_OTLP_MAX_REQUEST_WAITING = env_int("EVALHUB_OTLP_MAX_REQUEST_WAITING", 1_000, minimum=1)
+EVALHUB_OTLP_MAX_WAITING = env_int("EVALHUB_OTLP_MAX_WAITING", 10_000, minimum=1)
+# Traces given up in one transaction (each a short one), so no give-up holds a dataset's lock for long.
+EVALHUB_OTLP_GIVE_UP_BATCH = env_int("EVALHUB_OTLP_GIVE_UP_BATCH", 500, minimum=1)
+CELERY_BEAT_SCHEDULE["otlp-give-up"]["options"] = {"expires": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)}
+# OTLP requests one server process receives at once (the others: 429, retry in 1 s), so a busy exporter leaves the
+# process's other threads to everyone else's requests (scripts/serve.sh runs 4 threads a process).
+EVALHUB_OTLP_CONCURRENCY = env_int("EVALHUB_OTLP_CONCURRENCY", 1, minimum=1)

@@ -24,3 +24,4 @@ urlpatterns = [
 handler400 = "evalhub.views.bad_request"
 handler403 = "evalhub.views.permission_denied"
 handler404 = "evalhub.views.page_not_found"
+handler500 = "evalhub.outage.server_error"

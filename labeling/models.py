@@ -456,3 +456,29 @@ class OtlpTrace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dataset_id}/{self.trace_id}"
+
+
+class OtlpRefusal(models.Model):
+    """What the OTLP receiver refused of one dataset on one day, for one reason (docs/otlp.md, "Refused traces"):
+    the traces and spans, the requests they came in, when first and last, and one trace id as an example. The
+    exporters do not print the partial success that names them, so the lead reads them here.
+
+    Written only by labeling.otlp.services (one row a dataset, day and reason: a count, never a row a trace)."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="otlp_refusals")
+    day = models.DateField()
+    why = models.CharField(max_length=300)  # a few words that do not vary (has no messages, The body is not gzip)
+    detail = models.CharField(max_length=300, blank=True, default="")  # the last such refusal's message in full
+    status = models.PositiveSmallIntegerField(default=200)  # the HTTP status the request was answered with
+    traces = models.PositiveIntegerField(default=0)
+    spans = models.PositiveIntegerField(default=0)
+    requests = models.PositiveIntegerField(default=0)
+    example_trace_id = models.CharField(max_length=32, blank=True, default="")
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "day", "why"], name="otlprefusal_unique_day_why")]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}/{self.day}: {self.why}"

@@ -5,6 +5,7 @@ from labeling.datasets import views as datasets
 from labeling.disputes import views as disputes
 from labeling.otlp import api as otlp_api
 from labeling.otlp import logs_api as otlp_logs_api
+from labeling.otlp import views as otlp_views
 from labeling.policies import api as policies_api
 from labeling.policies import views as policies
 from labeling.queue import views as queue
@@ -24,6 +25,7 @@ project_pages = [
     path("datasets/<slug:slug>/redaction/", datasets.dataset_redaction, name="dataset_redaction"),
     path("datasets/<slug:slug>/policies/", datasets.dataset_policies, name="dataset_policies"),
     path("datasets/<slug:slug>/export/<str:kind>/", datasets.dataset_export, name="dataset_export"),
+    path("datasets/<slug:slug>/otlp-refused/", otlp_views.otlp_refused, name="dataset_otlp_refused"),
     path("cases/<int:case_id>/", datasets.case_detail, name="case_detail"),
     path("rubrics/new/", datasets.rubric_create, name="rubric_create"),
     path("rubrics/<slug:slug>/edit/", datasets.rubric_edit, name="rubric_edit"),

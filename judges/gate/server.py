@@ -131,6 +131,8 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
             403: "the token may not do this (a scope it lacks, or another project's)",
             404: "nothing at that URL",
             413: "the request is larger than the server accepts; nothing was stored",
+            503: "server unavailable (its database or broker is down); nothing was stored, try again"
+                 + (f" in {retry} s" if (retry := exc.headers.get("Retry-After") if exc.headers else None) else ""),
         }.get(exc.code, "a redirect the gate does not follow" if 300 <= exc.code < 400 else "the server refused")
         message = f"{what}: HTTP {exc.code}, {hint}"
         raise ConfigError(f"{message}: {one_line(detail)}" if detail else message) from None

@@ -19,7 +19,16 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from labeling.importing.reading import json_error, parse_json
-from labeling.otlp.traces import OtlpBodyError, Span, _attributes, _value, span_pieces
+from labeling.otlp.traces import (
+    Limits,
+    OtlpBodyError,
+    Span,
+    _attributes,
+    _value,
+    check_json_size,
+    check_protobuf_bounds,
+    span_pieces,
+)
 
 # The events whose records carry a trace's messages: the older GenAI event names, and the latest conventions'
 # one event per call with gen_ai.input.messages / gen_ai.output.messages.
@@ -31,15 +40,19 @@ GENAI_EVENTS = frozenset({
 _ID_FIELDS = ("traceId", "spanId", "trace_id", "span_id")
 
 
-def logs_request_from_protobuf(body: bytes) -> ExportLogsServiceRequest:
+def logs_request_from_protobuf(body: bytes, limits: Limits | None = None) -> ExportLogsServiceRequest:
+    """Its bounds checked first, as a traces request's (labeling.otlp.traces.Limits)."""
+    check_protobuf_bounds(body, limits or Limits(), logs=True)
     try:
         return ExportLogsServiceRequest.FromString(body)
     except (DecodeError, RecursionError) as exc:
         raise OtlpBodyError(f"the body is not an OTLP logs request in protobuf: {exc}") from None
 
 
-def logs_request_from_json(text: str) -> ExportLogsServiceRequest:
-    """OTLP/JSON logs, ids in hex as in traces."""
+def logs_request_from_json(text: str, limits: Limits | None = None) -> ExportLogsServiceRequest:
+    """OTLP/JSON logs, ids in hex as in traces; bounded before decoding and after, as a traces request."""
+    limits = limits or Limits()
+    check_json_size(text, limits)
     try:
         value = parse_json(text)
     except ValueError as exc:
@@ -53,9 +66,11 @@ def logs_request_from_json(text: str) -> ExportLogsServiceRequest:
                     for name in _ID_FIELDS:
                         if name in record:
                             record[name] = _hex_as_base64(record[name], name)
-        return json_format.ParseDict(value, ExportLogsServiceRequest(), ignore_unknown_fields=True)
+        request = json_format.ParseDict(value, ExportLogsServiceRequest(), ignore_unknown_fields=True)
     except (json_format.ParseError, TypeError, AttributeError, ValueError, RecursionError) as exc:
         raise OtlpBodyError(f"the body is not an OTLP logs request: {str(exc)[:300]}") from None
+    check_protobuf_bounds(request.SerializeToString(), limits, logs=True)
+    return request
 
 
 def _list(value: Any) -> list[dict]:

@@ -58,11 +58,150 @@ class Span:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Bounds, checked before a request's values become Python objects (docs/otlp.md, "Limits").
+
+
+class OtlpBodyTooLarge(OtlpBodyError):
+    """The body holds more than a bound allows (answered 413): the message names the bound and its setting."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may hold. The defaults are the settings' (evalhub.settings, EVALHUB_OTLP_MAX_*)."""
+
+    spans: int = 10_000  # spans in one request (the batch processor sends 512)
+    attributes: int = 128  # attributes of one span, event, link, resource or scope (the OTel SDK's default)
+    events: int = 128  # events of one span (the SDK's default), and links
+    array: int = 1_000  # values of one array or key-value list attribute
+    depth: int = 8  # arrays and key-value lists inside one another
+    values: int = 200_000  # attribute values of every kind in the request, nested ones included
+
+
+# The messages on the way to an attribute value, by field number (opentelemetry-proto's .proto files):
+# field → (the child message, what a bound counts it as). Other fields are skipped by their length.
+(_REQUEST, _RESOURCE_SPANS, _RESOURCE, _SCOPE_SPANS, _SCOPE, _SPAN, _EVENT, _LINK, _KEY_VALUE, _ANY, _ARRAY, _KVLIST,
+ _LOGS_REQUEST, _RESOURCE_LOGS, _SCOPE_LOGS, _LOG_RECORD) = range(16)
+_SCHEMA: dict[int, dict[int, tuple[int, str]]] = {
+    _REQUEST: {1: (_RESOURCE_SPANS, "")},
+    # The logs request (labeling/otlp/logs.py): a log record counts as a span, its body as an attribute value.
+    _LOGS_REQUEST: {1: (_RESOURCE_LOGS, "")},
+    _RESOURCE_LOGS: {1: (_RESOURCE, ""), 2: (_SCOPE_LOGS, "")},
+    _SCOPE_LOGS: {1: (_SCOPE, ""), 2: (_LOG_RECORD, "spans")},
+    _LOG_RECORD: {5: (_ANY, "attributes"), 6: (_KEY_VALUE, "attributes")},
+    _RESOURCE_SPANS: {1: (_RESOURCE, ""), 2: (_SCOPE_SPANS, "")},
+    _RESOURCE: {1: (_KEY_VALUE, "attributes")},
+    _SCOPE_SPANS: {1: (_SCOPE, ""), 2: (_SPAN, "spans")},
+    _SCOPE: {3: (_KEY_VALUE, "attributes")},
+    _SPAN: {9: (_KEY_VALUE, "attributes"), 11: (_EVENT, "events"), 13: (_LINK, "events")},
+    _EVENT: {3: (_KEY_VALUE, "attributes")},
+    _LINK: {4: (_KEY_VALUE, "attributes")},
+    _KEY_VALUE: {2: (_ANY, "")},
+    _ANY: {5: (_ARRAY, ""), 6: (_KVLIST, "")},
+    _ARRAY: {1: (_ANY, "array")},
+    _KVLIST: {1: (_KEY_VALUE, "array")},
+}
+_WHAT = {_RESOURCE: "a resource", _SCOPE: "an instrumentation scope", _SPAN: "a span", _LOG_RECORD: "a log record",
+         _EVENT: "an event",
+         _LINK: "a link", _ARRAY: "an array attribute", _KVLIST: "a key-value list attribute"}
+_SETTING = {"spans": "EVALHUB_OTLP_MAX_SPANS", "attributes": "EVALHUB_OTLP_MAX_ATTRIBUTES",
+            "events": "EVALHUB_OTLP_MAX_EVENTS", "array": "EVALHUB_OTLP_MAX_ARRAY", "depth": "EVALHUB_OTLP_MAX_DEPTH",
+            "values": "EVALHUB_OTLP_MAX_VALUES"}
+
+
+_HINT = {"spans": "export smaller batches (the batch processor's max_export_batch_size)",
+         "values": "export smaller batches (the batch processor's max_export_batch_size)",
+         "attributes": "set the SDK's limits (OTEL_ATTRIBUTE_COUNT_LIMIT, OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT)",
+         "events": "set the SDK's limits (OTEL_SPAN_EVENT_COUNT_LIMIT, OTEL_SPAN_LINK_COUNT_LIMIT)",
+         "array": "record fewer values in one attribute", "depth": "record flatter attribute values"}
+
+
+def _over(limits: Limits, bound: str, what: str) -> OtlpBodyTooLarge:
+    return OtlpBodyTooLarge(f"{what} is over the limit of {getattr(limits, bound):,} ({_SETTING[bound]}): "
+                            f"{_HINT[bound]}.")
+
+
+def check_protobuf_bounds(body: bytes, limits: Limits, *, logs: bool = False) -> None:
+    """Walk the protobuf wire format of a traces request (or with `logs`, a logs request), without building a
+    message, down to its attribute values, and raise OtlpBodyTooLarge at the first bound passed. The walk stops there, so it costs at most
+    about `limits.values` steps whatever the body holds (a body of 5M bools is refused after 1,000 of them)."""
+    view = memoryview(body)
+    totals = {"spans": 0, "values": 0}
+
+    def walk(start: int, end: int, kind: int, depth: int) -> None:
+        fields, counts = _SCHEMA[kind], {"attributes": 0, "events": 0, "array": 0}
+        position = start
+        while position < end:
+            tag, position = _varint(view, position, end)
+            number, wire = tag >> 3, tag & 7
+            if wire == 0:
+                _, position = _varint(view, position, end)
+                continue
+            if wire == 1 or wire == 5:
+                position += 8 if wire == 1 else 4
+                continue
+            if wire != 2:
+                raise OtlpBodyError(f"the body is not an OTLP request in protobuf: wire type {wire}")
+            length, position = _varint(view, position, end)
+            if position + length > end:
+                raise OtlpBodyError("the body is not an OTLP request in protobuf: a field runs past its end")
+            child = fields.get(number)
+            if child is not None:
+                child_kind, counted = child
+                if counted == "spans":
+                    totals["spans"] += 1
+                    if totals["spans"] > limits.spans:
+                        raise _over(limits, "spans", f"The number of {'log records' if logs else 'spans'} in the request")
+                elif counted:
+                    counts[counted] += 1
+                    if counts[counted] > getattr(limits, counted):
+                        noun = {"attributes": "attributes", "events": "events or links", "array": "values"}[counted]
+                        raise _over(limits, counted, f"The number of {noun} of {_WHAT[kind]}")
+                if child_kind == _KEY_VALUE or counted == "array" or (kind == _LOG_RECORD and child_kind == _ANY):
+                    totals["values"] += 1
+                    if totals["values"] > limits.values:
+                        raise _over(limits, "values", "The number of attribute values in the request")
+                if child_kind in (_ARRAY, _KVLIST) and depth >= limits.depth:
+                    raise _over(limits, "depth", "The nesting of arrays and key-value lists")
+                walk(position, position + length, child_kind, depth + (child_kind in (_ARRAY, _KVLIST)))
+            position += length
+        if position != end:
+            raise OtlpBodyError("the body is not an OTLP request in protobuf: a field runs past its end")
+
+    walk(0, len(view), _LOGS_REQUEST if logs else _REQUEST, 0)
+
+
+def _varint(view: memoryview, position: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if position >= end or shift > 63:
+            raise OtlpBodyError("the body is not an OTLP request in protobuf: a number is cut short")
+        byte = view[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, position
+        shift += 7
+
+
+def check_json_size(text: str, limits: Limits) -> None:
+    """Refuse, before decoding, a JSON body that could hold more values than `limits.values` (a value is at
+    most one more than the commas and opening brackets: counted at C speed, and commas in strings only make
+    the count higher)."""
+    upper = text.count(",") + text.count("[") + text.count("{")
+    # OTLP/JSON writes each attribute value as an object ({"key", "value": {"intValue": …}}): about three
+    # JSON values an attribute value, so the bound is three times the attribute values'.
+    if upper > 3 * limits.values:
+        raise _over(limits, "values", "The number of JSON values in the request (counted from its commas)")
+
+
+# ---------------------------------------------------------------------------------------------------
 # Reading a request.
 
 
-def request_from_protobuf(body: bytes) -> ExportTraceServiceRequest:
-    """The request as the official exporters send it (application/x-protobuf)."""
+def request_from_protobuf(body: bytes, limits: Limits | None = None) -> ExportTraceServiceRequest:
+    """The request as the official exporters send it (application/x-protobuf), its bounds checked first
+    (OtlpBodyTooLarge): the parsed message would take some 45 bytes a value, 229 MB for a body of 5M bools."""
+    check_protobuf_bounds(body, limits or Limits())
     try:
         return ExportTraceServiceRequest.FromString(body)
     except (DecodeError, RecursionError) as exc:
@@ -72,13 +211,18 @@ def request_from_protobuf(body: bytes) -> ExportTraceServiceRequest:
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
-def request_from_json(text: str) -> ExportTraceServiceRequest:
-    """The request in OTLP/JSON: strict JSON (docs/cases.md), ids as hex (not protobuf JSON's base64)."""
+def request_from_json(text: str, limits: Limits | None = None) -> ExportTraceServiceRequest:
+    """The request in OTLP/JSON: strict JSON (docs/cases.md), ids as hex (not protobuf JSON's base64); its
+    size bounded before it is decoded, the other bounds checked as a protobuf body's."""
+    limits = limits or Limits()
+    check_json_size(text, limits)
     try:
         value = parse_json(text)
     except ValueError as exc:
         raise OtlpBodyError(f"the body is not JSON: {json_error(exc)}") from None
-    return request_from_json_value(value)
+    request = request_from_json_value(value)
+    check_protobuf_bounds(request.SerializeToString(), limits)
+    return request
 
 
 def request_from_json_value(value: Any) -> ExportTraceServiceRequest:

@@ -123,6 +123,7 @@ MATRIX: dict[str, Entry] = {
     "labeling:dataset_policies": page(P, LEAD, args={"slug": "dataset"}),
     "labeling:dataset_export": page(G, LEAD, args={"slug": "dataset", "kind": lambda o: "labels"},
                                     query={"rubric": "rubric"}),
+    "labeling:dataset_otlp_refused": page(G, LEAD, args={"slug": "dataset"}),
     "labeling:case_detail": page(G, MEMBER, args={"case_id": "case"}),
     "labeling:rubric_create": page(GP, LEAD),
     "labeling:rubric_edit": page(GP, LEAD, args={"slug": "rubric"}),
