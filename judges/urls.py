@@ -4,6 +4,7 @@ from judges.calibration import api as calibration_api
 from judges.calibration import views as calibration_views
 from judges.configs import views as config_views
 from judges.drift import views as drift_views
+from judges.export import views as export_views
 from judges.estimates import api as estimate_api
 from judges.estimates import views as estimate_views
 from judges.probes import views as probe_views
@@ -64,6 +65,7 @@ project_pages = [
     path("rubrics/<slug:slug>/promotion/release/", promotion_views.rubric_release, name="promotion_release"),
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
     path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
+    path("export/", export_views.verdict_export, name="verdict_export"),
     path("rubrics/<slug:slug>/promotion/ci-results/<int:result_id>/", promotion_views.ci_result_page,
          name="promotion_ci_result"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),

@@ -145,6 +145,8 @@ def _receive_locked(*, dataset: Dataset, by_trace: dict[str, list[dict[str, Any]
                         row = OtlpTrace(dataset=dataset, trace_id=trace_id, first_seen_at=now)
                         pieces = _redacted(redactor, new, row)
                     row.pieces = pieces
+                    # What it waits for, kept where its problem goes once given up (the give-up reads no pieces).
+                    row.problem = AWAITS_MESSAGES if has_root(pieces) else ""
                     waiting.append(row)
                     continue
             if problem is not None:
@@ -158,7 +160,7 @@ def _receive_locked(*, dataset: Dataset, by_trace: dict[str, list[dict[str, Any]
         new_rows = [row for row in waiting if row.pk is None]
         joined = [row for row in waiting if row.pk is not None]
         OtlpTrace.objects.bulk_create(new_rows, batch_size=500)
-        OtlpTrace.objects.bulk_update(joined, ["pieces", "placeholders"], batch_size=100)
+        OtlpTrace.objects.bulk_update(joined, ["pieces", "placeholders", "problem"], batch_size=100)
         outcome.waiting = len(waiting)
         _count_rejected(outcome)
 
@@ -203,6 +205,8 @@ def _count_rejected(outcome: OtlpOutcome) -> None:
                                  "spans": sum(n for _, n, _ in traces), "example": traces[-1][0]})
 
 
+# A waiting trace whose root span has come waits for its model calls' messages as log records (traces.py).
+AWAITS_MESSAGES = "awaits its messages as log records"
 WAITING_WHY = {413: "more traces without their root span than one request may leave waiting "
                     "(EVALHUB_OTLP_MAX_REQUEST_WAITING)",
                429: "the dataset held as many traces waiting for their root span as it may (EVALHUB_OTLP_MAX_WAITING)"}
@@ -314,16 +318,19 @@ def _give_up_batch(*, dataset_id: int, now: datetime, refusals: list[dict[str, A
     wait = settings.EVALHUB_OTLP_TRACE_WAIT_SECONDS
     waited = OtlpTrace.objects.filter(dataset_id=dataset_id, gave_up_at__isnull=True,
                                       first_seen_at__lt=now - timedelta(seconds=wait)).order_by("first_seen_at")
-    # Never the pieces: a batch of them may be large, and only the ids are needed.
-    rows = list(waited.values_list("pk", "trace_id")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
+    # Never the pieces: a batch of them may be large, and only the ids (and what each waits for) are needed.
+    rows = list(waited.values_list("pk", "trace_id", "problem")[:settings.EVALHUB_OTLP_GIVE_UP_BATCH])
     if not rows:
         return 0
-    # One text for both ways a trace can stay incomplete (the batch never reads the pieces to tell them apart).
-    why = (f"incomplete: its root span, or the log records of its model calls' messages, did not come within "
-           f"{wait} s of its first span; no case was written")
-    OtlpTrace.objects.filter(pk__in=[pk for pk, _ in rows]).update(problem=why, gave_up_at=now, pieces=[],
-                                                                       placeholders={})
-    refusals.append({"why": why, "traces": len(rows), "requests": 0, "example": rows[0][1]})
+    whys = {AWAITS_MESSAGES: (f"has no messages: its model calls' spans carry none and their log records did not "
+                              f"come within {wait} s of its first span; no case was written"),
+            "": f"incomplete: its root span did not come within {wait} s of its first span; no case was written"}
+    for awaits, why in whys.items():
+        group = [(pk, trace_id) for pk, trace_id, problem in rows if (problem == AWAITS_MESSAGES) == bool(awaits)]
+        if group:
+            OtlpTrace.objects.filter(pk__in=[pk for pk, _ in group]).update(problem=why, gave_up_at=now, pieces=[],
+                                                                            placeholders={})
+            refusals.append({"why": why, "traces": len(group), "requests": 0, "example": group[0][1]})
     return len(rows)
 
 

@@ -126,24 +126,25 @@ def check_protobuf_bounds(body: bytes, limits: Limits, *, logs: bool = False) ->
     about `limits.values` steps whatever the body holds (a body of 5M bools is refused after 1,000 of them)."""
     view = memoryview(body)
     totals = {"spans": 0, "values": 0}
+    signal = "logs" if logs else "traces"
 
     def walk(start: int, end: int, kind: int, depth: int) -> None:
         fields, counts = _SCHEMA[kind], {"attributes": 0, "events": 0, "array": 0}
         position = start
         while position < end:
-            tag, position = _varint(view, position, end)
+            tag, position = _varint(view, position, end, signal)
             number, wire = tag >> 3, tag & 7
             if wire == 0:
-                _, position = _varint(view, position, end)
+                _, position = _varint(view, position, end, signal)
                 continue
             if wire == 1 or wire == 5:
                 position += 8 if wire == 1 else 4
                 continue
             if wire != 2:
-                raise OtlpBodyError(f"the body is not an OTLP request in protobuf: wire type {wire}")
-            length, position = _varint(view, position, end)
+                raise OtlpBodyError(f"the body is not an OTLP {signal} request in protobuf: wire type {wire}")
+            length, position = _varint(view, position, end, signal)
             if position + length > end:
-                raise OtlpBodyError("the body is not an OTLP request in protobuf: a field runs past its end")
+                raise OtlpBodyError(f"the body is not an OTLP {signal} request in protobuf: a field runs past its end")
             child = fields.get(number)
             if child is not None:
                 child_kind, counted = child
@@ -165,16 +166,16 @@ def check_protobuf_bounds(body: bytes, limits: Limits, *, logs: bool = False) ->
                 walk(position, position + length, child_kind, depth + (child_kind in (_ARRAY, _KVLIST)))
             position += length
         if position != end:
-            raise OtlpBodyError("the body is not an OTLP request in protobuf: a field runs past its end")
+            raise OtlpBodyError(f"the body is not an OTLP {signal} request in protobuf: a field runs past its end")
 
     walk(0, len(view), _LOGS_REQUEST if logs else _REQUEST, 0)
 
 
-def _varint(view: memoryview, position: int, end: int) -> tuple[int, int]:
+def _varint(view: memoryview, position: int, end: int, signal: str) -> tuple[int, int]:
     result = shift = 0
     while True:
         if position >= end or shift > 63:
-            raise OtlpBodyError("the body is not an OTLP request in protobuf: a number is cut short")
+            raise OtlpBodyError(f"the body is not an OTLP {signal} request in protobuf: a number is cut short")
         byte = view[position]
         position += 1
         result |= (byte & 0x7F) << shift

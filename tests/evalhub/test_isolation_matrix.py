@@ -191,6 +191,7 @@ MATRIX: dict[str, Entry] = {
     "judges:promotion_release": page(P, LEAD, args={"slug": "rubric"}),
     "judges:promotion_drift": page(P, LEAD, args={"slug": "rubric"}),
     "judges:traffic_set": page(P, LEAD, args={"slug": "rubric"}),
+    "judges:verdict_export": page(GP, LEAD),
     "judges:promotion_ci_result": page(G, LEAD, args={"slug": "rubric", "result_id": "ci_result"}),
     "judges:promotion_thresholds": page(P, LEAD, args={"slug": "rubric"}),
     # instance pages: prices are instance-wide, edited by the admin
