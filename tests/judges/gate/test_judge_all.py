@@ -15,6 +15,8 @@ from judges.gate.config import GateRubric
 from judges.gate.judging import judge_all
 from tests.judges.gate.test_exit_codes import closed_port_url
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 MODEL = "gpt-4o-mini-2024-07-18"
 EMBEDDING_MODEL = "text-embedding-3-small"
 GOLDEN = "Returns are accepted within 30 days of delivery."
@@ -87,7 +89,7 @@ def verdicts(results) -> dict[str, list[tuple[str, str, str]]]:
 
 def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache(tmp_path):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
-    cache = FolderCache(tmp_path / "cache")
+    cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
 
     results = judge_all(rubrics, CASES, repeats=3, concurrency=2, cache=cache, env={})
 
@@ -141,7 +143,7 @@ def test_a_contested_judgment_holds_a_gate_but_not_a_warning(tmp_path, env):
         "role": "second_opinion", "provider": "anthropic", "model": "claude-haiku-4-5-20251001",
         "base_url_env": "EVALHUB_JUDGE_DEAD_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY"}}
     rubrics = [gate_rubric("returns", "gate", judge), gate_rubric("returns-warn", "warn", judge)]
-    cache = FolderCache(tmp_path / "cache")
+    cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
     [case] = CASES[:1]
     # Judged before: the primary passed it, the second opinion failed it.
     contested = Judgment("c1", 1, "pass", reason="states the window", layer="behavioral", contested=True,
@@ -176,7 +178,7 @@ def test_one_spend_cap_covers_every_rubric_and_gate_rubrics_spend_first(env):
 
 
 def fill_embeddings(cache_dir, vectors: dict[str, list[float]]) -> None:
-    embeddings = FolderCache(cache_dir / "embeddings")
+    embeddings = FolderCache(cache_dir / "embeddings", key=CACHE_KEY)
     for text, vector in vectors.items():
         key = embedding_key(provider="openai-compatible", model=EMBEDDING_MODEL, dimensions=None, text=text)
         embeddings.put(key, {"vector": vector})
@@ -188,7 +190,7 @@ def test_embeddings_come_from_the_cache_folders_embeddings(tmp_path, env):
     # A variable outside the usual names, which the pipeline allows (--allow-env).
     rubric = gate_rubric("returns", "gate", semantic(base_url_env="TEAM_EMBEDDINGS_URL"))
 
-    [result] = judge_all([rubric], CASES, repeats=2, concurrency=2, cache=FolderCache(tmp_path / "cache"),
+    [result] = judge_all([rubric], CASES, repeats=2, concurrency=2, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY),
                          env={**env, "TEAM_EMBEDDINGS_URL": env["EVALHUB_JUDGE_DEAD_URL"]},
                          allowed_env=["TEAM_EMBEDDINGS_URL"])
 
@@ -228,8 +230,8 @@ def test_the_ci_commands_batch_judges_each_case_as_the_one_case_path_does_and_ag
         return [(j.external_id, j.repeat, j.outcome, j.reason, j.similarity, j.checks) for j in judgments]
 
     alone = [judge_case(c, rubric.judge, repeat, env=env) for c in cases for repeat in (1, 2)]
-    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
-    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
+    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY), env=env)
+    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY), env=env)
 
     assert {j.outcome for j in alone} == {"pass", "fail"} and len({j.similarity for j in alone}) > 2
     assert seen(first.judgments) == seen(alone)
