@@ -310,11 +310,11 @@ def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> 
     names each variable once, with the rubrics that need it, and never a value.
     """
     unpaired = list(dict.fromkeys(
-        f"rubric {one_line(rubric.slug)}: {problem}"
+        f"rubric {one_line(rubric.slug)}: {unpaired_why}"
         for rubric in rubrics
         for provider, base_url_env, api_key_env, _ in _judges(rubric)
-        if (problem := key_pairing_problem(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env,
-                                           env=env)) is not None
+        if (unpaired_why := key_pairing_problem(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env,
+                                           env=env))
     ))
     if unpaired:  # before any key is read: a config must not choose where the pipeline's key goes
         raise ConfigError("a judge would send a key to an endpoint it is not paired with: " + "; ".join(unpaired))
