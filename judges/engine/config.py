@@ -16,9 +16,9 @@ import jsonschema
 
 from . import fields
 from .canonical import canonical_json, sha256_hex
+from .escalation import JudgeSpec, SecondOpinion
 from .families import model_family
 from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPT_TEMPLATE_V1, check_prompt_template
-from .escalation import JudgeSpec, SecondOpinion
 from .secondary import PROVIDERS, SECONDARY_MODES, SECONDARY_ROLES, SecondaryJudge
 from .semantic import SemanticLayer
 

@@ -122,7 +122,8 @@ def linear_regexes(d: dict, name: str) -> tuple[str, ...]:
         except re2.error as exc:
             why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             raise ValueError(f"{name}: RE2 cannot take pattern {i + 1}, {p[:120]!r} ({why}); patterns run on RE2, a "
-                             "linear-time engine with no backreferences or lookaround (docs/gate.md, 'Patterns')") from None
+                             "linear-time engine with no backreferences or lookaround (docs/gate.md, 'Patterns')"
+                             ) from None
     return patterns
 
 

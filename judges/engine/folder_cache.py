@@ -136,7 +136,8 @@ def verified_body(raw: bytes, key: str, secret: bytes) -> bytes | None:
     parsed before it verifies."""
     start = b'{"key": "%s", "mac": "' % key.encode("ascii")
     body_at = len(start) + _MAC_LENGTH + len(_VALUE_START)
-    if not (raw.startswith(start) and raw.endswith(b"}\n") and raw[body_at - len(_VALUE_START):body_at] == _VALUE_START):
+    value_start = raw[body_at - len(_VALUE_START):body_at]
+    if not (raw.startswith(start) and raw.endswith(b"}\n") and value_start == _VALUE_START):
         return None
     body = raw[body_at:-2]
     return body if hmac.compare_digest(raw[len(start):len(start) + _MAC_LENGTH], _mac(secret, key, body)) else None
@@ -503,7 +504,8 @@ class _Store:
 
 class FolderCache:
     """The cache folder of the CI command and the pytest plugin (module docstring): get/put as any cache, each
-    entry authenticated with `key` (the gate step's secret, at least MIN_KEY_BYTES), written as a pack when flushed — `flush()` at the end of a run, `close()` (or a `with` block) when done;
+    entry authenticated with `key` (the gate step's secret, at least MIN_KEY_BYTES), written as a pack when
+    flushed — `flush()` at the end of a run, `close()` (or a `with` block) when done;
     a cache that is dropped or left at exit is flushed then too."""
 
     def __init__(

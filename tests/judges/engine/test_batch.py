@@ -196,7 +196,8 @@ def test_not_evaluated_is_never_cached(fake, env, quick_retry):
 def test_a_folder_cache_serves_a_later_process(fake, env, tmp_path):
     items = [(policy_case(external_id=f"p{i}", output=f"Yes, within 30 days ({i})."), 1) for i in range(4)]
     judge_batch(items, judge_config(), concurrency=2, env=env, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY))
-    again = judge_batch(items, judge_config(), concurrency=2, env=env, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY))
+    again = judge_batch(items, judge_config(), concurrency=2, env=env,
+                        cache=FolderCache(tmp_path / "cache", key=CACHE_KEY))
     assert all(j.cached for j in again)
     assert fake.stats()["total"] == 4
 

@@ -53,7 +53,8 @@ def test_an_engine_keys_a_cases_repeats_as_one_by_one_with_its_salt():
 
 @pytest.mark.parametrize("make", [MemoryCache, "folder"])
 def test_a_cache_gives_back_what_was_put(make, tmp_path):
-    cache = FolderCache(tmp_path, key=CACHE_KEY) if make == "folder" else make()  # the folder's own: test_folder_cache.py
+    # The folder's own tests: test_folder_cache.py.
+    cache = FolderCache(tmp_path, key=CACHE_KEY) if make == "folder" else make()
     key = cache_key(tool_case(), "h", 1)
     assert cache.get(key) is None
     cache.put(key, {"outcome": "pass", "scores": None})

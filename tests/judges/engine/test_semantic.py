@@ -378,7 +378,8 @@ def test_a_spend_cap_needs_the_embeddings_price(fake, env):
 # ---- the cache ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make_cache", [lambda tmp: MemoryCache(), lambda tmp: FolderCache(tmp / "embeddings", key=CACHE_KEY)])
+@pytest.mark.parametrize("make_cache", [lambda tmp: MemoryCache(),
+                                        lambda tmp: FolderCache(tmp / "embeddings", key=CACHE_KEY)])
 def test_an_embedded_text_is_never_embedded_again(fake, env, tmp_path, make_cache):
     cache = make_cache(tmp_path)
     first = judge_case(tool_case(output=PARAPHRASE), semantic_config(), 1, env=env, embedding_cache=cache)

@@ -138,7 +138,8 @@ def test_a_pair_the_pipeline_makes_is_honoured_and_pins_its_key(workdir, judge):
     write_outputs(workdir / "outputs.jsonl", GOOD)
     env = {"OPENAI_API_KEY": "sk-the-pipelines-openai-key", "EVALHUB_JUDGE_DEMO_URL": judge.openai_base_url,
            "EVALHUB_JUDGE_OTHER_URL": judge.openai_base_url, "EVALHUB_JUDGE_API_KEY": "sk-judge",
-           "EVALHUB_JUDGE_KEY_PAIRS": "OPENAI_API_KEY=EVALHUB_JUDGE_DEMO_URL, EVALHUB_JUDGE_API_KEY=EVALHUB_JUDGE_OTHER_URL"}
+           "EVALHUB_JUDGE_KEY_PAIRS": "OPENAI_API_KEY=EVALHUB_JUDGE_DEMO_URL, "
+                                      "EVALHUB_JUDGE_API_KEY=EVALHUB_JUDGE_OTHER_URL"}
     write_config(workdir / "gates.json", gate_rubric(provider="openai", api_key_env="OPENAI_API_KEY",
                                                      base_url_env="EVALHUB_JUDGE_DEMO_URL"))
     assert _installed_gate(workdir, env).returncode == 0

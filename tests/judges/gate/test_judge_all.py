@@ -190,7 +190,8 @@ def test_embeddings_come_from_the_cache_folders_embeddings(tmp_path, env):
     # A variable outside the usual names, which the pipeline allows (--allow-env).
     rubric = gate_rubric("returns", "gate", semantic(base_url_env="TEAM_EMBEDDINGS_URL"))
 
-    [result] = judge_all([rubric], CASES, repeats=2, concurrency=2, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY),
+    cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
+    [result] = judge_all([rubric], CASES, repeats=2, concurrency=2, cache=cache,
                          env={**env, "TEAM_EMBEDDINGS_URL": env["EVALHUB_JUDGE_DEAD_URL"]},
                          allowed_env=["TEAM_EMBEDDINGS_URL"])
 
@@ -230,8 +231,9 @@ def test_the_ci_commands_batch_judges_each_case_as_the_one_case_path_does_and_ag
         return [(j.external_id, j.repeat, j.outcome, j.reason, j.similarity, j.checks) for j in judgments]
 
     alone = [judge_case(c, rubric.judge, repeat, env=env) for c in cases for repeat in (1, 2)]
-    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY), env=env)
-    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY), env=env)
+    folder = tmp_path / "cache"
+    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(folder, key=CACHE_KEY), env=env)
+    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(folder, key=CACHE_KEY), env=env)
 
     assert {j.outcome for j in alone} == {"pass", "fail"} and len({j.similarity for j in alone}) > 2
     assert seen(first.judgments) == seen(alone)

@@ -39,7 +39,8 @@ class _Hostile(socketserver.BaseRequestHandler):
                 self.request.sendall(b"HTTP/1.1 200 OK\r\n")
                 self._trickle(b"X-Slow: " + b"a" * 10_000)
             elif path.startswith("/trickle-body"):
-                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+                self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     b"Content-Length: 100000\r\n\r\n")
                 self._trickle(b" " * 100_000)
             elif path.startswith("/huge-declared"):
                 self.request.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
