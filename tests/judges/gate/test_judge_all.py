@@ -58,7 +58,7 @@ class WatchedCache(FolderCache):
     that size is seen full."""
 
     def __init__(self, path, *, meet: int = 1) -> None:
-        super().__init__(path)
+        super().__init__(path, key=CACHE_KEY)
         self.looked_up: list[str] = []
         self.threads: set[int] = set()
         self.at_once = self.peak = 0
@@ -83,11 +83,25 @@ class WatchedCache(FolderCache):
         super().put(key, judgment)
 
 
+@pytest.fixture
+def cached_contracts(monkeypatch):
+    """The batch's order, cap and repeats are watched through the cache with contract rubrics (quick, no provider);
+    in a check a contract-only rubric keeps no cache (calls_models), so here it is given one."""
+    monkeypatch.setattr("judges.gate.judging.calls_models", lambda rubric: True)
+
+
+def test_a_contract_only_rubric_keeps_no_cache(tmp_path):
+    cache = WatchedCache(tmp_path / "cache")
+    judge_all([gate_rubric("returns", "gate", contract("30 days"))], CASES, repeats=1, concurrency=1, cache=cache,
+              env={})
+    assert (cache.looked_up, len(cache)) == ([], 0)
+
+
 def verdicts(results) -> dict[str, list[tuple[str, str, str]]]:
     return {r.rubric.slug: [(c.external_id, c.verdict, c.reason) for c in r.cases] for r in results}
 
 
-def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache(tmp_path):
+def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache(tmp_path, cached_contracts):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
     cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
 
@@ -108,7 +122,7 @@ def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache
     assert all(j.cached for r in again for j in r.judgments)
 
 
-def test_gate_rubrics_are_judged_first_case_by_case_across_them(tmp_path):
+def test_gate_rubrics_are_judged_first_case_by_case_across_them(tmp_path, cached_contracts):
     rubrics = [gate_rubric("seen", "observe", contract("a")), gate_rubric("first", "gate", contract("b")),
                gate_rubric("told", "warn", contract("c")), gate_rubric("second", "gate", contract("d"))]
     name = {cache_key(case, r.judge.config_hash, repeat): (r.slug, case["external_id"], repeat)
@@ -125,7 +139,7 @@ def test_gate_rubrics_are_judged_first_case_by_case_across_them(tmp_path):
     assert [r.rubric.slug for r in results] == ["seen", "first", "told", "second"]  # reported in their order
 
 
-def test_no_more_cases_are_judged_at_once_than_the_concurrency(tmp_path):
+def test_no_more_cases_are_judged_at_once_than_the_concurrency(tmp_path, cached_contracts):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
     cache = WatchedCache(tmp_path / "cache", meet=2)
 
