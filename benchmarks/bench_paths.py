@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._benchdb import bench_database, bench_project, settle_after_bulk_load  # noqa: E402
 from benchmarks.bench_semantic import config, cpu_seconds, make_cases  # noqa: E402
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 LATENCIES = {"lognormal": {"latency_sigma": 0.8, "latency_seed": 11}, "fixed": {"latency_sigma": 0}}
 
 
@@ -128,7 +130,7 @@ def measure(args, fake, env: dict) -> dict:
         return tally(j.outcome for j in judgments)
 
     def engine_with_folder() -> dict:
-        with tempfile.TemporaryDirectory() as folder, FolderCache(Path(folder)) as cache:
+        with tempfile.TemporaryDirectory() as folder, FolderCache(Path(folder), key=CACHE_KEY) as cache:
             judgments = judge_batch([(c, 1) for c in cases], spec, concurrency=args.concurrency, env=env,
                                     cache=cache, embedding_cache=cache.subfolder("embeddings"))
             cache.flush()  # inside the timing: the packs are written
@@ -146,7 +148,7 @@ def measure(args, fake, env: dict) -> dict:
 
     def gate() -> dict:
         rubrics = [GateRubric(spec["rubric"], "gate", False, JudgeConfig.from_dict(saved.spec), {}, None)]
-        with tempfile.TemporaryDirectory() as folder, FolderCache(Path(folder)) as cache:
+        with tempfile.TemporaryDirectory() as folder, FolderCache(Path(folder), key=CACHE_KEY) as cache:
             results = judge_all(rubrics, cases, repeats=1, concurrency=args.concurrency, cache=cache, env=env)
             cache.flush()  # as evalhub-gate check closes it once judged
         return tally(c.verdict for c in results[0].cases)

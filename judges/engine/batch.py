@@ -18,12 +18,16 @@ The calling thread is the only one that pulls items and receives results, so it 
 database connection for both. `poll_s` makes the generator yield an empty list when nothing finished
 in that time (the caller's heartbeat). Once `stop` is set, nothing new starts: items not yet started are
 dropped (never yielded), calls in flight finish and are yielded. A judgment that raises stops the batch
-the same way, and its exception is raised once the calls in flight are in.
+the same way, and its exception is raised once the calls in flight are in. With `time_limits` (and `poll_s`),
+a judgment still running past its engine's `time_limit_s` is yielded not evaluated ("timeout", "exceeded its
+time") and no longer waited for: a thread cannot be stopped, but the batch, and whoever holds a lease while it
+runs, moves on (its thread's late result is dropped).
 """
 
 import os
 import queue
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -88,12 +92,13 @@ def judge_many[K](
     concurrency: int,
     stop: threading.Event | None = None,
     poll_s: float | None = None,
+    time_limits: bool = False,
 ) -> Iterator[list[tuple[K, Judgment]]]:
     """Judge (key, engine, case, repeat) items on at most `concurrency` threads; yields lists of (key,
     judgment) as they complete (the module's docstring says how)."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError("concurrency: must be a positive integer")
-    return _Batch(items, concurrency=concurrency, stop=stop, poll_s=poll_s).run()
+    return _Batch(items, concurrency=concurrency, stop=stop, poll_s=poll_s, time_limits=time_limits).run()
 
 
 class _Batch[K]:
@@ -104,8 +109,12 @@ class _Batch[K]:
         concurrency: int,
         stop: threading.Event | None,
         poll_s: float | None,
+        time_limits: bool = False,
     ) -> None:
         self.items = iter(items)
+        self.time_limits = time_limits
+        self.started: dict[int, tuple[_Item[K], float]] = {}  # judgments running on the pool, since when
+        self.abandoned: set[int] = set()  # past their time: their late message is dropped
         self.concurrency = concurrency
         self.stop = stop
         self.poll_s = poll_s
@@ -142,7 +151,10 @@ class _Batch[K]:
                 try:
                     message = self.messages.get(timeout=self.poll_s)
                 except queue.Empty:
-                    yield []
+                    if self.time_limits:
+                        self._give_up_overdue()
+                    out, self.out = self.out, []
+                    yield out
                     continue
                 self._receive(message)
                 while True:  # and whatever else has come back meanwhile, before yielding
@@ -157,7 +169,7 @@ class _Batch[K]:
                     yield out
         finally:
             self.halt.set()
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=not self.abandoned, cancel_futures=True)  # a thread past its time is not waited for
         if self.failure is not None:
             raise self.failure
 
@@ -292,10 +304,30 @@ class _Batch[K]:
     def _halted(self) -> bool:
         return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
 
+    def _give_up_overdue(self) -> None:
+        """Judgments running past their engine's time limit: not evaluated, and no longer waited for."""
+        now = time.monotonic()
+        for ident, (item, since) in list(self.started.items()):
+            limit = item.engine.time_limit_s
+            if now - since <= limit or ident in self.abandoned:
+                continue
+            self.abandoned.add(ident)
+            self.started.pop(ident, None)
+            self.in_flight -= 1
+            self.judging -= 1
+            self.held -= 1
+            _release(item)
+            self.out.append((item.key, Judgment(
+                str(item.case.get("external_id", "")), item.repeat, "not_evaluated", error="timeout",
+                reason=f"timeout: the judgment exceeded its time ({limit:.0f} s) and was not evaluated",
+                latency_ms=int((now - since) * 1000),
+            )))
+
     def _judge_task(self, item: _Item[K]) -> None:
         if self._halted():
             self.messages.put(("dropped", item, None))
             return
+        self.started[id(item)] = (item, time.monotonic())
         try:
             judgment = _judge(item)
         except BaseException as exc:  # raised in the calling thread once the calls in flight are in
@@ -321,6 +353,9 @@ class _Batch[K]:
         if kind == "failed" and subject is None:  # an embedding call's; its own message follows
             self._fail(value)
             return
+        if id(subject) in self.abandoned:  # given up on (_give_up_overdue): already yielded
+            return
+        self.started.pop(id(subject), None)
         self.in_flight -= 1
         self.judging -= 1
         self.held -= 1

@@ -16,9 +16,9 @@ import jsonschema
 
 from . import fields
 from .canonical import canonical_json, sha256_hex
+from .escalation import JudgeSpec, SecondOpinion
 from .families import model_family
 from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPT_TEMPLATE_V1, check_prompt_template
-from .escalation import JudgeSpec, SecondOpinion
 from .secondary import PROVIDERS, SECONDARY_MODES, SECONDARY_ROLES, SecondaryJudge
 from .semantic import SemanticLayer
 
@@ -364,7 +364,7 @@ def _contract(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"contract_checks": tuple(c for c in CONTRACT_CHECKS if c in checks)}
 
     for name in ("must_match", "must_not_match"):
-        out[name] = fields.regexes(d, name)
+        out[name] = fields.linear_regexes(d, name)
         _needs(checks, name, bool(out[name]), what="patterns", needs="at least one pattern")
 
     schema = d.get("json_schema")
@@ -376,6 +376,7 @@ def _contract(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
             jsonschema.validators.validator_for(schema).check_schema(schema)
         except jsonschema.SchemaError as exc:
             raise ValueError(f"json_schema: not a valid JSON Schema: {exc.message}") from None
+        fields.check_local_references(schema)
         schema = copy.deepcopy(schema)
     _needs(checks, "json_schema", schema is not None, what="a schema", needs="a schema")
     out["json_schema"] = schema

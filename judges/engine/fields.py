@@ -5,6 +5,8 @@ import json
 import re
 from typing import Any
 
+import re2
+import referencing.exceptions
 import referencing.jsonschema
 
 # The engine sets these request fields itself; a config may not override them through params.
@@ -109,6 +111,29 @@ def regexes(d: dict, name: str) -> tuple[str, ...]:
     return patterns
 
 
+def linear_regexes(d: dict, name: str) -> tuple[str, ...]:
+    """A list of patterns for RE2 (`re2`), a linear-time engine, each compiled here so a pattern it cannot take
+    is named before any case: an answer is the agent's text, and a backtracking engine lets a pattern such as
+    `^(a+)+$` spend minutes on 35 characters. RE2 has no backreferences or lookaround; the error says so."""
+    patterns = string_list(d, name)
+    for i, p in enumerate(patterns):
+        try:
+            compile_linear(p)
+        except re2.error as exc:
+            why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise ValueError(f"{name}: RE2 cannot take pattern {i + 1}, {p[:120]!r} ({why}); patterns run on RE2, a "
+                             "linear-time engine with no backreferences or lookaround (docs/gate.md, 'Patterns')"
+                             ) from None
+    return patterns
+
+
+def compile_linear(pattern: str) -> Any:
+    """`pattern` compiled by RE2, its errors raised (re2.error) rather than logged to stderr."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
 # The keywords that make a validator follow a reference (2020-12, 2019-09, and every draft's $ref).
 _REFERENCE_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
 
@@ -150,3 +175,32 @@ def refuse_outside_references(schema: dict[str, Any]) -> None:
             stack.extend((f"{where}/{k}", v) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((f"{where}/{i}", v) for i, v in enumerate(value))
+
+
+def check_local_references(schema: dict[str, Any]) -> None:
+    """Every local reference of a schema (`$ref`, `$dynamicRef`) resolves within it; else a ValueError naming the
+    first that does not. A reference that cannot resolve would fail every case the config judges, a config
+    defect that would read as a failing agent. Call after refuse_outside_references (every reference is local)."""
+    dialect = schema.get("$schema")
+    specification = (referencing.jsonschema.specification_with(dialect) if isinstance(dialect, str)
+                     else referencing.jsonschema.DRAFT202012)  # jsonschema's own default: the latest draft
+    root = specification.create_resource(schema)
+    base = root.id() or ""
+    root_resolver = referencing.Registry().with_resource(base, root).resolver(base_uri=base)
+    stack: list[tuple[str, Any, Any]] = [("", schema, root_resolver)]
+    while stack:
+        where, value, resolver = stack.pop()
+        if isinstance(value, dict):
+            if value is not schema and isinstance(value.get("$id"), str):  # a subschema that is a resource of its own
+                resolver = resolver.in_subresource(specification.create_resource(value))
+            for keyword in ("$ref", "$dynamicRef"):
+                ref = value.get(keyword)
+                if isinstance(ref, str):
+                    try:
+                        resolver.lookup(ref)
+                    except referencing.exceptions.Unresolvable:
+                        raise ValueError(f"json_schema: the reference {ref[:200]!r} ({keyword} at {where or '/'}) "
+                                         "does not resolve within the schema") from None
+            stack.extend((f"{where}/{k}", v, resolver) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{where}/{i}", v, resolver) for i, v in enumerate(value))

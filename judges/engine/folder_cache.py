@@ -1,29 +1,34 @@
-"""The cache folder the CI command keeps (`--cache-dir`): entries written in bulk, as packs.
+"""The cache folder the CI command keeps (`--cache-dir`): entries written in bulk, as packs, each entry
+authenticated with the gate step's cache key.
 
 A folder holds:
   pack-<time>-<random>.jsonl   finished packs, read by every later run; the newest pack wins a key two hold
   .pack-<random>.tmp           a pack being written, renamed once whole: a crashed run leaves only this, ignored
   .compact.lock                held by the one process compacting the folder
-  <key>.json                   an entry of the older layout (one file per entry): still read, and moved into
-                               a pack by the next compaction
-A pack is one header line (`{"evalhub_cache_pack": 1, "entries": N, "bytes": B}`, padded to HEADER_SIZE)
-and one line per entry, `{"key": "<hex>", "value": {...}}`. A run reads the packs' keys when the cache is
-opened, each value when it is asked for; what it puts is kept in memory and written as one new pack when
-the cache is flushed (at the end of the run, or when the pending pack grows past PACK_BYTES or PACK_SECONDS,
-so a killed run loses at most that much). Several processes may share a folder: each writes packs of its
-own under unique names, and only whole packs are ever renamed into place. When a folder holds more than
-MAX_PACKS packs (or entries of the older layout, or a damaged pack), the flush compacts it into one.
+A pack is one header line (`{"evalhub_cache_pack": 2, "entries": N, "bytes": B}`, padded to HEADER_SIZE)
+and one line per entry, `{"key": "<hex>", "mac": "<hex>", "value": {...}}`. A run reads the packs' keys when
+the cache is opened, each value when it is asked for; what it puts is kept in memory and written as one new
+pack when the cache is flushed (at the end of the run, or when the pending pack grows past PACK_BYTES or
+PACK_SECONDS, so a killed run loses at most that much). Several processes may share a folder: each writes
+packs of its own under unique names, and only whole packs are ever renamed into place. When a folder holds
+more than MAX_PACKS packs (or a damaged pack, or one of an older format), the flush compacts it into one.
 
-The folder is outside the engine's hands (restored by CI, editable by anyone with the checkout), so what
-it holds is checked before it is trusted: JSON only, never pickle; an entry is a value only when its line
-parses, names the key it was asked for and holds an object; anything else is a miss, judged again and
-replaced by the next put. A pack cut short or with lines that are not entries is said once (a warning);
-its whole entries are still used. The value's own shape is its reader's to check (a judgment, a vector).
+The folder is outside the engine's hands (restored by CI, committed in a checkout, writable by the agent a
+job ran before the gate), so nothing in it is trusted for what it says: an entry's `mac` is the HMAC-SHA256,
+under the cache key, of its key and its value's bytes, and an entry whose mac does not verify is a miss
+(said once), judged again and replaced by the next put. Only a holder of the key (the gate step) can write
+an entry a later run will use. Values are JSON only, never pickle; an entry is a value only when it
+verifies and holds an object. A pack cut short or with lines that are not entries is said once (a warning);
+its whole entries are still used. Packs of format 1 (before entries were authenticated) and the older
+one-file-per-entry layout (`<key>.json`) are never read: the next compaction removes them. The value's own
+shape is its reader's to check (a judgment, a vector).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -45,7 +50,8 @@ try:
 except ImportError:  # Windows: compaction goes without its lock (two compactions lose nothing, only time)
     fcntl = None  # type: ignore[assignment]
 
-FORMAT = 1
+FORMAT = 2  # 1: entries without a mac (never read since: anyone could have written them)
+MIN_KEY_BYTES = 16  # a cache key shorter than this is refused: it could be guessed
 HEADER_SIZE = 128  # the header line's bytes, newline included: rewritten in place once a pack's size is known
 MAX_ENTRY = 16 * 1024 * 1024  # a longer line is not read (an entry that long is not written: it is judged again)
 PACK_BYTES = 64 * 1024 * 1024  # pending entries written as a pack once they reach this size...
@@ -57,6 +63,8 @@ _KEY_RE = re.compile(r"^[0-9a-f]{16,128}$")
 _PACK_RE = re.compile(r"^pack-[0-9]{20}-[0-9a-f]{8}\.jsonl$")
 _LEGACY_RE = re.compile(r"^([0-9a-f]{16,128})\.json$")
 _LINE_START = b'{"key": "'
+_MAC_LENGTH = 64  # HMAC-SHA256 in hex
+_VALUE_START = b'", "value": '
 _ARRAY = "__evalhub_f8__"  # an array of floats, as base64 of its little-endian float64 bytes
 
 
@@ -106,36 +114,56 @@ def _is_vector(value: Any) -> bool:
 _JSON = json_encoder(default=_encoded, separators=(", ", ": "), sort_keys=False)
 
 
-def entry_line(key: str, value: dict[str, Any]) -> bytes:
-    """One entry as a pack holds it: a JSON line, the key first so an index is read without the value."""
+def _mac(secret: bytes, key: str, body: bytes) -> bytes:
+    return hmac.new(secret, key.encode("ascii") + b"\n" + body, hashlib.sha256).hexdigest().encode("ascii")
+
+
+def entry_line(key: str, value: dict[str, Any], secret: bytes) -> bytes:
+    """One entry as a pack holds it: a JSON line, the key first so an index is read without the value, then
+    the mac of the key and the value's bytes under `secret`, then the value."""
     vector = value.get("vector")
     if len(value) == 1 and _is_vector(vector):  # an embedding: the one shape the semantic layer puts
         # An embedding's base64 needs no escaping: spliced in as it is, not through json's string encoder.
         body = b'{"vector": {"%s": "%s"}}' % (_ARRAY.encode(), _base64(vector))
     else:  # an array deeper in it is written by _encoded, as base64 too
         body = _JSON(value).encode()
-    return b'{"key": "%s", "value": %s}\n' % (key.encode("ascii"), body)
+    return b'{"key": "%s", "mac": "%s%s%s}\n' % (key.encode("ascii"), _mac(secret, key, body), _VALUE_START, body)
 
 
-def decode_entry(raw: bytes, key: str) -> dict[str, Any] | None:
-    """The value of an entry's line when it is one for `key` (an object under the key it was written for);
-    None for anything else."""
-    start = b'{"key": "%s", "value": {"vector": {"%s": "' % (key.encode("ascii"), _ARRAY.encode())
-    if raw.startswith(start) and raw.endswith(b'"}}}\n'):  # an embedding as entry_line writes it: no JSON to parse
+def verified_body(raw: bytes, key: str, secret: bytes) -> bytes | None:
+    """The value's bytes of an entry's line when its mac verifies for `key` under `secret`; None for anything
+    else (another key, a forged or damaged line, one written under another cache key). Nothing of the line is
+    parsed before it verifies."""
+    start = b'{"key": "%s", "mac": "' % key.encode("ascii")
+    body_at = len(start) + _MAC_LENGTH + len(_VALUE_START)
+    value_start = raw[body_at - len(_VALUE_START):body_at]
+    if not (raw.startswith(start) and raw.endswith(b"}\n") and value_start == _VALUE_START):
+        return None
+    body = raw[body_at:-2]
+    return body if hmac.compare_digest(raw[len(start):len(start) + _MAC_LENGTH], _mac(secret, key, body)) else None
+
+
+def decode_body(body: bytes) -> dict[str, Any] | None:
+    """The value a verified entry holds: an object; None for anything else."""
+    start = b'{"vector": {"%s": "' % _ARRAY.encode()
+    if body.startswith(start) and body.endswith(b'"}}'):  # an embedding as entry_line writes it: no JSON to parse
         import numpy as np
 
         try:  # validate: the base64 alphabet only (no quote: the line holds nothing else), a whole number of floats
-            return {"vector": np.frombuffer(base64.b64decode(raw[len(start):-5], validate=True), dtype="<f8").copy()}
+            return {"vector": np.frombuffer(base64.b64decode(body[len(start):-3], validate=True), dtype="<f8").copy()}
         except ValueError:
-            pass  # something else after all: read as JSON, as any line
+            pass  # something else after all: read as JSON, as any value
     try:
-        entry = json.loads(raw, object_hook=_decoded_arrays) if _ARRAY.encode() in raw else json.loads(raw)
+        value = json.loads(body, object_hook=_decoded_arrays) if _ARRAY.encode() in body else json.loads(body)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, nested past parsing, a bad array
         return None
-    if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("value"), dict):
-        return None
-    value: dict[str, Any] = entry["value"]
-    return value
+    return value if isinstance(value, dict) else None
+
+
+def decode_entry(raw: bytes, key: str, secret: bytes) -> dict[str, Any] | None:
+    """The value of an entry's line when it is one for `key` that verifies under `secret`; None otherwise."""
+    body = verified_body(raw, key, secret)
+    return None if body is None else decode_body(body)
 
 
 def _line_key(line: bytes) -> str | None:
@@ -150,36 +178,6 @@ def _line_key(line: bytes) -> str | None:
 def _header(entries: int, size: int) -> bytes:
     text = json.dumps({"evalhub_cache_pack": FORMAT, "entries": entries, "bytes": size}).encode()
     return text.ljust(HEADER_SIZE - 1) + b"\n"  # JSON allows the padding; a fixed size is rewritten in place
-
-
-def _open_regular(path: Path) -> int | None:
-    """A descriptor on the file at `path` when it is a regular file; None when it is missing, unreadable or
-    something else (non-blocking: a FIFO under the name cannot hang the reader)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
-        return None
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
-
-
-def read_legacy(path: Path, key: str) -> dict[str, Any] | None:
-    """An entry of the older layout, `<key>.json` holding `{"key": ..., "value": {...}}`; None when it is
-    anything else (not JSON, not UTF-8, written under another key, a directory, a FIFO, unreadable)."""
-    fd = _open_regular(path / f"{key}.json")
-    if fd is None:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            raw = fh.read(MAX_ENTRY + 1)
-    except OSError:
-        return None
-    return decode_entry(raw, key) if len(raw) <= MAX_ENTRY else None
 
 
 def _is_file(entry: os.DirEntry[str]) -> bool:
@@ -220,9 +218,12 @@ def _scan(fh: IO[bytes]) -> tuple[list[tuple[str, int, int]], str | None]:
     header = fh.readline(HEADER_SIZE)
     try:
         meta = json.loads(header)
-        declared = (int(meta["entries"]), int(meta["bytes"])) if meta.get("evalhub_cache_pack") == FORMAT else None
+        version = meta.get("evalhub_cache_pack")
+        declared = (int(meta["entries"]), int(meta["bytes"])) if version == FORMAT else None
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
-        declared = None
+        version = declared = None
+    if version == 1:
+        return [], "a pack of format 1, whose entries are not authenticated: not read (judged again)"
     if declared is None or not header.endswith(b"\n"):
         return [], "not a cache pack (no pack header): skipped"
     entries: list[tuple[str, int, int]] = []
@@ -308,8 +309,9 @@ def _write_pack(folder: Path, lines: Iterator[bytes], stamp: int | None = None) 
 class _Store:
     """A folder's packs and pending entries, apart from the FolderCache so its finalizer can flush them."""
 
-    def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
-        self.path, self.warn = path, warn
+    def __init__(self, path: Path, secret: bytes, warn: Callable[[str], None]) -> None:
+        self.path, self.secret, self.warn = path, secret, warn
+        self.unverified = 0  # entries read that did not verify under the key: misses, said once
         self.lock = threading.Lock()
         self.packs: list[_Pack] = []
         self.index: dict[str, tuple[_Pack, int, int]] = {}
@@ -322,7 +324,7 @@ class _Store:
         self._read_index()
 
     def listing(self) -> tuple[list[Path], set[str]]:
-        """The folder's finished packs, oldest first, and the keys of its entries of the older layout."""
+        """The folder's finished packs, oldest first, and the keys of its entries of the older layout (to remove)."""
         packs, legacy = [], set()
         try:
             with os.scandir(self.path) as entries:
@@ -330,7 +332,7 @@ class _Store:
                     if _PACK_RE.match(entry.name):
                         packs.append(self.path / entry.name)
                     elif (match := _LEGACY_RE.match(entry.name)) and _is_file(entry):
-                        legacy.add(match.group(1))  # a directory or FIFO under an entry's name is only a miss
+                        legacy.add(match.group(1))  # never read: the next compaction removes it
         except OSError as exc:
             self.warn(f"the cache folder {self.path} cannot be listed ({exc.strerror or exc}): nothing is read from it")
         return sorted(packs), legacy
@@ -359,16 +361,24 @@ class _Store:
         with self.lock:
             raw = self.pending.get(key)
             where = self.index.get(key) if raw is None else None
-            legacy = key in self.legacy
         if raw is None and where is not None:
             pack, offset, length = where
             raw = pack.read(offset, length)
-        if raw is not None:
-            return decode_entry(raw, key)
-        return read_legacy(self.path, key) if legacy else None
+        if raw is None:
+            return None
+        body = verified_body(raw, key, self.secret)
+        if body is None:
+            with self.lock:
+                self.unverified += 1
+                first = self.unverified == 1
+            if first:
+                self.warn(f"the cache folder {self.path} holds entries that do not verify under this cache key "
+                          "(forged, damaged, or written under another key): not used, judged again (said once)")
+            return None
+        return decode_body(body)
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        line = entry_line(key, value)
+        line = entry_line(key, value, self.secret)
         if len(line) > MAX_ENTRY:
             return  # not kept: judged again next time
         with self.lock:
@@ -381,7 +391,7 @@ class _Store:
 
     def keys(self) -> set[str]:
         with self.lock:
-            return set(self.index) | set(self.pending) | self.legacy
+            return set(self.index) | set(self.pending)
 
     def _finish_pack(self) -> None:
         """Write the pending entries as one pack (the lock held); they are then read from it."""
@@ -413,8 +423,9 @@ class _Store:
 
     def compact(self) -> None:
         """Merge the folder's packs and its entries of the older layout into one pack, then remove what was
-        merged; skipped while another process compacts. An entry is kept only when it reads as one (damaged
-        and forged lines go), the newest of a key; every entry stays readable throughout."""
+        merged (the older layout's files are removed unread); skipped while another process compacts. An entry is
+        kept only when it verifies and reads as one (damaged and forged lines go), the newest of a key; every
+        entry stays readable throughout."""
         free, lock = self._compaction_lock()
         if not free:
             return
@@ -428,14 +439,9 @@ class _Store:
                 for _path, (pack, entries, _problem) in reversed(merged):  # newest first: it wins a key
                     for key, offset, length in reversed(entries):
                         raw = pack.read(offset, length)
-                        if key not in seen and decode_entry(raw, key) is not None:
+                        if key not in seen and decode_entry(raw, key, self.secret) is not None:
                             seen.add(key)
                             yield raw
-                for key in sorted(legacy - seen):  # the older layout's entries are older than any pack
-                    value = read_legacy(self.path, key)
-                    if value is not None:
-                        seen.add(key)
-                        yield entry_line(key, value)
 
             # Named as the newest pack it merges, not now: a pack another process finished meanwhile is newer
             # and still wins a key both hold.
@@ -497,15 +503,21 @@ class _Store:
 
 
 class FolderCache:
-    """The cache folder of the CI command and the pytest plugin (module docstring): get/put as any cache,
-    written as a pack when flushed — `flush()` at the end of a run, `close()` (or a `with` block) when done;
+    """The cache folder of the CI command and the pytest plugin (module docstring): get/put as any cache, each
+    entry authenticated with `key` (the gate step's secret, at least MIN_KEY_BYTES), written as a pack when
+    flushed — `flush()` at the end of a run, `close()` (or a `with` block) when done;
     a cache that is dropped or left at exit is flushed then too."""
 
-    def __init__(self, path: str | os.PathLike[str], *, warn: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, key: bytes, warn: Callable[[str], None] | None = None
+    ) -> None:
+        if len(key) < MIN_KEY_BYTES:
+            raise ValueError(f"a cache key must be at least {MIN_KEY_BYTES} bytes")
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self._key = key
         self._warn = _warn if warn is None else warn
-        self._store = _Store(self.path, self._warn)
+        self._store = _Store(self.path, key, self._warn)
         self._subfolders: dict[str, FolderCache] = {}
         self._finalizer = weakref.finalize(self, self._store.close)
 
@@ -521,7 +533,7 @@ class FolderCache:
         """The cache kept in a folder inside this one (the semantic layer's `embeddings/`), opened once and
         flushed with this one."""
         if name not in self._subfolders:
-            self._subfolders[name] = FolderCache(self.path / name, warn=self._warn)
+            self._subfolders[name] = FolderCache(self.path / name, key=self._key, warn=self._warn)
         return self._subfolders[name]
 
     def flush(self) -> None:

@@ -10,6 +10,10 @@ import re
 import string
 from typing import Any
 
+# A trace's context the agent under test added to the case's (judges.gate.outputs.merged_trace): shown in the
+# CONTEXT section, in a section of its own after the case's, never in its place.
+AGENT_CONTEXT = "agentContext"
+
 SECTIONS: tuple[str, ...] = (
     "CRITERIA",
     "POLICY",
@@ -213,7 +217,14 @@ def prompt_values(case: dict[str, Any], *, criteria: str, policy: str) -> dict[s
         "expected_tool_argument": case.get("expected_tool_argument"),
         "expected_source": case.get("expected_source") or "(none)",
     }
-    return {name: _defuse(_as_text(value)) for name, value in raw.items()}
+    values = {name: _defuse(_as_text(value)) for name, value in raw.items()}
+    added = trace.get(AGENT_CONTEXT)
+    if added:  # kept apart from the case's context: the judge sees whose each is
+        values["context"] += (
+            "\n\nAdded by the agent's own trace (not part of the case; its claims are the agent's):\n"
+            + _section("AGENT CONTEXT", "added").format(added=_defuse(_as_text(added)))
+        )
+    return values
 
 
 def examples_section(examples: Any) -> str:

@@ -27,6 +27,14 @@ from .prompt import output_schema
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 DEFAULT_KEY_ENVS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# The providers' own key variables, each the pipeline's key for that provider: it goes only to that provider's
+# own endpoint, the base URL its SDK pairs with it, or one the pipeline pairs with it in KEY_PAIRS_ENV, never to a
+# URL variable a config chooses (docs/gate.md, "Keys and endpoints").
+PROVIDER_KEY_ENVS = {"OPENAI_API_KEY": "openai", "ANTHROPIC_API_KEY": "anthropic"}
+SDK_URL_ENVS = {"OPENAI_API_KEY": "OPENAI_BASE_URL", "ANTHROPIC_API_KEY": "ANTHROPIC_BASE_URL"}
+# "KEY_ENV=URL_ENV,…": the pairs the pipeline (or the server's operator) makes. A key named here goes only to the
+# URL variables it is paired with.
+KEY_PAIRS_ENV = "EVALHUB_JUDGE_KEY_PAIRS"
 # Local OpenAI-compatible servers (Ollama, vLLM, llama.cpp) often need no key, but the SDK wants one.
 PLACEHOLDER_KEY = "no-key-configured"
 # The failure category (and Judgment.error) of a key the provider refused: a config error, not an outage.
@@ -98,6 +106,51 @@ def endpoint_env_problems(
     return problems
 
 
+def key_pairs(env: Mapping[str, str]) -> dict[str, set[str]]:
+    """{key variable: the URL variables the pipeline pairs it with} from $EVALHUB_JUDGE_KEY_PAIRS; an entry that
+    is not NAME=NAME pairs nothing."""
+    pairs: dict[str, set[str]] = {}
+    for entry in env.get(KEY_PAIRS_ENV, "").split(","):
+        key, _, url = (part.strip() for part in entry.partition("="))
+        if key and url:
+            pairs.setdefault(key, set()).add(url)
+    return pairs
+
+
+def key_pairing_problem(
+    *, provider: str, base_url_env: str | None, api_key_env: str | None, env: Mapping[str, str]
+) -> str | None:
+    """Why the key a judge would send may not go to the endpoint it names, or None when it may.
+
+    A key goes to a config's base URL variable only when the pipeline paired the two: a provider's own key
+    (OPENAI_API_KEY, ANTHROPIC_API_KEY) with its SDK's URL variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL) or a
+    pair of $EVALHUB_JUDGE_KEY_PAIRS; any key listed there, only with its listed URL variables. Without a URL
+    variable a provider's own key goes to its own provider only. Other keys (EVALHUB_JUDGE_*, names the
+    operator allows) were given for the judges and go where the config says, unless listed.
+    """
+    key_env = api_key_env or DEFAULT_KEY_ENVS.get(provider)
+    if key_env is None:
+        return None  # no key: nothing to send
+    pinned = key_pairs(env).get(key_env)
+    own = PROVIDER_KEY_ENVS.get(key_env)
+    if base_url_env is None:
+        if own is not None and own != provider:
+            return f"{key_env} is {own}'s key and goes only to {own}'s endpoint, not to {provider}'s"
+        if pinned is not None and own is None:
+            return f"{key_env} is paired in ${KEY_PAIRS_ENV} with {', '.join(sorted(pinned))} only"
+        return None
+    allowed = set(pinned or ())
+    if own is not None:
+        allowed.add(SDK_URL_ENVS[key_env])
+    elif pinned is None:
+        return None
+    if base_url_env in allowed:
+        return None
+    return (f"{key_env} goes only to its provider's own endpoint or a base URL the pipeline pairs with it "
+            f"({', '.join(sorted(allowed))}, or a pair KEY=URL_VARIABLE in ${KEY_PAIRS_ENV}), not to {base_url_env}, "
+            "which the config chose")
+
+
 def resolve_endpoint(
     *,
     provider: str,
@@ -108,6 +161,9 @@ def resolve_endpoint(
 ) -> Endpoint:
     """Read the endpoint and key from the variables the config names; ProviderFailure if one is unset
     or unusable."""
+    unpaired = key_pairing_problem(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env)
+    if unpaired is not None:  # before the key is read, let alone sent
+        raise ProviderFailure("config error", unpaired, retryable=False)
     problems = endpoint_env_problems(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env, env=env)
     if problems:
         name, problem = problems[0]

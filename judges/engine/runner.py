@@ -87,6 +87,16 @@ class Engine:
         return {str(spec.provider) for spec in specs if spec is not None and spec.provider}
 
     @property
+    def time_limit_s(self) -> float:
+        """The longest a judgment of this config may take before a batch with time limits gives up on it: every
+        judge it may ask (primary, fallback, second opinion, adjudicator, embeddings), each attempt its whole
+        timeout and the longest pause a provider may ask for between attempts, then a minute to spare."""
+        cfg = self.cfg
+        judges = 1 + sum(j is not None for j in (cfg.fallback, cfg.second_opinion_judge, cfg.adjudicator, cfg.semantic))
+        per_attempt = cfg.timeout_s + self.retry.max_retry_after_s
+        return judges * cfg.max_attempts * per_attempt + 60.0
+
+    @property
     def calls_judge(self) -> bool:
         """Whether a judgment may ask a behavioral judge (else it is the engine's own arithmetic)."""
         return "behavioral" in self.cfg.layers

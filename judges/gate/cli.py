@@ -4,7 +4,7 @@
                        [--kind K] --out cases.jsonl [--token TOKEN]
     evalhub-gate check --config URL_OR_FILE [--token TOKEN] [--cases cases.jsonl] --outputs FILE.jsonl
                        [--repeats K] [--max-cost-usd X] [--require-calibrated] [--junit FILE] [--json FILE]
-                       [--post URL] [--cache-dir DIR] [--concurrency N] [--redact KIND…]
+                       [--post URL] [--cache-dir DIR] [--cache-key-env NAME] [--concurrency N] [--redact KIND…]
                        [--rubric SLUG]… [--stage STAGE]… [--layers contract]
                        [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]]
 
@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from typing import NoReturn, TextIO
 
 from judges.engine import FolderCache
+from judges.engine.folder_cache import MIN_KEY_BYTES
 from judges.gate import VERSION
 from judges.gate.config import (
     ENV_ALLOW_ENV,
@@ -55,7 +56,15 @@ from judges.gate.config import (
     select_rubrics,
     select_tier,
 )
-from judges.gate.judging import EXIT_CONFIG, EXIT_PASS, RubricResult, exit_code, judge_all, refused_keys
+from judges.gate.judging import (
+    EXIT_CONFIG,
+    EXIT_PASS,
+    RubricResult,
+    calls_models,
+    exit_code,
+    judge_all,
+    refused_keys,
+)
 from judges.gate.messages import ConfigError, one_line, print_error
 from judges.gate.outputs import read_cases, read_cases_and_outputs, read_outputs
 from judges.gate.posting import (
@@ -80,6 +89,9 @@ from judges.gate.server import TOKEN_ENV, checked_token, checked_url, fetch_case
 from labeling.importing.files import write_whole
 from labeling.importing.reading import CASE_KINDS
 from labeling.importing.redaction import REDACT_KINDS, Redactor
+
+# The cache key's variable: set on the gate step only, never on a step that runs the agent (docs/gate.md).
+CACHE_KEY_ENV = "EVALHUB_CACHE_KEY"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -165,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--post", metavar="URL", help="POST the results here (…/api/ci-results, results:write)")
     check.add_argument("--cache-dir", default=".evalhub-cache", metavar="DIR",
                        help="where identical work is cached between runs (default: .evalhub-cache)")
+    check.add_argument("--cache-key-env", default=CACHE_KEY_ENV, metavar="NAME",
+                       help=f"the variable holding the cache key, a secret given only to this step (default: "
+                            f"${CACHE_KEY_ENV}): the folder's entries are signed with it, and an entry that does not "
+                            "verify is judged again; without a key the check keeps no cache")
     check.add_argument("--no-cache", action="store_true", help="ask the judges again even for cached work")
     check.add_argument("--concurrency", type=_positive, default=4, metavar="N",
                        help="judge calls in flight at once, all rubrics together (default: 4)")
@@ -295,7 +311,7 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         kinds.update(fetch_redaction(server, args.post_cases, token=token))
     redactor = Redactor(sorted(kinds))
     cases = [redactor.fields(case) for case in cases]  # before a judge, the cache or a report sees them
-    cache = None if args.no_cache else _cache(args.cache_dir)
+    cache = None if args.no_cache or not any(calls_models(r) for r in rubrics) else _cache(args, env)
     github = env.get("GITHUB_ACTIONS") == "true"
 
     started = time.monotonic()
@@ -355,11 +371,23 @@ def write_tier(rubrics: Sequence[GateRubric], tier: str, out: TextIO) -> None:
         print(f"evalhub-gate: --tier {tier}: rubric {one_line(rubric.slug, 80)} {which}", file=out)
 
 
-def _cache(path: str) -> FolderCache:
+def _cache(args: argparse.Namespace, env: Mapping[str, str]) -> FolderCache | None:
+    """The cache folder, its entries signed with the step's cache key; None (said) without a key: an entry
+    anyone could write (a committed folder, a cache restored from another ref, the agent run earlier in the
+    job) must never decide a verdict."""
+    key = env.get(args.cache_key_env, "")
+    if not key:
+        print(f"evalhub-gate: no cache: ${one_line(args.cache_key_env, 80)} is not set, so every case is judged "
+              "(a cached verdict is used only when signed with a key the gate step alone holds; docs/gate.md)",
+              file=sys.stdout)
+        return None
+    if len(key.encode()) < MIN_KEY_BYTES:
+        raise ConfigError(f"${one_line(args.cache_key_env, 80)}: a cache key needs at least {MIN_KEY_BYTES} bytes "
+                          "(e.g. the output of `openssl rand -hex 32`, kept as a secret of the gate step)")
     try:
-        return FolderCache(path, warn=_cache_warning)
+        return FolderCache(args.cache_dir, key=key.encode(), warn=_cache_warning)
     except OSError as exc:  # a file of that name, or a folder it may not create
-        raise ConfigError(f"--cache-dir {path}: {exc.strerror or exc}") from None
+        raise ConfigError(f"--cache-dir {args.cache_dir}: {exc.strerror or exc}") from None
 
 
 def _cache_warning(message: str) -> None:

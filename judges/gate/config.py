@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from judges.engine import JudgeConfig, env_name_refusals, parse_env_allow
-from judges.engine.providers import endpoint_env_problems
+from judges.engine.providers import endpoint_env_problems, key_pairing_problem
 from judges.gate.messages import ConfigError, one_line
 from judges.gate.server import checked_url, http_request
 from judges.gate.versions import check_versions
@@ -312,6 +312,15 @@ def check_environment(rubrics: Sequence[GateRubric], env: Mapping[str, str]) -> 
     3 as if the provider were down; a missing secret is the pipeline's config error: exit 2. The error
     names each variable once, with the rubrics that need it, and never a value.
     """
+    unpaired = list(dict.fromkeys(
+        f"rubric {one_line(rubric.slug)}: {unpaired_why}"
+        for rubric in rubrics
+        for provider, base_url_env, api_key_env, _ in _judges(rubric)
+        if (unpaired_why := key_pairing_problem(provider=provider, base_url_env=base_url_env, api_key_env=api_key_env,
+                                           env=env))
+    ))
+    if unpaired:  # before any key is read: a config must not choose where the pipeline's key goes
+        raise ConfigError("a judge would send a key to an endpoint it is not paired with: " + "; ".join(unpaired))
     needed_by: dict[tuple[str, str], list[str]] = {}
     for rubric in rubrics:
         for provider, base_url_env, api_key_env, _ in _judges(rubric):

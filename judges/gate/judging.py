@@ -227,6 +227,12 @@ def _not_counted(j: Judgment, *, gate: bool) -> str | None:
     return j.reason or j.error or "not evaluated"
 
 
+def calls_models(rubric: GateRubric) -> bool:
+    """Whether a rubric's judgments may call a model: only those are worth a cache (a contract-only verdict is the
+    engine's own arithmetic, as quick to redo as to look up, and never taken from a folder)."""
+    return bool({"behavioral", "semantic"} & set(rubric.judge.layers))
+
+
 def embedding_cache(cache: FolderCache | None) -> FolderCache | None:
     """The semantic layer's embeddings, in the cache folder's `embeddings/` (a text is embedded once, whatever
     the rubric or the check); none when the check runs without a cache."""
@@ -259,8 +265,9 @@ def judge_all(
     clients = ClientPool()  # one SDK client per endpoint, shared by every rubric's judge
     embeddings = embedding_cache(cache)
     engines = [
-        Engine(r.judge, cache=cache, prices=r.prices, spend=spend, env=env, clients=clients, allowed_env=allowed_env,
-               embedding_cache=embeddings, sampled=_sampled(r, cases, sample_salt))
+        Engine(r.judge, cache=cache if calls_models(r) else None, prices=r.prices, spend=spend, env=env,
+               clients=clients, allowed_env=allowed_env, embedding_cache=embeddings,
+               sampled=_sampled(r, cases, sample_salt))
         for r in rubrics
     ]
     # The batch starts its work in the order given: the spend order above holds.

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from judges.engine.prompt import AGENT_CONTEXT
 from judges.gate.messages import ConfigError, one_line
 from labeling.importing.reading import (
     HUMAN_VERDICT,
@@ -164,6 +165,20 @@ def _output_problems(obj: Any) -> list[str]:
     return problems
 
 
+def merged_trace(case_trace: dict[str, Any], agent_trace: dict[str, Any]) -> dict[str, Any]:
+    """The trace judged with --cases: what the agent did this time (its own tool calls and sources, never the
+    recorded ones), but the case's context, which the case fixes (the policy text the judge reads). A context
+    the agent's trace carries is kept apart, as `agentContext`, which the judge's prompt shows as the agent's
+    addition (judges.engine.prompt): the agent under test may add to what the judge is told, never replace it."""
+    trace = {key: value for key, value in agent_trace.items() if key not in ("context", AGENT_CONTEXT)}
+    if case_trace.get("context") is not None:
+        trace["context"] = case_trace["context"]
+    added = agent_trace.get("context")
+    if added is not None and added != case_trace.get("context"):
+        trace[AGENT_CONTEXT] = added
+    return trace
+
+
 def read_cases_and_outputs(cases_path: str, outputs_path: str) -> list[dict[str, Any]]:
     """The cases of the cases file, each with the agent's output, trace and metadata from the outputs file.
 
@@ -189,8 +204,7 @@ def read_cases_and_outputs(cases_path: str, outputs_path: str) -> list[dict[str,
         merged.append({
             **case,
             "output": output["output"],
-            # What the agent did this time: its own tool calls and sources, never the recorded ones.
-            "trace": output.get("trace") or {},
+            "trace": merged_trace(case.get("trace") or {}, output.get("trace") or {}),
             # The agent's metadata adds to the case's, and wins a key both have: it describes this answer
             # (agent_model, latency), the case's describes the recorded one. No such key is judged:
             # the judged ones are refused above, so the case's expectations always stand.

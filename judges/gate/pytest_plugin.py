@@ -13,7 +13,14 @@ rubric's stage: observe records only, warn turns a failure into a pytest warning
 the judge's reason (a case not evaluated is skipped, or fails under fail_closed; a rubric gated on the
 agent's pass rate decides at the end of the session). The session ends with evalhub-gate's summary and
 budget, and its exit code where pytest's would say less: 1 when a rate gate failed, 3 when a gate-stage
-case could not be judged, 2 on a config error.
+case could not be judged, 2 on a config error. Under pytest-xdist each worker judges its own tests and hands
+what it judged (and its config errors) to the controller when it finishes, which sums them up: the summary and
+the exit code are the same with any number of workers.
+
+The cache folder: the plugin judges in the process of the code under test, which can read any key the
+plugin holds and so sign a forged verdict. Under CI (`CI=true`) it keeps no cache unless `--evalhub-cache-dir`
+is given; elsewhere it signs entries with $EVALHUB_CACHE_KEY, else with a key of the user's kept outside the
+checkout (docs/gate.md, "The cache").
 
 Registered through the `pytest11` entry point, so it is loaded in every pytest run of an environment
 where evalhub is installed: it does nothing until a test asks for its fixtures, and imports nothing
@@ -24,9 +31,11 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
@@ -38,6 +47,9 @@ if TYPE_CHECKING:
 
 CONFIG_ENV = "EVALHUB_GATE_CONFIG"
 CONFIG_INI = "evalhub_gate_config"
+CACHE_KEY_ENV = "EVALHUB_CACHE_KEY"
+# What a worker hands the controller under xdist (config.workeroutput), and what the controller reads back.
+WORKER_OUTPUT = "evalhub"
 
 
 class EvalhubWarning(UserWarning):
@@ -110,6 +122,7 @@ class _Gate:
     env: Mapping[str, str]
     allowed_env: tuple[str, ...]
     ready: set[str] = field(default_factory=set)  # rubrics whose judges' variables were checked
+    no_cache_why: str | None = None  # why the session keeps no cache, said in the summary
     results: dict[str, RubricResult] = field(default_factory=dict)
     judged_ids: dict[str, int] = field(default_factory=dict)
 
@@ -131,7 +144,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--evalhub-repeats", type=int, default=1, metavar="K",
                     help="judge each case K times; its verdict is the majority, a tie is not evaluated (default 1)")
     group.addoption("--evalhub-cache-dir", metavar="DIR",
-                    help="evalhub-gate's cache folder (default: .evalhub-cache in the rootdir)")
+                    help="evalhub-gate's cache folder (default: .evalhub-cache in the rootdir; under CI=true no cache "
+                         "unless this is given)")
     group.addoption("--evalhub-no-cache", action="store_true", help="ask the judges again even for cached work")
     group.addoption("--evalhub-concurrency", type=int, default=4, metavar="N",
                     help="judge calls in flight at once within one case's repeats (default 4)")
@@ -173,7 +187,7 @@ def _error_text(error: Exception) -> str:
     return one_line(str(error), None)
 
 
-def _load_gate(config: pytest.Config) -> _Gate:
+def _load_gate(config: pytest.Config, *, with_cache: bool = True) -> _Gate:
     from judges.engine import FolderCache
     from judges.gate.config import allowed_env_names, load_gate_config, parse_gate_config
     from judges.gate.messages import ConfigError
@@ -189,15 +203,47 @@ def _load_gate(config: pytest.Config) -> _Gate:
     env = os.environ
     token = checked_token(env.get(TOKEN_ENV) or None, given_as=f"${TOKEN_ENV}")
     rubrics = parse_gate_config(load_gate_config(source, token=token))
-    cache = None
-    if not config.getoption("--evalhub-no-cache"):
-        folder = config.getoption("--evalhub-cache-dir") or str(config.rootpath / ".evalhub-cache")
-        try:
-            cache = FolderCache(folder)
-        except OSError as exc:
-            raise ConfigError(f"--evalhub-cache-dir {folder}: {exc.strerror or exc}") from None
+    cache, no_cache_why = None, None
+    if with_cache and not config.getoption("--evalhub-no-cache"):
+        given = config.getoption("--evalhub-cache-dir")
+        key = env.get(CACHE_KEY_ENV) or None
+        if env.get("CI", "").lower() == "true" and not given:
+            no_cache_why = ("under CI the plugin keeps no cache unless --evalhub-cache-dir is given: it judges in the "
+                            "process of the code under test, which could read its key and sign forged verdicts")
+        elif key is None and (key := _user_cache_key()) is None:
+            no_cache_why = f"no cache key: set ${CACHE_KEY_ENV}"
+        else:
+            folder = given or str(config.rootpath / ".evalhub-cache")
+            try:
+                cache = FolderCache(folder, key=key.encode(), warn=_cache_warning)
+            except OSError as exc:
+                raise ConfigError(f"--evalhub-cache-dir {folder}: {exc.strerror or exc}") from None
+            except ValueError as exc:  # a key too short
+                raise ConfigError(f"${CACHE_KEY_ENV}: {exc}") from None
     return _Gate(rubrics={r.slug: r for r in rubrics}, cache=cache, repeats=repeats, concurrency=concurrency,
-                 env=env, allowed_env=allowed_env_names([], env))
+                 env=env, allowed_env=allowed_env_names([], env), no_cache_why=no_cache_why)
+
+
+def _user_cache_key() -> str | None:
+    """The user's own cache key, made on first use in their cache folder, outside any checkout (so a committed
+    cache folder cannot bring the key that signs it); None when it can be neither read nor made."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(home) / "evalhub" / "cache-key"
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return path.read_text().strip() or None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _cache_warning(message: str) -> None:
+    warnings.warn(EvalhubWarning(f"evalhub cache: {message}"), stacklevel=2)
 
 
 @pytest.fixture(scope="session")
@@ -289,11 +335,63 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash[_STATE]
     if state.gate is not None and state.gate.cache is not None:
         state.gate.cache.flush()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller decides the session's outcome
+        workeroutput[WORKER_OUTPUT] = _worker_output(state)
+        return
     code = _session_code(state)
     if code is None:
         return
     if session.exitstatus == pytest.ExitCode.OK or (code == 2 and session.exitstatus == pytest.ExitCode.TESTS_FAILED):
         session.exitstatus = code
+
+
+def _worker_output(state: _State) -> dict[str, Any]:
+    """What a worker judged, as plain data (execnet carries no objects): config errors and each rubric's cases."""
+    results = state.gate.results if state.gate is not None else {}
+    return {
+        "config_errors": list(state.config_errors),
+        "results": {
+            slug: [{"external_id": c.external_id, "verdict": c.verdict, "reason": c.reason, "category": c.category,
+                    "judgments": [j.to_dict() for j in c.judgments]} for c in result.cases]
+            for slug, result in results.items()
+        },
+    }
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown where xdist is not installed
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """A worker finished: add what it judged to the controller's session, as if judged here."""
+    output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    if not output:
+        return
+    from judges.engine import Judgment
+    from judges.gate.judging import CaseResult, RubricResult
+    from judges.gate.messages import ConfigError
+
+    config = node.config
+    state = config.stash[_STATE]
+    for message in output["config_errors"]:
+        if message not in state.config_errors:
+            state.config_errors.append(message)
+    if not output["results"]:
+        return
+    if state.gate is None:
+        try:  # the controller reads the gate config for the rubrics' stages and rules; it judges nothing
+            state.gate = _load_gate(config, with_cache=False)
+        except ConfigError as exc:
+            state.config_errors.append(_error_text(exc))
+            return
+    for slug, cases in output["results"].items():
+        rubric = state.gate.rubrics.get(slug)
+        if rubric is None:  # the config changed under the session: the worker's rubric is gone
+            state.config_errors.append(f"a worker judged rubric {slug!r}, which the gate config no longer lists")
+            continue
+        result = state.gate.results.setdefault(slug, RubricResult(rubric, repeats=state.gate.repeats))
+        for case in cases:
+            judgments = [Judgment.from_stored(j) for j in case["judgments"]]
+            result.cases.append(CaseResult(case["external_id"], case["verdict"], case["reason"],
+                                           [j for j in judgments if j is not None], case["category"]))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -308,6 +406,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
     terminalreporter.write_sep("=", "evalhub")
     out = io.StringIO()
+    if state.gate is not None and state.gate.no_cache_why:
+        out.write(f"evalhub-gate: no cache: {state.gate.no_cache_why} (docs/gate.md)\n")
     if state.gate is not None and state.gate.results:
         results = list(state.gate.results.values())
         write_recalibration([r.rubric for r in results], out, github=False)

@@ -5,16 +5,23 @@ Every request goes through one opener, whose redirect rule keeps the bearer toke
 given for (docs/gate.md): a GET follows a redirect only within its own origin (scheme, host and port), a
 redirect to another origin is refused, and a redirected POST is an error (urllib would resend it as a GET
 with the token, and the results would not be posted).
+
+Every answer read is bounded in size and in time: a body past its size bound is not read further, and a
+whole exchange (connecting, the headers, the body, redirects included) past its overall deadline is cut
+off, whatever pace the server keeps (a per-read timeout alone never ends a server trickling a byte a
+second). The error says which bound was hit.
 """
 
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import os
 import re
-import shutil
+import socket
 import tempfile
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,7 +32,16 @@ from judges.gate.messages import ConfigError, one_line
 from labeling.importing.redaction import REDACT_KINDS
 
 TOKEN_ENV = "EVALHUB_TOKEN"
-HTTP_TIMEOUT_S = 30
+HTTP_TIMEOUT_S = 30  # each connect or read
+# The size bounds: a JSON answer (the gate config, a token's scopes, a posting's answer) and a dataset's cases.
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_CASES_BYTES = 4 * 1024 * 1024 * 1024
+MAX_ERROR_BYTES = 64 * 1024  # an error's body: only its message is read
+# The overall deadlines of one exchange; $EVALHUB_GATE_HTTP_DEADLINE_S (seconds) sets every one of them.
+ANSWER_DEADLINE_S = 120.0
+CASES_DEADLINE_S = 900.0
+DEADLINE_ENV = "EVALHUB_GATE_HTTP_DEADLINE_S"
+_CHUNK = 256 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # A bearer token's characters (RFC 6750): all an evalhub token holds, and all an HTTP header carries safely.
 _TOKEN_RE = re.compile(r"[A-Za-z0-9._~+/-]+=*")
@@ -95,13 +111,124 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+class _Deadline:
+    """An exchange's overall deadline: when it passes, the sockets the exchange opened are shut down, which
+    ends any read blocked on them (the caller then says the deadline was hit)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.hit = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        _CURRENT.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        _CURRENT.deadline = None
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.hit:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.hit = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:  # the plain socket's shutdown, under TLS too: it wakes a read blocked in another thread
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+_CURRENT = threading.local()  # the deadline of the exchange this thread is making
+
+
+class _Watched(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        deadline = getattr(_CURRENT, "deadline", None)
+        if deadline is not None and self.sock is not None:
+            deadline.watch(self.sock)
+
+
+class _WatchedHTTPS(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        deadline = getattr(_CURRENT, "deadline", None)
+        if deadline is not None and self.sock is not None:
+            deadline.watch(self.sock)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_Watched, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_WatchedHTTPS, req, context=self._context)  # type: ignore[attr-defined]
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects, _HTTPHandler, _HTTPSHandler)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def deadline_s(default: float) -> float:
+    """The overall deadline of one exchange: $EVALHUB_GATE_HTTP_DEADLINE_S when set (a positive number of
+    seconds), else `default`."""
+    given = os.environ.get(DEADLINE_ENV, "").strip()
+    if not given:
+        return default
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 86_400:
+        raise ConfigError(f"${DEADLINE_ENV}: expected a number of seconds above 0 (and below a day), got "
+                          f"{one_line(repr(given), 40)}")
+    return seconds
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024):,} MiB" if limit >= 1024 * 1024 else f"{limit:,} bytes"
+
+
+def _read_bounded(response: http.client.HTTPResponse, limit: int, sink: IO[bytes] | None) -> bytes:
+    """The body, at most `limit` bytes (into `sink` when given, then b""); _TooLarge past it."""
+    length = response.headers.get("Content-Length", "")
+    if length.strip().isdigit() and int(length) > limit:
+        raise _TooLarge
+    parts, total = [], 0
+    while chunk := response.read1(_CHUNK):
+        total += len(chunk)
+        if total > limit:
+            raise _TooLarge
+        if sink is None:
+            parts.append(chunk)
+        else:
+            sink.write(chunk)
+    return b"".join(parts)
 
 
 def _server_message(exc: urllib.error.HTTPError) -> str:
     """What the server said about a refusal: its "error", or its list of {"field", "message"} "errors"."""
     try:
-        body = json.loads(exc.read())
+        body = json.loads(exc.read(MAX_ERROR_BYTES))
         if body.get("errors"):
             return "; ".join(f"{e.get('field')}: {e.get('message')}" for e in body["errors"])
         return str(body.get("error") or "")
@@ -114,14 +241,34 @@ def http_request(request: urllib.request.Request, what: str) -> bytes:
     return http_request_to(request, what, None)
 
 
-def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] | None) -> bytes:
-    """The response body (streamed into `sink` when given, then b""), or a ConfigError."""
+def http_request_to(
+    request: urllib.request.Request, what: str, sink: IO[bytes] | None, *, limit: int = MAX_ANSWER_BYTES,
+    seconds: float = ANSWER_DEADLINE_S,
+) -> bytes:
+    """The response body (streamed into `sink` when given, then b""), or a ConfigError; at most `limit` bytes
+    and `seconds` (or $EVALHUB_GATE_HTTP_DEADLINE_S) for the whole exchange."""
+    deadline = _Deadline(deadline_s(seconds))
     try:
-        with _OPENER.open(request, timeout=HTTP_TIMEOUT_S) as response:
-            if sink is None:
-                return response.read()
-            shutil.copyfileobj(response, sink)
-            return b""
+        with deadline:
+            return _exchange(request, what, sink, limit, deadline)
+    except ConfigError:
+        if deadline.hit:  # whatever broke as the connection was shut, the deadline is why
+            raise ConfigError(f"{what}: no whole answer within {deadline.seconds:g} s, the overall deadline (the "
+                              f"server is too slow or trickling; ${DEADLINE_ENV} sets it)") from None
+        raise
+
+
+def _exchange(request: urllib.request.Request, what: str, sink: IO[bytes] | None, limit: int,
+              deadline: _Deadline) -> bytes:
+    try:
+        with _OPENER.open(request, timeout=min(HTTP_TIMEOUT_S, deadline.seconds)) as response:
+            body = _read_bounded(response, limit, sink)
+        if deadline.hit:  # the body ended as the deadline shut the connection: it may be cut short
+            raise ConfigError(what)
+        return body
+    except _TooLarge:
+        raise ConfigError(f"{what}: the answer is larger than {_size(limit)}, the size bound of this answer: not "
+                          "read further") from None
     except _RedirectRefused as exc:
         raise ConfigError(f"{what}: {exc}") from None
     except urllib.error.HTTPError as exc:
@@ -139,6 +286,8 @@ def http_request_to(request: urllib.request.Request, what: str, sink: IO[bytes] 
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ConfigError(f"{what}: cannot connect ({one_line(str(reason))})") from None
+    except http.client.HTTPException as exc:  # a status line or a body that broke off
+        raise ConfigError(f"{what}: the answer broke off ({type(exc).__name__})") from None
     except ValueError as exc:  # a URL or header urllib cannot send (checked_url catches most before)
         raise ConfigError(f"{what}: cannot send the request ({one_line(str(exc))})") from None
 
@@ -184,7 +333,7 @@ def fetch_cases(
     try:
         with os.fdopen(fd, "wb") as sink:
             http_request_to(urllib.request.Request(url, headers=headers), f"fetching the cases from {url}",
-                            cast(IO[bytes], _LocalFile(sink, out)))
+                            cast(IO[bytes], _LocalFile(sink, out)), limit=MAX_CASES_BYTES, seconds=CASES_DEADLINE_S)
     except BaseException as exc:
         os.unlink(partial)
         if isinstance(exc, OSError):  # the file's last bytes, written as it closed

@@ -247,6 +247,9 @@ class _Window:
         batches = judge_many(
             self._pairs(ends_at), concurrency=self.run.concurrency, stop=self.stop,
             poll_s=min(recorder.heartbeat, RECORD_EVERY_SECONDS),
+            # A judgment past its time is recorded not evaluated, so the window ends and its lease is released
+            # (a cancel too), whatever a stuck thread does.
+            time_limits=True,
         )
         recorder.start()
         if self.cached_in_bulk and recorder.threaded:

@@ -7,6 +7,8 @@ from judges.engine import FolderCache, MemoryCache, SpendTracker, judge_batch
 
 from .factories import OPENAI_MODEL, PRICES, contract_config, judge_config, policy_case, tool_case
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 
 def cases(n, **overrides):
     return [tool_case(external_id=f"case-{i:03d}", output=f"Answer number {i}.", **overrides) for i in range(n)]
@@ -193,8 +195,9 @@ def test_not_evaluated_is_never_cached(fake, env, quick_retry):
 
 def test_a_folder_cache_serves_a_later_process(fake, env, tmp_path):
     items = [(policy_case(external_id=f"p{i}", output=f"Yes, within 30 days ({i})."), 1) for i in range(4)]
-    judge_batch(items, judge_config(), concurrency=2, env=env, cache=FolderCache(tmp_path / "cache"))
-    again = judge_batch(items, judge_config(), concurrency=2, env=env, cache=FolderCache(tmp_path / "cache"))
+    judge_batch(items, judge_config(), concurrency=2, env=env, cache=FolderCache(tmp_path / "cache", key=CACHE_KEY))
+    again = judge_batch(items, judge_config(), concurrency=2, env=env,
+                        cache=FolderCache(tmp_path / "cache", key=CACHE_KEY))
     assert all(j.cached for j in again)
     assert fake.stats()["total"] == 4
 

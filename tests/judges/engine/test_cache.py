@@ -7,6 +7,8 @@ from judges.engine import Engine, FolderCache, JudgeConfig, MemoryCache, cache_k
 
 from .factories import contract_config, tool_case
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 
 def test_case_content_key_is_sha256_of_what_the_judge_sees():
     case = tool_case()
@@ -51,7 +53,8 @@ def test_an_engine_keys_a_cases_repeats_as_one_by_one_with_its_salt():
 
 @pytest.mark.parametrize("make", [MemoryCache, "folder"])
 def test_a_cache_gives_back_what_was_put(make, tmp_path):
-    cache = FolderCache(tmp_path) if make == "folder" else make()  # the folder's own: test_folder_cache.py
+    # The folder's own tests: test_folder_cache.py.
+    cache = FolderCache(tmp_path, key=CACHE_KEY) if make == "folder" else make()
     key = cache_key(tool_case(), "h", 1)
     assert cache.get(key) is None
     cache.put(key, {"outcome": "pass", "scores": None})
@@ -82,7 +85,7 @@ PARTIAL_JUDGMENTS = {
 def test_an_entry_that_is_not_a_whole_judgment_is_judged_again(tmp_path, damage):
     config = contract_config("must_match", must_match=["ORD-101"])
     case = tool_case(output="I could not find that order.")
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
     first = judge_case(case, config, 1, cache=cache)
     assert first.outcome == "fail" and not first.cached
     key = cache_key(case, JudgeConfig.from_dict(config).config_hash, 1)

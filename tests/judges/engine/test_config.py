@@ -222,3 +222,14 @@ def test_model_family_override_wins():
 )
 def test_is_pinned_snapshot(model, pinned):
     assert is_pinned_snapshot(model) is pinned
+
+
+@pytest.mark.parametrize("pattern, why", [
+    (r"(a)\1", "invalid escape sequence"),
+    (r"ORD-(?=\d)", "invalid perl operator"),
+])
+@pytest.mark.parametrize("field", ["must_match", "must_not_match"])
+def test_a_pattern_re2_cannot_take_is_refused_with_its_reason(field, pattern, why):
+    spec = {"rubric": "r", "criteria": "c", "layers": ["contract"], "contract_checks": [field], field: [pattern]}
+    with pytest.raises(ValueError, match=rf"^{field}: RE2 cannot take pattern 1, .*{why}.*no backreferences"):
+        JudgeConfig.from_dict(spec)

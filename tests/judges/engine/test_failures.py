@@ -256,11 +256,15 @@ def test_a_missing_environment_variable_is_a_config_error_without_a_call(fake, e
 
 
 def test_a_provider_without_a_key_variable_reads_its_usual_one(fake, env):
-    config = judge_config(api_key_env=None)
-    j = judge_case(tool_case(), config, 1, env={"EVALHUB_JUDGE_OPENAI_URL": env["EVALHUB_JUDGE_OPENAI_URL"]})
+    # Its usual key goes only with its SDK's own URL variable (or its own endpoint): docs/gate.md, "Keys and endpoints".
+    config = judge_config(api_key_env=None, base_url_env="OPENAI_BASE_URL")
+    url = {"OPENAI_BASE_URL": env["EVALHUB_JUDGE_OPENAI_URL"]}
+    j = judge_case(tool_case(), config, 1, env=url)
     assert "OPENAI_API_KEY is not set" in j.reason
-    j = judge_case(tool_case(), config, 1, env={**env, "OPENAI_API_KEY": "sk-other"})
+    j = judge_case(tool_case(), config, 1, env={**url, "OPENAI_API_KEY": "sk-other"})
     assert j.outcome == "pass"
+    elsewhere = judge_case(tool_case(), judge_config(api_key_env=None), 1, env={**env, "OPENAI_API_KEY": "sk-other"})
+    assert elsewhere.error == "config error" and "not to EVALHUB_JUDGE_OPENAI_URL" in elsewhere.reason
 
 
 def test_an_openai_compatible_server_needs_no_key(fake, env):

@@ -16,6 +16,8 @@ import pytest
 from judges.engine import FolderCache
 from judges.engine import folder_cache as fc
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 KEY, OTHER_KEY = "ef" * 32, "ab" * 32
 JUDGMENT = {"outcome": "pass", "reason": "states the window", "checks": [{"name": "answer_present", "passed": True}],
             "scores": None, "similarity": 0.8123456789012345}
@@ -39,7 +41,7 @@ class Warnings(list):
 def write_pack(folder: Path, entries: dict[str, dict]) -> Path:
     """A pack as a run writes it (one flush of a cache that put `entries`)."""
     before = set(packs(folder))
-    with FolderCache(folder) as cache:
+    with FolderCache(folder, key=CACHE_KEY) as cache:
         for k, value in entries.items():
             cache.put(k, value)
     [made] = set(packs(folder)) - before
@@ -47,7 +49,7 @@ def write_pack(folder: Path, entries: dict[str, dict]) -> Path:
 
 
 def test_it_keeps_what_was_put_in_memory_until_a_flush_writes_one_pack_a_later_run_reads(tmp_path):
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
     vector = np.array([0.1, -2.5e-300, 1 / 3, 7.0])
     cache.put(KEY, JUDGMENT)
     cache.put(OTHER_KEY, {"vector": vector})
@@ -58,7 +60,7 @@ def test_it_keeps_what_was_put_in_memory_until_a_flush_writes_one_pack_a_later_r
 
     [pack] = packs(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [pack.name]  # no temp file left
-    later = FolderCache(tmp_path)
+    later = FolderCache(tmp_path, key=CACHE_KEY)
     assert later.get(KEY) == JUDGMENT and cache.get(KEY) == JUDGMENT
     got = later.get(OTHER_KEY)["vector"]
     assert got.dtype == np.float64 and got.tobytes() == vector.tobytes()  # every bit kept
@@ -68,36 +70,36 @@ def test_it_keeps_what_was_put_in_memory_until_a_flush_writes_one_pack_a_later_r
 
 def test_a_vector_deeper_in_a_value_is_kept_too(tmp_path):
     write_pack(tmp_path, {KEY: {"rows": [{"v": np.array([1.5, 2.0])}], "n": 1}})
-    got = FolderCache(tmp_path).get(KEY)
+    got = FolderCache(tmp_path, key=CACHE_KEY).get(KEY)
     assert got["n"] == 1 and got["rows"][0]["v"].tolist() == [1.5, 2.0]
 
 
 def test_the_newest_put_and_the_newest_pack_win_a_key(tmp_path):
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
     cache.put(KEY, {"outcome": "fail"})
     cache.put(KEY, {"outcome": "pass"})
     cache.flush()
     write_pack(tmp_path, {KEY: {"outcome": "fail", "n": 2}})
 
-    assert FolderCache(tmp_path).get(KEY) == {"outcome": "fail", "n": 2}
+    assert FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == {"outcome": "fail", "n": 2}
 
 
 def test_a_cache_dropped_without_a_flush_is_flushed_then(tmp_path):
-    FolderCache(tmp_path).put(KEY, JUDGMENT)
+    FolderCache(tmp_path, key=CACHE_KEY).put(KEY, JUDGMENT)
     gc.collect()
-    assert FolderCache(tmp_path).get(KEY) == JUDGMENT
+    assert FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == JUDGMENT
 
 
 def test_a_cache_folder_refuses_a_key_that_is_not_a_digest(tmp_path):
     with pytest.raises(ValueError):
-        FolderCache(tmp_path).get("../../etc/passwd")
+        FolderCache(tmp_path, key=CACHE_KEY).get("../../etc/passwd")
     with pytest.raises(ValueError):
-        FolderCache(tmp_path).put('ab" , "value": {}}', {})  # would break out of its line
+        FolderCache(tmp_path, key=CACHE_KEY).put('ab" , "value": {}}', {})  # would break out of its line
 
 
 def test_a_pending_pack_is_written_once_it_grows_past_its_size(tmp_path, monkeypatch):
     monkeypatch.setattr(fc, "PACK_BYTES", 1000)
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
     for n in range(20):
         cache.put(key(n), {"reason": "x" * 100})
     assert len(packs(tmp_path)) >= 2  # written as it went: a killed run loses at most the last one
@@ -108,9 +110,10 @@ WRITER = textwrap.dedent("""
     import sys
     from judges.engine import FolderCache
     from judges.engine import folder_cache as fc
+    CACHE_KEY = b"a test cache key, 32 bytes long!!"
     fc.PACK_BYTES, fc.MAX_PACKS = 3000, 2  # many packs, many compactions, all racing the other writer
     name, folder = sys.argv[1], sys.argv[2]
-    cache = FolderCache(folder, warn=lambda message: sys.exit(f"warned: {message}"))
+    cache = FolderCache(folder, warn=lambda message: sys.exit(f"warned: {message}"), key=CACHE_KEY)
     for n in range(600):
         cache.put(f"{n:032x}" + name * 32, {"writer": name, "n": n, "text": "x" * 200})
         cache.put("cd" * 32, {"writer": name, "n": n})  # both write this one
@@ -125,7 +128,7 @@ def test_two_processes_writing_and_compacting_one_folder_lose_nothing_and_never_
                for name in ("a", "b")]
     said, reads = Warnings(), 0
     while any(w.poll() is None for w in writers):  # a reader meanwhile sees whole packs only
-        reader = FolderCache(tmp_path, warn=said)
+        reader = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
         for n in range(0, 600, 37):
             value = reader.get(f"{n:032x}" + "a" * 32)
             assert value is None or value == {"writer": "a", "n": n, "text": "x" * 200}
@@ -133,7 +136,7 @@ def test_two_processes_writing_and_compacting_one_folder_lose_nothing_and_never_
     assert [w.wait() for w in writers] == [0, 0], [w.stderr.read() for w in writers]
     assert said == [] and reads > 1
 
-    final = FolderCache(tmp_path, warn=said)
+    final = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
     for name in ("a", "b"):
         assert [final.get(f"{n:032x}" + name * 32) for n in range(600)] == [
             {"writer": name, "n": n, "text": "x" * 200} for n in range(600)]
@@ -145,17 +148,17 @@ def test_a_crashed_runs_temp_file_is_ignored_and_removed_once_stale(tmp_path):
     write_pack(tmp_path, {KEY: JUDGMENT})
     crashed, live = tmp_path / ".pack-crashed.tmp", tmp_path / ".pack-live.tmp"
     for tmp in (crashed, live):
-        tmp.write_bytes(fc._header(2, 500) + fc.entry_line(OTHER_KEY, JUDGMENT)[:40])
+        tmp.write_bytes(fc._header(2, 500) + fc.entry_line(OTHER_KEY, JUDGMENT, CACHE_KEY)[:40])
     hour_ago = time.time() - fc.STALE_SECONDS - 60
     os.utime(crashed, (hour_ago, hour_ago))
     said = Warnings()
 
-    cache = FolderCache(tmp_path, warn=said)
+    cache = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
     assert (cache.get(KEY), cache.get(OTHER_KEY), said) == (JUDGMENT, None, [])
     cache.compact()
 
     assert not crashed.exists() and live.exists()  # another run may still be writing that one
-    assert FolderCache(tmp_path).get(KEY) == JUDGMENT
+    assert FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == JUDGMENT
 
 
 def test_a_pack_cut_short_is_said_its_whole_entries_are_used_and_the_next_flush_compacts_it_away(tmp_path):
@@ -164,7 +167,7 @@ def test_a_pack_cut_short_is_said_its_whole_entries_are_used_and_the_next_flush_
     cut.write_bytes(cut.read_bytes()[:-10])  # a restore or a copy that stopped early
     said = Warnings()
 
-    cache = FolderCache(tmp_path, warn=said)
+    cache = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
 
     assert [cache.get(key(n)) for n in range(1, 6)] == [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}, None]
     assert said == [f"cache pack {cut}: cut short ({cut.stat().st_size - fc.HEADER_SIZE} of its "
@@ -174,12 +177,14 @@ def test_a_pack_cut_short_is_said_its_whole_entries_are_used_and_the_next_flush_
     cache.flush()
     [compacted] = packs(tmp_path)
     assert compacted not in (first, cut)
-    again = FolderCache(tmp_path, warn=said)
+    again = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
     assert [again.get(key(n)) for n in range(1, 6)] == [{"n": n} for n in range(1, 6)] and len(said) == 1
 
 
-def _entry(value: str) -> bytes:
-    return b'{"key": "%s", "value": %s}\n' % (KEY.encode(), value.encode())
+def _entry(value: str, key: str = KEY) -> bytes:
+    """A line under `key` holding `value` as it is, signed with the cache key: what a holder of the key could write."""
+    body = value.encode()
+    return b'{"key": "%s", "mac": "%s", "value": %s}\n' % (key.encode(), fc._mac(CACHE_KEY, key, body), body)
 
 
 # Lines under KEY's name in an otherwise whole pack: each is a miss, never an error.
@@ -200,27 +205,27 @@ HOSTILE_LINES = {
 
 @pytest.mark.parametrize("line", list(HOSTILE_LINES.values()), ids=list(HOSTILE_LINES))
 def test_a_hostile_line_in_a_pack_is_a_miss_the_rest_is_read_and_the_next_put_replaces_it(tmp_path, line):
-    good = fc.entry_line(OTHER_KEY, JUDGMENT)
+    good = fc.entry_line(OTHER_KEY, JUDGMENT, CACHE_KEY)
     body = good + line
     (tmp_path / f"pack-{1:020d}-00000000.jsonl").write_bytes(fc._header(2, len(body)) + body)
     said = Warnings()
 
-    cache = FolderCache(tmp_path, warn=said)
+    cache = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
 
     assert (cache.get(KEY), cache.get(OTHER_KEY)) == (None, JUDGMENT)
     cache.put(KEY, {"outcome": "fail"})
     cache.close()
-    assert FolderCache(tmp_path).get(KEY) == {"outcome": "fail"}
+    assert FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == {"outcome": "fail"}
 
 
 def test_a_line_longer_than_an_entry_may_be_is_skipped_and_said(tmp_path, monkeypatch):
     monkeypatch.setattr(fc, "MAX_ENTRY", 1000)
-    body = _entry(json.dumps({"reason": "x" * 5000})) + fc.entry_line(OTHER_KEY, JUDGMENT)
+    body = _entry(json.dumps({"reason": "x" * 5000})) + fc.entry_line(OTHER_KEY, JUDGMENT, CACHE_KEY)
     pack = tmp_path / f"pack-{1:020d}-00000000.jsonl"
     pack.write_bytes(fc._header(2, len(body)) + body)
     said = Warnings()
 
-    cache = FolderCache(tmp_path, warn=said)
+    cache = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
 
     assert (cache.get(KEY), cache.get(OTHER_KEY)) == (None, JUDGMENT)
     assert said == [f"cache pack {pack}: 1 line(s) that are not entries: its 1 whole entries are still used, the "
@@ -239,7 +244,7 @@ HOSTILE_PACKS = {
         lambda path: path.write_bytes(b'{"evalhub_cache_pack": 99, "entries": 0, "bytes": 0}\n'),
         "not a cache pack (no pack header): skipped"),
     "a header claiming more": (
-        lambda path: path.write_bytes(fc._header(10**6, 10**12) + fc.entry_line(KEY, {"n": 1})),
+        lambda path: path.write_bytes(fc._header(10**6, 10**12) + fc.entry_line(KEY, {"n": 1}, CACHE_KEY)),
         "cut short"),
     "a directory": (lambda path: path.mkdir(), "not a file: skipped"),
     "a FIFO": (lambda path: os.mkfifo(path), "not a file: skipped"),
@@ -254,12 +259,12 @@ def test_a_hostile_pack_is_skipped_with_a_warning_and_nothing_else_is_lost(tmp_p
     make(bad)
     said = Warnings()
 
-    cache = FolderCache(tmp_path, warn=said)
+    cache = FolderCache(tmp_path, warn=said, key=CACHE_KEY)
 
     assert cache.get(OTHER_KEY) == JUDGMENT
     assert len(said) == 1 and said[0].startswith(f"cache pack {bad}: {said_what}")
     cache.close()  # compacts it away where it can (a directory stays, said again)
-    assert FolderCache(tmp_path, warn=Warnings()).get(OTHER_KEY) == JUDGMENT
+    assert FolderCache(tmp_path, warn=Warnings(), key=CACHE_KEY).get(OTHER_KEY) == JUDGMENT
 
 
 def _unreadable(path: Path) -> None:
@@ -283,21 +288,64 @@ BAD_LEGACY_ENTRIES = {
 }
 
 
-def test_a_folder_of_the_older_layout_is_read_then_moved_into_a_pack(tmp_path):
-    # As the cache folder wrote them before packs: {"key": ..., "value": ...} in <key>.json, vectors as lists.
+def test_a_folder_of_the_older_layout_is_never_read_and_compaction_removes_it(tmp_path):
+    # As the cache folder wrote them before packs: {"key": ..., "value": ...} in <key>.json, unsigned: anyone could
+    # have written them.
     old = {key(1): JUDGMENT, key(2): {"vector": [0.25, -1.0, 3.0]}}
     for k, value in old.items():
         (tmp_path / f"{k}.json").write_text(json.dumps({"key": k, "value": value}, sort_keys=True))
     (tmp_path / "embeddings").mkdir()  # a folder beside them is no entry
 
-    cache = FolderCache(tmp_path)
-    assert (cache.get(key(1)), cache.get(key(2)), len(cache)) == (JUDGMENT, old[key(2)], 2)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
+    assert (cache.get(key(1)), cache.get(key(2)), len(cache)) == (None, None, 0)
     cache.put(key(3), {"n": 3})
     cache.flush()  # entries of the older layout: the folder is compacted
 
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".json"] == []
-    later = FolderCache(tmp_path)
-    assert [later.get(key(n)) for n in (1, 2, 3)] == [JUDGMENT, old[key(2)], {"n": 3}] and len(packs(tmp_path)) == 1
+    later = FolderCache(tmp_path, key=CACHE_KEY)
+    assert [later.get(key(n)) for n in (1, 2, 3)] == [None, None, {"n": 3}] and len(packs(tmp_path)) == 1
+
+
+def test_an_entry_signed_under_another_key_or_forged_is_a_miss_said_once(tmp_path):
+    with FolderCache(tmp_path, key=b"another gate's key, 32 bytes long") as other:
+        other.put(KEY, {"outcome": "pass"})
+        other.put(OTHER_KEY, {"outcome": "pass"})
+    [pack] = packs(tmp_path)
+    # A forged line: the right shape, a mac of the right length that is not the mac of this value.
+    body = b'{"outcome": "pass"}'
+    forged = b'{"key": "%s", "mac": "%s", "value": %s}\n' % (key(3).encode(), b"0" * 64, body)
+    (tmp_path / f"pack-{2 * 10**19:020d}-00000000.jsonl").write_bytes(fc._header(1, len(forged)) + forged)
+    said = Warnings()
+
+    cache = FolderCache(tmp_path, key=CACHE_KEY, warn=said)
+
+    assert [cache.get(k) for k in (KEY, OTHER_KEY, key(3))] == [None, None, None]
+    [warning] = said  # said once, for all three
+    assert "do not verify under this cache key" in warning
+    assert FolderCache(tmp_path, key=b"another gate's key, 32 bytes long").get(KEY) == {"outcome": "pass"}
+    cache.put(KEY, {"outcome": "fail"})
+    cache.flush()
+    assert FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == {"outcome": "fail"}
+
+
+def test_a_pack_of_format_1_is_not_read_and_compaction_removes_it(tmp_path):
+    # As format 1 wrote a pack: no mac. Whatever it holds, it was never authenticated.
+    line = b'{"key": "%s", "value": {"outcome": "pass"}}\n' % KEY.encode()
+    header = json.dumps({"evalhub_cache_pack": 1, "entries": 1, "bytes": len(line)}).encode()
+    (tmp_path / f"pack-{1:020d}-00000000.jsonl").write_bytes(header.ljust(fc.HEADER_SIZE - 1) + b"\n" + line)
+    said = Warnings()
+
+    cache = FolderCache(tmp_path, key=CACHE_KEY, warn=said)
+
+    assert cache.get(KEY) is None
+    assert any("format 1, whose entries are not authenticated" in w for w in said)
+    cache.flush()
+    assert packs(tmp_path) == [] or all(b'"evalhub_cache_pack": 2' in p.read_bytes()[:60] for p in packs(tmp_path))
+
+
+def test_a_key_too_short_to_be_secret_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        FolderCache(tmp_path, key=b"short")
 
 
 @pytest.mark.parametrize("make_bad", list(BAD_LEGACY_ENTRIES.values()), ids=list(BAD_LEGACY_ENTRIES))
@@ -306,12 +354,12 @@ def test_a_bad_entry_of_the_older_layout_is_a_miss_and_the_next_put_replaces_it(
         pytest.skip("root reads a file whatever its mode")
     make_bad(tmp_path / f"{KEY}.json")
 
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
     assert cache.get(KEY) is None
     cache.put(KEY, {"outcome": "fail"})
     cache.close()
 
-    assert FolderCache(tmp_path).get(KEY) == {"outcome": "fail"}
+    assert FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == {"outcome": "fail"}
 
 
 def test_more_packs_than_max_packs_are_compacted_into_one_the_newest_value_of_a_key_kept(tmp_path):
@@ -319,7 +367,7 @@ def test_more_packs_than_max_packs_are_compacted_into_one_the_newest_value_of_a_
         write_pack(tmp_path, {key(n): {"n": n}, KEY: {"n": n}})
         assert len(packs(tmp_path)) == (n + 1 if n < fc.MAX_PACKS else 1)
 
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
     assert [cache.get(key(n)) for n in range(fc.MAX_PACKS + 1)] == [{"n": n} for n in range(fc.MAX_PACKS + 1)]
     assert cache.get(KEY) == {"n": fc.MAX_PACKS}
 
@@ -351,22 +399,22 @@ def test_a_compacted_pack_does_not_outrank_a_pack_finished_while_it_was_made(tmp
     listing = fc._Store.listing
     monkeypatch.setattr(fc._Store, "listing", lambda self: ([older], listing(self)[1]))
 
-    FolderCache(tmp_path).compact()
+    FolderCache(tmp_path, key=CACHE_KEY).compact()
 
     monkeypatch.undo()
-    assert len(packs(tmp_path)) == 2 and FolderCache(tmp_path).get(KEY) == {"n": 2}
+    assert len(packs(tmp_path)) == 2 and FolderCache(tmp_path, key=CACHE_KEY).get(KEY) == {"n": 2}
 
 
 def test_an_embeddings_line_read_without_json_parsing_means_what_json_says(tmp_path):
     # An embedding's line is read by its known shape; a line of that shape holding more is still read as JSON.
     vector = np.array([0.5, -1.25])
-    made = fc.entry_line(KEY, {"vector": vector})
+    made = fc.entry_line(KEY, {"vector": vector}, CACHE_KEY)
     b64 = json.loads(made)["value"]["vector"][fc._ARRAY]
-    more = _entry('{"vector": {"' + fc._ARRAY + '": "' + b64 + '"}, "n": {"m": "x"}}')
-    body = made + fc.entry_line(OTHER_KEY, {}) + more.replace(KEY.encode(), OTHER_KEY.encode())
+    more = _entry('{"vector": {"' + fc._ARRAY + '": "' + b64 + '"}, "n": {"m": "x"}}', OTHER_KEY)
+    body = made + fc.entry_line(OTHER_KEY, {}, CACHE_KEY) + more
     (tmp_path / f"pack-{1:020d}-00000000.jsonl").write_bytes(fc._header(3, len(body)) + body)
 
-    cache = FolderCache(tmp_path)
+    cache = FolderCache(tmp_path, key=CACHE_KEY)
 
     assert cache.get(KEY)["vector"].tolist() == [0.5, -1.25]
     got = cache.get(OTHER_KEY)

@@ -153,3 +153,38 @@ def test_an_item_carrying_its_cache_key_is_looked_up_and_stored_under_that_key()
     assert cache.get("a-key-of-its-own") is not None and cache.get(judge.cache_key(case, 1)) is None
     [[(_, again)]] = [done for done in judge_many([(0, judge, case, 1, "a-key-of-its-own")], concurrency=1) if done]
     assert again.cached and not made.cached and again.outcome == made.outcome
+
+
+class QuickLimit(Engine):
+    """An engine whose judgments may take 0.3 s: the limit a run's batch gives up at (Engine.time_limit_s is
+    minutes for a real config)."""
+
+    time_limit_s = 0.3  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["left running", "cancelled"])
+def test_with_time_limits_a_judgment_past_its_time_is_not_evaluated_and_not_waited_for(cancel):
+    held = HeldCache()  # the first judgment's write never returns: a judgment stuck in its thread
+    engine = QuickLimit(contract_config("expected_tool"), cache=held)
+    stop = threading.Event()
+    items = ((n, engine, tool_case(external_id=f"c{n}"), 1) for n in range(3))
+    batches = judge_many(items, concurrency=3, stop=stop, poll_s=0.05, time_limits=True)
+
+    got: dict[int, object] = {}
+    for done in batches:
+        got.update(done)
+        if cancel:
+            stop.set()  # nothing new starts; what is stuck is still given up on
+
+    held.release.set()  # the stuck threads may end now: their late results are dropped
+    assert sorted(got) == [0, 1, 2]
+    for judgment in got.values():
+        assert (judgment.outcome, judgment.error) == ("not_evaluated", "timeout")
+        assert "the judgment exceeded its time" in judgment.reason
+
+
+def test_a_real_configs_time_limit_covers_every_attempt_of_every_judge():
+    from .factories import judge_config
+
+    engine = Engine(judge_config(timeout_s=10, max_attempts=3))
+    assert engine.time_limit_s == 3 * (10 + engine.retry.max_retry_after_s) + 60

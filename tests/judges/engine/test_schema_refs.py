@@ -103,3 +103,28 @@ def test_a_local_reference_still_works(output, outcome, detail):
     j = judge_case(tool_case(output=output), _schema_config(schema), 1)
 
     assert (j.outcome, j.checks[0]["detail"]) == (outcome, detail)
+
+
+@pytest.mark.parametrize("schema, says", [
+    ({"type": "object", "properties": {"order": {"$ref": "#/$defs/missing"}}},
+     "the reference '#/$defs/missing' ($ref at /properties/order) does not resolve within the schema"),
+    ({"$defs": {"a": {"type": "string"}}, "items": {"$ref": "#/$defs/a/nowhere"}},
+     "the reference '#/$defs/a/nowhere' ($ref at /items) does not resolve"),
+    ({"$dynamicRef": "#no-such-anchor"}, "the reference '#no-such-anchor' ($dynamicRef at /) does not resolve"),
+])
+def test_a_local_reference_that_does_not_resolve_refuses_the_config(schema, says):
+    with pytest.raises(ValueError, match="^json_schema: ") as refused:
+        JudgeConfig.from_dict(_schema_config(schema))
+    assert says in str(refused.value)
+
+
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"a": {"$anchor": "order", "type": "string"}}, "properties": {"x": {"$ref": "#order"}}},
+    {"$defs": {"a~b": {"type": "string"}}, "properties": {"x": {"$ref": "#/$defs/a~0b"}}},
+    {"$defs": {"inner": {"$id": "urn:inner", "$defs": {"n": {"type": "integer"}}, "items": {"$ref": "#/$defs/n"}}},
+     "properties": {"x": {"$ref": "#/$defs/inner"}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"a": {"type": "string"}},
+     "properties": {"x": {"$ref": "#/definitions/a"}}},
+])
+def test_local_references_that_resolve_are_kept(schema):
+    assert JudgeConfig.from_dict(_schema_config(schema)).json_schema == schema

@@ -41,6 +41,8 @@ from .factories import (
     tool_case,
 )
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 # tool_case's golden answer is "ORD-101 has shipped and arrives Friday."
 PARAPHRASE = "Your order ORD-101 shipped yesterday and arrives on Friday."
 IN_BETWEEN = "Order ORD-101 is still at the warehouse."
@@ -376,7 +378,8 @@ def test_a_spend_cap_needs_the_embeddings_price(fake, env):
 # ---- the cache ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("make_cache", [lambda tmp: MemoryCache(), lambda tmp: FolderCache(tmp / "embeddings")])
+@pytest.mark.parametrize("make_cache", [lambda tmp: MemoryCache(),
+                                        lambda tmp: FolderCache(tmp / "embeddings", key=CACHE_KEY)])
 def test_an_embedded_text_is_never_embedded_again(fake, env, tmp_path, make_cache):
     cache = make_cache(tmp_path)
     first = judge_case(tool_case(output=PARAPHRASE), semantic_config(), 1, env=env, embedding_cache=cache)

@@ -97,3 +97,69 @@ def test_the_check_happens_before_the_outputs_are_read(workdir, judge, capsys):
     write_outputs(workdir / "outputs.jsonl", GOOD)
     assert gate_cli.main(["check", "--config", config, "--outputs", "missing.jsonl"]) == 2
     assert "GITHUB_TOKEN is never allowed" in capsys.readouterr().err
+
+
+def _installed_gate(workdir, env):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    gate = Path(sys.executable).parent / "evalhub-gate"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "EVALHUB_", "OPENAI_", "ANTHROPIC_"))}
+    return subprocess.run([str(gate), "check", "--config", "gates.json", "--outputs", "outputs.jsonl"], cwd=workdir,
+                          env={**clean, **env}, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("judge_fields", [
+    {"provider": "openai", "api_key_env": "OPENAI_API_KEY", "base_url_env": "EVALHUB_JUDGE_DEMO_URL"},
+    {"provider": "openai", "api_key_env": None, "base_url_env": "EVALHUB_JUDGE_DEMO_URL"},  # OPENAI_API_KEY by default
+    {"provider": "openai-compatible", "api_key_env": "ANTHROPIC_API_KEY", "base_url_env": "EVALHUB_JUDGE_DEMO_URL"},
+], ids=["named", "by default", "another provider's key"])
+def test_a_config_cannot_send_a_providers_key_to_a_host_it_chose(workdir, judge, judge_fields):
+    write_config(workdir / "gates.json", gate_rubric(**judge_fields))
+    write_outputs(workdir / "outputs.jsonl", GOOD)
+    # The config's URL variable names another host: here the stand-in, which counts what reaches it.
+    env = {"OPENAI_API_KEY": "sk-the-pipelines-openai-key", "ANTHROPIC_API_KEY": "sk-ant-the-pipelines-key",
+           "EVALHUB_JUDGE_DEMO_URL": judge.openai_base_url}
+
+    done = _installed_gate(workdir, env)
+
+    assert done.returncode == 2, done.stdout + done.stderr  # before: exit 0, the key sent as a bearer token
+    key = judge_fields["api_key_env"] or "OPENAI_API_KEY"
+    assert (f"evalhub-gate: error: a judge would send a key to an endpoint it is not paired with: rubric "
+            f"return-policy: {key} goes only to its provider's own endpoint or a base URL the pipeline pairs with it"
+            in done.stderr), done.stderr
+    assert "not to EVALHUB_JUDGE_DEMO_URL, which the config chose" in done.stderr
+    assert judge.stats()["total"] == 0 and "sk-the" not in done.stderr + done.stdout
+
+
+def test_a_pair_the_pipeline_makes_is_honoured_and_pins_its_key(workdir, judge):
+    write_outputs(workdir / "outputs.jsonl", GOOD)
+    env = {"OPENAI_API_KEY": "sk-the-pipelines-openai-key", "EVALHUB_JUDGE_DEMO_URL": judge.openai_base_url,
+           "EVALHUB_JUDGE_OTHER_URL": judge.openai_base_url, "EVALHUB_JUDGE_API_KEY": "sk-judge",
+           "EVALHUB_JUDGE_KEY_PAIRS": "OPENAI_API_KEY=EVALHUB_JUDGE_DEMO_URL, "
+                                      "EVALHUB_JUDGE_API_KEY=EVALHUB_JUDGE_OTHER_URL"}
+    write_config(workdir / "gates.json", gate_rubric(provider="openai", api_key_env="OPENAI_API_KEY",
+                                                     base_url_env="EVALHUB_JUDGE_DEMO_URL"))
+    assert _installed_gate(workdir, env).returncode == 0
+    assert judge.stats()["total"] == len(GOOD)
+
+    # EVALHUB_JUDGE_API_KEY is listed: pinned to its URL variable, it no longer goes where a config says.
+    write_config(workdir / "gates.json", gate_rubric(base_url_env="EVALHUB_JUDGE_DEMO_URL"))
+    pinned = _installed_gate(workdir, env)
+    assert pinned.returncode == 2 and "EVALHUB_JUDGE_API_KEY goes only to" in pinned.stderr, pinned.stderr
+
+
+def test_the_engine_refuses_the_pairing_too_in_the_app(judge):
+    from judges.engine import judge_case
+    from tests.judges.gate.test_cli import judge_spec
+
+    config = judge_spec(provider="openai", api_key_env="OPENAI_API_KEY", base_url_env="EVALHUB_JUDGE_DEMO_URL")
+    env = {"OPENAI_API_KEY": "sk-the-servers-key", "EVALHUB_JUDGE_DEMO_URL": judge.openai_base_url}
+
+    j = judge_case(GOOD[0], config, 1, env=env)
+
+    assert (j.outcome, j.error) == ("not_evaluated", "config error")
+    assert "OPENAI_API_KEY goes only to its provider's own endpoint" in j.reason
+    assert judge.stats()["total"] == 0

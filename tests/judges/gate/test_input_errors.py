@@ -43,6 +43,16 @@ def work(tmp_path) -> Path:
         rubric = {"slug": "returns", "stage": "gate", "judge": judge, "calibration": None}
         (tmp_path / name).write_text(json.dumps({"schema": "evalhub.gates/v1", "rubrics": [rubric]}))
     (tmp_path / "outputs.jsonl").write_text(json.dumps({"external_id": "c1", "input": "Q?", "output": "A."}) + "\n")
+    # Saved before the checks refused them (a config is pinned with its hash): a pattern RE2 cannot take, and a
+    # schema referring to a definition it lacks.
+    valid = JudgeConfig.from_dict({"rubric": "returns", "criteria": "Pass when…", "layers": ["contract"],
+                                   "contract_checks": ["must_match", "json_schema"], "must_match": ["a"],
+                                   "json_schema": {"type": "object"}}).to_dict(include_hash=True)
+    for name, change in (("backreference.json", {"must_match": ["(a)\\1"]}),
+                         ("dangling.json", {"json_schema": {"type": "object", "properties": {
+                             "order": {"$ref": "#/$defs/missing"}}}})):
+        rubric = {"slug": "returns", "stage": "gate", "judge": {**valid, **change}, "calibration": None}
+        (tmp_path / name).write_text(json.dumps({"schema": "evalhub.gates/v1", "rubrics": [rubric]}))
     (tmp_path / "folder").mkdir()
     (tmp_path / "latin1.json").write_bytes('{"schema": "évalhub"}'.encode("latin-1"))
     return tmp_path
@@ -84,8 +94,17 @@ INPUTS = {
                           "reading the cases folder: Is a directory"),
     "out-is-a-folder": (("cases", "--server", "{closed}", "--dataset", "d", "--out", "folder"), {},
                         "--out folder: is a folder"),
-    "cache-dir-is-a-file": ((*CHECK, "--config", "gates.json", "--cache-dir", "outputs.jsonl"), {},
-                            "--cache-dir outputs.jsonl: File exists"),
+    "cache-dir-is-a-file": (
+        (*CHECK, "--config", "behavioral.json", "--cache-dir", "outputs.jsonl"),
+        {URL_ENV: "{closed}/v1", KEY_ENV: "k", "EVALHUB_CACHE_KEY": "a cache key of at least 16 bytes"},
+        "--cache-dir outputs.jsonl: File exists"),
+    # Config patterns run on RE2: one it cannot take is the config's error, named before any case.
+    "must-match-backreference": ((*CHECK, "--config", "backreference.json"), {},
+                                 "rubrics[0] (returns).judge.must_match: RE2 cannot take pattern 1, '(a)\\\\1'"),
+    # A schema whose local reference cannot resolve would fail every case: a config error, not a failing agent.
+    "json-schema-dangling-ref": ((*CHECK, "--config", "dangling.json"), {},
+                                 "json_schema: the reference '#/$defs/missing' ($ref at /properties/order) does not "
+                                 "resolve within the schema"),
     "config-not-utf8": ((*CHECK, "--config", "latin1.json"), {}, "reading the gate config latin1.json: not UTF-8"),
     "step-summary-is-a-folder": (
         (*CHECK, "--config", "gates.json"), {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": "folder"},
@@ -130,3 +149,21 @@ def test_a_console_that_cannot_show_a_character_still_gets_the_summary(work):
     done = gate(work, *CHECK, "--config", "gates.json", PYTHONIOENCODING="ascii")
     assert done.returncode == 0, done.stderr
     assert "1 cases \\xd7 1 repeat(s)" in done.stdout  # "×", escaped
+
+
+def test_a_pattern_that_backtracks_for_ever_elsewhere_is_judged_at_once(work):
+    # ^(a+)+$ against 35 a's and a "!" took a backtracking engine past 60 s; RE2 is linear in the answer.
+    judge = JudgeConfig.from_dict({"rubric": "returns", "criteria": "Pass when…", "layers": ["contract"],
+                                   "contract_checks": ["must_match", "must_not_match"], "must_match": ["^(a+)+$"],
+                                   "must_not_match": ["(x+x+)+y"]}).to_dict(include_hash=True)
+    rubric = {"slug": "returns", "stage": "gate", "judge": judge, "calibration": None}
+    (work / "redos.json").write_text(json.dumps({"schema": "evalhub.gates/v1", "rubrics": [rubric]}))
+    answers = ["a" * 35 + "!", "x" * 5000, "a" * 40]
+    (work / "outputs.jsonl").write_text("".join(
+        json.dumps({"external_id": f"c{i}", "input": "Q?", "output": a}) + "\n" for i, a in enumerate(answers)))
+
+    done = gate(work, *CHECK, "--config", "redos.json")  # gate() gives up after 60 s: before, it hung
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL returns c0" in done.stdout and "FAIL returns c1" in done.stdout
+    assert "FAIL returns c2" not in done.stdout

@@ -15,6 +15,8 @@ from judges.gate.config import GateRubric
 from judges.gate.judging import judge_all
 from tests.judges.gate.test_exit_codes import closed_port_url
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 MODEL = "gpt-4o-mini-2024-07-18"
 EMBEDDING_MODEL = "text-embedding-3-small"
 GOLDEN = "Returns are accepted within 30 days of delivery."
@@ -56,7 +58,7 @@ class WatchedCache(FolderCache):
     that size is seen full."""
 
     def __init__(self, path, *, meet: int = 1) -> None:
-        super().__init__(path)
+        super().__init__(path, key=CACHE_KEY)
         self.looked_up: list[str] = []
         self.threads: set[int] = set()
         self.at_once = self.peak = 0
@@ -81,13 +83,27 @@ class WatchedCache(FolderCache):
         super().put(key, judgment)
 
 
+@pytest.fixture
+def cached_contracts(monkeypatch):
+    """The batch's order, cap and repeats are watched through the cache with contract rubrics (quick, no provider);
+    in a check a contract-only rubric keeps no cache (calls_models), so here it is given one."""
+    monkeypatch.setattr("judges.gate.judging.calls_models", lambda rubric: True)
+
+
+def test_a_contract_only_rubric_keeps_no_cache(tmp_path):
+    cache = WatchedCache(tmp_path / "cache")
+    judge_all([gate_rubric("returns", "gate", contract("30 days"))], CASES, repeats=1, concurrency=1, cache=cache,
+              env={})
+    assert (cache.looked_up, len(cache)) == ([], 0)
+
+
 def verdicts(results) -> dict[str, list[tuple[str, str, str]]]:
     return {r.rubric.slug: [(c.external_id, c.verdict, c.reason) for c in r.cases] for r in results}
 
 
-def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache(tmp_path):
+def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache(tmp_path, cached_contracts):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
-    cache = FolderCache(tmp_path / "cache")
+    cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
 
     results = judge_all(rubrics, CASES, repeats=3, concurrency=2, cache=cache, env={})
 
@@ -106,7 +122,7 @@ def test_each_case_is_judged_once_a_repeat_numbered_from_1_and_kept_in_the_cache
     assert all(j.cached for r in again for j in r.judgments)
 
 
-def test_gate_rubrics_are_judged_first_case_by_case_across_them(tmp_path):
+def test_gate_rubrics_are_judged_first_case_by_case_across_them(tmp_path, cached_contracts):
     rubrics = [gate_rubric("seen", "observe", contract("a")), gate_rubric("first", "gate", contract("b")),
                gate_rubric("told", "warn", contract("c")), gate_rubric("second", "gate", contract("d"))]
     name = {cache_key(case, r.judge.config_hash, repeat): (r.slug, case["external_id"], repeat)
@@ -123,7 +139,7 @@ def test_gate_rubrics_are_judged_first_case_by_case_across_them(tmp_path):
     assert [r.rubric.slug for r in results] == ["seen", "first", "told", "second"]  # reported in their order
 
 
-def test_no_more_cases_are_judged_at_once_than_the_concurrency(tmp_path):
+def test_no_more_cases_are_judged_at_once_than_the_concurrency(tmp_path, cached_contracts):
     rubrics = [gate_rubric("returns", "gate", contract("30 days")), gate_rubric("tone", "warn", contract("(?i)yes"))]
     cache = WatchedCache(tmp_path / "cache", meet=2)
 
@@ -141,7 +157,7 @@ def test_a_contested_judgment_holds_a_gate_but_not_a_warning(tmp_path, env):
         "role": "second_opinion", "provider": "anthropic", "model": "claude-haiku-4-5-20251001",
         "base_url_env": "EVALHUB_JUDGE_DEAD_URL", "api_key_env": "EVALHUB_JUDGE_API_KEY"}}
     rubrics = [gate_rubric("returns", "gate", judge), gate_rubric("returns-warn", "warn", judge)]
-    cache = FolderCache(tmp_path / "cache")
+    cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
     [case] = CASES[:1]
     # Judged before: the primary passed it, the second opinion failed it.
     contested = Judgment("c1", 1, "pass", reason="states the window", layer="behavioral", contested=True,
@@ -176,7 +192,7 @@ def test_one_spend_cap_covers_every_rubric_and_gate_rubrics_spend_first(env):
 
 
 def fill_embeddings(cache_dir, vectors: dict[str, list[float]]) -> None:
-    embeddings = FolderCache(cache_dir / "embeddings")
+    embeddings = FolderCache(cache_dir / "embeddings", key=CACHE_KEY)
     for text, vector in vectors.items():
         key = embedding_key(provider="openai-compatible", model=EMBEDDING_MODEL, dimensions=None, text=text)
         embeddings.put(key, {"vector": vector})
@@ -188,7 +204,8 @@ def test_embeddings_come_from_the_cache_folders_embeddings(tmp_path, env):
     # A variable outside the usual names, which the pipeline allows (--allow-env).
     rubric = gate_rubric("returns", "gate", semantic(base_url_env="TEAM_EMBEDDINGS_URL"))
 
-    [result] = judge_all([rubric], CASES, repeats=2, concurrency=2, cache=FolderCache(tmp_path / "cache"),
+    cache = FolderCache(tmp_path / "cache", key=CACHE_KEY)
+    [result] = judge_all([rubric], CASES, repeats=2, concurrency=2, cache=cache,
                          env={**env, "TEAM_EMBEDDINGS_URL": env["EVALHUB_JUDGE_DEAD_URL"]},
                          allowed_env=["TEAM_EMBEDDINGS_URL"])
 
@@ -228,8 +245,9 @@ def test_the_ci_commands_batch_judges_each_case_as_the_one_case_path_does_and_ag
         return [(j.external_id, j.repeat, j.outcome, j.reason, j.similarity, j.checks) for j in judgments]
 
     alone = [judge_case(c, rubric.judge, repeat, env=env) for c in cases for repeat in (1, 2)]
-    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
-    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(tmp_path / "cache"), env=env)
+    folder = tmp_path / "cache"
+    [first] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(folder, key=CACHE_KEY), env=env)
+    [again] = judge_all([rubric], cases, repeats=2, concurrency=3, cache=FolderCache(folder, key=CACHE_KEY), env=env)
 
     assert {j.outcome for j in alone} == {"pass", "fail"} and len({j.similarity for j in alone}) > 2
     assert seen(first.judgments) == seen(alone)

@@ -28,6 +28,9 @@ def example(pytester, fake_provider, monkeypatch):
     """The example in a fresh folder, a gate config beside it written by `write(stage, …)`."""
     monkeypatch.delenv("EVALHUB_GATE_CONFIG", raising=False)
     monkeypatch.delenv("EVALHUB_TOKEN", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("EVALHUB_CACHE_KEY", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(pytester.path / "user-cache"))  # where the user's own cache key is made
     fake_provider.control(rule=PASS_RULE)
     shutil.copy(EXAMPLE, pytester.path / EXAMPLE.name)
 
@@ -171,6 +174,66 @@ def test_a_config_error_errors_the_tests_and_the_session_exits_2(pytester, examp
     assert outcomes.get("passed", 0) == 0 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 3
     assert result.ret == 2
     assert f"evalhub config error: {message}" in result.stdout.str()
+
+
+def test_under_ci_the_plugin_keeps_no_cache_unless_told_and_says_why(pytester, example, fake_provider, monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    config = example(gate_rubric(stage="warn"))
+    first = run(pytester, config)
+    again = run(pytester, config)
+
+    assert fake_provider.stats()["total"] == 6  # every case asked twice: nothing was cached
+    assert not (pytester.path / ".evalhub-cache").exists()
+    again.stdout.fnmatch_lines(["evalhub-gate: no cache: under CI the plugin keeps no cache unless "
+                                "--evalhub-cache-dir is given*"])
+    told = run(pytester, config, "--evalhub-cache-dir", str(pytester.path / "told"))
+    told_again = run(pytester, config, "--evalhub-cache-dir", str(pytester.path / "told"))
+    assert first.ret == again.ret == told.ret == told_again.ret == 0
+    assert fake_provider.stats()["total"] == 9  # told to: the second told run came from the cache
+
+
+def test_the_user_key_signs_the_local_cache_and_a_folder_signed_otherwise_is_not_used(pytester, example,
+                                                                                     fake_provider, monkeypatch):
+    config = example(gate_rubric(stage="warn"))
+    run(pytester, config)
+    assert (pytester.path / "user-cache" / "evalhub" / "cache-key").stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv("EVALHUB_CACHE_KEY", "another key of 32 bytes or more!")  # the folder's entries: not its own
+    again = run(pytester, config)
+    assert fake_provider.stats()["total"] == 6
+    again.assert_outcomes(passed=3, warnings=2)  # the failed case, and the cache's one warning
+    again.stdout.fnmatch_lines(["*do not verify under this cache key*"])
+
+
+# The session's outcome with xdist: the same exit code as the serial run, whatever the number of workers.
+XDIST_SESSIONS = {
+    "a failed gate case": (lambda: [gate_rubric(stage="gate")], None, (), 1),
+    "a gate case not evaluated": (lambda: [gate_rubric(stage="gate")], {"fault": "500"}, ("--evalhub-no-cache",), 3),
+    "a failed rate gate": (lambda: [{**gate_rubric(stage="gate"), "gate_on": "pass_rate", "min_agent_pass_rate": 0.5,
+                                     "calibration": {"run": 1, "n": 60, "repeats": 1, "agreement": 1.0,
+                                                     "cases": {"tp": 30, "fn": 0, "fp": 0, "tn": 30},
+                                                     "cases_single": {"tp": 30, "fn": 0, "fp": 0, "tn": 30}}}],
+                           {"rule": {"kind": "always_fail"}}, (), 1),
+    "an unknown rubric": (lambda: [gate_rubric(slug="other")], None, (), 2),
+    "no gate config": (None, None, (), 2),
+}
+
+
+@pytest.mark.parametrize("session", list(XDIST_SESSIONS), ids=list(XDIST_SESSIONS))
+def test_under_xdist_the_session_exits_as_it_does_serially(pytester, example, fake_provider, session):
+    rubrics, fault, options, serial = XDIST_SESSIONS[session]
+    if fault:
+        fake_provider.control(**fault)
+    config = ["--evalhub-gate-config", example(*rubrics())] if rubrics else []
+
+    alone = pytester.runpytest_subprocess(*ALONE, *config, *options)
+    spread = pytester.runpytest_subprocess(*ALONE, *config, *options, "-n", "2")
+
+    assert alone.ret == serial, alone.stdout.str()
+    assert spread.ret == serial, spread.stdout.str()  # before: 0, 0, 0, 1, 1
+    if rubrics:  # the controller prints the whole session's summary: all three cases, from both workers
+        summary = (r".*evalhub-gate: config error: the gate config has no rubric return-policy"
+                   if session == "an unknown rubric" else r"return-policy\s+gate\s+\d\s+\d\s+\d\s+\w+")
+        spread.stdout.re_match_lines([summary])
 
 
 def test_the_plugin_does_nothing_in_a_run_that_does_not_ask_for_it(pytester):

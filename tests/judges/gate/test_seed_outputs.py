@@ -25,8 +25,9 @@ def test_a_golden_set_is_a_cases_file_and_a_flat_reply_is_an_outputs_line(tmp_pa
     [case] = read_cases_and_outputs(write(tmp_path / "cases.jsonl", GOLDEN | {"output": None}),
                                     write(tmp_path / "outputs.jsonl", REPLY))
     assert case["output"] == "Yes, within 30 days." and case["expected_source"] == "policy-returns"
+    # The reply's context is the agent's: kept apart from the case's (none here), shown to the judge as the agent's.
     assert case["trace"] == {"retrievedSources": ["policy-returns"], "toolCalls": REPLY["toolCalls"],
-                             "context": "30 days."}
+                             "agentContext": "30 days."}
 
 
 def test_a_whole_case_line_may_carry_the_reply_flat(tmp_path):

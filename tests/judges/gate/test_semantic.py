@@ -16,6 +16,8 @@ from tests.conftest import store_project
 from tests.judges.gate.test_cli import GOOD, case, gate_rubric, run, workdir, write_config, write_outputs
 from tests.judges.promotion_factories import REASON, evidence_run
 
+CACHE_KEY = b"a test cache key, 32 bytes long!!"  # the gate step's secret (FolderCache signs with it)
+
 __all__ = ["workdir"]  # the fixture, shared with the CI command's own tests
 
 EMBEDDING_MODEL = "text-embedding-3-small"
@@ -73,7 +75,7 @@ def test_the_cache_folder_keeps_embeddings_for_another_config(workdir, fake_prov
         config = write_config(workdir / "gates.json", semantic_rubric(pass_at=pass_at))
         assert gate_cli.main(["check", "--config", config, "--outputs", outputs, "--cache-dir", str(cache)]) == 0
     assert fake_provider.stats()["by_endpoint"] == {"embeddings": 1}
-    assert len(FolderCache(cache / "embeddings")) == 2  # the shared answer and the golden answer
+    assert len(FolderCache(cache / "embeddings", key=CACHE_KEY)) == 2  # the shared answer and the golden answer
 
 
 def test_it_exits_2_when_the_embeddings_variable_is_unset(workdir, fake_provider, capsys, monkeypatch):
