@@ -6,7 +6,7 @@ placeholder (`[EMAIL_1]`, `[EMAIL_2]`), one map per case: the same address is th
 input, the trace and the expectations, so a tool argument that equalled its expectation still does.
 Detection reuses maintained libraries where the shape has rules beyond a pattern: phone numbers through
 `phonenumbers` (Google's libphonenumber metadata), IBANs through `schwifty` (country lengths, formats and
-the mod-97 checksum), credentials through the `detect-secrets` rules that `no_secrets` uses; cards are
+the mod-97 checksum), credentials through the scanner that `no_secrets` uses (credentials.py); cards are
 Luhn-checked here, addresses checked by `ipaddress`.
 """
 
@@ -24,7 +24,7 @@ import phonenumbers
 from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
-from labeling.importing.credentials import credential_spans, scanner_literals
+from labeling.importing.credentials import credential_spans
 from labeling.importing.prefilter import PatternSet
 from labeling.importing.reading import CASE_FIELDS, CaseData
 
@@ -70,12 +70,10 @@ _CANDIDATES = {
 
 
 @cache
-def _prefilter(with_secrets: bool) -> tuple[PatternSet, dict[str, int]]:
-    """The credential rules' literals (for `secret`: their ids are scanner_literals'), then the kinds'
-    patterns, found in one pass; with the id of each kind's."""
-    literals = scanner_literals() if with_secrets else ()
-    return (PatternSet([*literals, *_CANDIDATES.values()]),
-            {kind: len(literals) + i for i, kind in enumerate(_CANDIDATES)})
+def _prefilter() -> tuple[PatternSet, dict[str, int]]:
+    """The kinds' patterns, found in one pass; with the id of each kind's. (`secret` has none: the
+    scanner runs its whole catalog as one automaton itself.)"""
+    return PatternSet(list(_CANDIDATES.values())), {kind: i for i, kind in enumerate(_CANDIDATES)}
 
 
 _DOUBLED = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)  # a digit doubled, its two digits added
@@ -254,8 +252,8 @@ def _phone_valid(candidate: str) -> bool:
         return False
 
 
-def _secrets(text: str, found: frozenset[int]) -> Iterator[tuple[int, int]]:
-    for _, start, end in credential_spans(text, found):
+def _secrets(text: str) -> Iterator[tuple[int, int]]:
+    for _, start, end in credential_spans(text):
         yield start, end
 
 
@@ -272,7 +270,7 @@ class Redactor:
         chosen = set(kinds)
         self.finders: list[tuple[str, Callable[..., Iterator[tuple[int, int]]]]] = [
             (kind, finders[kind]) for kind in finders if kind in chosen]
-        self.prefilter, self.candidate_ids = _prefilter("secret" in chosen)
+        self.prefilter, self.candidate_ids = _prefilter()
 
     def __bool__(self) -> bool:
         return bool(self.finders)
@@ -281,14 +279,12 @@ class Redactor:
         """(start, end, kind) of what to replace in `text`, in order, never overlapping: where two finds
         overlap, the one that starts first wins (then the longer, then the kind listed first).
 
-        One pass of the prefilter first says which kinds, and which credential rules, can be in the
-        text: only those are searched for."""
+        One pass of the prefilter first says which kinds can be in the text: only those are searched
+        for (and credentials, by the scanner's own one pass)."""
         present = self.prefilter.found(text)
         found: list[tuple[int, int, int, str]] = []
         for rank, (kind, find) in enumerate(self.finders):
-            if kind == "secret":
-                finds = find(text, present)
-            elif self.candidate_ids[kind] in present:
+            if kind == "secret" or self.candidate_ids[kind] in present:
                 finds = find(text)
             else:
                 continue

@@ -1,5 +1,5 @@
 """The redaction's finders as they were before their fast paths (a frozen copy, for tests only): each
-pattern run over the whole text, and every credential rule run on every text with no prefilter. The
+pattern run over the whole text, with no prefilter (credentials are the scanner's own finds). The
 property tests in test_redaction_fast_paths.py hold the live module to what this finds."""
 
 import dataclasses
@@ -12,7 +12,7 @@ import phonenumbers
 from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
-from labeling.importing.credentials import _plugin_spans, scanner_rules
+from labeling.importing.credentials import credential_spans as live_credential_spans
 from labeling.importing.reading import CASE_FIELDS, CaseData
 
 REDACT_KINDS = ("email", "phone", "card", "iban", "ip", "secret")
@@ -140,16 +140,8 @@ def _phone_valid(candidate: str) -> bool:
 
 
 def credential_spans(text: str) -> list[tuple[str, int, int]]:
-    """Every rule on the whole text, none skipped."""
-    found: list[tuple[str, int, int]] = []
-    for kind, pattern, plugin, *_ in scanner_rules():
-        if plugin is not None:
-            found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
-            continue
-        for m in pattern.finditer(text):
-            if not any(start < m.end() and m.start() < end for _, start, end in found):
-                found.append((kind, *m.span()))
-    return found
+    """The scanner's own finds (credentials.py): it has no fast path of evalhub's to hold it to."""
+    return live_credential_spans(text)
 
 
 def _secrets(text: str) -> Iterator[tuple[int, int]]:
