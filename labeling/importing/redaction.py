@@ -43,28 +43,37 @@ REDACT_KIND_HELP = {
 # Each pattern begins with a character it must see, and checks what stands before that character after it
 # (`\d(?<![\w-]\d)`): a pattern that begins with a lookbehind is tried at every position of the text,
 # several times slower.
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-                    r"\.[A-Za-z]{2,}(?![\w-])")
+# The domain may be internationalised (`jane@bücher.example`, `info@例え.テスト`): its labels are letters and
+# digits of any script.
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@(?:[^\W_]|-)+(?:\.(?:[^\W_]|-)+)*"
+                    r"\.(?:[^\W\d_]{2,}|xn--[a-z0-9-]+)(?![\w-])")
 _LOCAL_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-"  # _EMAIL's first class
-# Groups of digits joined by single spaces or dashes, never inside a word: where card numbers are.
-_DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ -]\d+)*(?![\w-])")
+# Groups of digits joined by single spaces (a non-breaking one too), dashes or dots, never inside a word:
+# where card numbers are.
+_CARD_JOINS = " \u00a0\u202f.-"
+_DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ \u00a0\u202f.-]\d+)*(?![\w-])")
 _DIGITS = re.compile(r"\d+")
-# A country code, check digits, then up to 30 letters or digits, optionally in groups of four.
-_IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}")
-_PHONE = re.compile(r"\+(?<![\w+]\+)\d(?:[ .()-]{0,2}\d){6,18}")
-_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![\w.]|\.\d)")
+# A country code, check digits, then up to 30 letters or digits, optionally in groups of four (joined by
+# spaces or dashes), in either case.
+_IBAN = re.compile(r"[A-Za-z](?<!\w[A-Za-z])[A-Za-z]\d{2}(?:[ -]?[A-Za-z0-9]){11,30}")
+# International form: "+" or the "00" that dials out of most countries.
+_PHONE = re.compile(r"(?:\+(?<![\w+]\+)|0(?<![\w+]0)0)\d(?:[ .()-]{0,2}\d){6,18}")
+# An address may end a sentence ("… from 203.0.113.45."): a dot after it that no digit follows ends it.
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\d)")
 _IPV4_DOTS = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")  # the dots of an IPv4 address, from its first
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")  # two colons with at most one group between: in every IPv6
-_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
+# An IPv4-mapped address (`::ffff:192.0.2.1`) ends in a dotted quad: tried first, so the hex group "192"
+# does not end it.
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?![\w:]|\.\d)")
 
 # What every find of a kind holds, in RE2's syntax (prefilter.py; `\p{Nd}` is any decimal digit, as
 # Python's `\d`): a text without it is not searched for that kind. Each is a pattern above with its
 # lookarounds left out and its repeats cut to the fewest that a find needs (a card's 13 digits).
 _CANDIDATES = {
-    "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
-    "phone": r"\+\p{Nd}(?:[ .()-]{0,2}\p{Nd}){6}",
-    "card": r"\p{Nd}(?:[ -]?\p{Nd}){12}",
-    "iban": r"[A-Z]{2}\p{Nd}{2}(?: ?[A-Z0-9]){11}",
+    "email": r"[A-Za-z0-9._%+-]@[\pL\pN-]",
+    "phone": r"(?:\+|00)\p{Nd}(?:[ .()-]{0,2}\p{Nd}){6}",
+    "card": r"\p{Nd}(?:[ \x{a0}\x{202f}.-]?\p{Nd}){12}",
+    "iban": r"[A-Za-z]{2}\p{Nd}{2}(?:[ -]?[A-Za-z0-9]){11}",
     "ip": r"\p{Nd}\.\p{Nd}{1,3}\.\p{Nd}{1,3}\.\p{Nd}|:[0-9A-Fa-f]{0,4}:",  # IPv4's dots, _IPV6_HINT
 }
 
@@ -122,10 +131,14 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
             left -= group_length
             count = kept = doubled = 0  # the stretch's digits, its two Luhn sums (see _luhn_sums)
             best = None
+            # Dots join digits in decimals and versions too: a stretch with a dot is a card only in groups of four.
+            dotted = fours = False
             for j in range(i, len(groups)):  # not groups[i:]: a copy of the rest each time, square in a long run
-                _, g_end, length, g_kept, g_doubled = groups[j]
+                g_start, g_end, length, g_kept, g_doubled = groups[j]
+                dotted = dotted or (j > i and run[g_start - 1] == ".")
+                fours = (fours or j == i) and length == 4
                 count += length
-                if count > 19:
+                if count > 19 or (dotted and not fours):
                     break
                 # The digits before this group move on by `length` places from the right.
                 kept, doubled = (g_kept + kept, g_doubled + doubled) if length % 2 == 0 else \
@@ -147,7 +160,7 @@ _short_group_sums = lru_cache(maxsize=4096)(_luhn_sums)  # a card's groups of fo
 
 # ASCII digits, spaces and dashes marked "0", every other byte "x": a run of digit groups long enough for a
 # card is a run of at least 13 marks "0".
-_RUN_MARKS = bytes(ord("0") if chr(b) in "0123456789 -" else ord("x") for b in range(256))
+_RUN_MARKS = bytes(ord("0") if chr(b) in "0123456789 .-" else ord("x") for b in range(256))
 _THIRTEEN = b"0" * 13
 
 
@@ -179,10 +192,10 @@ def _ibans(text: str) -> Iterator[tuple[int, int]]:
 
 @lru_cache(maxsize=4096)  # a customer's IBAN, phone number recurs across cases
 def _iban_valid(candidate: str) -> bool:
-    if candidate.endswith(" "):
+    if candidate.endswith((" ", "-")):
         return False
     try:
-        IBAN(candidate)
+        IBAN(candidate.replace("-", " ").upper())
     except SchwiftyException:
         return False
     return True
@@ -246,6 +259,8 @@ def _phones(text: str) -> Iterator[tuple[int, int]]:
 def _phone_valid(candidate: str) -> bool:
     if not candidate[-1].isdigit():
         return False
+    if candidate.startswith("00"):
+        candidate = "+" + candidate[2:]
     try:
         return phonenumbers.is_valid_number(phonenumbers.parse(candidate, None))
     except phonenumbers.NumberParseException:
