@@ -312,7 +312,26 @@ class Redactor:
         return spans
 
     def text(self, text: str, placeholders: "Placeholders") -> str:
-        return _replaced(text, self.spans(text), placeholders)
+        spans = self.spans(text)
+        if spans:
+            placeholders.reserve(text)
+        return _replaced(text, spans, placeholders)
+
+    def text_alone(self, text: str) -> str:
+        """`text` redacted with a map of its own (an error message, which quotes one row)."""
+        return self.text(text, Placeholders())
+
+    def about_case(self, text: str, case_texts: Iterable[str]) -> str:
+        """Text written about a case (a judge's reason, a reviewer's note) redacted: its values are numbered
+        after the placeholders the case's own (redacted) `case_texts` hold, so none names two values. (The
+        case's map itself is never kept: it holds the originals. A value of the case named again here gets a
+        new number.)"""
+        if not self.finders or not text:
+            return text
+        placeholders = Placeholders()
+        for case_text in case_texts:
+            placeholders.reserve(case_text or "")
+        return self.text(text, placeholders)
 
     def case(self, data: CaseData) -> CaseData:
         """The case with its content and expectations redacted through one map."""
@@ -350,6 +369,7 @@ class Redactor:
         spans = self.spans(joined)
         if not spans:
             return {}
+        placeholders.reserve(joined)
         # Where the only line breaks are the joins and no find takes one in, the joined text redacted is the
         # strings redacted, one a line; else each find is placed in the strings it falls in.
         if joined.count("\n") == len(strings) - 1 and not any("\n" in joined[start:end] for start, end, _ in spans):
@@ -455,12 +475,24 @@ def _collect(value: Any, strings: list[str]) -> None:
                 _collect(item, strings)
 
 
+# A placeholder already in a text: it was redacted before (the CI command's `--post-cases`, an earlier import).
+_PLACEHOLDER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN|IP|SECRET)_([0-9]{1,9})\]")
+
+
 class Placeholders:
     """One case's value → placeholder map: `[EMAIL_1]` for its first address, the same one wherever it is."""
 
     def __init__(self) -> None:
         self.by_value: dict[tuple[str, str], str] = {}
         self.counts: dict[str, int] = {}
+
+    def reserve(self, text: str) -> None:
+        """Number new values after the placeholders `text` already holds: where a case was redacted first
+        (the CI command, before it posts it), its numbers stay; a value found now never takes one of them."""
+        if "[" in text:
+            for m in _PLACEHOLDER.finditer(text):
+                kind = m.group(1).lower()
+                self.counts[kind] = max(self.counts.get(kind, 0), int(m.group(2)))
 
     def of(self, kind: str, value: str) -> str:
         key = (kind, value)

@@ -13,7 +13,12 @@ import random
 import pytest
 
 from labeling.importing.credentials import (
-    ADDED_SHAPES, credential_kinds, credential_spans, rule_count, scanner_identity, scanner_version,
+    ADDED_SHAPES,
+    credential_kinds,
+    credential_spans,
+    rule_count,
+    scanner_identity,
+    scanner_version,
 )
 from labeling.importing.redaction import Placeholders, Redactor
 
