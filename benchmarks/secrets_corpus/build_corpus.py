@@ -103,7 +103,8 @@ def _class(items) -> list[str]:
 
 
 # --- a reader of the Go expressions in the rule files -------------------------------------------------------
-TOKEN = re.compile(r'''\s*(?:(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<s>"(?:\\.|[^"\\])*")|(?P<r>`[^`]*`)|(?P<op>:=|\.\.\.|\+=|[-+(){}\[\],=:*])|'''
+TOKEN = re.compile(r'''\s*(?:(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<s>"(?:\\.|[^"\\])*")|(?P<r>`[^`]*`)|'''
+                   r'''(?P<op>:=|\.\.\.|\+=|[-+(){}\[\],=:*])|'''
                    r'''(?P<n>[A-Za-z_][\w.]*)|(?P<num>\d+)|(?P<other>\S))''', re.S)
 
 
@@ -226,7 +227,8 @@ class Reader:
             first = self.env_list(args[0])
             return first + [a for a in args[1:]]
         if name == "fmt.Sprintf":
-            return re.sub(r"%[sdv]", lambda _m, it=iter(values[1:]): next(it), values[0])
+            rest = iter(values[1:])
+            return re.sub(r"%[sdv]", lambda _m: next(rest), values[0])
         if name == "strings.Repeat":
             return values[0] * int(values[1])
         raise Unreadable(name)

@@ -79,7 +79,8 @@ def cache_scope(config_hash: str, contract_rules: str = "") -> str:
     keys as they always were."""
     if not contract_rules:
         return config_hash
-    return hashlib.sha256(canonical_json({"config_hash": config_hash, "contract_rules": contract_rules}).encode()).hexdigest()
+    payload = {"config_hash": config_hash, "contract_rules": contract_rules}
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
 def judge_cache_key(key: str, judge: str) -> str:

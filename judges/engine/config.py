@@ -15,12 +15,12 @@ from typing import Any
 import jsonschema
 
 from . import fields
-from .canonical import canonical_json, sha256_hex
 from .cache import cache_scope
+from .canonical import canonical_json, sha256_hex
 from .credentials import compile_secret_pattern, contract_rules
+from .escalation import JudgeSpec, SecondOpinion
 from .families import model_family
 from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPT_TEMPLATE_V1, check_prompt_template
-from .escalation import JudgeSpec, SecondOpinion
 from .secondary import PROVIDERS, SECONDARY_MODES, SECONDARY_ROLES, SecondaryJudge
 from .semantic import SemanticLayer
 

@@ -5,7 +5,6 @@ import json
 import pytest
 
 from judges.engine import CONTRACT_CHECKS, JudgeConfig, config_hash, judge_case, run_contract_checks
-
 from tests.labeling.importing.test_credentials import MISSED_BEFORE, OTHERS
 
 from .factories import contract_config, tool_case
