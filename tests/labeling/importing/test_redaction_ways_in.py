@@ -137,3 +137,15 @@ def test_a_rejected_labels_import_quotes_no_original(redacting, rubric, reviewer
         labels_import(dataset=redacting, rubric_slug=rubric.slug, stream=io.BytesIO(body.encode()), fmt="jsonl")
     assert_no_original(" ".join(str(e) for e in refused.value.errors))
     assert not Label.objects.exists() and Case.objects.count() == 5
+
+
+def test_a_case_redacted_first_by_the_ci_command_keeps_its_numbers_on_the_server(redacting):
+    # `evalhub-gate --post-cases` redacts before it judges and posts; what the server then finds (a field the
+    # command left, a credential a newer scanner knows) is numbered after the case's own placeholders, so no
+    # placeholder names two values in one case.
+    posted = {"external_id": "ci-1", "input": "I am [EMAIL_1], my friend is [EMAIL_2].",
+              "output": "Noted [EMAIL_1].", "trace": {"context": f"CRM record: {EMAIL}, card {CARD}"}}
+    cases_import_objects(dataset=redacting, objects=[posted])
+    case = Case.objects.get(external_id="ci-1")
+    assert case.input == posted["input"] and case.output == posted["output"]
+    assert case.trace["context"] == "CRM record: [EMAIL_3], card [CARD_1]"
