@@ -25,40 +25,44 @@ from kingfisher_sdk import Rules, Scanner
 
 SCANNER = "kingfisher-secret-scanner"
 
-# (kind, RE2 pattern) of credentials the catalog does not report on their own.
-ADDED_SHAPES: tuple[tuple[str, str], ...] = (
+# (kind, RE2 pattern, texts of which every match holds one) of credentials the catalog does not report on
+# their own. The texts are looked for first (a plain search): a pattern runs only on text that holds one.
+ADDED_SHAPES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # evalhub's own API tokens (evalhub.models.TOKEN_PREFIX and token_urlsafe(32)).
-    ("evalhub.api-token", r"\bevh_[A-Za-z0-9_-]{43}"),
+    ("evalhub.api-token", r"\bevh_[A-Za-z0-9_-]{43}", ("evh_",)),
     # The catalog reports an AWS access key id only beside its secret key; alone it still names an account
     # and a user, and agents paste it alone.
-    ("evalhub.aws-access-key-id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b"),
+    ("evalhub.aws-access-key-id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b", ("AKIA", "ASIA", "ABIA", "ACCA")),
     # The catalog leaves test-mode Stripe keys out; they still act on an account's test data.
-    ("evalhub.stripe-test-key", r"\b(?:sk|rk)_test_[A-Za-z0-9]{10,99}\b"),
+    ("evalhub.stripe-test-key", r"\b(?:sk|rk)_test_[A-Za-z0-9]{10,99}\b", ("_test_",)),
     # Microsoft Entra (Azure AD) client secrets: three characters, a digit, "Q~", then 31 to 34 more; the
     # catalog has no rule that finds them in prose. Where a pattern has a group, the group is the credential.
     ("evalhub.azure-ad-client-secret",
-     r"(?:^|[\\'\"`\s>=:(,)])([A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:$|[\\'\"`\s<),.&;])"),
+     r"(?:^|[\\'\"`\s>=:(,)])([A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:$|[\\'\"`\s<),.&;])",
+     ("Q~",)),
     # A private key cut short (an answer quotes its first lines): the catalog reports only whole blocks.
     ("evalhub.private-key-block", r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\s*[A-Za-z0-9+/=]{16,})+"
-                                  r"(?:\s*-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?"),
+                                  r"(?:\s*-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?", ("PRIVATE KEY",)),
     # An HTTP Authorization header's bearer token, whatever its vendor.
-    ("evalhub.bearer-token", r"(?i)\bauthorization[\"']?\s*[:=]?\s*[\"']?bearer\s+([A-Za-z0-9._~+/-]{20,}=*)"),
+    ("evalhub.bearer-token", r"(?i)\bauthorization[\"']?\s*[:=]?\s*[\"']?bearer\s+([A-Za-z0-9._~+/-]{20,}=*)",
+     ("uthorization", "UTHORIZATION")),
 )
 
-# Punctuation that ends a sentence or closes a bracket where a credential ends: before a space, the end, or
-# other closing marks (".", ",", ":" …), or anywhere (brackets, "&" of a URL's query, Markdown's "*").
-# None of these characters is part of a credential the catalog knows where it is blanked.
-_PROSE_END = re.compile(r"[.,;:!?](?=\s|$|[)\]}>\"'*_`~])|[)\]}>&|,!*]")
+# Punctuation that ends a credential in prose: closing brackets, commas, "!", "&" of a URL's query and
+# Markdown's "*" anywhere (one translation), and ".", ";", ":", "?" before a space, a quote or the end
+# (a pattern). None of these characters is part of a credential the catalog knows where it is blanked.
+_PROSE_CLOSERS = bytes.maketrans(b")]}>&|,!*", b" " * 9)
+_PROSE_END = re.compile(rb"[.;:?](?=\s|$|[\"'_`~])")
 
 
 # A lone surrogate (JSON may carry "\ud800"), which is no UTF-8: one character for another keeps the offsets.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _prose_view(text: str) -> str:
-    """`text` with the punctuation that ends a credential in prose blanked: the same length, so a span
-    found in it is a span of `text`."""
-    return _PROSE_END.sub(" ", text)
+def _prose_view(data: bytes) -> bytes:
+    """`data` (UTF-8) with the punctuation that ends a credential in prose blanked, byte for byte: a span
+    found in it is a span of `data`. (Bytes: a translation by table, far cheaper than one of text.)"""
+    return _PROSE_END.sub(b" ", data.translate(_PROSE_CLOSERS))
 
 
 @cache
@@ -69,8 +73,8 @@ def _scanner() -> Scanner:
 
 
 @cache
-def _added() -> tuple[tuple[str, "re2._Regexp"], ...]:
-    return tuple((kind, re2.compile(pattern)) for kind, pattern in ADDED_SHAPES)
+def _added() -> tuple[tuple[str, "re2._Regexp", tuple[str, ...]], ...]:
+    return tuple((kind, re2.compile(pattern), hints) for kind, pattern, hints in ADDED_SHAPES)
 
 
 def scanner_identity() -> str:
@@ -96,14 +100,13 @@ def _to_chars(data: bytes) -> Callable[[int], int]:
     return lambda offset: len(data[:offset].decode("utf-8", "surrogatepass"))
 
 
-def _scanned(text: str) -> list[tuple[str, int, int]]:
-    data = text.encode("utf-8", "surrogatepass")  # JSON may carry a lone surrogate ("\ud800")
-    to_chars = _to_chars(data)
+def _scanned(data: bytes) -> list[tuple[str, int, int]]:
+    """(rule id, start, end) of each finding in `data`, in bytes."""
     found = []
     for finding in _scanner().scan(data):
         if finding.visible:  # an invisible one is a part a visible one depends on, not a credential
             location = finding.location
-            found.append((finding.rule_id, to_chars(location["start_offset"]), to_chars(location["end_offset"])))
+            found.append((finding.rule_id, location["start_offset"], location["end_offset"]))
     return found
 
 
@@ -113,13 +116,25 @@ def credential_spans(text: str) -> list[tuple[str, int, int]]:
     suffix is another rule's, a base64 blob's decoded JWT another's."""
     if not text:
         return []
-    found = _scanned(text)
-    view = _prose_view(text)
-    if view != text:
-        found += _scanned(view)
+    data = text.encode("utf-8", "surrogatepass")  # JSON may carry a lone surrogate ("\ud800")
+    to_chars = _to_chars(data)
+    # The text and its prose view are scanned as one, a line apart: one call, not two (a call costs more
+    # than the bytes it reads). A finding in the view is moved back onto the text.
+    view = _prose_view(data)
+    size = len(data)
+    scanned = _scanned(data if view == data else data + b"\n" + view)
+    if any(start <= size < end for _, start, end in scanned):
+        # A rule that spans lines (a private key's) ran from the text into its view: each is scanned apart.
+        scanned = _scanned(data) + [(kind, start + size + 1, end + size + 1) for kind, start, end in _scanned(view)]
+    found = []
+    for kind, start, end in scanned:
+        if start > size:
+            start, end = start - size - 1, end - size - 1
+        found.append((kind, to_chars(start), to_chars(end)))
     readable = text if text.isascii() else _SURROGATE.sub("\ufffd", text)  # RE2 reads UTF-8 only
-    for kind, pattern in _added():
-        found += [(kind, *m.span(1 if pattern.groups else 0)) for m in pattern.finditer(readable)]
+    for kind, pattern, hints in _added():
+        if any(hint in text for hint in hints):
+            found += [(kind, *m.span(1 if pattern.groups else 0)) for m in pattern.finditer(readable)]
     merged: list[tuple[str, int, int]] = []
     for kind, start, end in sorted(found, key=lambda f: (f[1], -f[2])):
         if start >= end:

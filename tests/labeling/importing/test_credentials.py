@@ -164,7 +164,7 @@ def test_spans_are_in_characters_in_text_of_any_script():
 
 
 def test_evalhubs_additions_are_kinds_of_their_own():
-    assert [kind for kind, _ in ADDED_SHAPES] == ["evalhub.api-token", "evalhub.aws-access-key-id",
+    assert [kind for kind, _, _ in ADDED_SHAPES] == ["evalhub.api-token", "evalhub.aws-access-key-id",
                                                   "evalhub.stripe-test-key", "evalhub.azure-ad-client-secret",
                                                   "evalhub.private-key-block", "evalhub.bearer-token"]
     assert credential_kinds(MISSED_BEFORE["evalhub API token"]) == ["evalhub.api-token"]
