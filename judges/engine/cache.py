@@ -70,6 +70,19 @@ def content_cache_key(content_key: str, config_hash: str, repeat: int, salt: str
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+def cache_scope(config_hash: str, contract_rules: str = "") -> str:
+    """What a config's judgments are keyed under: its `config_hash`, and the identity of the rules its
+    contract layer applies beyond the config's own text (the credential scanner and its version, the
+    pattern engine: credentials.contract_rules) when it has such rules. A new scanner release changes what
+    `no_secrets` finds, and so the verdict, without changing the config: its keys change with it, and no
+    verdict of the old rules is reused. A config with no such rules keeps its hash as its scope, and its
+    keys as they always were."""
+    if not contract_rules:
+        return config_hash
+    payload = {"config_hash": config_hash, "contract_rules": contract_rules}
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
 def judge_cache_key(key: str, judge: str) -> str:
     """The key of another judge's verdict (second_opinion, adjudicator) on the work `key` names: each judge's
     verdict is cached under its own key, so a cached primary verdict can still get a second opinion."""

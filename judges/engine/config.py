@@ -15,7 +15,9 @@ from typing import Any
 import jsonschema
 
 from . import fields
+from .cache import cache_scope
 from .canonical import canonical_json, sha256_hex
+from .credentials import compile_secret_pattern, contract_rules
 from .escalation import JudgeSpec, SecondOpinion
 from .families import model_family
 from .prompt import DEFAULT_PROMPT_TEMPLATE, PROMPT_TEMPLATE_V1, check_prompt_template
@@ -276,6 +278,12 @@ class JudgeConfig:
                 payload[name] = _hashed(payload[name])
         return sha256_hex(canonical_json(payload))
 
+    @cached_property
+    def cache_scope(self) -> str:
+        """What this config's judgments are cached under (cache.cache_scope): its hash and, when it runs
+        `no_secrets`, the identity of that check's rules, so a verdict of older rules is never reused."""
+        return cache_scope(self.config_hash, contract_rules() if "no_secrets" in self.contract_checks else "")
+
     @property
     def family(self) -> str:
         return model_family(self.model, self.model_family)
@@ -396,7 +404,9 @@ def _contract(d: dict, layers: tuple[str, ...]) -> dict[str, Any]:
     _needs(checks, "max_tool_calls", max_tool_calls is not None, what="a number", needs="a number")
     out["max_tool_calls"] = max_tool_calls
 
-    out["secret_patterns"] = fields.regexes(d, "secret_patterns")
+    out["secret_patterns"] = fields.string_list(d, "secret_patterns")
+    for pattern in out["secret_patterns"]:
+        compile_secret_pattern(pattern)  # RE2 runs them (credentials.py): one it cannot is named here
     if out["secret_patterns"] and "no_secrets" not in checks:
         raise ValueError("secret_patterns: patterns given, but no_secrets is not in contract_checks")
     return out

@@ -1,20 +1,49 @@
 """Credentials: what `no_secrets` looks for, and what the engine hides of a key in its messages.
 
 The shapes are a maintained scanner's rules (labeling.importing.credentials, shared with the `secret`
-redaction), plus the config's own `secret_patterns`.
+redaction), plus the config's own `secret_patterns`, run by RE2 (linear in the text, whatever the pattern:
+a config is untrusted, and `no_secrets` reads every answer).
 """
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
-from labeling.importing.credentials import credential_kinds
+import re2
+
+from labeling.importing.credentials import credential_kinds, scanner_identity
+
+from .fields import compile_linear
+
+# The pattern engine of `secret_patterns`: part of the contract layer's rules (contract_rules).
+PATTERN_ENGINE = "re2"
+
+
+def contract_rules() -> str:
+    """The identity of the rules `no_secrets` applies: the scanner (its version, its catalog) and the engine
+    of the config's own patterns. It enters the judgment cache key of a config that runs `no_secrets`, so a
+    verdict made by other rules is never reused (cache.py)."""
+    return f"{scanner_identity()}; secret_patterns by {PATTERN_ENGINE}"
+
+
+@lru_cache(maxsize=256)
+def compile_secret_pattern(pattern: str) -> "re2._Regexp":
+    """`pattern` compiled by RE2; ValueError saying why when RE2 cannot run it (lookarounds and
+    backreferences are what it refuses)."""
+    try:
+        return compile_linear(pattern)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise ValueError(f"secret_patterns: {pattern[:80]!r} is not a pattern RE2 can run ({reason}); "
+                         "write it without lookarounds or backreferences") from None
 
 
 def secret_kinds(text: str, *, extra_patterns: Iterable[str] = ()) -> list[str]:
     """The kinds of credential `text` carries: the scanner's names, and `secret_patterns[i]` for a config's own.
     Only the kind is ever shown, never what matched."""
     kinds = credential_kinds(text)
-    kinds += [f"a match of secret_patterns[{i}]" for i, p in enumerate(extra_patterns) if re.search(p, text)]
+    kinds += [f"a match of secret_patterns[{i}]" for i, p in enumerate(extra_patterns)
+              if compile_secret_pattern(p).search(text)]
     return kinds
 
 

@@ -1,6 +1,7 @@
 """The small validators of a judge config's fields, a JSON Schema's references among them: each names the
 field it rejects in its ValueError."""
 
+import functools
 import json
 import re
 from typing import Any
@@ -127,8 +128,10 @@ def linear_regexes(d: dict, name: str) -> tuple[str, ...]:
     return patterns
 
 
+@functools.lru_cache(maxsize=1024)
 def compile_linear(pattern: str) -> Any:
-    """`pattern` compiled by RE2, its errors raised (re2.error) rather than logged to stderr."""
+    """`pattern` compiled by RE2, its errors raised (re2.error) rather than logged to stderr; kept, as a config's
+    patterns run on every case."""
     options = re2.Options()
     options.log_errors = False
     return re2.compile(pattern, options)

@@ -58,6 +58,8 @@ class Engine:
         # Checked again here, whoever saved the config: a judge reads no variable it may not.
         self.env_refusals = env_name_refusals(self.cfg, extra_allowed=allowed_env)
         self.config_hash = self.cfg.config_hash
+        # The cache's keys: the config's hash, and the rules of its contract layer (cache.cache_scope).
+        self.cache_scope = self.cfg.cache_scope
         self.cache = cache
         self.prices = prices or {}
         self.spend = spend if spend is not None else SpendTracker()
@@ -108,14 +110,14 @@ class Engine:
 
     def cache_key(self, case: dict[str, Any], repeat: int) -> str | None:
         """The key this engine caches (case, repeat) under; None without a cache."""
-        return cache_key(case, self.config_hash, repeat, self.cache_salt) if self.cache is not None else None
+        return cache_key(case, self.cache_scope, repeat, self.cache_salt) if self.cache is not None else None
 
     def cache_keys(self, case: dict[str, Any], repeats: Iterable[int]) -> list[str | None]:
         """`cache_key` of each of the repeats, the case's content hashed once."""
         if self.cache is None:
             return [None for _ in repeats]
         content = case_content_key(case)
-        return [content_cache_key(content, self.config_hash, repeat, self.cache_salt) for repeat in repeats]
+        return [content_cache_key(content, self.cache_scope, repeat, self.cache_salt) for repeat in repeats]
 
     def _cached(self, key: str | None) -> Judgment | None:
         hit = self.cache.get(key) if key is not None and self.cache is not None else None

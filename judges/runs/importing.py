@@ -8,7 +8,7 @@ the calibration pages read like any other run; it can never run or be promoted.
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,11 +31,13 @@ from labeling.importing.reading import (
     has_nul,
     json_error,
     keyed_row,
+    quote_value,
     read_records,
     text_field,
     type_name,
     validated_rows,
 )
+from labeling.importing.redaction import Redactor
 from labeling.models import Case, Dataset, Rubric
 
 JUDGMENT_FIELDS = ("external_id", "repeat", "verdict", "scores", "similarity", "reason", "judge")
@@ -219,16 +221,12 @@ def tool_judgments_import(
                 continue
             if output.strip() != (case_outputs[external_id] or "").strip():
                 mismatched.append(RowError(None, where, f"{tool} graded another answer than the case's (its output "
-                                                        f"{_clip(output)!r}, the case's "
-                                                        f"{_clip(case_outputs[external_id])!r})"))
+                                                        f"{quote_value(output or '')}, the case's "
+                                                        f"{quote_value(case_outputs[external_id] or '')})"))
         return mismatched
 
     return _save_external_run(dataset=dataset, rubric=rubric, rows=rows, errors=errors, spec=spec,
                               source_name=source_name, by=by, check_outputs=check_outputs)
-
-
-def _clip(text: str | None, chars: int = 60) -> str | None:
-    return text if text is None or len(text) <= chars else text[:chars] + "…"
 
 
 def _save_external_run(
@@ -248,12 +246,14 @@ def _save_external_run(
     with transaction.atomic():
         case_ids: dict[str, int] = {}
         case_outputs: dict[str, str | None] = {}
+        case_inputs: dict[str, str] = {}
         for chunk in chunks(sorted({data.external_id for _, data in rows}), LOOKUP_CHUNK):
-            for external_id, pk, output in Case.objects.filter(dataset=dataset, external_id__in=chunk).values_list(
-                "external_id", "pk", "output"
-            ):
+            for external_id, pk, output, input_ in Case.objects.filter(
+                dataset=dataset, external_id__in=chunk
+            ).values_list("external_id", "pk", "output", "input"):
                 case_ids[external_id] = pk
                 case_outputs[external_id] = output
+                case_inputs[external_id] = input_
         for row, data in rows:
             if data.external_id not in case_ids:
                 message = f"{data.external_id!r} is not a case of the dataset {dataset.slug}"
@@ -262,8 +262,16 @@ def _save_external_run(
                               RowError(row, "external_id", message))
         if check_outputs is not None:
             errors.extend(check_outputs(case_outputs))
+        # A judge's reason quotes the answer, an error the rows: the dataset's redaction applies to them as to
+        # the case (docs/security.md, "Redaction"), before a reason is stored in the judgment and its raw
+        # row, and before an error's quoted value is clipped.
+        redactor = Redactor(Dataset.objects.only("redact").get(pk=dataset.pk).redact_kinds)
         if errors:
-            raise ImportRejected(errors)
+            raise ImportRejected([e.redacted(redactor.text_alone) for e in errors] if redactor else errors)
+        if redactor:
+            rows = [(row, replace(data, reason=redactor.about_case(
+                data.reason, (case_inputs[data.external_id], case_outputs[data.external_id] or ""))))
+                for row, data in rows]
 
         spec = {
             "rubric": rubric.slug,

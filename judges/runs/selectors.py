@@ -409,7 +409,7 @@ def run_estimate(
     if 0 < estimate.judgments <= ESTIMATE_CACHE_LOOKUP_MAX:
         all_cases = [engine_case(case) for case in dataset.cases.answered().order_by("id")]
         keys = {
-            (i, repeat): cache_key(case, config.config_hash, repeat)
+            (i, repeat): cache_key(case, engine_config.cache_scope, repeat)
             for i, case in enumerate(all_cases) for repeat in range(1, repeats + 1)
         }
         # A fresh run reuses nothing cached (its keys are salted with the run); the cache is the project's own.

@@ -34,7 +34,7 @@ from labeling.importing.reading import (
     read_records,
     validated_cases,
 )
-from labeling.importing.redaction import Placeholders, Redactor
+from labeling.importing.redaction import Redactor
 from labeling.models import Case, Dataset, Label, Rubric
 
 BATCH_SIZE = 2_000  # rows per INSERT (off PostgreSQL's COPY path): 16 parameters each, far below 65,535
@@ -179,7 +179,8 @@ def _cases_write(*, dataset: Dataset, rows: list[tuple[int, CaseData]], errors: 
         redactor = Redactor(locked.redact_kinds)
         if redactor:
             rows = [(row, redactor.case(data)) for row, data in rows]
-            errors = [RowError(e.row, e.field, redactor.text(e.message, Placeholders())) for e in errors]
+            # Redacted whole, then clipped (RowError.redacted): a clipped value would hide its kind.
+            errors = [e.redacted(redactor.text_alone) for e in errors]
         ids = [data.external_id for _, data in rows]
         existing: dict[str, tuple[int, CaseData]] = {}
         if update:

@@ -1,6 +1,6 @@
 """Labels in: reviewers' verdicts of one rubric, from JSONL or CSV, checked, then written all or nothing."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from django.conf import settings
@@ -24,6 +24,7 @@ from labeling.importing.reading import (
     text_field,
     validated_rows,
 )
+from labeling.importing.redaction import Redactor
 from labeling.models import Case, Dataset, Label, Rubric, Verdict
 
 LABEL_FIELDS = ("external_id", "reviewer", "verdict", "note")
@@ -113,13 +114,14 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
 
     with transaction.atomic():
         cases: dict[str, tuple[int, str]] = {}
+        case_texts: dict[str, tuple[str, str]] = {}
         ids = sorted({data.external_id for _, data in rows})
         for chunk in chunks(ids, LOOKUP_CHUNK):
             found = Case.objects.filter(dataset=dataset, external_id__in=chunk)
-            cases.update(
-                (external_id, (pk, content_hash))
-                for pk, external_id, content_hash in found.values_list("pk", "external_id", "content_hash")
-            )
+            for pk, external_id, content_hash, input_, output in found.values_list(
+                    "pk", "external_id", "content_hash", "input", "output"):
+                cases[external_id] = (pk, content_hash)
+                case_texts[external_id] = (input_, output or "")
         errors.extend(
             RowError(row, "external_id", f"{data.external_id!r} is not a case of the dataset {dataset.slug}")
             for row, data in rows if data.external_id not in cases
@@ -143,8 +145,14 @@ def labels_import(*, dataset: Dataset, rubric_slug: str, stream: IO[bytes], fmt:
                                                       "dataset's cases to them)")
                 for name in sorted(unassigned, key=first_row.get)
             )
+        # A reviewer's note may quote the case, an error a row: the dataset's redaction applies to them as to
+        # the case (docs/security.md, "Redaction"), so a note is stored, shown and exported redacted.
+        redactor = Redactor(Dataset.objects.only("redact").get(pk=dataset.pk).redact_kinds)
         if errors:
-            raise ImportRejected(errors)
+            raise ImportRejected([e.redacted(redactor.text_alone) for e in errors] if redactor else errors)
+        if redactor:
+            rows = [(row, replace(data, note=redactor.about_case(data.note, case_texts[data.external_id])))
+                    for row, data in rows]
 
         rubric, rubric_created = Rubric.objects.get_or_create(
             project_id=dataset.project_id, slug=rubric_slug, defaults={"name": rubric_slug, "criteria": ""}

@@ -148,6 +148,17 @@ class RowError:
     row: int | None
     field: str | None
     message: str
+    # The message with its quoted values whole (finish_message), for a dataset that redacts; else "".
+    marked: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if _QUOTE_START in self.message:
+            object.__setattr__(self, "marked", self.message)
+            object.__setattr__(self, "message", finish_message(self.message))
+
+    def redacted(self, redact: Callable[[str], str]) -> "RowError":
+        """This error with its message redacted by `redact` before any quoted value in it is clipped."""
+        return RowError(self.row, self.field, finish_message(self.marked or self.message, redact))
 
     def __str__(self) -> str:
         where = "file" if self.row is None else f"line {self.row}"
@@ -306,6 +317,12 @@ def _validate_trace(trace: Any, problems: list) -> dict:
 
 
 def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str]]]:
+    """The case in `obj` and what is wrong with it, each message finished (its quoted values clipped)."""
+    data, problems = _validate_case_marked(obj)
+    return data, [(name, finish_message(message)) for name, message in problems]
+
+
+def _validate_case_marked(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str]]]:
     """Check one case as docs/cases.md defines it; returns the normalised case or the problems found."""
     if not isinstance(obj, dict):
         return None, [(None, f"must be a JSON object, not {type_name(obj)}")]
@@ -336,7 +353,7 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
         kind=text_field(obj, "kind", problems, max_chars=20) or "",
     )
     if data.kind not in ("", *CASE_KINDS):
-        problems.append(("kind", f"must be one of {', '.join(CASE_KINDS)} or empty, not {_clip(data.kind)!r}"))
+        problems.append(("kind", f"must be one of {', '.join(CASE_KINDS)} or empty, not {quote_value(data.kind)}"))
     if has_nul(data.expected_tool_argument):
         problems.append(("expected_tool_argument", "contains a NUL character"))
     metadata = obj.get("metadata")
@@ -355,7 +372,7 @@ def validate_case(obj: Any) -> tuple[CaseData | None, list[tuple[str | None, str
         data.human_verdict = human_verdict(obj[HUMAN_VERDICT])
         if data.human_verdict is None:
             problems.append(("humanVerdict", f"must be pass or fail (any case or punctuation), not "
-                                             f"{_clip(str(obj[HUMAN_VERDICT]))!r}"))
+                                             f"{quote_value(str(obj[HUMAN_VERDICT]))}"))
         elif data.output is None:
             problems.append(("humanVerdict", "judges the agent's answer, and this case has none (output)"))
     return (None, problems) if problems else (data, [])
@@ -388,7 +405,7 @@ def validated_rows(
 def validated_cases(records: Iterable[tuple[int, Any]], errors: list[RowError]) -> list[tuple[int, CaseData]]:
     """The cases among `records` that validate, each external_id once; the rest go to `errors`."""
     return validated_rows(
-        records, errors, validate=validate_case, key=lambda data: data.external_id,
+        records, errors, validate=_validate_case_marked, key=lambda data: data.external_id,
         duplicate=lambda data, first: (
             "external_id", f"{data.external_id!r} appears twice in this import (first at {first})"
         ),
@@ -461,6 +478,24 @@ def _finite_float(text: str) -> float:
 
 def _clip(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+# A row's value quoted in its error message is marked, whole, until the message is finished: a dataset that
+# redacts redacts the whole message first, and only then is each value clipped (finish_message). Clipping
+# first would quote the start of a card number or an address, which the redaction no longer recognises.
+_QUOTE_START, _QUOTE_END = "\ue000", "\ue001"  # private-use characters: no kind of personal data holds one
+_QUOTED = re.compile(f"{_QUOTE_START}(.*?){_QUOTE_END}", re.DOTALL)
+
+
+def quote_value(text: str) -> str:
+    return f"{_QUOTE_START}{text.replace(_QUOTE_START, '').replace(_QUOTE_END, '')}{_QUOTE_END}"
+
+
+def finish_message(message: str, redact: Callable[[str], str] | None = None) -> str:
+    """An error message with its quoted values (_quote) redacted by `redact`, if given, then clipped."""
+    if redact is not None:
+        message = redact(message)
+    return _QUOTED.sub(lambda m: repr(_clip(m.group(1))), message)
 
 
 def _no_repeated_keys(pairs: list[tuple[str, Any]]) -> dict:

@@ -6,7 +6,7 @@ placeholder (`[EMAIL_1]`, `[EMAIL_2]`), one map per case: the same address is th
 input, the trace and the expectations, so a tool argument that equalled its expectation still does.
 Detection reuses maintained libraries where the shape has rules beyond a pattern: phone numbers through
 `phonenumbers` (Google's libphonenumber metadata), IBANs through `schwifty` (country lengths, formats and
-the mod-97 checksum), credentials through the `detect-secrets` rules that `no_secrets` uses; cards are
+the mod-97 checksum), credentials through the scanner that `no_secrets` uses (credentials.py); cards are
 Luhn-checked here, addresses checked by `ipaddress`.
 """
 
@@ -24,7 +24,7 @@ import phonenumbers
 from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
-from labeling.importing.credentials import credential_spans, scanner_literals
+from labeling.importing.credentials import credential_spans
 from labeling.importing.prefilter import PatternSet
 from labeling.importing.reading import CASE_FIELDS, CaseData
 
@@ -43,39 +43,46 @@ REDACT_KIND_HELP = {
 # Each pattern begins with a character it must see, and checks what stands before that character after it
 # (`\d(?<![\w-]\d)`): a pattern that begins with a lookbehind is tried at every position of the text,
 # several times slower.
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-                    r"\.[A-Za-z]{2,}(?![\w-])")
+# The domain may be internationalised (`jane@bücher.example`, `info@例え.テスト`): its labels are letters and
+# digits of any script.
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@(?:[^\W_]|-)+(?:\.(?:[^\W_]|-)+)*"
+                    r"\.(?:[^\W\d_]{2,}|xn--[a-z0-9-]+)(?![\w-])")
 _LOCAL_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-"  # _EMAIL's first class
-# Groups of digits joined by single spaces or dashes, never inside a word: where card numbers are.
-_DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ -]\d+)*(?![\w-])")
+# Groups of digits joined by single spaces (a non-breaking one too), dashes or dots, never inside a word:
+# where card numbers are.
+_CARD_JOINS = " \u00a0\u202f.-"
+_DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ \u00a0\u202f.-]\d+)*(?![\w-])")
 _DIGITS = re.compile(r"\d+")
-# A country code, check digits, then up to 30 letters or digits, optionally in groups of four.
-_IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}")
-_PHONE = re.compile(r"\+(?<![\w+]\+)\d(?:[ .()-]{0,2}\d){6,18}")
-_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![\w.]|\.\d)")
+# A country code, check digits, then up to 30 letters or digits, optionally in groups of four (joined by
+# spaces or dashes), in either case.
+_IBAN = re.compile(r"[A-Za-z](?<!\w[A-Za-z])[A-Za-z]\d{2}(?:[ -]?[A-Za-z0-9]){11,30}")
+# International form: "+" or the "00" that dials out of most countries.
+_PHONE = re.compile(r"(?:\+(?<![\w+]\+)|0(?<![\w+]0)0)\d(?:[ .()-]{0,2}\d){6,18}")
+# An address may end a sentence ("… from 203.0.113.45."): a dot after it that no digit follows ends it.
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\d)")
 _IPV4_DOTS = re.compile(r"\.\d{1,3}\.\d{1,3}\.\d")  # the dots of an IPv4 address, from its first
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")  # two colons with at most one group between: in every IPv6
-_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
+# An IPv4-mapped address (`::ffff:192.0.2.1`) ends in a dotted quad: tried first, so the hex group "192"
+# does not end it.
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?![\w:]|\.\d)")
 
 # What every find of a kind holds, in RE2's syntax (prefilter.py; `\p{Nd}` is any decimal digit, as
 # Python's `\d`): a text without it is not searched for that kind. Each is a pattern above with its
 # lookarounds left out and its repeats cut to the fewest that a find needs (a card's 13 digits).
 _CANDIDATES = {
-    "email": r"[A-Za-z0-9._%+-]@[A-Za-z0-9-]",
-    "phone": r"\+\p{Nd}(?:[ .()-]{0,2}\p{Nd}){6}",
-    "card": r"\p{Nd}(?:[ -]?\p{Nd}){12}",
-    "iban": r"[A-Z]{2}\p{Nd}{2}(?: ?[A-Z0-9]){11}",
+    "email": r"[A-Za-z0-9._%+-]@[\pL\pN-]",
+    "phone": r"(?:\+|00)\p{Nd}(?:[ .()-]{0,2}\p{Nd}){6}",
+    "card": r"\p{Nd}(?:[ \x{a0}\x{202f}.-]?\p{Nd}){12}",
+    "iban": r"[A-Za-z]{2}\p{Nd}{2}(?:[ -]?[A-Za-z0-9]){11}",
     "ip": r"\p{Nd}\.\p{Nd}{1,3}\.\p{Nd}{1,3}\.\p{Nd}|:[0-9A-Fa-f]{0,4}:",  # IPv4's dots, _IPV6_HINT
 }
 
 
 @cache
-def _prefilter(with_secrets: bool) -> tuple[PatternSet, dict[str, int]]:
-    """The credential rules' literals (for `secret`: their ids are scanner_literals'), then the kinds'
-    patterns, found in one pass; with the id of each kind's."""
-    literals = scanner_literals() if with_secrets else ()
-    return (PatternSet([*literals, *_CANDIDATES.values()]),
-            {kind: len(literals) + i for i, kind in enumerate(_CANDIDATES)})
+def _prefilter() -> tuple[PatternSet, dict[str, int]]:
+    """The kinds' patterns, found in one pass; with the id of each kind's. (`secret` has none: the
+    scanner runs its whole catalog as one automaton itself.)"""
+    return PatternSet(list(_CANDIDATES.values())), {kind: i for i, kind in enumerate(_CANDIDATES)}
 
 
 _DOUBLED = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)  # a digit doubled, its two digits added
@@ -124,10 +131,14 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
             left -= group_length
             count = kept = doubled = 0  # the stretch's digits, its two Luhn sums (see _luhn_sums)
             best = None
+            # Dots join digits in decimals and versions too: a stretch with a dot is a card only in groups of four.
+            dotted = fours = False
             for j in range(i, len(groups)):  # not groups[i:]: a copy of the rest each time, square in a long run
-                _, g_end, length, g_kept, g_doubled = groups[j]
+                g_start, g_end, length, g_kept, g_doubled = groups[j]
+                dotted = dotted or (j > i and run[g_start - 1] == ".")
+                fours = (fours or j == i) and length == 4
                 count += length
-                if count > 19:
+                if count > 19 or (dotted and not fours):
                     break
                 # The digits before this group move on by `length` places from the right.
                 kept, doubled = (g_kept + kept, g_doubled + doubled) if length % 2 == 0 else \
@@ -149,7 +160,7 @@ _short_group_sums = lru_cache(maxsize=4096)(_luhn_sums)  # a card's groups of fo
 
 # ASCII digits, spaces and dashes marked "0", every other byte "x": a run of digit groups long enough for a
 # card is a run of at least 13 marks "0".
-_RUN_MARKS = bytes(ord("0") if chr(b) in "0123456789 -" else ord("x") for b in range(256))
+_RUN_MARKS = bytes(ord("0") if chr(b) in "0123456789 .-" else ord("x") for b in range(256))
 _THIRTEEN = b"0" * 13
 
 
@@ -181,10 +192,10 @@ def _ibans(text: str) -> Iterator[tuple[int, int]]:
 
 @lru_cache(maxsize=4096)  # a customer's IBAN, phone number recurs across cases
 def _iban_valid(candidate: str) -> bool:
-    if candidate.endswith(" "):
+    if candidate.endswith((" ", "-")):
         return False
     try:
-        IBAN(candidate)
+        IBAN(candidate.replace("-", " ").upper())
     except SchwiftyException:
         return False
     return True
@@ -248,14 +259,16 @@ def _phones(text: str) -> Iterator[tuple[int, int]]:
 def _phone_valid(candidate: str) -> bool:
     if not candidate[-1].isdigit():
         return False
+    if candidate.startswith("00"):
+        candidate = "+" + candidate[2:]
     try:
         return phonenumbers.is_valid_number(phonenumbers.parse(candidate, None))
     except phonenumbers.NumberParseException:
         return False
 
 
-def _secrets(text: str, found: frozenset[int]) -> Iterator[tuple[int, int]]:
-    for _, start, end in credential_spans(text, found):
+def _secrets(text: str) -> Iterator[tuple[int, int]]:
+    for _, start, end in credential_spans(text):
         yield start, end
 
 
@@ -272,7 +285,7 @@ class Redactor:
         chosen = set(kinds)
         self.finders: list[tuple[str, Callable[..., Iterator[tuple[int, int]]]]] = [
             (kind, finders[kind]) for kind in finders if kind in chosen]
-        self.prefilter, self.candidate_ids = _prefilter("secret" in chosen)
+        self.prefilter, self.candidate_ids = _prefilter()
 
     def __bool__(self) -> bool:
         return bool(self.finders)
@@ -281,14 +294,12 @@ class Redactor:
         """(start, end, kind) of what to replace in `text`, in order, never overlapping: where two finds
         overlap, the one that starts first wins (then the longer, then the kind listed first).
 
-        One pass of the prefilter first says which kinds, and which credential rules, can be in the
-        text: only those are searched for."""
+        One pass of the prefilter first says which kinds can be in the text: only those are searched
+        for (and credentials, by the scanner's own one pass)."""
         present = self.prefilter.found(text)
         found: list[tuple[int, int, int, str]] = []
         for rank, (kind, find) in enumerate(self.finders):
-            if kind == "secret":
-                finds = find(text, present)
-            elif self.candidate_ids[kind] in present:
+            if kind == "secret" or self.candidate_ids[kind] in present:
                 finds = find(text)
             else:
                 continue
@@ -301,7 +312,26 @@ class Redactor:
         return spans
 
     def text(self, text: str, placeholders: "Placeholders") -> str:
-        return _replaced(text, self.spans(text), placeholders)
+        spans = self.spans(text)
+        if spans:
+            placeholders.reserve(text)
+        return _replaced(text, spans, placeholders)
+
+    def text_alone(self, text: str) -> str:
+        """`text` redacted with a map of its own (an error message, which quotes one row)."""
+        return self.text(text, Placeholders())
+
+    def about_case(self, text: str, case_texts: Iterable[str]) -> str:
+        """Text written about a case (a judge's reason, a reviewer's note) redacted: its values are numbered
+        after the placeholders the case's own (redacted) `case_texts` hold, so none names two values. (The
+        case's map itself is never kept: it holds the originals. A value of the case named again here gets a
+        new number.)"""
+        if not self.finders or not text:
+            return text
+        placeholders = Placeholders()
+        for case_text in case_texts:
+            placeholders.reserve(case_text or "")
+        return self.text(text, placeholders)
 
     def case(self, data: CaseData) -> CaseData:
         """The case with its content and expectations redacted through one map."""
@@ -339,6 +369,7 @@ class Redactor:
         spans = self.spans(joined)
         if not spans:
             return {}
+        placeholders.reserve(joined)
         # Where the only line breaks are the joins and no find takes one in, the joined text redacted is the
         # strings redacted, one a line; else each find is placed in the strings it falls in.
         if joined.count("\n") == len(strings) - 1 and not any("\n" in joined[start:end] for start, end, _ in spans):
@@ -444,12 +475,24 @@ def _collect(value: Any, strings: list[str]) -> None:
                 _collect(item, strings)
 
 
+# A placeholder already in a text: it was redacted before (the CI command's `--post-cases`, an earlier import).
+_PLACEHOLDER = re.compile(r"\[(EMAIL|PHONE|CARD|IBAN|IP|SECRET)_([0-9]{1,9})\]")
+
+
 class Placeholders:
     """One case's value → placeholder map: `[EMAIL_1]` for its first address, the same one wherever it is."""
 
     def __init__(self) -> None:
         self.by_value: dict[tuple[str, str], str] = {}
         self.counts: dict[str, int] = {}
+
+    def reserve(self, text: str) -> None:
+        """Number new values after the placeholders `text` already holds: where a case was redacted first
+        (the CI command, before it posts it), its numbers stay; a value found now never takes one of them."""
+        if "[" in text:
+            for m in _PLACEHOLDER.finditer(text):
+                kind = m.group(1).lower()
+                self.counts[kind] = max(self.counts.get(kind, 0), int(m.group(2)))
 
     def of(self, kind: str, value: str) -> str:
         key = (kind, value)

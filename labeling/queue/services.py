@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalhub.models import User
+from labeling.importing.redaction import Redactor
 from labeling.models import Adjudication, Case, Dataset, Label, LabelingRefused, Rubric, Skip, Verdict
 from labeling.queue.selectors import next_case
 
@@ -66,6 +67,9 @@ def label_submit(
     if verdict not in Verdict.values:
         raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
     note, now = note.strip(), timezone.now()
+    redactor = Redactor(case.dataset.redact_kinds)
+    if redactor and note:  # a note may quote the case: stored redacted as the case is (docs/security.md)
+        note = redactor.about_case(note, (case.input, case.output or ""))
     with transaction.atomic():
         # INSERT ... ON CONFLICT DO NOTHING RETURNING id (PostgreSQL and SQLite alike): a concurrent insert
         # of the same key waits for the other transaction, then does nothing. RETURNING says which

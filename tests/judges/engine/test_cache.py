@@ -4,6 +4,8 @@ import json
 import pytest
 
 from judges.engine import Engine, FolderCache, JudgeConfig, MemoryCache, cache_key, case_content_key, judge_case
+from judges.engine.cache import cache_scope
+from judges.engine.credentials import contract_rules
 
 from .factories import contract_config, tool_case
 
@@ -102,3 +104,23 @@ def test_an_entry_that_is_not_a_whole_judgment_is_judged_again(tmp_path, damage)
     again = judge_case(case, config, 1, cache=cache)
     assert (again.outcome, again.cached) == ("fail", False)
     assert cache.get(key) == stored | {"latency_ms": again.latency_ms}  # replaced by the fresh judgment
+
+
+def test_a_config_running_no_secrets_keys_its_judgments_under_the_scanners_rules(monkeypatch):
+    # A new scanner release changes what no_secrets finds without changing the config: a verdict of the old
+    # rules must not be reused (docs/security.md, "Finding credentials").
+    case = tool_case()
+    cache = MemoryCache()
+    before = Engine(contract_config("no_secrets"), cache=cache)
+    assert before.cache_scope == cache_scope(before.config_hash, contract_rules()) != before.config_hash
+    key = before.cache_key(case, 1)
+    assert key == cache_key(case, before.cache_scope, 1) != cache_key(case, before.config_hash, 1)
+    judge_case(case, contract_config("no_secrets"), 1, cache=cache)
+    assert len(cache) == 1 and cache.get(key) is not None
+    monkeypatch.setattr("judges.engine.config.contract_rules", lambda: "another scanner 9.9")
+    after = Engine(contract_config("no_secrets"), cache=cache)
+    assert after.config_hash == before.config_hash  # the config is the same: no export, no stale evidence
+    assert after.cache_key(case, 1) != key and after.lookup(case, 1)[1] is None
+    # A config without no_secrets is keyed by its hash alone, whatever the scanner.
+    plain = Engine(contract_config("answer_present"), cache=cache)
+    assert plain.cache_scope == plain.config_hash

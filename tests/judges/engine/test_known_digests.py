@@ -9,7 +9,7 @@ docs (docs/gate.md, its versioning notes) that exported gate configs must be exp
 import hashlib
 
 from judges.engine import JudgeConfig
-from judges.engine.cache import cache_key, case_content_key
+from judges.engine.cache import cache_key, cache_scope, case_content_key
 
 CONFIG = {"rubric": "no-secrets", "criteria": "No credential in the answer.", "layers": ["contract"],
           "contract_checks": ["no_secrets"], "prompt_template": "Grade {answer} against {criteria}."}
@@ -70,3 +70,11 @@ def test_a_known_judgment_has_its_known_cache_key():
     assert cache_key(CASE, CONFIG_HASH, 2) == CACHE_KEY_REPEAT_2
     assert cache_key(CASE, CONFIG_HASH, 1) != CACHE_KEY_REPEAT_2
     assert cache_key(CASE, CONFIG_HASH, 2, SALT) == SALTED_KEY_REPEAT_2
+
+
+def test_a_scope_with_contract_rules_has_its_known_digest():
+    # printf '%s' '{"config_hash":"<CONFIG_HASH>","contract_rules":"kingfisher-secret-scanner 1.5.0; 488 rules"}'
+    # | sha256sum; without rules the scope is the config's hash itself, so other configs' keys stay.
+    rules = "kingfisher-secret-scanner 1.5.0; 488 rules"
+    assert cache_scope(CONFIG_HASH, rules) == "8cc6fce88024e961bd1449300606d94ebdba1ce16e4b3d0e13fcf802640d7122"
+    assert cache_scope(CONFIG_HASH) == CONFIG_HASH

@@ -1,5 +1,5 @@
 """The redaction's finders as they were before their fast paths (a frozen copy, for tests only): each
-pattern run over the whole text, and every credential rule run on every text with no prefilter. The
+pattern run over the whole text, with no prefilter (credentials are the scanner's own finds). The
 property tests in test_redaction_fast_paths.py hold the live module to what this finds."""
 
 import dataclasses
@@ -12,7 +12,7 @@ import phonenumbers
 from schwifty import IBAN
 from schwifty.exceptions import SchwiftyException
 
-from labeling.importing.credentials import _plugin_spans, scanner_rules
+from labeling.importing.credentials import credential_spans as live_credential_spans
 from labeling.importing.reading import CASE_FIELDS, CaseData
 
 REDACT_KINDS = ("email", "phone", "card", "iban", "ip", "secret")
@@ -30,17 +30,17 @@ REDACT_KIND_HELP = {
 # Each pattern begins with a character it must see, and checks what stands before that character after it
 # (`\d(?<![\w-]\d)`): a pattern that begins with a lookbehind is tried at every position of the text,
 # several times slower.
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-                    r"\.[A-Za-z]{2,}(?![\w-])")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-](?<![\w.%+-][A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@(?:[^\W_]|-)+(?:\.(?:[^\W_]|-)+)*"
+                    r"\.(?:[^\W\d_]{2,}|xn--[a-z0-9-]+)(?![\w-])")
 # Groups of digits joined by single spaces or dashes, never inside a word: where card numbers are.
-_DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ -]\d+)*(?![\w-])")
+_DIGIT_RUN = re.compile(r"\d(?<![\w-]\d)\d*(?:[ \u00a0\u202f.-]\d+)*(?![\w-])")
 _DIGITS = re.compile(r"\d+")
 # A country code, check digits, then up to 30 letters or digits, optionally in groups of four.
-_IBAN = re.compile(r"[A-Z](?<!\w[A-Z])[A-Z]\d{2}(?: ?[A-Z0-9]){11,30}")
-_PHONE = re.compile(r"\+(?<![\w+]\+)\d(?:[ .()-]{0,2}\d){6,18}")
-_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?![\w.]|\.\d)")
+_IBAN = re.compile(r"[A-Za-z](?<!\w[A-Za-z])[A-Za-z]\d{2}(?:[ -]?[A-Za-z0-9]){11,30}")
+_PHONE = re.compile(r"(?:\+(?<![\w+]\+)|0(?<![\w+]0)0)\d(?:[ .()-]{0,2}\d){6,18}")
+_IPV4 = re.compile(r"\d(?<![\w.]\d)\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\d)")
 _IPV6_HINT = re.compile(r":[0-9A-Fa-f]{0,4}:")  # two colons with at most one group between: in every IPv6
-_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])")
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?![\w:]|\.\d)")
 
 
 def luhn_valid(digits: str) -> bool:
@@ -70,9 +70,11 @@ def _cards(text: str) -> Iterator[tuple[int, int]]:
         for i, (start, _) in enumerate(groups):
             digits = ""
             best = None
-            for g_start, g_end in groups[i:]:
+            for j, (g_start, g_end) in enumerate(groups[i:]):
                 digits += m.group()[g_start:g_end]
-                if len(digits) > 19:
+                stretch = groups[i:i + j + 1]
+                # A stretch with a dot between its groups is a card only in groups of four.
+                if len(digits) > 19 or ("." in m.group()[start:g_end] and any(e - s != 4 for s, e in stretch)):
                     break
                 if len(digits) >= 13 and luhn_valid(digits):
                     best = g_end
@@ -87,10 +89,10 @@ def _ibans(text: str) -> Iterator[tuple[int, int]]:
 
 
 def _iban_valid(candidate: str) -> bool:
-    if candidate.endswith(" "):
+    if candidate.endswith((" ", "-")):
         return False
     try:
-        IBAN(candidate)
+        IBAN(candidate.replace("-", " ").upper())
     except SchwiftyException:
         return False
     return True
@@ -134,22 +136,15 @@ def _phone_valid(candidate: str) -> bool:
     if not candidate[-1].isdigit():
         return False
     try:
-        return phonenumbers.is_valid_number(phonenumbers.parse(candidate, None))
+        return phonenumbers.is_valid_number(phonenumbers.parse("+" + candidate[2:] if candidate.startswith("00")
+                                                               else candidate, None))
     except phonenumbers.NumberParseException:
         return False
 
 
 def credential_spans(text: str) -> list[tuple[str, int, int]]:
-    """Every rule on the whole text, none skipped."""
-    found: list[tuple[str, int, int]] = []
-    for kind, pattern, plugin, *_ in scanner_rules():
-        if plugin is not None:
-            found += [(kind, start, end) for start, end in _plugin_spans(plugin, pattern, text)]
-            continue
-        for m in pattern.finditer(text):
-            if not any(start < m.end() and m.start() < end for _, start, end in found):
-                found.append((kind, *m.span()))
-    return found
+    """The scanner's own finds (credentials.py): it has no fast path of evalhub's to hold it to."""
+    return live_credential_spans(text)
 
 
 def _secrets(text: str) -> Iterator[tuple[int, int]]:

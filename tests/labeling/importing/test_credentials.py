@@ -1,70 +1,102 @@
-"""The credential rules no_secrets and the `secret` redaction share: every family the scanner's plugins
-claim is found in the shapes the plugins document, and ordinary support text never is.
+"""The credentials no_secrets and the `secret` redaction find (labeling/importing/credentials.py): a
+maintained scanner's catalog, in prose as an agent writes it, and evalhub's own additions; ordinary support
+text never. The broad measurement is benchmarks/bench_secrets.py; these are the cases that must not regress,
+among them each credential the scanner before it missed or left part of (docs/security.md).
 
-Every example is synthetic and built from pieces, so no scanner takes this file for a leak."""
+Every example is synthetic: built from pieces, with random bodies of a fixed seed, so no scanner takes this
+file for a leak and none of them is a real credential."""
+
+import base64
+import json
+import random
 
 import pytest
 
-from labeling.importing.credentials import credential_kinds, credential_spans, scanner_kinds
+from labeling.importing.credentials import (
+    ADDED_SHAPES,
+    credential_kinds,
+    credential_spans,
+    rule_count,
+    scanner_identity,
+    scanner_version,
+)
 from labeling.importing.redaction import Placeholders, Redactor
 
+_rng = random.Random(47)
+ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 HEX = "0123456789abcdef"
-ALNUM = "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0"
 
 
-def run(chars: str, n: int) -> str:
-    return (chars * (n // len(chars) + 1))[:n]
+def rand(chars: str, n: int) -> str:
+    return "".join(_rng.choice(chars) for _ in range(n))
 
 
-# kind -> examples, in the shapes the rules document.
-EXAMPLES = {
-    "AWS Access Key": ["AKIA" + "IOSFODNN7EXAMPLE", "ASIA" + "Y34FZKBOKMUTVV7A"],
-    "Artifactory Credentials": ["token: AKC" + run(ALNUM, 20), 'password="AP6' + run(ALNUM, 12) + '"'],
-    "Azure Storage Account access key": ["DefaultEndpointsProtocol=https;AccountKey=" + run(ALNUM + "+/", 86) + "=="],
-    "Basic Auth Credentials": ["https://admin:" + "s3cr3t-pass" + "@db.example.com/shop"],
-    "Cloudant Credentials": ['cloudant_password = "' + run(HEX, 64) + '"'],
-    "Discord Bot Token": ["M" + run(ALNUM, 23) + "." + "Gx1Yz2" + "." + run(ALNUM, 27)],
-    "GitHub Token": ["ghp_" + run(ALNUM, 36), "ghs_" + run(ALNUM, 36)],
-    "GitLab Token": ["glpat-" + run(ALNUM, 20), "glrt-" + run(ALNUM, 24)],
-    "IBM COS HMAC Credentials": ['cos_hmac_secret_access_key = "' + run(HEX, 48) + '"'],
-    "IBM Cloud IAM Key": ['ibm_cloud_iam_api_key = "' + run(ALNUM + "_-", 44) + '"'],
-    "JSON Web Token": ["eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
-                       + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
-    "Mailchimp Access Key": [run(HEX, 32) + "-us12"],
-    "NPM tokens": ["//registry.npmjs.org/:_authToken=npm_" + run(ALNUM, 36)],
-    "OpenAI Token": ["sk-proj-" + run(ALNUM, 20) + "T3Blbk" + "FJ" + run(ALNUM, 20)],
-    "Private Key": ["-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA0Z3VS5JJcds3xfn",
-                    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
-                    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC"],
-    "PyPI Token": ["pypi-AgEIcHlwaS5vcmc" + run(ALNUM + "-_", 80)],
-    "SendGrid API Key": ["SG." + run(ALNUM, 22) + "." + run(ALNUM, 43)],
-    "Slack Token": ["xoxb-" + "123456789012-1234567890123-" + "abcdefghijklmnopqrstuvwx",
-                    "https://hooks.slack.com/services/T" + "00000000/B00000000/" + run(ALNUM, 24)],
-    "SoftLayer Credentials": ['softlayer_api_key = "' + run("abcdef0123456789", 64) + '"'],
-    "Square OAuth Secret": ["sq0csp-" + run(ALNUM, 43)],
-    "Stripe Access Key": ["sk_live_" + run(ALNUM, 24), "rk_live_" + run(ALNUM, 24)],
-    "Telegram Bot Token": ["123456789:" + run(ALNUM + "_-", 35)],
-    "Twilio API Key": ["AC" + run("abcdef0123456789", 32), "SK" + run("abcdef0123456789", 32)],
-    # The shapes evalhub adds where the plugins have none yet.
-    "Anthropic API Key": ["sk-ant-api03-" + run(ALNUM, 40)],
-    "OpenAI API Key": ["sk-proj-" + run(ALNUM, 40)],
-    "AWS Secret Access Key": ["aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"],
-    "GitHub Fine-grained Token": ["github_pat_" + "11ABCDEFG0123456789_" + run(ALNUM, 30)],
-    "Google API Key": ["AIza" + run(ALNUM + "_-", 35)],
-    "Bearer Token": ["Authorization: Bearer " + run(HEX, 32)],
+def jwt() -> str:
+    def part(value: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
+    return part({"alg": "HS256", "typ": "JWT"}) + "." + part({"sub": "1234567890", "name": "Jane"}) + "." + rand(
+        ALNUM + "_-", 43)
+
+
+# What the scanner before this one missed entirely (docs/security.md, "Finding credentials"): name -> the
+# credential as it stands in an answer.
+MISSED_BEFORE = {
+    "Stripe test secret key": "sk_" + "test_" + rand(ALNUM, 99),
+    "Stripe restricted production key": "rk_" + "prod_" + rand(ALNUM, 99),
+    "Azure AD client secret": "bP8" + "8Q~" + rand(ALNUM, 34),
+    "Azure storage account key": "DefaultEndpointsProtocol=https;AccountName=shopdata;AccountKey="
+                                 + rand(ALNUM + "+/", 86) + "==;EndpointSuffix=core.windows.net",
+    "npm token": "npm_" + rand(ALNUM, 36),
+    "PyPI token": "pypi-" + "AgEIcHlwaS5vcmc" + rand(ALNUM + "-_", 80),
+    "Discord token": "discordToken=" + rand(HEX, 64),
+    "Shopify access token": "shp" + "at_" + rand(HEX, 32),
+    "Shopify shared secret": "shp" + "ss_" + rand(HEX, 32),
+    "Hugging Face token": "hf_" + rand(ALNUM[:52], 34),
+    "JSON Web Token in base64": base64.b64encode(jwt().encode()).decode(),
+    "Bedrock long-lived key": "ABSK" + "QmVkcm9ja0FQSUtleS" + rand(ALNUM + "+/", 108),
+    "Bedrock short-lived key": "bedrock-api-key-" + "YmVkcm9jay5hbWF6b25hd3MuY29t",
+    "evalhub API token": "evh_" + rand(ALNUM + "_-", 43),
 }
 
-def secret_of(example: str) -> str:
-    """The credential in an example: after its label, without quotes; a private key's body; a URL's password."""
-    if "PRIVATE KEY" in example:
-        return example.split("\n", 1)[1]
-    if "@" in example:
-        return example.split(":")[2].split("@")[0]
-    for label in ("AccountKey=", "Bearer ", "_authToken=", ' = "', " = ", '="', ": "):
-        if label in example:
-            return example.split(label, 1)[1].strip('"')
-    return example
+# What it found but left part of: the whole credential must go, the part it left included.
+LEFT_PART_BEFORE = {
+    "Slack config token (its xoxe. prefix)": ("xoxe." + "xoxp-1-" + rand(ALNUM, 163), "xoxe."),
+    "GitLab routable token (after its dot)": ("glpat-" + rand(ALNUM, 27) + ".01." + "0w0kdmcbd", "0w0kdmcbd"),
+    "Telegram bot token (its bot id)": ("TELEGRAM_API_TOKEN = " + "1234567890123456:" + "AA" + rand(ALNUM + "_-", 33),
+                                        "123456"),
+}
 
+# Credentials of other kinds, each in its vendor's documented shape.
+OTHERS = {
+    "GitHub token": "ghp_" + rand(ALNUM, 36),
+    "GitHub fine-grained token": "github_pat_" + rand(ALNUM, 22) + "_" + rand(ALNUM, 59),
+    "GitLab token": "glpat-" + rand(ALNUM, 20),
+    "Slack bot token": "xoxb-" + "123456789012-1234567890123-" + rand(ALNUM, 24),
+    "Stripe live key": "sk_" + "live_" + rand(ALNUM, 24),
+    "AWS access key id": "AKIA" + rand("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16),
+    "OpenAI key": "sk-proj-" + rand(ALNUM, 74) + "T3Blbk" + "FJ" + rand(ALNUM, 74),
+    "Anthropic key": "sk-ant-api03-" + rand(ALNUM + "_-", 93) + "AA",
+    "Google API key": "AIza" + rand(ALNUM + "_-", 35),
+    "SendGrid key": "SG." + rand(ALNUM, 22) + "." + rand(ALNUM, 43),
+    "JSON Web Token": jwt(),
+    "private key": "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(rand(ALNUM + "+/", 64) for _ in range(6))
+                   + "\n-----END RSA PRIVATE KEY-----",
+}
+
+# The credential in an example that carries its label or context: what must go.
+LABELLED = {
+    "Azure storage account key": lambda text: text.split("AccountKey=")[1].split(";")[0],
+    "Discord token": lambda text: text.split("=", 1)[1],
+    "Telegram bot token (its bot id)": lambda text: text.split(" = ", 1)[1],
+}
+
+ALL = {**MISSED_BEFORE, **{name: value for name, (value, _) in LEFT_PART_BEFORE.items()}, **OTHERS}
+
+# How an answer carries a credential: ending a sentence, in brackets, quotes, JSON, a URL's query, Markdown.
+PLACES = [
+    "Your key is {}.", "Here it is: {}, keep it safe.", "({})", 'Use "{}" in the header.', '{{"token": "{}"}}',
+    "Call https://api.example.com/v1?key={}&page=2 again.", "- **token**: {}\n- region: eu-west-1", "`{}`",
+]
 
 ORDINARY = [
     "Your order ORD-2024-000123456 shipped; tracking number 1Z999AA10123456784 (UPS).",
@@ -74,31 +106,35 @@ ORDINARY = [
     "Digest sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 matches.",
     "Tracking 9400111899223197428490 (USPS), JD014600006281234567 (DHL), 420902109405511899223197428490.",
     "Ticket INC0012345, case 00123456, invoice INV-2024-0042, SKU AB-1234-XL, € 49,90 incl. VAT.",
+    "Use the coupon code SAVE20-SPRING24 at checkout; promo WELCOME-7X9K2Q gives free shipping.",
+    "See https://shop.example.com/orders?id=118273&utm_source=email&utm_campaign=spring for the details.",
+    "The Stripe charge ch_3NqYbq2eZvKYlo2C0X5gXG1k and payment intent pi_3MtwBwLkdIwHu7ix28a3tqPa were refunded.",
     "The bearer of this letter may collect parcel 0x7f3a9b2c4d5e6f708192a3b4c5d6e7f8 at the desk.",
-    "Ask-me-anything session: risk-assessment-for-the-quarterly-report-2024 is attached.",
     "Your password was reset. Use the link we sent; our API returned status 200 in 35 ms.",
 ]
 
 
-def test_every_family_the_rules_claim_has_an_example():
-    # A new release of the scanner adds plugins: this fails until each has an example here.
-    assert sorted(EXAMPLES) == sorted(scanner_kinds())
-
-
-@pytest.mark.parametrize("kind, example", [(k, e) for k, examples in EXAMPLES.items() for e in examples])
-def test_each_family_is_found_by_its_kind(kind, example):
-    text = f"Sure, here it is: {example} - keep it safe."
-    assert credential_kinds(text) == [kind]
-
-
-@pytest.mark.parametrize("kind, example", [(k, e) for k, examples in EXAMPLES.items() for e in examples])
-def test_the_secret_redaction_hides_each_whole_credential(kind, example):
-    secret = secret_of(example)
-    redacted = Redactor(["secret"]).text(f"Sure, here it is: {example}\nkeep it safe.", Placeholders())
-    assert "[SECRET_1]" in redacted and redacted.startswith("Sure, here it is: ")
+@pytest.mark.parametrize("name", list(ALL))
+@pytest.mark.parametrize("place", PLACES)
+def test_each_credential_is_found_and_redacted_whole_wherever_it_stands(name, place):
+    value = ALL[name]
+    text = f"Sure. {place.format(value)} Anything else?"
+    assert credential_kinds(text), name
+    redacted = Redactor(["secret"]).text(text, Placeholders())
+    assert "[SECRET_1]" in redacted and redacted.startswith("Sure. ")
+    secret = LABELLED[name](value) if name in LABELLED else value
     assert secret not in redacted
-    # Nothing long of the credential is left either (a head or tail of 8 characters at most).
-    assert not any(secret[i:i + 9] in redacted for i in range(len(secret) - 8) if "[" not in secret[i:i + 9])
+    # Nothing long of it is left either: no run of 8 of its characters.
+    assert not any(secret[i:i + 8] in redacted for i in range(len(secret) - 7)), redacted
+
+
+@pytest.mark.parametrize("name", list(LEFT_PART_BEFORE))
+def test_the_part_the_scanner_before_left_is_redacted_too(name):
+    value, part = LEFT_PART_BEFORE[name]
+    secret = LABELLED[name](value) if name in LABELLED else value
+    redacted = Redactor(["secret"]).text(f"The token is {value}. Rotate it.", Placeholders())
+    assert redacted == f"The token is {value.removesuffix(secret)}[SECRET_1]. Rotate it."
+    assert part not in redacted
 
 
 @pytest.mark.parametrize("text", ORDINARY)
@@ -107,7 +143,35 @@ def test_ordinary_support_text_is_never_a_credential(text):
 
 
 def test_it_reports_kinds_never_values():
-    key = EXAMPLES["GitHub Token"][0]
-    kinds = credential_kinds(f"{key} and {key} and {EXAMPLES['Stripe Access Key'][0]}")
-    assert kinds == ["GitHub Token", "Stripe Access Key"]
+    key, stripe = OTHERS["GitHub token"], OTHERS["Stripe live key"]
+    kinds = credential_kinds(f"{key} and {key} and {stripe}")
+    assert kinds == ["betterleaks.github-pat", "betterleaks.stripe-access-token"]
     assert not any(key[4:] in kind for kind in kinds)
+
+
+def test_overlapping_finds_are_one_credential_whose_span_covers_them_all():
+    # The routable GitLab token is two rules' (its head is an ordinary token's): one span, the whole token.
+    value = LEFT_PART_BEFORE["GitLab routable token (after its dot)"][0]
+    assert credential_spans(f"x {value} y") == [("betterleaks.gitlab-pat-routable-versioned", 2, 2 + len(value))]
+
+
+def test_spans_are_in_characters_in_text_of_any_script():
+    value = OTHERS["GitHub token"]
+    text = f"Clé personnelle — « {value} », à garder."
+    [(_, start, end)] = credential_spans(text)
+    assert text[start:end] == value
+    assert credential_spans("\ud800 " + value)[0][1:] == (2, 2 + len(value))  # a lone surrogate from JSON
+
+
+def test_evalhubs_additions_are_kinds_of_their_own():
+    assert [kind for kind, _, _ in ADDED_SHAPES] == ["evalhub.api-token", "evalhub.aws-access-key-id",
+                                                  "evalhub.stripe-test-key", "evalhub.azure-ad-client-secret",
+                                                  "evalhub.private-key-block", "evalhub.bearer-token"]
+    assert credential_kinds(MISSED_BEFORE["evalhub API token"]) == ["evalhub.api-token"]
+    assert credential_kinds("evh_" + "short") == []
+
+
+def test_the_scanner_identity_names_its_version_and_catalog():
+    identity = scanner_identity()
+    assert identity.startswith(f"kingfisher-secret-scanner {scanner_version()}; {rule_count()} rules")
+    assert rule_count() > 400  # the catalog is several hundred kinds, not a hand-kept list

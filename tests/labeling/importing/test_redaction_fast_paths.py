@@ -1,15 +1,12 @@
 """The redaction's fast paths find exactly what the plain patterns find (tests/labeling/importing/
 redaction_reference.py, a frozen copy of the finders without them): e-mail addresses tried only at each "@",
-IPv4 addresses only where their dots are, cards through the table-driven Luhn check, the credential rules
-skipped only when a text lacks what every match of theirs holds, and a case rebuilt only where it changed."""
-
-import re
+IPv4 addresses only where their dots are, cards through the table-driven Luhn check, and a case rebuilt only
+where it changed."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labeling.importing import redaction
-from labeling.importing.credentials import _word_marks, credential_spans
 from labeling.importing.reading import validate_case
 from tests.labeling.importing import redaction_reference as reference
 from tests.labeling.importing.test_redaction import VALUES
@@ -37,12 +34,6 @@ def test_the_fast_finders_find_what_the_patterns_alone_find(text):
         assert list(getattr(redaction, name)(text)) == list(getattr(reference, name)(text)), name
 
 
-@settings(max_examples=200, deadline=None)
-@given(texts)
-def test_the_scanner_skips_a_rule_only_where_it_cannot_match(text):
-    assert credential_spans(text) == reference.credential_spans(text)
-
-
 @given(st.text(alphabet="0123456789٣", min_size=1, max_size=19))
 def test_the_table_driven_luhn_check_agrees_with_the_loop(digits):
     assert redaction.luhn_valid(digits) == reference.luhn_valid(digits)
@@ -61,12 +52,7 @@ def test_a_case_is_rebuilt_only_where_something_was_found():
 
 
 def test_long_runs_of_candidates_are_found_as_the_patterns_alone_find_them():
-    # Read once each (a token run, a run of digit groups), not once a match: the same finds. (The frozen
-    # copy shares _plugin_spans, so the credentials' extents are written out.)
-    keys = "AKIA" * 40 + " and AKIA" + "IOSFODNN7EXAMPLE.x"
-    assert [span for _, *span in credential_spans(keys)] == [[n, 160] for n in range(0, 160, 20)] + [[165, 185]]
-    tokens = ("ghp_" + "a1" * 18) * 3 + "-z ghp_" + "b2" * 18
-    assert [span for _, *span in credential_spans(tokens)] == [[0, 122], [40, 122], [80, 122], [123, 163]]
+    # A run of digit groups is read once, not once a match: the same finds.
     for text in ["4111 " * 40 + "-1", "x 4111 1111 1111 1111 5555 5555 5555 4444 378282246310005"]:
         assert list(redaction._cards(text)) == list(reference._cards(text)), text
 
@@ -85,18 +71,11 @@ def test_strings_holding_line_breaks_and_finds_crossing_from_one_string_into_the
     # no find takes one in, split back after redacting; else each find is put in the strings it falls in.
     kinds = redaction.REDACT_KINDS
     broken = {"input": "Line one\nwrite to jane@example.com", "output": "jane@example.com", "trace": {"n": 1}}
-    crossing = {"input": "jane@example.com", "trace": {"context": "Send it with Bearer"},
-                "golden_answer": "abcdefghijklmnopqrstuvwxyz012345 now"}
+    crossing = {"input": "jane@example.com", "trace": {"context": "Send it with"},
+                "golden_answer": "192.0.2.1 now"}
     assert redaction.Redactor(kinds).fields(broken) == reference.Redactor(kinds).fields(broken) == {
         **broken, "input": "Line one\nwrite to [EMAIL_1]", "output": "[EMAIL_1]"}
     assert redaction.Redactor(kinds).fields(crossing) == reference.Redactor(kinds).fields(crossing) == {
-        "input": "[EMAIL_1]", "trace": {"context": "Send it with [SECRET_1]"}, "golden_answer": "[SECRET_1] now"}
+        "input": "[EMAIL_1]", "trace": {"context": "Send it with"}, "golden_answer": "[IP_1] now"}
 
 
-def test_the_runs_of_word_characters_the_scanner_counts_are_pythons_in_any_script():
-    # A rule that needs a long run of word characters is skipped on text without one: ASCII text is marked
-    # by a byte translation, other text as Python's patterns read word characters (letters of any script).
-    for text in ["key-ab_12 x", "clé_été-ok", "Ключ_ключ-1 a", "a b", "x\u00a0y", ""]:
-        longest = max(map(len, re.findall(r"[\w-]+", text)), default=0)
-        marks = _word_marks(text)
-        assert b"w" * longest in marks and b"w" * (longest + 1) not in marks, text

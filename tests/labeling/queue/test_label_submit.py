@@ -319,3 +319,17 @@ def test_history_runs_the_same_queries_however_many_labels(reviewer_client, revi
     with django_assert_num_queries(5):
         response = reviewer_client.get(reverse("labeling:history", args=[TEST_PROJECT]), {"q": "c0", "sort": "case"})
     assert len(response.context["page"].object_list) == n
+
+
+def test_a_note_is_stored_redacted_when_the_dataset_redacts(dataset, rubric, reviewer, lead):
+    # A reviewer's note may quote the case; it is stored (and so shown and exported) as the case is.
+    from labeling.datasets.services import dataset_set_redaction
+
+    dataset_set_redaction(dataset=dataset, kinds=["email", "card"], by=lead)
+    case = make_case(dataset, "c1")
+    label = submit(case, rubric, reviewer, "fail", note="She wrote from jane@example.com, card 4111 1111 1111 1111.")
+    assert Label.objects.get(pk=label.pk).note == "She wrote from [EMAIL_1], card [CARD_1]."
+    # The same note again (the form shows the stored one) changes nothing.
+    again = services.label_submit(case=case, rubric=rubric, reviewer=reviewer, verdict="fail", note=label.note,
+                                  content_hash=case.content_hash)
+    assert not again.changed
