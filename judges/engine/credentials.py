@@ -55,8 +55,8 @@ MIN_INNER_RUN = 8
 
 # A key of lowercase words and hyphens ("stand-in-needs-no-key", the demo's) is a placeholder, not a secret a
 # provider would echo in part: hidden whole, but its fragments are ordinary words ("scripted stand-in" must
-# not read "scripted ***").
-PLACEHOLDER_KEY = re.compile(r"[a-z]+(-[a-z]+)*")
+# not read "scripted ***"). One shaped like a provider's key (sk-…) is a secret, whatever its letters.
+PLACEHOLDER_KEY = re.compile(r"(?!sk-)[a-z]+(-[a-z]+)*")
 
 
 def redact_key(text: str, key: str, *, mask: str = "***") -> str:

@@ -1,7 +1,9 @@
 """The demo's data from before projects, migrated into one project and back, on SQLite and PostgreSQL: every
 run's calibration report and pass rate and the gate config read exactly as the code from before projects read
 them (expected-figures.*.json.gz, written by figures.py on that code), after migrating forward, back and forward
-again. The databases are the demo as `load_demo` left it before projects (demo-before-projects.*.gz)."""
+again. The files were written again when the agent's pass rate changed (the unlabeled side became the cases not
+labeled, and an estimate needs 30 labels) and runs gained `calls_not_recorded`: every other figure was checked
+identical to the before-projects files then. The databases are the demo as `load_demo` left it before projects (demo-before-projects.*.gz)."""
 
 import gzip
 import json
