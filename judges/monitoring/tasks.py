@@ -1,0 +1,18 @@
+"""Monitoring's periodic tasks (beat: evalhub.settings CELERY_BEAT_SCHEDULE): the tick that hands new cases to the
+judge (every EVALHUB_MONITOR_INTERVAL_SECONDS: a case is handed to the judge within that of its arrival, and judged
+as fast as the provider answers under the monitor's concurrency cap), and the messages' delivery."""
+
+import logging
+
+from celery import shared_task
+
+from judges.monitoring import services
+
+log = logging.getLogger(__name__)
+
+MONITOR_TICK_TASK = "judges.monitor_tick"
+
+
+@shared_task(name=MONITOR_TICK_TASK, ignore_result=True, soft_time_limit=4 * 60, time_limit=5 * 60)
+def monitor_tick() -> list[int]:
+    return services.monitors_tick()

@@ -1,0 +1,96 @@
+"""The monitor's tick (judges/monitoring/services.py) with the runs worked in-process (eager): what is drawn,
+judged, audited and served; the cost checks. The real worker's behaviour (outage, cap): test_worker.py."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from judges.models import Judgment, MonitorCase, MonitorWindow
+from judges.monitoring.services import MonitorError, monitor_create, monitor_tick
+from labeling.models import CaseTally, QueuePriority
+from tests.judges.monitoring.factories import ingest, observed
+
+
+@pytest.fixture
+def world(db, settings, project, lead, fake_provider):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    fake_provider.control(rule={"kind": "answer_contains", "text": "ships"})
+    dataset, rubric, config = observed(project=project, lead=lead)
+    return {"dataset": dataset, "rubric": rubric, "config": config, "lead": lead, "project": project}
+
+
+@pytest.fixture
+def tick(django_capture_on_commit_callbacks):
+    def run(monitor) -> int:
+        with django_capture_on_commit_callbacks(execute=True):
+            return monitor_tick(monitor_id=monitor.pk)
+    return run
+
+
+def test_it_judges_a_recorded_sample_of_new_cases_once(world, tick, fake_provider):
+    ingest(world["dataset"], "old", 5)
+    monitor = monitor_create(project=world["project"], slug="ships", rubric=world["rubric"],
+                             dataset=world["dataset"], sample=0.5, labels_per_window=20, expected_cases=100,
+                             by=world["lead"])
+    assert tick(monitor) == 0  # the cases there before are not the monitor's
+    ingest(world["dataset"], "new", 100)
+    assert tick(monitor) == 100
+    rows = MonitorCase.objects.filter(monitor=monitor)
+    assert rows.count() == 100
+    sampled = rows.filter(sampled=True)
+    # Each case's draw is recorded and decides: judged exactly when it is below the sample.
+    assert all((row.draw < 0.5) == row.sampled for row in rows)
+    judged = Judgment.objects.filter(run__monitor_day__monitor=monitor)
+    assert set(judged.values_list("case_id", flat=True)) == set(sampled.values_list("case_id", flat=True))
+    assert fake_provider.stats()["total"] == sampled.count()
+    # The window's audit probability: 20 labels over 100 expected cases x 0.5 judged.
+    window = MonitorWindow.objects.get(monitor=monitor)
+    assert window.audit_probability == pytest.approx(0.4) and window.traffic == 100
+    audited = set(rows.filter(audited=True).values_list("case_id", flat=True))
+    assert audited and audited <= set(sampled.values_list("case_id", flat=True))
+    served = set(CaseTally.objects.filter(rubric=world["rubric"], priority=QueuePriority.AUDIT_SAMPLE)
+                 .values_list("case_id", flat=True))
+    assert served == audited
+    # A second tick takes nothing again and judges nothing twice.
+    assert tick(monitor) == 0
+    assert fake_provider.stats()["total"] == sampled.count()
+
+
+def test_sample_one_fifth_makes_a_fifth_of_the_calls_and_the_audit_size_holds(world, tick, fake_provider):
+    """The cost checks: sample 0.2 makes a fifth of the calls (+-5 %: here the realised share of 2,000 draws is
+    within 0.19-0.21); a day's realised audit size stays within +-30 % of the 150 asked."""
+    monitor = monitor_create(project=world["project"], slug="ships", rubric=world["rubric"],
+                             dataset=world["dataset"], sample=0.2, labels_per_window=150, expected_cases=2000,
+                             by=world["lead"])
+    ingest(world["dataset"], "day", 2000)
+    tick(monitor)
+    calls = fake_provider.stats()["total"]
+    assert 0.19 * 2000 <= calls <= 0.21 * 2000
+    audited = MonitorCase.objects.filter(monitor=monitor, audited=True).count()
+    assert 0.7 * 150 <= audited <= 1.3 * 150
+
+
+def test_a_monitor_watches_its_own_projects_rubric_and_dataset(world, other_project):
+    from labeling.models import Dataset
+    theirs = Dataset.objects.create(project=other_project, slug="theirs", name="Theirs")
+    with pytest.raises(MonitorError, match="own project"):
+        monitor_create(project=world["project"], slug="x", rubric=world["rubric"], dataset=theirs, by=world["lead"])
+    with pytest.raises(MonitorError, match="share"):
+        monitor_create(project=world["project"], slug="x", rubric=world["rubric"], dataset=world["dataset"],
+                       sample=1.5, by=world["lead"])
+
+
+def test_the_next_window_expects_the_traffic_of_the_one_before(world, tick):
+    monitor = monitor_create(project=world["project"], slug="ships", rubric=world["rubric"],
+                             dataset=world["dataset"], sample=1.0, labels_per_window=10, expected_cases=50,
+                             by=world["lead"])
+    ingest(world["dataset"], "a", 40)
+    from labeling.models import Case
+    Case.objects.filter(dataset=world["dataset"], external_id__startswith="a").update(
+        created_at=timezone.now() - timedelta(days=1))
+    ingest(world["dataset"], "b", 5)
+    tick(monitor)
+    first, second = MonitorWindow.objects.filter(monitor=monitor).order_by("start")
+    assert first.audit_probability == pytest.approx(10 / 50) and first.traffic == 40
+    assert second.expected_cases == 40 and second.audit_probability == pytest.approx(10 / 40)
