@@ -339,6 +339,8 @@ CELERY_BEAT_SCHEDULE = {
 # Production monitoring (docs/monitoring.md): new cases reach the judge within this many seconds of arriving.
 EVALHUB_MONITOR_INTERVAL_SECONDS = env_int("EVALHUB_MONITOR_INTERVAL_SECONDS", 60, minimum=1)
 CELERY_BEAT_SCHEDULE["monitor-tick"] = {"task": "judges.monitor_tick", "schedule": float(EVALHUB_MONITOR_INTERVAL_SECONDS)}
+CELERY_BEAT_SCHEDULE["monitor-deliver"] = {"task": "judges.monitor_deliver",
+                                           "schedule": float(EVALHUB_MONITOR_INTERVAL_SECONDS)}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 LOGGING = {

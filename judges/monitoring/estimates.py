@@ -133,13 +133,14 @@ def drift(*, f: np.ndarray, human: np.ndarray, floor: float) -> Drift:
     return Drift(n, agreement, ci95, fires=n >= DRIFT_MIN_CASES and ci95 is not None and ci95[1] < floor)
 
 
-def suggested_sample(*, sample: float, spent_usd: float, cap_usd: float, covered_seconds: float,
-                     window_seconds: float) -> float | None:
-    """The share that would have fit under the cap: today's spend rate extended over the whole window, scaled
-    down to the cap. None when nothing was covered or spent."""
-    if covered_seconds <= 0 or spent_usd <= 0:
+def suggested_sample(*, sample: float, spent_usd: float, cap_usd: float, covered_cases: int,
+                     window_cases: int) -> float | None:
+    """The share that would have fit under the cap: what was spent on the traffic before the cap (at least the
+    cap: calls reserve their most before they are made, so a cap can stop judging a little before it is spent),
+    extended to the window's whole traffic, scaled down to the cap. None when nothing was covered."""
+    if covered_cases <= 0 or cap_usd <= 0:
         return None
-    projected = spent_usd * window_seconds / covered_seconds
+    projected = max(spent_usd, cap_usd) * max(window_cases, covered_cases) / covered_cases
     return max(0.0, min(1.0, sample * cap_usd / projected))
 
 

@@ -23,6 +23,8 @@ from django.utils import timezone
 
 from judges.drift.selectors import ci_events
 from judges.models import JudgeConfig, Judgment, Monitor, MonitorCase, MonitorDay, MonitorMessage, MonitorWindow, Run, RunChunk
+from judges.monitoring.selectors import monitor_windows
+from judges.monitoring.windows import window_length, window_start
 from judges.runs.services import queue_run_work
 from judges.runs.tallies import case_tallies_refresh
 from labeling.models import CaseTally, Dataset, QueuePriority, Rubric
@@ -35,16 +37,6 @@ CASES_PER_TICK = 50_000  # a tick's bound on new cases read; the rest wait for t
 
 class MonitorError(ValueError):
     """A monitor cannot be made or changed as asked; the message says why."""
-
-
-def window_start(window: str, at: datetime) -> datetime:
-    """The start of the window (UTC midnight; a week starts on Monday) holding `at`."""
-    day = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(days=day.weekday()) if window == Monitor.Window.WEEK else day
-
-
-def window_length(window: str) -> timedelta:
-    return timedelta(days=7 if window == Monitor.Window.WEEK else 1)
 
 
 def _check(*, project, rubric: Rubric, dataset: Dataset, sample: float, concurrency: int, labels_per_window: int,
@@ -70,6 +62,8 @@ def monitor_create(*, project, slug: str, rubric: Rubric, dataset: Dataset, samp
     a run's business, as with traffic judging)."""
     _check(project=project, rubric=rubric, dataset=dataset, sample=sample, concurrency=concurrency,
            labels_per_window=labels_per_window, spend_cap_usd=spend_cap_usd, by=by)
+    if slug == "channels":
+        raise MonitorError("The name channels is the channels page's: choose another.")
     if project.monitors.filter(slug=slug).exists():
         raise MonitorError(f"The project has a monitor named {slug} already.")
     return Monitor.objects.create(
@@ -214,7 +208,8 @@ def _hand_waiting(monitor: Monitor, config: JudgeConfig) -> int:
     for day, pairs in sorted(by_day.items()):
         run = _day_run(monitor, day, config)
         run = Run.objects.select_for_update().get(pk=run.pk)  # the worker's window end waits: no chunk missed
-        start = (run.chunks.order_by("-index").values_list("index", flat=True).first() or -1) + 1
+        last_index = run.chunks.order_by("-index").values_list("index", flat=True).first()
+        start = 0 if last_index is None else last_index + 1
         case_ids = [case_id for _, case_id in pairs]
         RunChunk.objects.bulk_create(
             RunChunk(run=run, index=start + i, case_ids=case_ids[at : at + size])
@@ -261,9 +256,15 @@ def _watch_runs(monitor: Monitor, now: datetime) -> None:
             window = MonitorWindow.objects.filter(monitor=monitor, start=window_start(monitor.window, capped)).first()
             if window is not None and window.capped_at is None:
                 MonitorWindow.objects.filter(pk=window.pk).update(capped_at=capped)
-                # Drawn cases after the cap, waiting or handed: not judged in this window.
-                MonitorCase.objects.filter(window=window, sampled=True, arrived_at__gte=capped).update(
-                    skipped=MonitorCase.Skipped.CAP, audited=False)
+                # Drawn cases from the cap on, waiting or handed, that the judge did not answer: not judged in this
+                # window, and no longer asked of the reviewers ahead of the rest.
+                answered = Judgment.objects.filter(run=run, outcome__in=("pass", "fail")).values("case_id")
+                after = MonitorCase.objects.filter(window=window, sampled=True, arrived_at__gte=capped).exclude(
+                    day=day, case_id__in=answered)
+                unserved = list(after.filter(audited=True).values_list("case_id", flat=True))
+                after.update(skipped=MonitorCase.Skipped.CAP, audited=False)
+                CaseTally.objects.filter(rubric_id=monitor.rubric_id, case_id__in=unserved,
+                                         priority=QueuePriority.AUDIT_SAMPLE).update(priority=QueuePriority.NONE)
                 message_add(monitor=monitor, kind=MonitorMessage.Kind.CAP, key=f"cap:{window.start.date()}",
                             subject=f"{monitor.slug}: the spend cap stopped judging at {capped:%H:%M} UTC",
                             body=(f"The daily spend cap of ${monitor.spend_cap_usd} was reached. The window of "
@@ -306,7 +307,49 @@ def monitor_tick(*, monitor_id: int, now: datetime | None = None) -> int:
         read = _take_new_cases(monitor, now)
         if not monitor.paused_since and config is not None and not config.external:
             _hand_waiting(monitor, config)
+        _figure_messages(monitor, now)
     return read
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def _figure_messages(monitor: Monitor, now: datetime) -> None:
+    """Messages the newest closed windows call for, each once: a drop (the corrected rate worse than the
+    baseline's or the window before's: the difference's interval below zero), the drift rule firing on the
+    window's audit labels; and on Mondays the weekly digest, when the monitor has it on."""
+    rows = monitor_windows(monitor=monitor, now=now, last=2)
+    for row in rows:
+        if row.current:
+            continue  # a window is judged once it has closed
+        day = row.window.start.date()
+        figures = row.figures
+        pending = f" ({figures.pending} audit labels still pending: provisional)" if figures.pending else ""
+        for name, found in (("the baseline", row.vs_baseline), ("the window before", row.vs_previous)):
+            if found is not None and found.worse:
+                message_add(
+                    monitor=monitor, kind=MonitorMessage.Kind.DROP, key=f"drop:{day}:{name}",
+                    subject=f"{monitor.slug}: the agent's pass rate dropped on {day} vs {name}",
+                    body=(f"Corrected pass rate {_pct(figures.estimate)} (95 % interval {_pct(figures.ci95[0])}–"
+                          f"{_pct(figures.ci95[1])}){pending}; {_pct(-found.difference)} lower than {name} (interval "
+                          f"of the difference {_pct(found.ci95[0])} to {_pct(found.ci95[1])}). The judge's raw rate: "
+                          f"{_pct(figures.raw)}.") if figures.ci95 else "",
+                )
+        if row.drift is not None and row.drift.fires:
+            message_add(
+                monitor=monitor, kind=MonitorMessage.Kind.DRIFT, key=f"drift:{day}",
+                subject=f"{monitor.slug}: the judge drifted on {day}",
+                body=(f"On {row.drift.n} audit labels of {day} the judge agrees with the reviewers {_pct(row.drift.agreement)}"
+                      f" (95 % interval up to {_pct(row.drift.ci95[1] if row.drift.ci95 else None)}), below the floor of "
+                      f"{_pct(monitor.rubric.agreement_floor)}: recalibrate the judge."),
+            )
+    if monitor.digest and now.weekday() == 0:
+        year, week, _ = now.isocalendar()
+        lines = [f"{row.window.start:%Y-%m-%d}: corrected {_pct(row.figures.estimate)}, judge {_pct(row.figures.raw)}, "
+                 f"{row.figures.labeled}/{row.asked} labels" for row in monitor_windows(monitor=monitor, now=now, last=7)]
+        message_add(monitor=monitor, kind=MonitorMessage.Kind.DIGEST, key=f"digest:{year}-W{week:02}",
+                    subject=f"{monitor.slug}: the week in figures", body="\n".join(lines) or "No window yet.")
 
 
 def monitors_tick() -> list[int]:

@@ -71,9 +71,9 @@ def test_drift_fires_by_the_drift_checks_rule():
 
 
 def test_the_share_that_would_have_fit():
-    # $10 spent by 12:00 at sample 0.5: $20 a day; a $5 cap fits a quarter of that share.
-    assert suggested_sample(sample=0.5, spent_usd=10, cap_usd=5, covered_seconds=12 * 3600,
-                            window_seconds=24 * 3600) == pytest.approx(0.125)
+    # $10 spent on the first 1,000 of 2,000 cases at sample 0.5: $20 for the day; a $5 cap fits a quarter of it.
+    assert suggested_sample(sample=0.5, spent_usd=10, cap_usd=5, covered_cases=1000,
+                            window_cases=2000) == pytest.approx(0.125)
 
 
 def test_the_seeded_simulation_holds_its_promises():
