@@ -447,7 +447,10 @@ def _build_world() -> World:
     only_rubric = Rubric.objects.create(project=a, slug="alpha-only-rubric", name="ALPHA-ONLY second rubric",
                                         criteria="ALPHA-ONLY criteria.")
     only_policy = policy_write(project=a, slug="alpha-only-policy", text="ALPHA-ONLY policy.", by=users["lead_a"])
-    objects["A*"] = {**objects["A"], "dataset": only_dataset, "rubric": only_rubric, "policy": only_policy}
+    only_monitor = Monitor.objects.create(project=a, slug="alpha-only-monitor", rubric=only_rubric,
+                                          dataset=only_dataset, seed=1, created_by=users["lead_a"])
+    objects["A*"] = {**objects["A"], "dataset": only_dataset, "rubric": only_rubric, "policy": only_policy,
+                     "monitor": only_monitor}
     sessions = {}
     for name, user in users.items():
         client = Client()
