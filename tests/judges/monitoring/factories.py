@@ -49,7 +49,7 @@ def fabricated_windows(*, monitor, reviewer, days: int, cases_per_day: int, rate
     start = start or datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=days)
     for d in range(days):
         day_start = start + timedelta(days=d)
-        probability = min(1.0, monitor.labels_per_window / (cases_per_day * monitor.sample))
+        probability = min(1.0, monitor.labels_per_window / cases_per_day)  # every case here is a judged one
         window = MonitorWindow.objects.create(monitor=monitor, start=day_start, end=day_start + timedelta(days=1),
                                               expected_cases=cases_per_day, audit_probability=probability,
                                               traffic=int(cases_per_day / monitor.sample))
