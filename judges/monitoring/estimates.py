@@ -90,12 +90,12 @@ def _change(difference: float, variance: float) -> Change:
 def pooled(windows: list[WindowFigures]) -> tuple[float, float] | None:
     """The baseline of several windows: (estimate, variance) of the pass rate of their traffic together, each
     window weighted by its judged cases; None when none of them has an estimate yet."""
-    known = [w for w in windows if w.estimate is not None and w.variance is not None]
+    known = [(w.judged, w.estimate, w.variance) for w in windows if w.estimate is not None and w.variance is not None]
     if not known:
         return None
-    total = sum(w.judged for w in known)
-    estimate = sum(w.judged * w.estimate for w in known) / total  # type: ignore[operator]
-    variance = sum((w.judged / total) ** 2 * w.variance for w in known)  # type: ignore[operator]
+    total = sum(n for n, _, _ in known)
+    estimate = sum(n * theta for n, theta, _ in known) / total
+    variance = sum((n / total) ** 2 * var for n, _, var in known)
     return estimate, variance
 
 

@@ -1,4 +1,5 @@
 from decimal import Decimal
+from typing import cast
 
 from django import forms
 
@@ -27,8 +28,8 @@ class MonitorForm(forms.Form):
 
     def __init__(self, *args, project: Project, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["rubric"].queryset = project.rubrics.order_by("slug")
-        self.fields["dataset"].queryset = project.datasets.order_by("slug")
+        cast(forms.ModelChoiceField, self.fields["rubric"]).queryset = project.rubrics.order_by("slug")
+        cast(forms.ModelChoiceField, self.fields["dataset"]).queryset = project.datasets.order_by("slug")
 
 
 class MonitorSettingsForm(forms.Form):
@@ -47,7 +48,7 @@ class BaselineForm(forms.Form):
 
     def __init__(self, *args, monitor: Monitor, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["starts"].choices = [(d.date().isoformat(), d.date().isoformat())
+        cast(forms.ChoiceField, self.fields["starts"]).choices = [(d.date().isoformat(), d.date().isoformat())
                                          for d in monitor.windows.values_list("start", flat=True)]
 
 

@@ -67,10 +67,10 @@ def monitor_windows(*, monitor: Monitor, now: datetime | None = None, last: int 
         counts[window_id].append((outcome, n))
     audited = list(judged.filter(audited=True).values_list("window_id", "case_id", "audit_probability", "outcome"))
     human = dict(cases_with_human_verdict(rubric=monitor.rubric, cases=Case.objects.filter(
-        pk__in=[row[1] for row in audited])).values_list("pk", "human_verdict"))
+        pk__in=[row[1] for row in audited])).values_list("pk", "human_verdict"))  # type: ignore[misc]
     by_window: dict[int, list[tuple]] = defaultdict(list)
-    for window_id, case_id, probability, outcome in audited:
-        by_window[window_id].append((probability, outcome, human.get(case_id)))
+    for window_id, case_id, drawn_with, outcome in audited:
+        by_window[window_id].append((drawn_with, outcome, human.get(case_id)))
     costs: dict[datetime, Decimal] = defaultdict(Decimal)
     for day, cost in MonitorDay.objects.filter(monitor=monitor).values_list("day", "run__cost_usd"):
         start = window_start(monitor.window, datetime(day.year, day.month, day.day, tzinfo=UTC))
@@ -78,8 +78,8 @@ def monitor_windows(*, monitor: Monitor, now: datetime | None = None, last: int 
     rows = []
     for window in windows:
         drawn = by_window.get(window.pk, [])
-        f_drawn = [VERDICT.get(outcome, np.nan) for _, outcome, _ in drawn]
-        f_rest = [VERDICT.get(outcome, np.nan) for outcome, n in counts.get(window.pk, []) for _ in range(n)]
+        f_drawn = [VERDICT.get(outcome or "", np.nan) for _, outcome, _ in drawn]
+        f_rest = [VERDICT.get(outcome or "", np.nan) for outcome, n in counts.get(window.pk, []) for _ in range(n)]
         f = np.array(f_drawn + f_rest, dtype=float)
         audited_mask = np.zeros(len(f), dtype=bool)
         audited_mask[: len(drawn)] = True
