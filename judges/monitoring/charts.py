@@ -32,7 +32,8 @@ def rate_chart(rows: list[WindowRow]) -> dict:
             lower.append(f"{x},{_y(f.ci95[0], low, high)}")
             corrected.append(f"{x},{_y(f.estimate, low, high)}")
             points.append({"x": x, "y": _y(f.estimate, low, high), "provisional": row.provisional,
-                           "title": f"{row.window.start:%Y-%m-%d}: {pct(f.estimate)} ({pct(f.ci95[0])}–{pct(f.ci95[1])})"})
+                           "title": (f"{row.window.start:%Y-%m-%d}: {pct(f.estimate)} "
+                                     f"({pct(f.ci95[0])}–{pct(f.ci95[1])})")})
         if f.raw is not None:
             raw.append(f"{x},{_y(f.raw, low, high)}")
     grid = [round(low + (high - low) * k / 4, 3) for k in range(5)]

@@ -2,7 +2,8 @@
 Plain Python and numpy, no Django.
 
 Each window's corrected rate is the estimate of docs/estimates.md (judges.calibration.estimates) over the
-window's judged cases: the audit sample is Poisson sampling with one inclusion probability per window, so given
+window's judged cases (its interval: Wilson's at the effective number of labels, see _wilson_at_effective_n):
+the audit sample is Poisson sampling with one inclusion probability per window, so given
 how many were drawn and labeled it is a uniform sample and the estimate is PPI++ exactly; with unequal
 probabilities it is the inverse-probability-weighted estimate of the same module. Its estimand is the pass rate of
 the window's traffic (the judged cases are an independent `sample` share of it: a uniform subsample).
@@ -59,7 +60,8 @@ def window_figures(*, f: np.ndarray, audited: np.ndarray, human: np.ndarray, pro
         return WindowFigures(0, None, None, None, None, 0, 0, 0, None, None)
     drawn_pi = probability[audited]
     sample = Sample(
-        f=f, category=np.full(n, "", dtype=object), draw=np.where(audited, 0, -1), human=np.where(audited, human, np.nan),
+        f=f, category=np.full(n, "", dtype=object), draw=np.where(audited, 0, -1),
+        human=np.where(audited, human, np.nan),
         probabilities=probability.reshape(-1, 1), uniform=bool(len(drawn_pi) == 0 or np.ptp(drawn_pi) == 0),
     )
     figures = pass_rate(sample)
@@ -67,10 +69,23 @@ def window_figures(*, f: np.ndarray, audited: np.ndarray, human: np.ndarray, pro
     estimate = estimate_at(sample, labeled) if labeled.any() else None
     return WindowFigures(
         judged=n, raw=figures["judge_pass_rate"], estimate=figures["estimate"],
-        variance=None if estimate is None else max(estimate.variance, 0.0), ci95=figures["ci95"],
+        variance=None if estimate is None else max(estimate.variance, 0.0),
+        ci95=_wilson_at_effective_n(figures["estimate"], estimate.variance) if estimate is not None else None,
         drawn=figures["n_drawn"], labeled=figures["n_labeled"], pending=figures["n_pending"],
         provisional=figures["provisional"], human_only=figures["human_only"]["estimate"],
     )
+
+
+def _wilson_at_effective_n(theta: float, variance: float) -> list[float] | None:
+    """The window's 95 % interval: the Wilson interval at the effective number of labels
+    n_eff = theta (1 - theta) / Var(theta), as every interval over judgments is (docs/calibration.md). The PPI++
+    normal interval undercovers with 150 labels near an 80 % rate (the simulation: 93.6 % on average, 92.4 % on
+    its worst day); Wilson's keeps the nominal 95 %. With theta at 0 or 1, or no variance, the normal interval."""
+    spread = theta * (1.0 - theta)
+    if spread <= 0 or variance <= 0:
+        half = Z95 * math.sqrt(max(variance, 0.0))
+        return [max(0.0, theta - half), min(1.0, theta + half)]
+    return wilson_interval(theta, spread / variance)
 
 
 @dataclass(frozen=True)

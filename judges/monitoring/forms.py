@@ -59,5 +59,5 @@ class ChannelForm(forms.Form):
     kind = forms.ChoiceField(choices=Channel.Kind.choices)
     addresses = forms.CharField(required=False, max_length=2000, label="E-mail addresses (comma-separated)")
     url_env = forms.CharField(required=False, max_length=100, label="Variable holding the webhook URL",
-                              help_text=f"An environment variable of the server whose name starts {CHANNEL_ENV_PREFIX}.")
+                              help_text=f"A variable of the server whose name starts {CHANNEL_ENV_PREFIX}.")
     secret_env = forms.CharField(required=False, max_length=100, label="Variable holding the signing secret")

@@ -101,7 +101,8 @@ def monitor_windows(*, monitor: Monitor, now: datetime | None = None, last: int 
                 covered = MonitorCase.objects.filter(window=window, arrived_at__lte=window.capped_at).count()
                 row.suggested_sample = suggested_sample(
                     sample=monitor.sample, spent_usd=float(row.cost_usd), cap_usd=float(monitor.spend_cap_usd),
-                    covered_cases=covered, window_cases=max(window.traffic, window.expected_cases if row.current else 0))
+                    covered_cases=covered,
+                    window_cases=max(window.traffic, window.expected_cases if row.current else 0))
         rows.append(row)
     baseline = [row.figures for row in rows if row.in_baseline]
     for i, row in enumerate(rows):

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from evalhub.access import lead_required
 from evalhub.http import HtmxHttpRequest
 from evalhub.models import Project
-from judges.models import Channel, Monitor
+from judges.models import Channel
 from judges.monitoring import selectors
 from judges.monitoring.charts import rate_chart
 from judges.monitoring.delivery import ChannelError, channel_create

@@ -38,8 +38,9 @@ def fabricated_windows(*, monitor, reviewer, days: int, cases_per_day: int, rate
     judged cases whose true verdict passes with rates[d] and whose judge verdict passes with judge_pass(true)
     probability; the audit sample drawn with the window's probability and `labeled_share` of it labeled by
     `reviewer`. For page tests and the benchmark: the figures' code path is the page's own."""
-    import numpy as np
     from datetime import UTC, datetime, timedelta
+
+    import numpy as np
 
     from judges.models import Judgment, MonitorCase, MonitorDay, MonitorWindow, Run
     from labeling.models import Case, Label

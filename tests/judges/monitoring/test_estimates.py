@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from judges.calibration.estimates import ppi_uniform
+from judges.calibration.metrics import wilson_interval
 from judges.monitoring.estimates import change, drift, pooled, suggested_sample, window_figures
 from judges.monitoring.simulation import simulate
 
@@ -25,6 +26,9 @@ def test_it_is_ppi_plus_plus_on_the_labeled_audit_cases():
     assert figures.estimate == pytest.approx(reference.theta)
     assert figures.variance == pytest.approx(reference.variance)
     assert figures.raw == pytest.approx(f.mean())
+    # Its interval: Wilson's at the effective number of labels theta (1 - theta) / Var.
+    n_eff = reference.theta * (1 - reference.theta) / reference.variance
+    assert figures.ci95 == pytest.approx(wilson_interval(reference.theta, n_eff))
     assert figures.labeled == figures.drawn == audited.sum() and figures.pending == 0
 
 
@@ -80,7 +84,7 @@ def test_the_seeded_simulation_holds_its_promises():
     """The issue's scenario, 150 repeats here (500 in the benchmark): coverage, power by day 9, false alarms."""
     tally = simulate(150, seed=7)
     assert (tally.covered / tally.repeats).min() >= 0.9
-    assert (tally.covered.sum() / (tally.repeats * len(tally.covered))) >= 0.93
+    assert (tally.covered.sum() / (tally.repeats * len(tally.covered))) >= 0.94
     assert tally.flagged_by_day9 / tally.repeats >= 0.8
     assert tally.false_alarms / tally.comparisons <= 0.05
     # The judge's raw rate hides most of the drop; the corrected one does not.

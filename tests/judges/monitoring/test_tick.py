@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from judges.models import Judgment, MonitorCase, MonitorWindow
-from judges.monitoring.services import MonitorError, monitor_create, monitor_tick
+from judges.models import Judgment, MonitorCase, MonitorWindow, RunChunk
+from judges.monitoring.services import MonitorError, _draws, monitor_create, monitor_tick
 from labeling.models import CaseTally, QueuePriority
 from tests.judges.monitoring.factories import ingest, observed
 
@@ -52,23 +52,36 @@ def test_it_judges_a_recorded_sample_of_new_cases_once(world, tick, fake_provide
     served = set(CaseTally.objects.filter(rubric=world["rubric"], priority=QueuePriority.AUDIT_SAMPLE)
                  .values_list("case_id", flat=True))
     assert served == audited
-    # A second tick takes nothing again and judges nothing twice.
+    # A second tick takes nothing again, hands nothing again and judges nothing twice.
     assert tick(monitor) == 0
     assert fake_provider.stats()["total"] == sampled.count()
+    handed = [case_id for chunk in RunChunk.objects.filter(run__monitor_day__monitor=monitor)
+              for case_id in chunk.case_ids]
+    assert sorted(handed) == sorted(sampled.values_list("case_id", flat=True))
 
 
 def test_sample_one_fifth_makes_a_fifth_of_the_calls_and_the_audit_size_holds(world, tick, fake_provider):
-    """The cost checks: sample 0.2 makes a fifth of the calls (+-5 %: here the realised share of 2,000 draws is
-    within 0.19-0.21); a day's realised audit size stays within +-30 % of the 150 asked."""
+    """The cost checks: sample 0.2 makes a fifth of the calls (+-5 %), exactly one call per drawn case; a day's
+    realised audit size stays within +-30 % of the 150 asked at 2,000 cases a day."""
     monitor = monitor_create(project=world["project"], slug="ships", rubric=world["rubric"],
                              dataset=world["dataset"], sample=0.2, labels_per_window=150, expected_cases=2000,
                              by=world["lead"])
     ingest(world["dataset"], "day", 2000)
     tick(monitor)
-    calls = fake_provider.stats()["total"]
-    assert 0.19 * 2000 <= calls <= 0.21 * 2000
+    sampled = MonitorCase.objects.filter(monitor=monitor, sampled=True).count()
+    assert fake_provider.stats()["total"] == sampled  # one call per drawn case, none for the others
+    # The share at 2,000 draws is a binomial's (a standard deviation of 4.5 % of 400): checked at +-3 of them
+    # here, and at +-5 % over 100,000 draws below, where the same rule is 3.5 standard deviations wide.
+    assert 400 - 3 * 18 <= sampled <= 400 + 3 * 18
     audited = MonitorCase.objects.filter(monitor=monitor, audited=True).count()
     assert 0.7 * 150 <= audited <= 1.3 * 150
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_draws_take_the_sample_share_within_five_percent(seed):
+    draws = [_draws(seed, case_id)[0] for case_id in range(100_000)]
+    share = sum(u < 0.2 for u in draws) / len(draws)
+    assert 0.19 <= share <= 0.21
 
 
 def test_a_monitor_watches_its_own_projects_rubric_and_dataset(world, other_project):

@@ -26,7 +26,7 @@ def test_it_shows_the_windows_the_change_and_the_chart(client, watched, reviewer
                        rates=[0.8] * 7 + [0.55] * 2, judge_pass=lambda ok: 0.95 if ok else 0.4)
     starts = [w.start.date().isoformat() for w in watched.windows.order_by("start")]
     client.login(username="lena", password=PASSWORD)
-    response = client.post(f"/p/store/monitors/ships/baseline/", {"starts": starts[:7]})
+    response = client.post("/p/store/monitors/ships/baseline/", {"starts": starts[:7]})
     assert response.status_code == 302
     watched.refresh_from_db()
     assert watched.baseline == starts[:7]
