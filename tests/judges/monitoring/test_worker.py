@@ -90,3 +90,47 @@ def test_a_spend_cap_stops_the_window_and_says_what_it_covers(worker, project, l
     [row] = monitor_windows(monitor=monitor)
     assert row.covers.startswith("00:00–")
     assert row.suggested_sample is not None and row.suggested_sample < 1.0
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_three_days_through_the_worker_and_the_reviewers_queue(worker, project, lead, reviewer, fake_provider):
+    """The plumbing end to end: three days of traffic judged by the worker, each day's audit sample served first in
+    the reviewer's queue and labeled there, and each closed window's corrected rate with its interval."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labeling.models import Case
+    from labeling.queue.services import case_serve, label_submit
+
+    fake_provider.control(rule={"kind": "answer_contains", "text": "ships"})
+    dataset, rubric, _ = observed(project=project, lead=lead)
+    dataset.reviewers.add(reviewer)
+    monitor = monitor_create(project=project, slug="ships", rubric=rubric, dataset=dataset, sample=0.5,
+                             labels_per_window=8, expected_cases=40, by=lead)
+    today = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0)
+    for day in range(3):
+        ingest(dataset, f"d{day}-", 40)
+        Case.objects.filter(dataset=dataset, external_id__startswith=f"d{day}-").update(
+            created_at=today - timedelta(days=3 - day))
+        monitor_tick(monitor_id=monitor.pk)
+    wait_for(lambda: runs_settled(monitor), 180, "three days judged")
+    audited = set(MonitorCase.objects.filter(monitor=monitor, audited=True).values_list("case_id", flat=True))
+    assert audited
+    # The reviewer's queue serves the audit sample first; humans fail "somewhere" answers and every fifth other one.
+    served = []
+    while len(served) < len(audited):
+        case = case_serve(dataset=dataset, rubric=rubric, reviewer=reviewer)
+        assert case is not None
+        served.append(case.pk)
+        verdict = "pass" if "ships" in (case.output or "") and case.pk % 5 else "fail"
+        label_submit(case=case, rubric=rubric, reviewer=reviewer, verdict=verdict, content_hash=case.content_hash)
+    assert set(served) == audited
+    rows = monitor_windows(monitor=monitor)
+    assert len(rows) == 3
+    for row in rows:
+        assert row.figures.judged == MonitorCase.objects.filter(window=row.window, sampled=True).count()
+        assert row.figures.labeled == row.figures.drawn > 0 and row.figures.pending == 0
+        assert row.figures.ci95 is not None and row.figures.ci95[0] <= row.figures.estimate <= row.figures.ci95[1]
+        assert not row.provisional
