@@ -33,6 +33,7 @@ from judges.models import (
     Run,
     RunChunk,
 )
+from judges.monitoring.delivery import deliveries_create
 from judges.monitoring.selectors import monitor_windows
 from judges.monitoring.windows import window_length, window_start
 from judges.runs.services import queue_run_work
@@ -139,7 +140,6 @@ def message_add(*, monitor: Monitor, kind: str, key: str, subject: str, body: st
         monitor=monitor, key=key, defaults={"kind": kind, "subject": subject, "body": body})
     if not created:
         return None
-    from judges.monitoring.delivery import deliveries_create  # the channels' side, which imports these models only
     deliveries_create(message=message)
     return message
 

@@ -6,7 +6,7 @@ import logging
 
 from celery import shared_task
 
-from judges.monitoring import services
+from judges.monitoring import delivery, services
 
 log = logging.getLogger(__name__)
 
@@ -18,11 +18,10 @@ def monitor_tick() -> list[int]:
     return services.monitors_tick()
 
 
-@shared_task(name="judges.monitor_deliver", ignore_result=True, soft_time_limit=4 * 60, time_limit=5 * 60)
+@shared_task(name=delivery.DELIVER_TASK, ignore_result=True, soft_time_limit=4 * 60, time_limit=5 * 60)
 def deliver_due() -> int:
     """Send every delivery that is due (beat calls this each tick too, for the retries)."""
-    from judges.monitoring.delivery import deliveries_due, delivery_attempt
-    ids = deliveries_due()
+    ids = delivery.deliveries_due()
     for delivery_id in ids:
-        delivery_attempt(delivery_id=delivery_id)
+        delivery.delivery_attempt(delivery_id=delivery_id)
     return len(ids)
