@@ -1,8 +1,9 @@
 """A monitor's windows and their figures, read from the database (docs/monitoring.md).
 
-Four queries however many windows and cases: the windows; the judged cases counted by (window, audited, verdict);
-the audited cases one by one with their human verdicts; the days' costs. The estimate sees a case that was not
-audited only through its verdict, so the other cases are rebuilt from the counts (as judges.estimates does)."""
+Five queries however many windows and cases: the windows; the days with their runs and costs; the judgments of
+those runs counted by verdict; the audited cases one by one, and their human verdicts. The estimate sees a case
+that was not audited only through its verdict, so the other cases are rebuilt from the counts (as
+judges.estimates does)."""
 
 from __future__ import annotations
 
@@ -58,28 +59,39 @@ def monitor_windows(*, monitor: Monitor, now: datetime | None = None, last: int 
     if last is not None:
         windows = [w for i, w in enumerate(windows)
                    if i >= len(windows) - last - 1 or w.start.date().isoformat() in pinned]
-    ids = [w.pk for w in windows]
-    judged = MonitorCase.objects.filter(monitor=monitor, window_id__in=ids, sampled=True, skipped="",
-                                        day__isnull=False).annotate(outcome=_outcome())
-    counts: dict[int, list[tuple[str | None, int]]] = defaultdict(list)
-    for window_id, outcome, n in (judged.filter(audited=False).values("window_id", "outcome")
-                                  .annotate(n=Count("id")).order_by().values_list("window_id", "outcome", "n")):
-        counts[window_id].append((outcome, n))
-    audited = list(judged.filter(audited=True).values_list("window_id", "case_id", "audit_probability", "outcome"))
+    by_start = {w.start: w for w in windows}
+    days = [(day, run_id, cost) for day, run_id, cost in MonitorDay.objects.filter(monitor=monitor)
+            .values_list("day", "run_id", "run__cost_usd")]
+    window_of_run: dict[int, int] = {}
+    costs: dict[int, Decimal] = defaultdict(Decimal)
+    for day, run_id, cost in days:
+        window = by_start.get(window_start(monitor.window, datetime(day.year, day.month, day.day, tzinfo=UTC)))
+        if window is not None:
+            window_of_run[run_id] = window.pk
+            costs[window.pk] += cost or Decimal(0)
+    # The verdicts of each window's judged cases, counted from its days' runs: one grouped query on the judgments'
+    # own index, not a lookup per case. A case a cap left unjudged ("spend cap") is no judged case of the window.
+    counts: dict[int, dict[str | None, int]] = defaultdict(lambda: defaultdict(int))
+    for run_id, outcome, n in (Judgment.objects.filter(run_id__in=list(window_of_run), repeat=1)
+                               .exclude(error="spend cap").values("run_id", "outcome").annotate(n=Count("id"))
+                               .order_by().values_list("run_id", "outcome", "n")):
+        counts[window_of_run[run_id]][outcome] += n
+    audited = list(MonitorCase.objects.filter(monitor=monitor, window_id__in=[w.pk for w in windows],
+                                              audited=True, skipped="", day__isnull=False).annotate(outcome=_outcome())
+                   .values_list("window_id", "case_id", "audit_probability", "outcome"))
     human = dict(cases_with_human_verdict(rubric=monitor.rubric, cases=Case.objects.filter(
         pk__in=[row[1] for row in audited])).values_list("pk", "human_verdict"))  # type: ignore[misc]
     by_window: dict[int, list[tuple]] = defaultdict(list)
     for window_id, case_id, drawn_with, outcome in audited:
         by_window[window_id].append((drawn_with, outcome, human.get(case_id)))
-    costs: dict[datetime, Decimal] = defaultdict(Decimal)
-    for day, cost in MonitorDay.objects.filter(monitor=monitor).values_list("day", "run__cost_usd"):
-        start = window_start(monitor.window, datetime(day.year, day.month, day.day, tzinfo=UTC))
-        costs[start] += cost or Decimal(0)
+        if outcome is not None:
+            counts[window_id][outcome] -= 1  # counted one by one below, as a drawn case
     rows = []
     for window in windows:
         drawn = by_window.get(window.pk, [])
         f_drawn = [VERDICT.get(outcome or "", np.nan) for _, outcome, _ in drawn]
-        f_rest = [VERDICT.get(outcome or "", np.nan) for outcome, n in counts.get(window.pk, []) for _ in range(n)]
+        f_rest = [VERDICT.get(outcome or "", np.nan) for outcome, n in counts.get(window.pk, {}).items()
+                  for _ in range(n)]
         f = np.array(f_drawn + f_rest, dtype=float)
         audited_mask = np.zeros(len(f), dtype=bool)
         audited_mask[: len(drawn)] = True
@@ -88,7 +100,7 @@ def monitor_windows(*, monitor: Monitor, now: datetime | None = None, last: int 
         probability = np.full(len(f), window.audit_probability)
         probability[: len(drawn)] = [p for p, _, _ in drawn]
         figures = window_figures(f=f, audited=audited_mask, human=h, probability=probability)
-        row = WindowRow(window=window, figures=figures, cost_usd=costs.get(window.start, Decimal(0)),
+        row = WindowRow(window=window, figures=figures, cost_usd=costs.get(window.pk, Decimal(0)),
                         asked=monitor.labels_per_window, in_baseline=window.start.date().isoformat() in pinned,
                         current=window.end > now)
         row.drift = drift(f=f[: len(drawn)], human=h[: len(drawn)], floor=monitor.rubric.agreement_floor)
