@@ -2,7 +2,7 @@
 monitor page at 90 windows, in PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalhub .venv/bin/python benchmarks/bench_monitoring.py \
-        [--repeats 500] [--per-day 100000] [--cases-per-window 5000] [--windows 90]
+        [--repeats 2000] [--per-day 100000] [--cases-per-window 5000] [--windows 90]
 
 1. The simulation of docs/monitoring.md "Checks" (judges/monitoring/simulation.py), `--repeats` times: each daily
    window's coverage, the drop flagged against the baseline by day 9, false alarms on days 2-7, the judge's raw
@@ -92,8 +92,9 @@ def overhead(project, dataset, rubric, lead, per_day: int, ticks: int) -> dict:
               "tick_ms_median": 1000 * statistics.median(tick)}
     steady["ratio_tick_to_ingest"] = steady["tick_ms_per_case"] / steady["ingest_ms_per_case"]
     # Catching up on a day at once: the day's cases written in bulk, then one tick.
-    from benchmarks._benchdb import bulk_cases
     from django.utils import timezone
+
+    from benchmarks._benchdb import bulk_cases
     bulk_cases(dataset, per_day, lambda i: f"q{i}", lambda i: f"Order {i} ships today.", created_at=timezone.now())
     started = time.perf_counter()
     while monitor_tick(monitor_id=monitor.pk):
@@ -134,7 +135,7 @@ def page(project, dataset, rubric, lead, reviewer, windows: int, per_window: int
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=2000)
     parser.add_argument("--per-day", type=int, default=100_000)
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--windows", type=int, default=90)
@@ -152,8 +153,8 @@ def main() -> None:
         print(json.dumps(out["overhead"], indent=1))
         out["page"] = page(project, dataset, rubric, lead, reviewer, args.windows, args.cases_per_window)
         print(json.dumps(out["page"], indent=1))
-        from django.conf import settings
         import redis
+        from django.conf import settings
         redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # the runs' messages no worker took
     results = ROOT / "benchmarks" / "results"
     results.mkdir(exist_ok=True)
