@@ -162,3 +162,31 @@ def test_a_sure_drop_sends_one_message(monitor, reviewer, django_capture_on_comm
     assert "lower than the baseline" in drops.first().body
     monitor_tick(monitor_id=monitor.pk)
     assert MonitorMessage.objects.filter(monitor=monitor, kind="drop", key__endswith=":the baseline").count() == 2
+
+
+def test_drift_on_a_windows_audit_labels_sends_one_message(monitor, reviewer):
+    # A judge that passes 90 % of the failures of an agent at 60 %: agreement about 0.6 * 0.95 + 0.4 * 0.1 = 61 %
+    # on each day's ~150 audit labels, surely below the 80 % floor.
+    fabricated_windows(monitor=monitor, reviewer=reviewer, days=2, cases_per_day=1000, rates=[0.6, 0.6],
+                       judge_pass=lambda ok: 0.95 if ok else 0.9)
+    monitor_tick(monitor_id=monitor.pk)
+    drifts = MonitorMessage.objects.filter(monitor=monitor, kind="drift")
+    assert drifts.count() == 2 and "recalibrate" in drifts.first().body
+
+
+def test_the_weekly_digest_is_sent_on_mondays_when_asked(monitor, reviewer):
+    from datetime import UTC, datetime, timedelta
+
+    monday = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+    fabricated_windows(monitor=monitor, reviewer=reviewer, days=3, cases_per_day=200, rates=[0.8] * 3,
+                       judge_pass=lambda ok: 0.9 if ok else 0.3, start=monday - timedelta(days=3, hours=9))
+    monitor_tick(monitor_id=monitor.pk, now=monday)
+    assert not MonitorMessage.objects.filter(kind="digest").exists()  # not asked for
+    monitor.digest = True
+    monitor.save(update_fields=["digest"])
+    monitor_tick(monitor_id=monitor.pk, now=monday + timedelta(days=1))  # a Tuesday: none
+    assert not MonitorMessage.objects.filter(kind="digest").exists()
+    monitor_tick(monitor_id=monitor.pk, now=monday)
+    monitor_tick(monitor_id=monitor.pk, now=monday + timedelta(hours=1))
+    [digest] = MonitorMessage.objects.filter(kind="digest")
+    assert digest.body.count("corrected") == 3 and "2026-12-04" in digest.body
