@@ -89,6 +89,9 @@ def test_a_spend_cap_stops_the_window_and_says_what_it_covers(worker, project, l
     assert not Judgment.objects.filter(run__monitor_day__monitor=monitor, case__external_id__startswith="b").exists()
     [row] = monitor_windows(monitor=monitor)
     assert row.covers.startswith("00:00–")
+    # The window's figures count the cases judged before the cap, never those the cap left unjudged.
+    answered = Judgment.objects.filter(run__monitor_day__monitor=monitor, outcome__in=("pass", "fail")).count()
+    assert 0 < row.figures.judged == answered < 5
     assert row.suggested_sample is not None and row.suggested_sample < 1.0
 
 
