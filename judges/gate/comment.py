@@ -20,7 +20,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, TextIO
 
@@ -182,7 +182,7 @@ def _path(url: str) -> str:
     return one_line(urllib.parse.urlsplit(url).path, 160)
 
 
-def _find(pages: Any, is_ours: Any) -> Any:
+def _find(pages: Iterable[Any], is_ours: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
     for page in pages:
         if not isinstance(page, list):
             raise CommentError("the API's list of comments is not a list")

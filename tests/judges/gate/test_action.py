@@ -239,8 +239,8 @@ def test_the_action_judges_writes_the_summary_and_keeps_one_comment_updated(ligh
         agent_env = set(json.loads((tmp_path / "agent-env.json").read_text()))
         assert not agent_env & {"EVALHUB_TOKEN", "EVALHUB_CACHE_KEY", "GITHUB_TOKEN"}
         [comment] = forge.comments[("acme/agent", 7)]
-        assert "| [return-policy](" + live_server.url + "/p/store/rubrics/return-policy/promotion/) | gate | fail | 2 | 1 | 0 |" \
-            in comment["body"]
+        page = f"{live_server.url}/p/store/rubrics/return-policy/promotion/"
+        assert f"| [return-policy]({page}) | gate | fail | 2 | 1 | 0 |" in comment["body"]
         assert CiResult.objects.filter(rubric=world["rubric"]).count() == 1  # post-results: on by default
 
         # The next push fixes the answer: the same comment, now a pass.

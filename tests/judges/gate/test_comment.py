@@ -98,23 +98,28 @@ def test_it_comments_once_and_updates_that_comment_on_the_next_push(forge, pipel
     assert f"updated comment {comment['id']} on pull request #7" in done.stdout
     [again] = forge.comments[("acme/agent", 7)]
     assert again["id"] == comment["id"] and "### evalhub-gate: pass (exit 0)" in again["body"]
-    assert [(r.method, r.path) for r in forge.writes()] == [("PATCH", f"/repos/acme/agent/issues/comments/{comment['id']}")]
+    assert [(r.method, r.path) for r in forge.writes()] == [
+        ("PATCH", f"/repos/acme/agent/issues/comments/{comment['id']}"),
+    ]
     assert forge.requests[0].headers["authorization"] == f"Bearer {GITHUB_TOKEN}"
 
 
 def test_another_rubric_set_keeps_a_comment_of_its_own_and_a_pasted_marker_is_left_alone(forge, pipeline):
     env = github_env(forge, pipeline)
     assert gate(pipeline, ["[1]"], "--comment", "github", "--rubric", "structured", env=env).returncode == 0
-    [structured] = forge.comments[("acme/agent", 7)]
-    # Someone pastes the marker into a comment of their own: it is not the gate's to edit.
-    forge.add(("acme/agent", 7), structured["body"], user={"login": "mallory", "type": "User"})
-    assert gate(pipeline, ["[1]"], "--comment", "github", "--stage", "warn", env=env).returncode == 0
+    # Someone pastes the gate's comment, marker and all, as their own: it is not the gate's to edit.
+    [gates] = forge.comments.pop(("acme/agent", 7))
+    pasted = forge.add(("acme/agent", 7), gates["body"], user={"login": "mallory", "type": "User"})
+    forge.requests.clear()
     assert gate(pipeline, ["[1]"], "--comment", "github", "--rubric", "structured", env=env).returncode == 0
-    comments = forge.comments[("acme/agent", 7)]
-    assert len(comments) == 3  # the structured one, mallory's copy, the lists one
+    assert gate(pipeline, ["[1]"], "--comment", "github", "--stage", "warn", env=env).returncode == 0
+    assert gate(pipeline, ["nope"], "--comment", "github", "--rubric", "structured", env=env).returncode == 1
+    pasted_copy, structured, lists = forge.comments[("acme/agent", 7)]
+    assert pasted_copy == pasted
     assert [r.method for r in forge.writes()] == ["POST", "POST", "PATCH"]
     assert forge.writes()[-1].path.endswith(f"/comments/{structured['id']}")
-    assert comments[0]["body"].split("\n", 1)[0] != comments[2]["body"].split("\n", 1)[0]
+    assert "fail (exit 1)" in structured["body"] and "pass (exit 0)" in lists["body"]
+    assert structured["body"].split("\n", 1)[0] != lists["body"].split("\n", 1)[0]
 
 
 @pytest.mark.parametrize("status", [403, 500])
@@ -124,8 +129,8 @@ def test_a_comment_that_cannot_be_posted_is_a_warning_never_a_changed_exit_code(
     forge.fault, forge.fault_methods = status, {"POST"}
     done = gate(pipeline, answers, "--comment", "github", "--json", "results.json", env=github_env(forge, pipeline))
     assert done.returncode == code, done.stdout + done.stderr
-    assert f"evalhub-gate: warning: the pull request comment was not posted: POST /repos/acme/agent/issues/7/comments: " \
-           f"HTTP {status}" in done.stderr
+    assert ("evalhub-gate: warning: the pull request comment was not posted: "
+            f"POST /repos/acme/agent/issues/7/comments: HTTP {status}") in done.stderr
     assert "::warning title=evalhub comment not posted::" in done.stdout
     assert GITHUB_TOKEN not in done.stdout + done.stderr
     assert ("acme/agent", 7) not in forge.comments
@@ -156,15 +161,18 @@ def test_gitlab_merge_request_note_is_created_then_updated_in_place(forge, pipel
     [note] = forge.comments[("12", 5)]
     assert "### evalhub-gate: fail (exit 1)" in note["body"] and note["author"] == GITLAB_USER
     assert "[the pipeline run](https://gitlab.example/acme/agent/-/jobs/99)" in note["body"]
-    # A note with the marker by another user is not the gate's.
-    forge.add(("12", 5), note["body"], author={"id": 3, "username": "mallory"})
-    done = gate(pipeline, ["[1]"], "--comment", "gitlab", env=gitlab_env(forge))
-    assert done.returncode == 0 and f"updated note {note['id']} on merge request !5" in done.stdout
+    # The same note by another user (marker and all) is not the gate's: a new one is written, then edited.
+    forge.comments[("12", 5)] = [{**note, "author": {"id": 3, "username": "mallory"}}]
+    assert gate(pipeline, ["[1]"], "--comment", "gitlab", env=gitlab_env(forge)).returncode == 0
+    done = gate(pipeline, ["nope"], "--comment", "gitlab", env=gitlab_env(forge))
+    pasted, ours = forge.comments[("12", 5)]
+    assert done.returncode == 1 and f"updated note {ours['id']} on merge request !5" in done.stdout
+    assert "fail (exit 1)" in ours["body"] and pasted["body"] == note["body"]
     assert [(r.method, r.path) for r in forge.writes()] == [
         ("POST", "/api/v4/projects/12/merge_requests/5/notes"),
-        ("PUT", f"/api/v4/projects/12/merge_requests/5/notes/{note['id']}"),
+        ("POST", "/api/v4/projects/12/merge_requests/5/notes"),
+        ("PUT", f"/api/v4/projects/12/merge_requests/5/notes/{ours['id']}"),
     ]
-    assert forge.comments[("12", 5)][0]["body"].count("pass (exit 0)") == 1
     assert all(r.headers["private-token"] == GITLAB_TOKEN for r in forge.requests)
 
 
@@ -177,8 +185,21 @@ def test_gitlab_without_an_access_token_or_with_a_refused_one_is_a_warning(forge
     forge.fault, forge.fault_methods = 403, {"POST"}
     done = gate(pipeline, ["[1]"], "--comment", "gitlab", env=gitlab_env(forge))
     assert done.returncode == 0
-    assert "merge request comment was not posted: POST /api/v4/projects/12/merge_requests/5/notes: HTTP 403" in done.stderr
+    assert ("merge request comment was not posted: POST /api/v4/projects/12/merge_requests/5/notes: "
+            "HTTP 403") in done.stderr
     # A pipeline that is not a merge request's: said, not warned.
     forge.fault = None
     done = gate(pipeline, ["[1]"], "--comment", "gitlab", env=gitlab_env(forge, CI_MERGE_REQUEST_IID=""))
     assert done.returncode == 0 and "not a merge request pipeline" in done.stdout and "warning" not in done.stderr
+
+
+def test_it_finds_its_comment_past_the_first_page_of_a_long_discussion(forge, pipeline):
+    env = github_env(forge, pipeline)
+    for i in range(150):
+        forge.add(("acme/agent", 7), f"review remark {i}", user={"login": "rita", "type": "User"})
+    assert gate(pipeline, ["[1]"], "--comment", "github", env=env).returncode == 0
+    assert gate(pipeline, ["nope"], "--comment", "github", env=env).returncode == 1
+    comments = forge.comments[("acme/agent", 7)]
+    assert len(comments) == 151 and "fail (exit 1)" in comments[-1]["body"]
+    assert [r.method for r in forge.writes()] == ["POST", "PATCH"]
+    assert [r.query["page"] for r in forge.requests if r.method == "GET"][-2:] == [["1"], ["2"]]
