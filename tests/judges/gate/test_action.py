@@ -205,8 +205,8 @@ def world(settings, fake_provider):
         RubricEvent.objects.create(rubric=rubric, kind=RubricEvent.Kind.PROMOTE, from_stage=from_stage,
                                    to_stage=to_stage, run=run, figures={}, reason="CI test", by=lead)
     Rubric.objects.filter(pk=rubric.pk).update(stage=Rubric.Stage.GATE)
-    token = ApiToken.issue(project=store_project(), name="ci", scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE],
-                           created_by=lead)[1]
+    token = ApiToken.issue(project=store_project(), name="ci",
+                           scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE, Scope.CASES_WRITE], created_by=lead)[1]
     return {"token": token, "rubric": rubric, "fake": fake_provider}
 
 
@@ -222,38 +222,52 @@ with open("agent-env.json", "w") as out:
 EOF"""
 
 
+def push(tmp_path: Path, sha: str, base: str) -> dict[str, str]:
+    """A push to pull request #7: its head commit and its base's, as the runner's variables and event say."""
+    event = tmp_path / f"event-{sha}.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7, "base": {"sha": base}}}))
+    return {"GITHUB_EVENT_PATH": str(event), "GITHUB_SHA": sha}
+
+
 def test_the_action_judges_writes_the_summary_and_keeps_one_comment_updated(light, runner, world, live_server,
                                                                            tmp_path):
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 7, "base": {"sha": "base-sha"}}}))
-    inputs = {"server": live_server.url, "token": world["token"], "agent-command": AGENT, "cache-key": "k" * 32}
+    inputs = {"server": live_server.url, "token": world["token"], "agent-command": AGENT, "cache-key": "k" * 32,
+              "post-cases": "store-support"}
     with ForgeServer() as forge:
-        env = {**runner_env(forge, event), "AGENT_ANSWER": BAD}
-        code, outputs, log, summary = runner.run(inputs, env, tmp_path)
-        assert code == 1, log  # pr-2 fails the gate-stage rubric
-        assert outputs["gate"]["exit-code"] == "1"
-        assert "::error title=evalhub gate return-policy::pr-2: fail" in log
-        assert "### evalhub-gate: fail (exit 1)" in summary and "| return-policy | 2 | 1 | 0 | fail |" in summary
-        assert world["token"] not in log + summary and GITHUB_TOKEN not in log
+        env = runner_env(forge)
+        # The first push passes; its judged cases are posted as the CI run of sha-1.
+        code, outputs, log, summary = runner.run(inputs, {**env, **push(tmp_path, "sha-1", "sha-0"),
+                                                          "AGENT_ANSWER": GOOD}, tmp_path)
+        assert code == 0 and outputs["gate"]["exit-code"] == "0", log
+        assert "### evalhub-gate: pass (exit 0)" in summary
+        [comment] = forge.comments[("acme/agent", 7)]
+        page = f"{live_server.url}/p/store/rubrics/return-policy/promotion/"
+        assert f"| [return-policy]({page}) | gate | pass | 3 | 0 | 0 | - |" in comment["body"]
+        assert f"[cases to label: return-policy]({live_server.url}/p/store/label/store-support/return-policy/)" \
+            in comment["body"]
         # The agent ran without a secret of the gate's.
         agent_env = set(json.loads((tmp_path / "agent-env.json").read_text()))
         assert not agent_env & {"EVALHUB_TOKEN", "EVALHUB_CACHE_KEY", "GITHUB_TOKEN"}
-        [comment] = forge.comments[("acme/agent", 7)]
-        page = f"{live_server.url}/p/store/rubrics/return-policy/promotion/"
-        assert f"| [return-policy]({page}) | gate | fail | 2 | 1 | 0 |" in comment["body"]
-        assert CiResult.objects.filter(rubric=world["rubric"]).count() == 1  # post-results: on by default
 
-        # The next push fixes the answer: the same comment, now a pass.
+        # The next push breaks pr-2: the job fails, the same comment says so, against the base sha-1.
         (tmp_path / "step-summary.md").unlink()
-        code, outputs, log, summary = runner.run(inputs, {**env, "AGENT_ANSWER": GOOD}, tmp_path)
-        assert code == 0 and outputs["gate"]["exit-code"] == "0", log
+        code, outputs, log, summary = runner.run(inputs, {**env, **push(tmp_path, "sha-2", "sha-1"),
+                                                          "AGENT_ANSWER": BAD}, tmp_path)
+        assert code == 1 and outputs["gate"]["exit-code"] == "1", log
+        assert "::error title=evalhub gate return-policy::pr-2: fail" in log
+        assert "### evalhub-gate: fail (exit 1)" in summary and "| return-policy | 2 | 1 | 0 | fail |" in summary
+        assert world["token"] not in log + summary and GITHUB_TOKEN not in log
         [again] = forge.comments[("acme/agent", 7)]
-        assert again["id"] == comment["id"] and "### evalhub-gate: pass (exit 0)" in again["body"]
+        assert again["id"] == comment["id"] and "### evalhub-gate: fail (exit 1)" in again["body"]
+        assert f"| [return-policy]({page}) | gate | fail | 2 | 1 | 0 | 1 |" in again["body"]
+        assert "Passed at sha-1 and fail now: pr-2" in again["body"]
         assert [r.method for r in forge.writes()] == ["POST", "PATCH"]
+        assert CiResult.objects.filter(rubric=world["rubric"]).count() == 2  # post-results: on by default
 
         # GitHub answers 403 (a fork's read-only token): a warning, and the gate's verdict stands.
         forge.fault = 403
-        code, outputs, log, _ = runner.run(inputs, {**env, "AGENT_ANSWER": GOOD}, tmp_path)
+        code, outputs, log, _ = runner.run(inputs, {**env, **push(tmp_path, "sha-3", "sha-1"),
+                                                    "AGENT_ANSWER": GOOD}, tmp_path)
         assert code == 0 and "::warning title=evalhub comment not posted::" in log
 
 
