@@ -203,3 +203,19 @@ def test_it_finds_its_comment_past_the_first_page_of_a_long_discussion(forge, pi
     assert len(comments) == 151 and "fail (exit 1)" in comments[-1]["body"]
     assert [r.method for r in forge.writes()] == ["POST", "PATCH"]
     assert [r.query["page"] for r in forge.requests if r.method == "GET"][-2:] == [["1"], ["2"]]
+
+
+def test_case_ids_in_the_comment_are_inert_text(forge, pipeline):
+    hostile = "x|<b>@octocat</b>](https://evil.example)"
+    path = pipeline["dir"] / "hostile.jsonl"
+    path.write_text(json.dumps({"external_id": hostile, "input": "List them.", "output": "nope"}) + "\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "EVALHUB_", "CI_"))}
+    done = subprocess.run([str(GATE), "check", "--config", str(pipeline["config"]), "--outputs", str(path),
+                           "--no-cache", "--comment", "github"], cwd=pipeline["dir"],
+                          env={**base, **github_env(forge, pipeline)}, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [comment] = forge.comments[("acme/agent", 7)]
+    body = comment["body"]
+    assert "<b>" not in body and "@octocat" not in body and "](https://evil" not in body and "x|" not in body
+    assert "- x&#124;&#60;b&#62;&#64;\u200boctocat" in body
