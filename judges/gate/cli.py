@@ -6,7 +6,7 @@
                        [--repeats K] [--max-cost-usd X] [--require-calibrated] [--junit FILE] [--json FILE]
                        [--post URL] [--cache-dir DIR] [--concurrency N] [--redact KIND…]
                        [--rubric SLUG]… [--stage STAGE]… [--layers contract]
-                       [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]]
+                       [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]] [--comment github|gitlab]
 
 Plain Python with no Django import: a pipeline runs it with the package installed and no server or
 database. `cases` writes the cases a pipeline runs its agent on (a cases:read token); `check` reads the
