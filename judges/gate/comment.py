@@ -167,13 +167,17 @@ def _call(method: str, url: str, headers: Mapping[str, str], payload: dict[str, 
     })
     try:
         with _OPENER.open(request, timeout=HTTP_TIMEOUT_S) as response:
-            return json.loads(response.read() or b"null")
+            answer = response.read()
     except urllib.error.HTTPError as exc:
         hint = {401: "the token was not accepted", 403: "the token may not write comments here",
                 404: "no such pull request, or the token cannot see it"}.get(exc.code, "the API refused")
         raise CommentError(f"{method} {_path(url)}: HTTP {exc.code}, {hint}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise CommentError(f"{method} {_path(url)}: cannot connect ({one_line(getattr(exc, 'reason', exc))})") from None
+    except ValueError:  # a token with a line break, a URL urllib cannot send
+        raise CommentError(f"{method} {_path(url)}: cannot send the request (is the token one line?)") from None
+    try:
+        return json.loads(answer or b"null")
     except ValueError:
         raise CommentError(f"{method} {_path(url)}: the answer is not JSON") from None
 
@@ -264,25 +268,6 @@ class _NotAPullRequest(CommentError):
     """Nothing to comment on (a push pipeline): said, not warned."""
 
 
-def post_comment(kind: str, body: str, env: Mapping[str, str], out: TextIO | None = None) -> bool:
-    """Post the comment; a failure is a warning (and a GitHub warning annotation), never an error. Whether
-    it was posted."""
-    out = out or sys.stdout
-    try:
-        done = (post_github if kind == "github" else post_gitlab)(body, env)
-    except _NotAPullRequest as exc:
-        print(f"evalhub-gate: {exc}", file=out)
-        return False
-    except CommentError as exc:
-        message = f"the {'pull' if kind == 'github' else 'merge'} request comment was not posted: {exc}"
-        print(f"evalhub-gate: warning: {one_line(message, None)}", file=sys.stderr)
-        if env.get("GITHUB_ACTIONS") == "true":
-            print(workflow_command("warning", "evalhub comment not posted", message), file=out)
-        return False
-    print(f"evalhub-gate: {done}", file=out)
-    return True
-
-
 def links_of(env: Mapping[str, str], *, urls: Sequence[str | None], project: str | None,
              dataset: str | None) -> Links:
     """The links of the comment: the evalhub server is the origin of the first http(s) URL given (--server,
@@ -298,9 +283,24 @@ def links_of(env: Mapping[str, str], *, urls: Sequence[str | None], project: str
 
 def comment_on_request(
     kind: str, results: Sequence[RubricResult], code: int, *, tier: str, env: Mapping[str, str], links: Links,
-    against_base: Mapping[str, BaseChanges] | None, max_cost_usd: float | None,
+    against_base: Mapping[str, BaseChanges] | None, max_cost_usd: float | None, out: TextIO | None = None,
 ) -> bool:
-    """`--comment github|gitlab`: the comment, posted or updated; whether it was."""
-    body = comment_body(results, code, tier=tier, links=links, against_base=against_base,
-                        max_cost_usd=max_cost_usd)
-    return post_comment(kind, body, env)
+    """`--comment github|gitlab`: the comment, posted or updated; whether it was. A failure is a warning (and a
+    GitHub warning annotation), never an error."""
+    out = out or sys.stdout
+    try:
+        body = comment_body(results, code, tier=tier, links=links, against_base=against_base,
+                            max_cost_usd=max_cost_usd)
+        done = (post_github if kind == "github" else post_gitlab)(body, env)
+    except _NotAPullRequest as exc:
+        print(f"evalhub-gate: {exc}", file=out)
+        return False
+    except Exception as exc:  # CommentError, or an answer of an unexpected shape: never a failed gate
+        reason = exc if isinstance(exc, CommentError) else f"unexpected {type(exc).__name__}: {exc}"
+        message = f"the {'pull' if kind == 'github' else 'merge'} request comment was not posted: {reason}"
+        print(f"evalhub-gate: warning: {one_line(message, None)}", file=sys.stderr)
+        if env.get("GITHUB_ACTIONS") == "true":
+            print(workflow_command("warning", "evalhub comment not posted", message), file=out)
+        return False
+    print(f"evalhub-gate: {done}", file=out)
+    return True

@@ -219,3 +219,12 @@ def test_case_ids_in_the_comment_are_inert_text(forge, pipeline):
     body = comment["body"]
     assert "<b>" not in body and "@octocat" not in body and "](https://evil" not in body and "x|" not in body
     assert "- x&#124;&#60;b&#62;&#64;\u200boctocat" in body
+
+
+def test_an_answer_of_an_unexpected_shape_is_a_warning_too(forge, pipeline):
+    env = github_env(forge, pipeline)
+    assert gate(pipeline, ["[1]"], "--comment", "github", env=env).returncode == 0
+    forge.comments[("acme/agent", 7)][0]["id"] = "not-a-number"
+    done = gate(pipeline, ["nope"], "--comment", "github", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "comment was not posted: unexpected ValueError" in done.stderr and "Traceback" not in done.stderr
