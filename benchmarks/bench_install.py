@@ -1,7 +1,7 @@
 """What a pipeline installs to get the CI side: evalhub's light client beside the full install and two other tools.
 
     python benchmarks/bench_install.py            # a warm-up install of each, then one measured install each
-    python benchmarks/bench_install.py --rounds 3 # the median of three
+    python benchmarks/bench_install.py --rounds 3 # the median of three, the targets taken in turn
 
 Each install is `pip install` into a fresh venv of this Python, in one run, with the machine's pip cache (so
 the times compare installs of wheels already downloaded: the warm-up round fills the cache for the others and is
@@ -83,11 +83,14 @@ def main() -> None:
                    ("deepeval", "deepeval", "deepeval")]
         for _, spec, name in targets:  # warm-up: fills the pip cache, not reported
             install(spec, name, work)
-        rows = []
-        for label, spec, name in targets:
-            runs = [install(spec, name, work) for _ in range(args.rounds)]
-            rows.append({"target": label, "seconds": statistics.median(r["seconds"] for r in runs),
-                         "packages": runs[-1]["packages"], "mib": runs[-1]["mib"], "names": runs[-1]["names"]})
+        # Round-robin, so a slow moment of the machine (shared cores) falls on every target alike.
+        runs: dict[str, list[dict]] = {label: [] for label, _, _ in targets}
+        for _ in range(args.rounds):
+            for label, spec, name in targets:
+                runs[label].append(install(spec, name, work))
+        rows = [{"target": label, "seconds": statistics.median(r["seconds"] for r in measured),
+                 "packages": measured[-1]["packages"], "mib": measured[-1]["mib"], "names": measured[-1]["names"]}
+                for label, measured in runs.items()]
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, pip cache warm, median of {args.rounds}\n")
     print("| install | time | packages | size |\n| --- | ---: | ---: | ---: |")
     for row in rows:
