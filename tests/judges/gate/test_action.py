@@ -17,9 +17,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from django.urls import resolve
 
 from evalhub.models import ApiToken, Role, Scope
 from judges.configs.services import judge_config_save
@@ -245,6 +247,9 @@ def test_the_action_judges_writes_the_summary_and_keeps_one_comment_updated(ligh
         assert f"| [return-policy]({page}) | gate | pass | 3 | 0 | 0 | - |" in comment["body"]
         assert f"[cases to label: return-policy]({live_server.url}/p/store/label/store-support/return-policy/)" \
             in comment["body"]
+        # The links are the server's own pages: the rubric's promotion page and its labelling queue.
+        assert resolve(urlsplit(page).path).view_name == "judges:promotion_rubric"
+        assert resolve("/p/store/label/store-support/return-policy/").view_name == "labeling:queue"
         # The agent ran without a secret of the gate's.
         agent_env = set(json.loads((tmp_path / "agent-env.json").read_text()))
         assert not agent_env & {"EVALHUB_TOKEN", "EVALHUB_CACHE_KEY", "GITHUB_TOKEN"}
