@@ -10,4 +10,4 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 # and traffic judging's beside it (judges/drift/tasks.py, judges/traffic/tasks.py); the OTLP receiver's
 # give-up of traces that waited too long is labeling's (labeling/otlp/tasks.py).
 app.autodiscover_tasks(["judges.runs", "judges.drift", "judges.traffic", "judges.proposals", "labeling.otlp",
-                        "judges.export"])
+                        "judges.export", "judges.monitoring"])

@@ -106,6 +106,9 @@ _group(
     ("EVALHUB_DRIFT_FRESH_SHARE", "`0.05`",
      "the share of unchanged cases each drift check re-judges fresh (at least 20; `0` turns it off)"),
     ("EVALHUB_TRAFFIC_INTERVAL_SECONDS", "`300`", "how often traffic datasets' new cases are judged"),
+    ("EVALHUB_MONITOR_INTERVAL_SECONDS", "`60`",
+     "how often monitors hand new cases to their judge and deliver messages (a case is judged within this "
+     "and the provider's time)"),
 )
 
 VARIABLES: dict[str, Variable] = {

@@ -341,6 +341,11 @@ CELERY_BEAT_SCHEDULE = {
     # Gives up the OTLP traces whose wait ran out, so no trace waits on when nothing more is sent.
     "otlp-give-up": {"task": "labeling.otlp_give_up", "schedule": float(EVALHUB_OTLP_TRACE_WAIT_SECONDS)},
 }
+# Production monitoring (docs/monitoring.md): new cases reach the judge within this many seconds of arriving.
+EVALHUB_MONITOR_INTERVAL_SECONDS = env_int("EVALHUB_MONITOR_INTERVAL_SECONDS", 60, minimum=1)
+CELERY_BEAT_SCHEDULE["monitor-tick"] = {"task": "judges.monitor_tick", "schedule": float(EVALHUB_MONITOR_INTERVAL_SECONDS)}
+CELERY_BEAT_SCHEDULE["monitor-deliver"] = {"task": "judges.monitor_deliver",
+                                           "schedule": float(EVALHUB_MONITOR_INTERVAL_SECONDS)}
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 
 LOGGING = {

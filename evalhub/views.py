@@ -12,6 +12,7 @@ from evalhub.members.selectors import invitations_for, projects_for_picker
 from evalhub.models import Project, Role
 from evalhub.selectors import lead_overview
 from judges.estimates.selectors import latest_estimates
+from judges.monitoring.selectors import monitors_with_latest
 from judges.models import Run
 
 
@@ -50,6 +51,7 @@ def project_home(request: HtmxHttpRequest, project: Project) -> HttpResponse:
             "datasets": project.datasets.annotate(case_count=Count("cases")).order_by("slug"),
             "runs": Run.objects.filter(parent__isnull=True, dataset__project=project)
             .select_related("config__rubric", "dataset")[:8],
+            "monitors": monitors_with_latest(project=project),
         },
     )
 

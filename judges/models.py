@@ -137,6 +137,7 @@ class Run(models.Model):
         WORKER = "worker", "worker"
         CI = "ci", "CI"
         TRAFFIC = "traffic", "traffic"
+        MONITOR = "monitor", "monitor"  # a monitor's day of judged traffic (judges.monitoring)
 
     class Probe(models.TextChoices):
         VERBOSITY = "verbosity", "verbosity"
@@ -744,3 +745,166 @@ class VerdictExport(models.Model):
                     if getattr(self, field) and (problem := env_name_problem(getattr(self, field)))}
         if problems:
             raise ValidationError(problems)
+
+
+# Production monitoring (judges.monitoring, docs/monitoring.md) ---------------------------------------------
+
+
+class Monitor(models.Model):
+    """One rubric's gate-config judge on a `sample` share of a dataset's new cases, with windows of figures."""
+
+    class Window(models.TextChoices):
+        DAY = "day", "day"
+        WEEK = "week", "week"
+
+    project = models.ForeignKey("evalhub.Project", on_delete=models.CASCADE, related_name="monitors")
+    slug = models.SlugField(max_length=60)
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="monitors")
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="monitors")
+    sample = models.FloatField(default=1.0, help_text="The share of new cases judged, each drawn independently.")
+    window = models.CharField(max_length=4, choices=Window.choices, default=Window.DAY)
+    spend_cap_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True,
+                                        help_text="Per day (UTC); none: no cap.")
+    concurrency = models.PositiveSmallIntegerField(default=4)
+    labels_per_window = models.PositiveIntegerField(default=150)
+    # The traffic the first window expects; later windows expect what the window before them received.
+    expected_cases = models.PositiveIntegerField(default=1000)
+    # Starts (ISO dates) of the windows the lead pinned as the baseline; empty: compared with the window before only.
+    baseline = models.JSONField(default=list, blank=True)
+    digest = models.BooleanField(default=False, help_text="A weekly digest to the project's channels.")
+    enabled = models.BooleanField(default=True)
+    seed = models.BigIntegerField()
+    # The newest case id looked at: cases after it are new.
+    last_case_id = models.BigIntegerField(default=0)
+    paused_reason = models.CharField(max_length=200, blank=True)
+    paused_since = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "slug"], name="monitor_slug_per_project")]
+
+    def __str__(self) -> str:
+        return f"monitor {self.slug}"
+
+
+class MonitorWindow(models.Model):
+    """One window of a monitor: its audit sample's inclusion probability, fixed when it opened, and the time a
+    spend cap stopped its judging (its figures then cover start .. capped_at only)."""
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="windows")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    expected_cases = models.PositiveIntegerField()
+    audit_probability = models.FloatField()
+    capped_at = models.DateTimeField(null=True, blank=True)
+    traffic = models.PositiveIntegerField(default=0)  # cases that arrived, judged or not (kept by monitor_tick)
+
+    class Meta:
+        ordering = ["start"]
+        constraints = [models.UniqueConstraint(fields=["monitor", "start"], name="monitorwindow_one_per_start")]
+
+
+class MonitorDay(models.Model):
+    """The run that judges one UTC day of a monitor's sampled cases: the daily spend cap is its spend cap."""
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="days")
+    day = models.DateField()
+    run = models.OneToOneField(Run, on_delete=models.PROTECT, related_name="monitor_day")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["monitor", "day"], name="monitorday_one_per_day")]
+
+
+class MonitorCase(models.Model):
+    """One new case as the monitor saw it: the draw that decided whether it is judged (kept, so the judged cases
+    are shown to be a random sample), and whether the audit sample drew it, with its probability."""
+
+    class Skipped(models.TextChoices):
+        NO = "", "judged"
+        CAP = "cap", "after the spend cap"
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="cases", db_index=False)
+    window = models.ForeignKey(MonitorWindow, on_delete=models.CASCADE, related_name="cases")
+    case = models.ForeignKey(Case, on_delete=models.CASCADE, related_name="+")
+    arrived_at = models.DateTimeField()
+    draw = models.FloatField()  # uniform in [0, 1): judged when below the monitor's sample at arrival
+    sample = models.FloatField()
+    sampled = models.BooleanField()
+    audited = models.BooleanField(default=False)
+    audit_probability = models.FloatField(default=0.0)
+    skipped = models.CharField(max_length=3, choices=Skipped.choices, blank=True, default="")
+    # The day's run it was handed to; null while waiting (judging paused) or never judged.
+    day = models.ForeignKey(MonitorDay, on_delete=models.CASCADE, null=True, blank=True, related_name="cases")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["monitor", "case"], name="monitorcase_one_per_case")]
+        indexes = [models.Index(fields=["monitor", "sampled", "day"], name="monitorcase_waiting",
+                                condition=models.Q(sampled=True, day__isnull=True, skipped=""))]
+
+
+class Channel(models.Model):
+    """Where a project's monitor messages go. Holds no secret: a webhook's address and signing secret live in
+    environment variables on the server, named here (EVALHUB_CHANNEL_*), like a judge config names its key."""
+
+    class Kind(models.TextChoices):
+        EMAIL = "email", "e-mail"
+        SLACK = "slack", "Slack-compatible incoming webhook"
+        WEBHOOK = "webhook", "signed webhook"
+
+    project = models.ForeignKey("evalhub.Project", on_delete=models.CASCADE, related_name="channels")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    addresses = models.TextField(blank=True, help_text="E-mail: the addresses, comma-separated.")
+    url_env = models.CharField(max_length=100, blank=True)
+    secret_env = models.CharField(max_length=100, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.kind} channel {self.name}"
+
+
+class MonitorMessage(models.Model):
+    """A message a monitor sends (a drop, drift, a pause or cap, the digest); `key` makes each one once."""
+
+    class Kind(models.TextChoices):
+        DROP = "drop", "drop"
+        DRIFT = "drift", "judge drift"
+        PAUSE = "pause", "judging paused"
+        RESUME = "resume", "judging resumed"
+        CAP = "cap", "spend cap reached"
+        DIGEST = "digest", "weekly digest"
+
+    monitor = models.ForeignKey(Monitor, on_delete=models.CASCADE, related_name="messages")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    key = models.CharField(max_length=100)
+    subject = models.CharField(max_length=300)
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["monitor", "key"], name="monitormessage_once")]
+
+
+class Delivery(models.Model):
+    """One message to one channel: retried with backoff until it is delivered or a day has passed."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        SENT = "sent", "sent"
+        FAILED = "failed", "failed"
+
+    message = models.ForeignKey(MonitorMessage, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_at = models.DateTimeField(default=timezone.now)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    # Every attempt: {at, status, answer} (the receiver's answer, never the secret or the address's value).
+    log = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message", "channel"], name="delivery_once")]
+        indexes = [models.Index(fields=["next_at"], condition=models.Q(status="pending"), name="delivery_due")]

@@ -7,6 +7,7 @@ from judges.drift import views as drift_views
 from judges.export import views as export_views
 from judges.estimates import api as estimate_api
 from judges.estimates import views as estimate_views
+from judges.monitoring import views as monitor_views
 from judges.probes import views as probe_views
 from judges.promotion import api as promotion_api
 from judges.promotion import views as promotion_views
@@ -66,6 +67,13 @@ project_pages = [
     path("rubrics/<slug:slug>/promotion/drift/", drift_views.drift_now, name="promotion_drift"),
     path("rubrics/<slug:slug>/promotion/traffic/", traffic_views.traffic_set, name="traffic_set"),
     path("export/", export_views.verdict_export, name="verdict_export"),
+    # Production monitoring
+    path("monitors/", monitor_views.monitor_list, name="monitor_list"),
+    path("monitors/channels/", monitor_views.channel_list, name="channel_list"),
+    path("monitors/channels/<int:channel_id>/delete/", monitor_views.channel_delete, name="channel_delete"),
+    path("monitors/<slug:slug>/", monitor_views.monitor_detail, name="monitor_detail"),
+    path("monitors/<slug:slug>/settings/", monitor_views.monitor_settings, name="monitor_settings"),
+    path("monitors/<slug:slug>/baseline/", monitor_views.monitor_baseline, name="monitor_baseline"),
     path("rubrics/<slug:slug>/promotion/ci-results/<int:result_id>/", promotion_views.ci_result_page,
          name="promotion_ci_result"),
     path("rubrics/<slug:slug>/promotion/thresholds/", promotion_views.rubric_thresholds, name="promotion_thresholds"),

@@ -20,7 +20,8 @@ find_python() {
 }
 
 ensure_venv() {
-  # Creates .venv with Python 3.12+ and installs the project with its dev extra when pyproject changed.
+  # Creates .venv with Python 3.12+ and installs the project with its dev extra when pyproject changed. The dev
+  # extra includes the server extra (the dashboard's dependencies): a bare install is the CI client only.
   local root="$1" python stamp
   if [ ! -x "$root/.venv/bin/python" ]; then
     if ! python="$(find_python)"; then

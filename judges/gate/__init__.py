@@ -6,6 +6,7 @@
     judging.py   judging each rubric's cases and applying the stages; the exit code
     report.py    the summary, GitHub annotations and step summary, JUnit XML, the results JSON
     server.py    talking to the evalhub server (fetching, posting results)
+    comment.py   the verdict as a pull request or merge request comment (--comment github|gitlab)
     messages.py  the config error and the one function that puts untrusted text on a line
     cli.py       the argument parser and `main` (the `evalhub-gate` console script)
     pytest_plugin.py  the pytest plugin (entry point pytest11): the evalhub_judge fixture, judging as `check` does

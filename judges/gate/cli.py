@@ -6,7 +6,7 @@
                        [--repeats K] [--max-cost-usd X] [--require-calibrated] [--junit FILE] [--json FILE]
                        [--post URL] [--cache-dir DIR] [--cache-key-env NAME] [--concurrency N] [--redact KIND…]
                        [--rubric SLUG]… [--stage STAGE]… [--layers contract]
-                       [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]]
+                       [--post-cases DATASET [--server URL] [--ref REF] [--base-ref REF]] [--comment github|gitlab]
 
 Plain Python with no Django import: a pipeline runs it with the package installed and no server or
 database. `cases` writes the cases a pipeline runs its agent on (a cases:read token); `check` reads the
@@ -40,6 +40,8 @@ from typing import NoReturn, TextIO
 from judges.engine import FolderCache
 from judges.engine.folder_cache import MIN_KEY_BYTES
 from judges.gate import VERSION
+from judges.gate.comment import KINDS as COMMENT_KINDS
+from judges.gate.comment import comment_on_request, links_of
 from judges.gate.config import (
     ENV_ALLOW_ENV,
     STAGES,
@@ -199,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                                                      "(repeatable)")
     scope.add_argument("--layers", choices=("contract",),
                        help="contract: only deterministic rubrics (contract checks, no model): the fast job")
+    check.add_argument("--comment", choices=COMMENT_KINDS,
+                       help="comment the verdict on the pull request (github: $GITHUB_TOKEN) or merge request (gitlab: "
+                            "$EVALHUB_GITLAB_TOKEN), one comment per rubric set, updated on each push; a comment that "
+                            "cannot be posted is a warning, never a failed gate")
     loop = check.add_argument_group("posting back", "what the check judged becomes cases of a living dataset for "
                                                     "reviewers, and the judgments of a CI run of each rubric")
     loop.add_argument("--post-cases", metavar="DATASET",
@@ -352,6 +358,12 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
                 project=project)
     except ConfigError as exc:
         problems.append(exc)
+    if args.comment:
+        sys.stdout.flush()
+        comment_on_request(args.comment, results, code, tier=args.tier, env=env, against_base=against_base,
+                           max_cost_usd=args.max_cost_usd,
+                           links=links_of(env, urls=(server, args.config, args.post), project=project,
+                                          dataset=args.post_cases))
     if problems:
         # A report asked for (a comparison, a file, a post) that could not be made is a config error the
         # pipeline must see.

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalhub.models import User
+from labeling.importing.redaction import Redactor
 from labeling.models import Adjudication, Case, CaseTally, LabelingRefused, LabelRequest, Rubric, Verdict
 from labeling.queue.services import refuse_other_project
 
@@ -32,10 +33,14 @@ def adjudicate(*, case: Case, rubric: Rubric, verdict: str, note: str = "", by: 
     refuse_other_project(project_id=case.dataset.project_id, rubric=rubric)
     if verdict not in Verdict.values:
         raise LabelingRefused(f"A verdict is pass or fail, not {verdict!r}.")
+    note = note.strip()
+    redactor = Redactor(case.dataset.redact_kinds)
+    if redactor and note:  # a lead's note may quote the case, as a reviewer's may: stored redacted as the case is
+        note = redactor.about_case(note, (case.input, case.output or ""))
     with transaction.atomic():
         adjudication, _ = Adjudication.objects.update_or_create(
             case=case, rubric=rubric,
-            defaults={"verdict": verdict, "note": note.strip(), "decided_by": by, "decided_at": timezone.now()},
+            defaults={"verdict": verdict, "note": note, "decided_by": by, "decided_at": timezone.now()},
         )
     return adjudication
 

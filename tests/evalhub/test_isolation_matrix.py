@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from evalhub.members.services import invitation_create
 from evalhub.models import ApiToken, Invitation, Membership, Project, Role, Scope, User
-from judges.models import CiResult, ModelPrice, Proposal, Run, SynthesisJob
+from judges.models import Channel, CiResult, ModelPrice, Monitor, Proposal, Run, SynthesisJob
 from judges.promotion.services import rubric_promote
 from labeling.models import Dataset, Rubric
 from labeling.policies.services import policy_write
@@ -192,6 +192,12 @@ MATRIX: dict[str, Entry] = {
     "judges:promotion_drift": page(P, LEAD, args={"slug": "rubric"}),
     "judges:traffic_set": page(P, LEAD, args={"slug": "rubric"}),
     "judges:verdict_export": page(GP, LEAD),
+    "judges:monitor_list": page(GP, LEAD),
+    "judges:monitor_detail": page(G, LEAD, args={"slug": "monitor"}),
+    "judges:monitor_settings": page(P, LEAD, args={"slug": "monitor"}),
+    "judges:monitor_baseline": page(P, LEAD, args={"slug": "monitor"}),
+    "judges:channel_list": page(GP, LEAD),
+    "judges:channel_delete": page(P, LEAD, args={"channel_id": "channel"}),
     "judges:promotion_ci_result": page(G, LEAD, args={"slug": "rubric", "result_id": "ci_result"}),
     "judges:promotion_thresholds": page(P, LEAD, args={"slug": "rubric"}),
     # instance pages: prices are instance-wide, edited by the admin
@@ -417,7 +423,11 @@ def _project_objects(project: Project, *, tag: str, lead: User, reviewer: User) 
     membership = Membership.objects.get(project=project, user=reviewer)
     invitation, link = invitation_create(project=project, invitee=f"{tag}-newcomer", role=Role.REVIEWER, by=lead)
     token, _ = ApiToken.issue(project=project, name=f"{tag}-spare", scopes=[Scope.RUNS_READ], created_by=lead)
-    return {"dataset": dataset, "rubric": rubric, "case": cases[0], "config": config, "run": run, "run2": run2,
+    monitor = Monitor.objects.create(project=project, slug="prod-watch", rubric=rubric, dataset=dataset, seed=1,
+                                     created_by=lead)
+    channel = Channel.objects.create(project=project, name=f"{upper} channel", kind=Channel.Kind.EMAIL,
+                                     addresses=f"{tag}@example.com", created_by=lead)
+    return {"monitor": monitor, "channel": channel, "dataset": dataset, "rubric": rubric, "case": cases[0], "config": config, "run": run, "run2": run2,
             "policy": policy, "ci_result": ci_result, "proposal": proposal, "job": job, "membership": membership,
             "invitation": invitation, "invitation_link": lambda o, link=link: link, "token": token}
 
@@ -441,7 +451,10 @@ def _build_world() -> World:
     only_rubric = Rubric.objects.create(project=a, slug="alpha-only-rubric", name="ALPHA-ONLY second rubric",
                                         criteria="ALPHA-ONLY criteria.")
     only_policy = policy_write(project=a, slug="alpha-only-policy", text="ALPHA-ONLY policy.", by=users["lead_a"])
-    objects["A*"] = {**objects["A"], "dataset": only_dataset, "rubric": only_rubric, "policy": only_policy}
+    only_monitor = Monitor.objects.create(project=a, slug="alpha-only-monitor", rubric=only_rubric,
+                                          dataset=only_dataset, seed=1, created_by=users["lead_a"])
+    objects["A*"] = {**objects["A"], "dataset": only_dataset, "rubric": only_rubric, "policy": only_policy,
+                     "monitor": only_monitor}
     sessions = {}
     for name, user in users.items():
         client = Client()

@@ -171,3 +171,17 @@ def test_the_disputes_page_runs_the_same_queries_however_many_disputes(
     with django_assert_num_queries(10):
         response = lead_client.get(disputes_url(dataset, rubric), query)
     assert len(response.context["page"].object_list) == n
+
+
+def test_a_leads_adjudication_note_is_stored_redacted_when_the_dataset_redacts(dataset, rubric, lead):
+    # A lead's note may quote the case as a reviewer's may: it is stored (so shown and exported) as the case is.
+    from labeling.datasets.services import dataset_set_redaction
+    from labeling.disputes.services import adjudicate
+
+    dataset_set_redaction(dataset=dataset, kinds=["email", "phone"], by=lead)
+    case = make_cases(dataset, 1)[0]
+    adjudicate(case=case, rubric=rubric, verdict="fail", by=lead,
+               note="Customer jane@example.com asked to be called on +1 415 555 0132.")
+    note = Adjudication.objects.get(case=case, rubric=rubric).note
+    assert "jane@example.com" not in note and "555" not in note
+    assert "[EMAIL_1]" in note and "[PHONE_1]" in note
