@@ -30,7 +30,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -134,8 +134,8 @@ class _Batch[K]:
         self.failure: BaseException | None = None
 
     def run(self) -> Iterator[list[tuple[K, Judgment]]]:
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="judge")
-        self.submit: Callable[..., Any] = pool.submit
+        self.pools = [ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="judge")]
+        self.queued: dict[Future, tuple[Callable[..., Any], tuple]] = {}  # submitted, maybe not started yet
         try:
             while True:
                 if self.stop is not None and self.stop.is_set():
@@ -169,7 +169,8 @@ class _Batch[K]:
                     yield out
         finally:
             self.halt.set()
-            pool.shutdown(wait=not self.abandoned, cancel_futures=True)  # a thread past its time is not waited for
+            for pool in self.pools:  # a thread past its time is not waited for
+                pool.shutdown(wait=not self.abandoned, cancel_futures=True)
         if self.failure is not None:
             raise self.failure
 
@@ -304,9 +305,24 @@ class _Batch[K]:
     def _halted(self) -> bool:
         return self.halt.is_set() or (self.stop is not None and self.stop.is_set())
 
+    def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        future = self.pools[-1].submit(fn, *args)
+        self.queued[future] = (fn, args)
+        future.add_done_callback(lambda done: self.queued.pop(done, None))
+
+    def _replace_pool(self) -> None:
+        """A fresh pool for what has not started: the threads of abandoned judgments stay taken until they return,
+        and work queued behind them would never start (nor ever be given up, having no start time)."""
+        self.pools.append(ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="judge"))
+        for future, (fn, args) in list(self.queued.items()):
+            if future.cancel():
+                self.queued.pop(future, None)
+                self.submit(fn, *args)
+
     def _give_up_overdue(self) -> None:
         """Judgments running past their engine's time limit: not evaluated, and no longer waited for."""
         now = time.monotonic()
+        abandoned = len(self.abandoned)
         for ident, (item, since) in list(self.started.items()):
             limit = item.engine.time_limit_s
             if now - since <= limit or ident in self.abandoned:
@@ -322,6 +338,8 @@ class _Batch[K]:
                 reason=f"timeout: the judgment exceeded its time ({limit:.0f} s) and was not evaluated",
                 latency_ms=int((now - since) * 1000),
             )))
+        if len(self.abandoned) > abandoned:
+            self._replace_pool()
 
     def _judge_task(self, item: _Item[K]) -> None:
         if self._halted():
