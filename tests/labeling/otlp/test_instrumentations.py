@@ -31,9 +31,11 @@ OLDER = {
                          "opentelemetry-sdk==1.38.0", "opentelemetry-exporter-otlp-proto-http==1.38.0",
                          "opentelemetry-instrumentation==0.59b0", "opentelemetry-semantic-conventions==0.59b0"),
 }
-# What pip says when it cannot reach the registry: only then is the test skipped.
+# What pip says when it cannot reach the registry: only then is the test skipped. ("versions: none": the index
+# in use lists none of a pinned release's versions, all on PyPI, so it is not PyPI or not reached.)
 UNREACHABLE = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
-               "Name or service not known", "ConnectTimeout", "ReadTimeout", "ProxyError", "Network is unreachable")
+               "Name or service not known", "ConnectTimeout", "ReadTimeout", "ProxyError", "Network is unreachable",
+               "(from versions: none)")
 
 
 def older_release_path(kind: str) -> str:
