@@ -16,7 +16,8 @@ the second answers in text. Instrumentations:
   (OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental, capture SPAN_ONLY); `openai-v2-events`: the same
   package's event form (2.3b0 with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true), messages as
   log records; the retrieval step is a GenAI `retrieval` span;
-- `openllmetry`: Traceloop's opentelemetry-instrumentation-openai.
+- `openllmetry`: Traceloop's opentelemetry-instrumentation-openai; `openllmetry-0.47`: the same, its 0.47.5
+  release on the OpenTelemetry stack of its day (the test puts that stack first on the path).
 """
 
 import argparse
@@ -124,7 +125,7 @@ def main() -> None:
 
         OpenAIV2Instrumentor().instrument(tracer_provider=provider, logger_provider=logger_provider)
         tracer = provider.get_tracer("shopnest")
-    elif kind == "openllmetry":
+    elif kind.startswith("openllmetry"):
         from opentelemetry.instrumentation.openai import OpenAIInstrumentor as OpenLLMetryInstrumentor
 
         OpenLLMetryInstrumentor().instrument(tracer_provider=provider)

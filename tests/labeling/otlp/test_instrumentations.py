@@ -5,6 +5,7 @@ the order made with their results, and the retrieved documents' text as context 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,25 +18,40 @@ from tests.conftest import store_project
 from tests.labeling.otlp.agent import ANSWER, DOCUMENTS, MODEL, QUESTION, expected_calls, script
 
 ROOT = Path(__file__).resolve().parents[3]
-# Older releases teams still run, each installed beside the dev extra's (one environment holds one version) in
-# a folder of its own, first on the agent's path: opentelemetry-instrumentation-openai-v2 2.3b0, whose message
-# content goes out as log records, with the wrapt it was made for (wrapt 2 renamed the argument it passes).
-# (OpenLLMetry 0.47.5 cannot be run so: it needs an OpenTelemetry API older than the SDK's, with
-# opentelemetry._events.)
+# Older releases teams still run, each installed in a folder of its own, first on the agent's path (one
+# environment holds one version of a package), once: the folder is kept between runs.
 OLDER = {
-    "openai-v2-events": ("opentelemetry-instrumentation-openai-v2==2.3b0", "wrapt<2"),
+    # opentelemetry-instrumentation-openai-v2 2.3b0, whose message content goes out as log records, with the
+    # wrapt it was made for (wrapt 2 renamed the argument it passes); its other dependencies are the environment's.
+    "openai-v2-events": ("--no-deps", "opentelemetry-instrumentation-openai-v2==2.3b0", "wrapt<2"),
+    # OpenLLMetry 0.47.5 sends through opentelemetry._events, gone from the API since 1.44: so the whole
+    # OpenTelemetry stack of its day (1.38.0 / 0.59b0, October 2025) with the dependencies it resolves to,
+    # the official OTLP/HTTP exporter included. It runs on the environment's `openai`.
+    "openllmetry-0.47": ("opentelemetry-instrumentation-openai==0.47.5", "opentelemetry-api==1.38.0",
+                         "opentelemetry-sdk==1.38.0", "opentelemetry-exporter-otlp-proto-http==1.38.0",
+                         "opentelemetry-instrumentation==0.59b0", "opentelemetry-semantic-conventions==0.59b0"),
 }
+# What pip says when it cannot reach the registry: only then is the test skipped. ("versions: none": the index
+# in use lists none of a pinned release's versions, all on PyPI, so it is not PyPI or not reached.)
+UNREACHABLE = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name resolution",
+               "Name or service not known", "ConnectTimeout", "ReadTimeout", "ProxyError", "Network is unreachable",
+               "(from versions: none)")
 
 
 def older_release_path(kind: str) -> str:
-    """A folder holding the older release (its other dependencies are the environment's), installed once."""
+    """A folder holding the older release, installed once (again when its requirements change)."""
     target = ROOT / "var" / "test-packages" / kind
-    if not (target / "installed").exists():
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
-                               str(target), *OLDER[kind]], capture_output=True, text=True, timeout=300)
+    marker = target / "installed"
+    wanted = " ".join(OLDER[kind])
+    if not marker.exists() or marker.read_text() != wanted:
+        shutil.rmtree(target, ignore_errors=True)  # a half-made or outdated folder would be mixed in
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target),
+                               *OLDER[kind]], capture_output=True, text=True, timeout=600)
         if done.returncode:
-            pytest.skip(f"{' '.join(OLDER[kind])} could not be installed: {done.stderr[-300:]}")
-        (target / "installed").touch()
+            if any(sign in done.stderr for sign in UNREACHABLE):
+                pytest.skip(f"the package registry is unreachable, so {wanted} could not be installed")
+            pytest.fail(f"{wanted} could not be installed: {done.stderr[-2000:]}")
+        marker.write_text(wanted)
     return str(target)
 
 
@@ -50,6 +66,12 @@ def run_agent(kind: str, *, live_server, fake_provider, token: str, dataset, run
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     if kind in OLDER:
         env["PYTHONPATH"] = f"{older_release_path(kind)}{os.pathsep}{ROOT}"
+        # The agent must run the folder's releases, not the environment's newer ones of the same name.
+        pinned = dict(requirement.split("==") for requirement in OLDER[kind] if "==" in requirement)
+        found = subprocess.run([sys.executable, "-c", "import sys, importlib.metadata as m; "
+                                "print(*(m.version(name) for name in sys.argv[1:]))", *pinned],
+                               capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+        assert found.stdout.split() == list(pinned.values()), found.stderr[-3000:]
     done = subprocess.run(
         [sys.executable, "-m", "tests.labeling.otlp.agent", "--instrumentation", kind,
          "--openai-url", fake_provider.openai_base_url, "--traces-url", f"{live_server.url}/api/otlp/v1/traces",
@@ -62,9 +84,9 @@ def run_agent(kind: str, *, live_server, fake_provider, token: str, dataset, run
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", ["openinference-tools", "openinference", "openai-v2", "openai-v2-events",
-                                  "openllmetry"])
+                                  "openllmetry", "openllmetry-0.47"])
 def test_each_instrumentations_traces_become_whole_cases(kind, live_server, fake_provider, dataset, token):
-    runs = 2
+    runs = 12  # the issue's twelve traces per instrumentation
     trace_ids = run_agent(kind, live_server=live_server, fake_provider=fake_provider, token=token, dataset=dataset,
                           runs=runs)
 
