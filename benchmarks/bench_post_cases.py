@@ -133,7 +133,7 @@ def post(results, cases, base: str, token: str, ref: str) -> dict:
     started = time.perf_counter()
     try:
         post_cases(results, cases, server=base, dataset="ci-traffic", token=token,
-                   source=CaseSource(ref=ref, branch="main", run_url=None), repeats=1, out=out)
+                   source=CaseSource(ref=ref, branch="main", run_url=None), repeats=1, out=out, queues={})
     finally:
         seconds = time.perf_counter() - started
         posting.post_case_chunk = real

@@ -41,7 +41,7 @@ from judges.engine import FolderCache
 from judges.engine.folder_cache import MIN_KEY_BYTES
 from judges.gate import VERSION
 from judges.gate.comment import KINDS as COMMENT_KINDS
-from judges.gate.comment import comment_on_request, links_of
+from judges.gate.comment import Links, comment_on_request
 from judges.gate.config import (
     ENV_ALLOW_ENV,
     STAGES,
@@ -73,6 +73,7 @@ from judges.gate.posting import (
     CaseSource,
     changes_against_base,
     check_post_scopes,
+    ci_result_pages,
     default_base_ref,
     post_cases,
     resolve_ref,
@@ -80,6 +81,7 @@ from judges.gate.posting import (
 )
 from judges.gate.report import (
     BaseChanges,
+    ci_context,
     junit_xml,
     results_payload,
     write_github_annotations,
@@ -353,17 +355,16 @@ def _check(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     write_summary(results, code, sys.stdout, against_base=against_base)
     if github:
         write_github_annotations(results, sys.stdout)
+    links = Links(run_url=ci_context(env)["run_url"], post_asked=bool(args.post))
     try:
         _report(args, token, results, code, cases=cases, env=env, server=server, ref=ref, against_base=against_base,
-                project=project)
+                project=project, links=links)
     except ConfigError as exc:
         problems.append(exc)
     if args.comment:
         sys.stdout.flush()
         comment_on_request(args.comment, results, code, tier=args.tier, env=env, against_base=against_base,
-                           max_cost_usd=args.max_cost_usd,
-                           links=links_of(env, urls=(server, args.config, args.post), project=project,
-                                          dataset=args.post_cases))
+                           max_cost_usd=args.max_cost_usd, links=links)
     if problems:
         # A report asked for (a comparison, a file, a post) that could not be made is a config error the
         # pipeline must see.
@@ -422,8 +423,9 @@ def _against_base(
 def _report(
     args: argparse.Namespace, token: str | None, results: list[RubricResult], code: int, *,
     cases: list[dict], env: Mapping[str, str], server: str | None, ref: str | None,
-    against_base: dict[str, BaseChanges] | None, project: str | None = None,
+    against_base: dict[str, BaseChanges] | None, project: str | None, links: Links,
 ) -> None:
+    """The reports asked for; `links` gets the pages the server names for what was posted, as each post succeeds."""
     if env.get("GITHUB_STEP_SUMMARY"):
         write_step_summary(results, code, env["GITHUB_STEP_SUMMARY"], against_base=against_base)
     if args.junit:
@@ -435,13 +437,16 @@ def _report(
     if args.post:
         sys.stdout.flush()
         assert token is not None  # _check refuses --post without a token
-        post_results(args.post, token, results_payload(results, per_case=True, **common))
+        answer = post_results(args.post, token, results_payload(results, per_case=True, **common))
+        links.result_pages = ci_result_pages(answer)
         print(f"evalhub-gate: results posted to {one_line(args.post)}", file=sys.stdout)
+        for slug, page in links.result_pages.items():
+            print(f"evalhub-gate: CI result of {one_line(slug, 80)}: {one_line(page, 300)}", file=sys.stdout)
     if server is not None and ref is not None:
         sys.stdout.flush()
         assert token is not None  # _check refuses --post-cases without a token
         post_cases(results, cases, server=server, dataset=args.post_cases, token=token,
-                   source=CaseSource.of(ref, env), repeats=args.repeats, out=sys.stdout)
+                   source=CaseSource.of(ref, env), repeats=args.repeats, out=sys.stdout, queues=links.queues)
 
 
 def _write(path: str, data: bytes) -> None:

@@ -21,13 +21,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, TextIO
 
 from judges.gate import VERSION
 from judges.gate.judging import OVERALL, RubricResult
 from judges.gate.messages import one_line
-from judges.gate.report import MAX_LISTED_CASES, BaseChanges, ci_context, markdown_text, totals, workflow_command
+from judges.gate.report import MAX_LISTED_CASES, BaseChanges, markdown_text, totals, workflow_command
 
 KINDS = ("github", "gitlab")
 GITLAB_TOKEN_ENV = "EVALHUB_GITLAB_TOKEN"
@@ -43,15 +43,17 @@ class CommentError(Exception):
     """Why the comment was not posted; said as a warning."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Links:
-    """Where the comment points: the pipeline's run, the evalhub server, its project and the dataset that
-    received the cases (`--post-cases`), each None when unknown."""
+    """Where the comment points: the pipeline's run, and the pages evalhub's answers named as the check posted,
+    filled in as each post succeeds: per rubric slug, the page of its stored CI result (`--post`) and the queue
+    where its posted cases are labelled (`--post-cases`)."""
 
     run_url: str | None
-    server: str | None
-    project: str | None
-    dataset: str | None
+    post_asked: bool = False
+    # None: the results were not posted (not asked, or the post failed); {}: posted to a server naming no page.
+    result_pages: dict[str, str] | None = None
+    queues: dict[str, str] = field(default_factory=dict)
 
 
 def marker(results: Sequence[RubricResult], tier: str) -> str:
@@ -66,14 +68,6 @@ def _safe_url(url: str | None) -> str | None:
     if not url or not url.startswith(("https://", "http://")) or not url.isascii() or not url.isprintable():
         return None
     return None if any(c in url for c in " ()<>[]\"'`") else url
-
-
-def _page(links: Links, *parts: str) -> str | None:
-    """A page of the evalhub server under the project: /p/<project>/<parts…>/."""
-    if not (links.server and links.project):
-        return None
-    path = "/".join(urllib.parse.quote(part, safe="") for part in ("p", links.project, *parts))
-    return _safe_url(f"{links.server.rstrip('/')}/{path}/")
 
 
 def _rate(r: RubricResult) -> str:
@@ -94,22 +88,32 @@ def comment_body(
     against_base: Mapping[str, BaseChanges] | None = None, max_cost_usd: float | None = None,
 ) -> str:
     """The comment: the outcome per rubric, the new failures against the base ref, the corrected pass rate with
-    its interval, the cost, and links to the run and to the cases to label."""
+    its interval, the cost, and links to the pipeline run, to evalhub's record of this run (each rubric's CI
+    result page) and to the cases to label."""
     against_base = against_base or {}
     lines = [marker(results, tier), f"### evalhub-gate: {OVERALL[code].replace('_', ' ')} (exit {code})", ""]
     if tier != "default":
         lines += [f"Judged with each rubric's {markdown_text(tier, 20)} tier.", ""]
+    # A column of queue links only when cases were posted for labelling.
+    queues = {slug: url for slug, url in links.queues.items() if _safe_url(url)}
     lines += ["| rubric | stage | outcome | pass | fail | not evaluated | new failures vs base | "
-              "agent's pass rate (95 % CI) | cost |",
-              "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+              "agent's pass rate (95 % CI) | cost |" + (" to label |" if queues else ""),
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |" + (" --- |" if queues else "")]
     for r in results:
         changes = against_base.get(r.rubric.slug)
         new = "-" if changes is None else str(len(changes.new_failures))
         slug = markdown_text(r.rubric.slug, 80)
-        page = _page(links, "rubrics", r.rubric.slug, "promotion")
+        # The rubric links to evalhub's record of this run: its CI result page, as the server named it.
+        page = _safe_url((links.result_pages or {}).get(r.rubric.slug))
+        queue = queues.get(r.rubric.slug)
+        to_label = (f" [cases]({queue}) |" if queue else " - |") if queues else ""
         lines.append(f"| {f'[{slug}]({page})' if page else slug} | {r.rubric.stage} | {r.outcome.replace('_', ' ')} | "
                      f"{r.passed} | {r.failed} | {r.not_evaluated} | {new} | {_rate(r)} | "
-                     f"{_cost(r.budget['cost_usd'])} |")
+                     f"{_cost(r.budget['cost_usd'])} |{to_label}")
+    if links.result_pages is None:
+        why = ("could not be posted to evalhub (the job's log says why)" if links.post_asked
+               else "were not posted to evalhub (no `--post`)")
+        lines += ["", f"This run's results {why}: it has no page there."]
     spent = totals(results)
     cap = "" if max_cost_usd is None else f" of a ${max_cost_usd:.2f} cap"
     lines += ["", f"Cost: {_cost(spent['cost_usd'])}{cap}, {spent['calls']} calls, {spent['cache_hits']} cache hits. "
@@ -132,16 +136,8 @@ def comment_body(
             lines.append(f"- … and {len(failing) - LISTED_PER_RUBRIC} more (the run's summary lists up to "
                          f"{MAX_LISTED_CASES})")
         lines += ["", "</details>", ""]
-    shown = []
     if _safe_url(links.run_url):
-        shown.append(f"[the pipeline run]({links.run_url})")
-    if links.dataset:
-        for r in results:
-            queue = _page(links, "label", links.dataset, r.rubric.slug)
-            if queue:
-                shown.append(f"[cases to label: {markdown_text(r.rubric.slug, 80)}]({queue})")
-    if shown:
-        lines += [" · ".join(shown), ""]
+        lines += [f"[the pipeline run]({links.run_url})", ""]
     lines.append(f"<sub>evalhub-gate {VERSION}: this comment is updated on each push.</sub>")
     body = "\n".join(lines)
     return body if len(body) <= MAX_BODY_CHARS else body[:MAX_BODY_CHARS] + "\n\n(cut: see the pipeline run)"
@@ -266,19 +262,6 @@ def post_gitlab(body: str, env: Mapping[str, str]) -> str:
 
 class _NotAPullRequest(CommentError):
     """Nothing to comment on (a push pipeline): said, not warned."""
-
-
-def links_of(env: Mapping[str, str], *, urls: Sequence[str | None], project: str | None,
-             dataset: str | None) -> Links:
-    """The links of the comment: the evalhub server is the origin of the first http(s) URL given (--server,
-    --config, --post)."""
-    server = None
-    for url in urls:
-        if url and url.startswith(("http://", "https://")):
-            parts = urllib.parse.urlsplit(url)
-            server = f"{parts.scheme}://{parts.netloc}"
-            break
-    return Links(run_url=ci_context(env)["run_url"], server=server, project=project, dataset=dataset)
 
 
 def comment_on_request(

@@ -116,11 +116,21 @@ def chunk_body(result: RubricResult, cases: Mapping[str, dict[str, Any]], source
     }
 
 
+def ci_result_pages(answer: Any) -> dict[str, str]:
+    """{rubric slug: its CI result's page} from the answer of POST /api/ci-results (an older server names none)."""
+    stored = answer.get("stored") if isinstance(answer, dict) else None
+    if not isinstance(stored, list):
+        return {}
+    return {item["rubric"]: item["url"] for item in stored
+            if isinstance(item, dict) and isinstance(item.get("rubric"), str) and isinstance(item.get("url"), str)}
+
+
 def post_cases(
     results: Sequence[RubricResult], cases: Sequence[dict[str, Any]], *, server: str, dataset: str, token: str,
-    source: CaseSource, repeats: int, out: TextIO, chunk_cases: int = CHUNK_CASES,
+    source: CaseSource, repeats: int, out: TextIO, queues: dict[str, str], chunk_cases: int = CHUNK_CASES,
 ) -> None:
-    """Post each rubric's judged cases, a chunk per request; print what each rubric's CI run became.
+    """Post each rubric's judged cases, a chunk per request; print what each rubric's CI run became, and put in
+    `queues` the queue where they are labelled, as the server names it (filled as each rubric's cases are posted).
 
     A refused or failed chunk stops the posting: the server wrote nothing of that chunk, and the error
     says which chunks were written before it (posting the same ref again completes the run: what was
@@ -131,7 +141,7 @@ def post_cases(
         slug = one_line(result.rubric.slug, 80)
         starts = range(0, len(result.cases), chunk_cases)
         totals = {"created": 0, "updated": 0, "unchanged": 0}
-        run = None
+        run = queue = None
         for index, start in enumerate(starts, start=1):
             what = f"posting the cases of {slug}: chunk {index} of {len(starts)}"
             body = chunk_body(result, by_id, source, repeats, start, chunk_cases)
@@ -142,12 +152,15 @@ def post_cases(
                     f"{exc} (nothing of this chunk was written; {start} case(s) of {slug} were posted before "
                     f"it, in {index - 1} chunk(s); post the same ref again to finish)"
                 ) from None
-            run = answer.get("run")
+            run, queue = answer.get("run"), answer.get("queue_url")
             for name in totals:
                 totals[name] += int(answer.get(name) or 0)
         print(f"evalhub-gate: posted {len(result.cases)} case(s) of {slug} to dataset {one_line(dataset, 80)} "
               f"as CI run {run} of ref {one_line(source.ref, 80)}: {totals['created']} new, {totals['updated']} "
               f"changed, {totals['unchanged']} already there", file=out)
+        if isinstance(queue, str):
+            queues[result.rubric.slug] = queue
+            print(f"evalhub-gate: cases of {slug} to label: {one_line(queue, 300)}", file=out)
 
 
 def changes_against_base(

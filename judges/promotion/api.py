@@ -1,6 +1,7 @@
 """The gate config and CI results API, for CI holding a `gates:read` / `results:write` token."""
 
 from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
 
 from evalhub.access import bounded_body, gunzipped, method_not_allowed, token_required
 from evalhub.models import Scope
@@ -32,8 +33,10 @@ def ci_results_create(request: HttpRequest) -> JsonResponse:
     """POST /api/ci-results: what `evalhub-gate check --post` sends (plain or gzip JSON); kept per rubric of the
     token's project.
 
-    201 with the stored ids, or 400 with every error as {"field", "message"} (403 for results of another project
-    than the token's); nothing is stored then.
+    201 with what was stored, per rubric: its slug, the CiResult's id, its outcome and `url`, the absolute address
+    of its page (as the request reached the server: right behind a proxy that forwards Host and the scheme); or
+    400 with every error as {"field", "message"} (403 for results of another project than the token's), nothing
+    stored then.
     """
     if request.method != "POST":
         return method_not_allowed("POST")
@@ -63,7 +66,9 @@ def ci_results_create(request: HttpRequest) -> JsonResponse:
         stored = ci_results_store(project=request.project, payload=payload, token_name=request.api_token.name)
     except CiResultsRejected as rejected:
         return JsonResponse({"errors": rejected.errors}, status=rejected.status)
-    return JsonResponse(
-        {"stored": [{"rubric": result.rubric.slug, "id": result.pk, "outcome": result.outcome} for result in stored]},
-        status=201,
-    )
+    return JsonResponse({"stored": [
+        {"rubric": result.rubric.slug, "id": result.pk, "outcome": result.outcome,
+         "url": request.build_absolute_uri(reverse("judges:promotion_ci_result", kwargs={
+             "project": request.project.slug, "slug": result.rubric.slug, "result_id": result.pk}))}
+        for result in stored
+    ]}, status=201)

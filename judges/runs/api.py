@@ -3,6 +3,7 @@ a base ref's verdicts (a token with cases:write and results:write)."""
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
 
 from evalhub.access import bounded_body, token_required
 from evalhub.models import Scope
@@ -19,9 +20,10 @@ def _errors(status: int, message: str) -> JsonResponse:
 def ci_runs(request: HttpRequest, slug: str) -> HttpResponse:
     """/api/datasets/<slug>/ci-runs: POST one chunk of judged cases; GET ?ref=&config_hash= a CI run's verdicts.
 
-    POST answers 201 with the run and what became of the cases, or 400 (404 for an unknown judge, 409 for
-    repeats that differ from the ref's first post) with every error as {"index", "field", "message"}:
-    nothing of the chunk is written then.
+    POST answers 201 with the run, what became of the cases and `queue_url`, the absolute address of the labelling
+    queue of this dataset and the chunk's rubric (where the posted cases are labelled); or 400 (404 for an unknown
+    judge, 409 for repeats that differ from the ref's first post) with every error as {"index", "field",
+    "message"}: nothing of the chunk is written then.
     """
     dataset = request.project.datasets.filter(slug=slug).first()  # the token's project's: another's is unknown here
     if dataset is None:
@@ -52,6 +54,8 @@ def ci_runs(request: HttpRequest, slug: str) -> HttpResponse:
         return JsonResponse({"errors": rejected.errors}, status=rejected.status)
     return JsonResponse(
         {"run": stored.run.pk, "created": stored.created, "updated": stored.updated, "unchanged": stored.unchanged,
-         "judgments": stored.judgments},
+         "judgments": stored.judgments,
+         "queue_url": request.build_absolute_uri(reverse("labeling:queue", kwargs={
+             "project": request.project.slug, "slug": dataset.slug, "rubric_slug": stored.run.config.rubric.slug}))},
         status=201,
     )

@@ -16,12 +16,13 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from django.urls import resolve
+from django.conf import settings
+from django.test import Client
 
 from evalhub.models import ApiToken, Role, Scope
 from judges.configs.services import judge_config_save
@@ -209,7 +210,24 @@ def world(settings, fake_provider):
     Rubric.objects.filter(pk=rubric.pk).update(stage=Rubric.Stage.GATE)
     token = ApiToken.issue(project=store_project(), name="ci",
                            scopes=[Scope.GATES_READ, Scope.RESULTS_WRITE, Scope.CASES_WRITE], created_by=lead)[1]
-    return {"token": token, "rubric": rubric, "fake": fake_provider}
+    return {"token": token, "rubric": rubric, "fake": fake_provider, "lead": lead}
+
+
+def opened_as(user, url: str) -> tuple[int, str]:
+    """GET an absolute URL of the live server with the user's session: the status and the page."""
+    client = Client()
+    client.force_login(user)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    request = urllib.request.Request(url, headers={"Cookie": cookie})
+    with urllib.request.build_opener(NoRedirect).open(request, timeout=30) as response:
+        return response.status, response.read().decode()
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect (to the login page, say) is the answer itself, not followed."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
 
 
 AGENT = """python - <<'EOF'
@@ -243,13 +261,19 @@ def test_the_action_judges_writes_the_summary_and_keeps_one_comment_updated(ligh
         assert code == 0 and outputs["gate"]["exit-code"] == "0", log
         assert "### evalhub-gate: pass (exit 0)" in summary
         [comment] = forge.comments[("acme/agent", 7)]
-        page = f"{live_server.url}/p/store/rubrics/return-policy/promotion/"
-        assert f"| [return-policy]({page}) | gate | pass | 3 | 0 | 0 | - |" in comment["body"]
-        assert f"[cases to label: return-policy]({live_server.url}/p/store/label/store-support/return-policy/)" \
-            in comment["body"]
-        # The links are the server's own pages: the rubric's promotion page and its labelling queue.
-        assert resolve(urlsplit(page).path).view_name == "judges:promotion_rubric"
-        assert resolve("/p/store/label/store-support/return-policy/").view_name == "labeling:queue"
+        # The rubric's row links to evalhub's record of this run (its CI result page, as the server's answer to
+        # --post named it) and to the queue of the cases it posted for labelling (--post-cases).
+        [first] = CiResult.objects.filter(rubric=world["rubric"])
+        page = f"{live_server.url}/p/store/rubrics/return-policy/promotion/ci-results/{first.pk}/"
+        queue = f"{live_server.url}/p/store/label/store-support/return-policy/"
+        assert (f"| [return-policy]({page}) | gate | pass | 3 | 0 | 0 | - |" in comment["body"]
+                and comment["body"].count(f"| [cases]({queue}) |") == 1), comment["body"]
+        assert "not posted" not in comment["body"]
+        assert f"CI result of return-policy: {page}" in log and f"cases of return-policy to label: {queue}" in log
+        # Both resolve for the project's lead, over HTTP, as a reviewer following the link would.
+        status, html = opened_as(world["lead"], page)
+        assert status == 200 and 'commit <span class="mono">sha-1</span>' in html
+        assert opened_as(world["lead"], queue)[0] == 200
         # The agent ran without a secret of the gate's.
         agent_env = set(json.loads((tmp_path / "agent-env.json").read_text()))
         assert not agent_env & {"EVALHUB_TOKEN", "EVALHUB_CACHE_KEY", "GITHUB_TOKEN"}
@@ -264,7 +288,11 @@ def test_the_action_judges_writes_the_summary_and_keeps_one_comment_updated(ligh
         assert world["token"] not in log + summary and GITHUB_TOKEN not in log
         [again] = forge.comments[("acme/agent", 7)]
         assert again["id"] == comment["id"] and "### evalhub-gate: fail (exit 1)" in again["body"]
+        [second] = CiResult.objects.filter(rubric=world["rubric"]).exclude(pk=first.pk)
+        page = f"{live_server.url}/p/store/rubrics/return-policy/promotion/ci-results/{second.pk}/"
         assert f"| [return-policy]({page}) | gate | fail | 2 | 1 | 0 | 1 |" in again["body"]
+        status, html = opened_as(world["lead"], page)
+        assert status == 200 and 'commit <span class="mono">sha-2</span>' in html
         assert "Passed at sha-1 and fail now: pr-2" in again["body"]
         assert [r.method for r in forge.writes()] == ["POST", "PATCH"]
         assert CiResult.objects.filter(rubric=world["rubric"]).count() == 2  # post-results: on by default

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from judges.engine import JudgeConfig
+from judges.gate.posting import ci_result_pages
 from judges.gate.rates import corrected_rate
 from tests.judges.gate.forge_stand_in import GITHUB_TOKEN, GITLAB_TOKEN, GITLAB_USER, ForgeServer
 
@@ -72,22 +73,27 @@ def gate(pipeline, answers: list[str], *args: str, env: dict[str, str]) -> subpr
 
 def test_it_comments_once_and_updates_that_comment_on_the_next_push(forge, pipeline):
     env = github_env(forge, pipeline)
-    done = gate(pipeline, ["[1]", "[2]", "nope"], "--comment", "github", env=env)
-    assert done.returncode == 1, done.stdout + done.stderr  # the gate-stage rubric failed on pr-2
+    # Twelve answers, two of them no JSON array (pr-10, pr-11): enough cases (10) for a corrected pass rate.
+    done = gate(pipeline, ["[1]"] * 10 + ["nope", "nope"], "--comment", "github", env=env)
+    assert done.returncode == 1, done.stdout + done.stderr  # the gate-stage rubric failed on pr-10 and pr-11
     assert "commented on pull request #7" in done.stdout and "warning" not in done.stderr
     [comment] = forge.comments[("acme/agent", 7)]
     body = comment["body"]
     assert body.startswith("<!-- evalhub-gate comment ") and "### evalhub-gate: fail (exit 1)" in body
     rows = {line.split(" | ")[0].strip("| "): line for line in body.splitlines() if line.startswith("| ")}
-    assert "| structured | gate | fail | 2 | 1 | 0 | - |" in rows["structured"]
-    assert "| lists | warn | warning | 2 | 1 | 0 | - |" in rows["lists"]
-    # The corrected rate and its interval are the gate's own figures for 2 of 3 judged passing.
-    figures = corrected_rate(passed=2, failed=1, counts=COUNTS)
+    assert "| structured | gate | fail | 10 | 2 | 0 | - |" in rows["structured"]
+    assert "| lists | warn | warning | 10 | 2 | 0 | - |" in rows["lists"]
+    # The corrected rate and its interval are the gate's own figures for 10 of 12 judged passing.
+    figures = corrected_rate(passed=10, failed=2, counts=COUNTS,
+                             calibration=rubric("structured", "gate")["calibration"])
     low, high = figures["ci95"]
     assert f"{figures['estimate'] * 100:.1f} % ({low * 100:.1f}–{high * 100:.1f} %)" in rows["structured"]
     assert "$0.0000" in rows["structured"] and "Cost: $0.0000, 0 calls" in body
     assert "[the pipeline run](https://github.example/acme/agent/actions/runs/4242)" in body
-    assert "- pr-2" in body
+    # Without --post evalhub keeps no record of this run: said, and no row links anywhere else instead.
+    assert "This run's results were not posted to evalhub (no `--post`): it has no page there." in body
+    assert "](http" not in "".join(rows.values())
+    assert "- pr-10\n- pr-11" in body
     first = [(r.method, r.path) for r in forge.requests]
     assert first == [("GET", "/repos/acme/agent/issues/7/comments"), ("POST", "/repos/acme/agent/issues/7/comments")]
 
@@ -228,3 +234,24 @@ def test_an_answer_of_an_unexpected_shape_is_a_warning_too(forge, pipeline):
     done = gate(pipeline, ["nope"], "--comment", "github", env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "comment was not posted: unexpected ValueError" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_results_that_could_not_be_posted_are_said_so_and_the_comment_still_goes(forge, pipeline):
+    # Nothing listens on port 9: the post fails, the gate says so (exit 2), and the comment names no evalhub page.
+    done = gate(pipeline, ["[1]"], "--comment", "github", "--token", "t" * 40, "--post",
+                "http://127.0.0.1:9/api/ci-results", env=github_env(forge, pipeline))
+    assert done.returncode == 2, done.stdout + done.stderr
+    [comment] = forge.comments[("acme/agent", 7)]
+    assert ("This run's results could not be posted to evalhub (the job's log says why): it has no page there."
+            in comment["body"])
+    assert "| structured | gate | pass |" in comment["body"]
+
+
+def test_the_pages_are_read_from_the_answer_and_an_older_servers_answer_names_none():
+    answer = {"stored": [{"rubric": "structured", "id": 12, "outcome": "pass",
+                          "url": "https://evalhub.example/p/store/rubrics/structured/promotion/ci-results/12/"},
+                         {"rubric": "lists", "id": 13, "outcome": "warning"}, "junk", {"rubric": 7, "url": "x"}]}
+    assert ci_result_pages(answer) == {
+        "structured": "https://evalhub.example/p/store/rubrics/structured/promotion/ci-results/12/"}
+    assert ci_result_pages({"stored": [{"rubric": "lists", "id": 13, "outcome": "warning"}]}) == {}
+    assert ci_result_pages({}) == {} and ci_result_pages([]) == {} and ci_result_pages({"stored": 5}) == {}

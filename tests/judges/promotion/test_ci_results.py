@@ -44,11 +44,32 @@ def test_it_stores_one_result_per_rubric(client, rubric, ci_token):
     response = post(client, payload(), ci_token)
     assert response.status_code == 201
     result = CiResult.objects.get()
-    assert response.json() == {"stored": [{"rubric": rubric.slug, "id": result.pk, "outcome": "fail"}]}
+    page = f"http://testserver/p/{TEST_PROJECT}/rubrics/{rubric.slug}/promotion/ci-results/{result.pk}/"
+    # The fields an older command reads are unchanged; `url` is added: the stored result's page.
+    assert response.json() == {"stored": [{"rubric": rubric.slug, "id": result.pk, "outcome": "fail", "url": page}]}
     assert (result.rubric, result.stage, result.outcome, result.exit_code) == (rubric, "gate", "fail", 1)
     assert (result.passed, result.failed, result.not_evaluated, result.total) == (38, 1, 1, 40)
     assert (result.commit, result.ref, result.token_name) == ("0123456789abcdef", "main", "github-actions")
     assert result.failed_cases == ["case-007"] and result.config_hash == HASH
+
+
+def test_the_answer_names_the_results_page_as_the_request_reached_the_server(client, settings, lead, rubric,
+                                                                            ci_token):
+    # Behind a proxy that ends TLS and forwards Host and the scheme (docs/serving.md): the address clients use.
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    settings.ALLOWED_HOSTS = ["evalhub.example.com"]
+    response = client.post(reverse("judges:api_ci_results"), data=json.dumps(payload()),
+                           content_type="application/json", headers={"Authorization": f"Bearer {ci_token}"},
+                           HTTP_HOST="evalhub.example.com", HTTP_X_FORWARDED_PROTO="https")
+    assert response.status_code == 201, response.content
+    [stored] = response.json()["stored"]
+    assert stored["url"] == (f"https://evalhub.example.com/p/{TEST_PROJECT}/rubrics/{rubric.slug}/promotion/"
+                             f"ci-results/{stored['id']}/")
+    # The page it names is this result's, for the project's lead.
+    client.force_login(lead)
+    page = client.get(f"/p/{TEST_PROJECT}/rubrics/{rubric.slug}/promotion/ci-results/{stored['id']}/",
+                      HTTP_HOST="evalhub.example.com", HTTP_X_FORWARDED_PROTO="https")
+    assert page.status_code == 200 and page.context["result"].pk == stored["id"]
 
 
 def test_it_accepts_the_budget_and_recalibration_fields_the_command_now_sends(client, rubric, ci_token):

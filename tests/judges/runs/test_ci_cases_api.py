@@ -48,7 +48,12 @@ def post(client, token, payload, slug="ci-traffic"):
 def test_it_writes_the_cases_and_the_ci_run_and_a_changed_answer_stops_the_labels_counting(client, world):
     response = post(client, world["token"], body(world["config"]))
     assert response.status_code == 201, response.content
-    assert response.json() | {"run": 0} == {"run": 0, "created": 1, "updated": 0, "unchanged": 0, "judgments": 1}
+    queue = f"http://testserver/p/{world['project'].slug}/label/ci-traffic/safe-actions/"
+    assert response.json() | {"run": 0} == {"run": 0, "created": 1, "updated": 0, "unchanged": 0, "judgments": 1,
+                                            "queue_url": queue}
+    client.force_login(world["lead"])  # the queue it names is the one of these cases, for the project's members
+    assert client.get(queue).status_code == 200
+    client.logout()
     case = Case.objects.get(external_id="abc/c0")
     assert case.split == case_split("c0") and case.metadata["ci"]["external_id"] == "c0"
     label = Label.objects.create(case=case, rubric=world["config"].rubric, reviewer=world["lead"], verdict="pass",
