@@ -35,8 +35,8 @@ def test_it_gives_leads_an_overview_in_constant_queries(lead_client, dataset, ru
     # session, user, the door's membership, rubrics, their evidence events and latest CI results, open disputes,
     # labeling progress, datasets with counts, runs, the runs with an audit sample (no
     # evidence here: its checks add a fixed few; tests/evalhub/test_home.py shows the count does not grow with
-    # rubrics)
-    with django_assert_num_queries(11):
+    # rubrics), and the project's monitors with their newest window (tests/judges/monitoring)
+    with django_assert_num_queries(12):
         body = lead_client.get(reverse("project_home", args=[TEST_PROJECT])).content.decode()
     assert dataset.name in body and rubric.name in body
 

@@ -86,12 +86,12 @@ def world(project, dataset, rubric, reviewer, lead):
                                                              by=lead)
     spare_token, _ = members.token_create(project=project, name="spare", scopes=[Scope.RUNS_READ], by=lead)
     return {"slug": {"datasets": dataset.slug, "rubrics": rubric.slug, "label": dataset.slug,
-                     "policies": policy.slug, "api": dataset.slug},
+                     "policies": policy.slug, "api": dataset.slug, "monitors": "no-such-monitor"},
             "project": project.slug, "membership_id": spare.pk, "invitation_id": invitation.pk,
             "token": invitation_token, "token_id": spare_token.pk,
             "rubric_slug": rubric.slug, "case_id": case.pk, "config_id": config.pk, "run_id": run.pk,
             "price_id": price.pk, "result_id": result.pk, "job_id": job.pk, "kind": "cases", "fmt": "csv",
-            "proposal_id": proposal.pk}
+            "proposal_id": proposal.pk, "channel_id": 999_999}
 
 
 def _url(route: str, world: dict) -> str:

@@ -22,7 +22,8 @@ def _window(rng, n=1000, rate=0.8, probability=0.15):
 def test_it_is_ppi_plus_plus_on_the_labeled_audit_cases():
     f, audited, human, pi = _window(np.random.default_rng(1))
     figures = window_figures(f=f, audited=audited, human=human, probability=pi)
-    reference = ppi_uniform(human[audited], f[audited], f)
+    # The run estimate's rule (docs/estimates.md): the unlabeled side is the cases not drawn.
+    reference = ppi_uniform(human[audited], f[audited], f[~audited])
     assert figures.estimate == pytest.approx(reference.theta)
     assert figures.variance == pytest.approx(reference.variance)
     assert figures.raw == pytest.approx(f.mean())

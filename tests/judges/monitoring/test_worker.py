@@ -110,11 +110,12 @@ def test_three_days_through_the_worker_and_the_reviewers_queue(worker, project, 
     fake_provider.control(rule={"kind": "answer_contains", "text": "ships"})
     dataset, rubric, _ = observed(project=project, lead=lead)
     dataset.reviewers.add(reviewer)
-    monitor = monitor_create(project=project, slug="ships", rubric=rubric, dataset=dataset, sample=0.5,
-                             labels_per_window=8, expected_cases=40, by=lead)
+    # 45 labels asked of 60 cases a day: about 45 drawn (never near the 30 an estimate needs), 15 not.
+    monitor = monitor_create(project=project, slug="ships", rubric=rubric, dataset=dataset, sample=1.0,
+                             labels_per_window=45, expected_cases=60, by=lead)
     today = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0)
     for day in range(3):
-        ingest(dataset, f"d{day}-", 40)
+        ingest(dataset, f"d{day}-", 60)
         Case.objects.filter(dataset=dataset, external_id__startswith=f"d{day}-").update(
             created_at=today - timedelta(days=3 - day))
         monitor_tick(monitor_id=monitor.pk)
