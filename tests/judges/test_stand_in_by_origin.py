@@ -1,0 +1,82 @@
+"""A stand-in is told by where its answers come from, never by a name (issue 45): the scripted stand-in marks every
+answer (judges.testing.fake_provider.STAND_IN_HEADER), the engine notes it on each judgment, the worker records
+it, and the config, run and report pages say so from the runs (the promotion page, from its evidence run:
+tests/judges/promotion/test_stand_in_notes.py). A config named after a real model
+(`gpt-4o-2024-08-06`) reached through an ordinary variable is marked once the stand-in served it; a real-looking
+provider (the stand-in with its mark switched off) is not, even when named "stand-in". All over real HTTP through
+the real worker (Celery eager)."""
+
+import uuid
+
+import pytest
+from django.urls import reverse
+
+from judges.configs import services as config_services
+from judges.engine import judge_case
+from judges.models import Run
+from tests.conftest import TEST_PROJECT
+from tests.judges.helpers import behavioral_spec, semantic_spec
+from tests.judges.promotion_factories import evidence_run
+
+pytestmark = pytest.mark.django_db
+NOTE = 'data-testid="stand-in-note"'
+
+
+@pytest.fixture
+def eager(settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.EVALHUB_CHUNK_CASES = 8
+
+
+def start_run(client, config, capture) -> Run:
+    data = {"dataset": "store-support", "repeats": 1, "concurrency": 2, "spend_cap_usd": "", "start_token": uuid.uuid4()}
+    with capture(execute=True):
+        assert client.post(reverse("judges:run_create", args=[TEST_PROJECT, config.pk]), data).status_code == 302
+    run = Run.objects.order_by("-pk").first()
+    assert run.status == Run.Status.FINISHED and run.done == run.total > 0
+    return run
+
+
+def pages(client, config, run) -> dict[str, str]:
+    get = {
+        "config": reverse("judges:config_detail", args=[TEST_PROJECT, config.pk]),
+        "run": reverse("judges:run_detail", args=[TEST_PROJECT, run.pk]),
+        "report": reverse("judges:run_report", args=[TEST_PROJECT, run.pk]),
+    }
+    return {where: client.get(url).content.decode() for where, url in get.items()}
+
+
+@pytest.mark.parametrize(("model", "marked"), [("gpt-4o-2024-08-06", True), ("stand-in-judge", False)])
+def test_the_badge_comes_from_where_the_answers_came_from(
+    eager, lead_client, rubric, dataset, lead, reviewer, fake_provider, django_capture_on_commit_callbacks,
+    model, marked,
+):
+    # Labeled cases (a report with figures); the stand-in judges them through the ordinary
+    # EVALHUB_JUDGE_OPENAI_URL, with its mark on (gpt-4o…) or off (a real-looking provider named "stand-in").
+    evidence_run(rubric, dataset, lead, reviewer, n=30, wrong=0)
+    fake_provider.control(mark_stand_in=marked)
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(model=model), by=lead)
+    assert "base_url_env" in config.spec and config.spec["base_url_env"] == "EVALHUB_JUDGE_OPENAI_URL"
+    before = lead_client.get(reverse("judges:config_detail", args=[TEST_PROJECT, config.pk])).content.decode()
+    assert NOTE not in before  # before any run, nothing is said rather than guessed
+
+    run = start_run(lead_client, config, django_capture_on_commit_callbacks)
+    assert run.judgments.filter(stand_in=True).count() == (run.done if marked else 0)
+
+    for where, html in pages(lead_client, config, run).items():
+        assert (NOTE in html) is marked, where
+
+
+def test_the_engine_notes_the_mark_on_chat_messages_and_embeddings(fake_provider):
+    case = {"external_id": "c1", "input": "Can I return shoes?", "output": "Yes, within 30 days.",
+            "golden_answer": "Yes, within 30 days."}
+    anthropic = behavioral_spec(provider="anthropic", model="claude-x", base_url_env="EVALHUB_JUDGE_ANTHROPIC_URL")
+    semantic_only = semantic_spec()
+    for spec in (behavioral_spec(model="gpt-4o-2024-08-06"), anthropic, semantic_only):
+        spec = {"rubric": "return-policy", "criteria": "Is the answer right?", **spec}
+        fake_provider.control(mark_stand_in=True)
+        marked = judge_case(case, spec, 1)
+        fake_provider.control(mark_stand_in=False)
+        unmarked = judge_case(case, spec, 1)
+        assert marked.provider_calls and marked.evaluated and unmarked.evaluated, (spec, marked.reason)
+        assert (marked.stand_in, unmarked.stand_in) == (True, False), spec
