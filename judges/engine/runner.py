@@ -245,7 +245,7 @@ class Engine:
             hit = {"model": spec.model, "outcome": earlier, "scores": None, "reason": "(cached before its reason was kept)"}
         stored = _stored_opinion(hit)
         if stored is not None:
-            j.stand_in = j.stand_in or hit.get("stand_in") is True
+            j.stand_in = j.stand_in or (isinstance(hit, dict) and hit.get("stand_in") is True)
             return stored | {"cached": True}
         tally = Tally()
         asked = self._asking.ask(self._judge_of(role, spec), system, user, tally)
