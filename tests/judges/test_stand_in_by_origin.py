@@ -86,3 +86,19 @@ def test_the_engine_notes_the_mark_on_chat_messages_and_embeddings(fake_provider
         unmarked = judge_case(case, spec, 1)
         assert marked.provider_calls and marked.evaluated and unmarked.evaluated, (spec, marked.reason)
         assert (marked.stand_in, unmarked.stand_in) == (True, False), spec
+
+
+def test_a_verdict_the_cache_answers_stays_the_stand_ins(
+    eager, lead_client, rubric, dataset, lead, fake_provider, django_capture_on_commit_callbacks,
+):
+    # The second run asks nothing: the cache answers every judgment (in bulk, in PostgreSQL: judges.runs.cached),
+    # and each stays marked as the stand-in's; the stand-in's mark being off now changes nothing about them.
+    make_cases(dataset, [(f"case-{i:03}", "good") for i in range(6)])
+    config = config_services.judge_config_save(rubric=rubric, spec=behavioral_spec(model="gpt-4o-2024-08-06"), by=lead)
+    first = start_run(lead_client, config, django_capture_on_commit_callbacks)
+    fake_provider.control(mark_stand_in=False)
+    second = start_run(lead_client, config, django_capture_on_commit_callbacks)
+    assert first.judgments.filter(stand_in=True).count() == first.done == 12
+    assert (second.provider_calls, second.cache_hits) == (0, 12)
+    assert second.judgments.filter(stand_in=True).count() == 12
+    assert second.served_by_stand_in
