@@ -3,6 +3,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from evalhub.models import AppendOnlyQuerySet
 from labeling.models import Case, Dataset, Rubric
@@ -51,11 +52,6 @@ class JudgeConfigQuerySet(models.QuerySet):
     def kept_of_tier(self, tier) -> "JudgeConfigQuerySet":
         """The kept versions of one tier (a value or an OuterRef), newest first: "newest of a tier" is the first."""
         return self.kept().filter(tier=tier).order_by("-version")
-
-
-# The endpoint variable whose answers come from the scripted stand-in: the demo's judges name it, and
-# scripts/start.sh sets it to the stand-in it starts (evalhub.demo.judges.DEMO_URL_ENV).
-STAND_IN_ENDPOINTS = frozenset({"EVALHUB_JUDGE_DEMO_URL"})
 
 
 class JudgeConfig(models.Model):
@@ -107,15 +103,14 @@ class JudgeConfig(models.Model):
         found = ProposalCandidate.objects.filter(config_id=self.pk).values_list("index", "proposal_id").first()
         return f"candidate c{found[0]} of proposal {found[1]}" if found else "candidate"
 
-    @property
+    @cached_property
     def uses_stand_in(self) -> bool:
-        """A judge of this config gets its answers from the scripted stand-in (judges.testing.fake_provider):
-        its endpoint is the one the demo and scripts/start.sh point at the stand-in. Told by where the answers
-        come from, never by a model's name (a config may name gpt-4o and still be served by the stand-in).
-        Its pages say so, so nobody takes its verdicts for a model's."""
-        parts = [self.spec, *(self.spec.get(part) or {} for part in (
-            "semantic", "secondary", "fallback", "second_opinion", "adjudicator"))]
-        return any(part.get("base_url_env") in STAND_IN_ENDPOINTS for part in parts if isinstance(part, dict))
+        """A run of this config was served by the scripted stand-in (judges.testing.fake_provider): one of its
+        judgments rests on an answer the stand-in marked as its own (Judgment.stand_in). Told by where the
+        answers came from, never by a name (a config may name gpt-4o, or any endpoint variable, and still be
+        served by the stand-in); before any run, nothing is said. Its pages say so, so nobody takes its verdicts
+        for a model's."""
+        return Judgment.objects.filter(run__config_id=self.pk, stand_in=True).exists()
 
 
 class Run(models.Model):
@@ -205,6 +200,12 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk}"
 
+    @cached_property
+    def served_by_stand_in(self) -> bool:
+        """One of its judgments rests on an answer the scripted stand-in marked as its own (Judgment.stand_in):
+        the run, report and promotion pages say so, whatever its config's model or variables are named."""
+        return self.judgments.filter(stand_in=True).exists()
+
 
 class RunChunk(models.Model):
     """A slice of a run's cases: the unit a run's task reads ahead and marks done once all is recorded.
@@ -262,12 +263,19 @@ class Judgment(models.Model):
     # never in the dataset, so a probe changes no case and makes no run stale.
     variant = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # An answer this verdict rests on came from the scripted stand-in: its response said so (the engine reads
+    # judges.engine.providers.STAND_IN_HEADER), whatever the config's model or variables are named.
+    stand_in = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "case", "repeat"], name="judgment_one_per_case_repeat"),
         ]
-        indexes = [models.Index(fields=["run", "outcome"], name="judgment_run_outcome")]
+        indexes = [
+            models.Index(fields=["run", "outcome"], name="judgment_run_outcome"),
+            # Few rows (the stand-in's): "was this run, or any run of this config, served by it?" reads only them.
+            models.Index(fields=["run"], condition=models.Q(stand_in=True), name="judgment_stand_in"),
+        ]
 
 
 class RunCaseTally(models.Model):

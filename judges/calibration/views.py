@@ -449,7 +449,7 @@ def run_compare(request: HtmxHttpRequest, project: Project) -> HttpResponse:
                      "and the changed cases show run A's.")
     if a["run"].dataset_id != b["run"].dataset_id:
         notes.append("The runs judged different datasets: only cases judged by both can change verdict.")
-    stand_in = [name for name, side in (("run A", a), ("run B", b)) if side["run"].config.uses_stand_in]
+    stand_in = [name for name, side in (("run A", a), ("run B", b)) if side["run"].served_by_stand_in]
     context |= {
         "a": a, "b": b, "rows": _compared_rows(a, b), "page": page, "filter_query": query.urlencode(),
         "stand_in_verdicts": "The verdicts of " + " and ".join(stand_in) if stand_in else "",

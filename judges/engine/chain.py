@@ -112,6 +112,7 @@ class FailureChain:
             cost = call_cost(self.prices, model, reply.input_tokens, reply.output_tokens)
             self.spend.settle(reserved, cost)
             tally.add(reply.input_tokens, reply.output_tokens, cost)
+            tally.stand_in = tally.stand_in or bool(getattr(reply, "stand_in", False))
             try:
                 return Attempts(accept(reply), reply, None, attempt)
             except InvalidOutput as exc:

@@ -46,6 +46,7 @@ class Embedding:
     calls: int = 0
     input_tokens: int = 0
     cost: float | None = 0.0
+    stand_in: bool = False  # made by the scripted stand-in (judges.engine.providers.STAND_IN_HEADER)
 
 
 @dataclass(slots=True)
@@ -253,6 +254,7 @@ class Embeddings:
                 calls=tally.calls if i == 0 else 0,
                 input_tokens=shares[i],
                 cost=None if tally.cost is None else tally.cost * share,
+                stand_in=tally.stand_in,
             )
         with self._lock:
             self._memory.update(entries)
@@ -277,6 +279,7 @@ class Embeddings:
             for _, keys, tally in cases:
                 entries = [self._memory[key] for key in keys]
                 for entry in entries:
+                    tally.stand_in = tally.stand_in or entry.stand_in  # every judgment that uses it rests on it
                     if entry.calls or entry.input_tokens or entry.cost != 0.0:
                         tally.calls += entry.calls
                         tally.add(entry.input_tokens, 0, entry.cost)

@@ -52,6 +52,8 @@ class Judgment:
     # Provider calls and cost by who made them (primary, fallback, second_opinion, adjudicator, embeddings).
     calls_by_judge: dict[str, int] = field(default_factory=dict)
     cost_by_judge: dict[str, float | None] = field(default_factory=dict)
+    # An answer it rests on came from the scripted stand-in (its header, judges.engine.providers), not a model.
+    stand_in: bool = False
 
     @property
     def evaluated(self) -> bool:
@@ -125,7 +127,7 @@ def _fits_check(kind: Any) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, kind) and not isinstance(value, bool)
 
 
-ADDED_LATER: dict[str, Any] = {"opinions": None, "calls_by_judge": {}, "cost_by_judge": {}}
+ADDED_LATER: dict[str, Any] = {"opinions": None, "calls_by_judge": {}, "cost_by_judge": {}, "stand_in": False}
 _FIELD_CHECKS: tuple[tuple[str, Callable[[Any], bool]], ...] = tuple(
     (f.name, _fits_check(f.type)) for f in dataclasses.fields(Judgment)
 )

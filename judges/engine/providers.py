@@ -9,6 +9,7 @@ to fix, never retried, never taken for an outage.
 """
 
 import binascii
+import dataclasses
 import email.utils
 import json
 import threading
@@ -40,6 +41,9 @@ PLACEHOLDER_KEY = "no-key-configured"
 # The failure category (and Judgment.error) of a key the provider refused: a config error, not an outage.
 KEY_REFUSED = "key refused"
 TOOL_NAME = "record_judgment"
+# The header the scripted stand-in (judges.testing.fake_provider) puts on every answer: a stand-in is told by
+# where its answers come from, never by a model's or a variable's name. No real provider sends it.
+STAND_IN_HEADER = "x-evalhub-stand-in"
 # Request fields each SDK takes by name; any other param goes through `extra_body` unchanged.
 _OPENAI_NAMED = {
     "temperature",
@@ -81,6 +85,12 @@ class Reply:
     answer: dict[str, Any] | None
     input_tokens: int | None
     output_tokens: int | None
+    stand_in: bool = False  # the answer came from the scripted stand-in (STAND_IN_HEADER), not a model
+
+
+def from_stand_in(headers: Any) -> bool:
+    """Whether a response's headers say it came from the scripted stand-in."""
+    return bool(headers is not None and headers.get(STAND_IN_HEADER))
 
 
 def endpoint_env_problems(
@@ -324,7 +334,7 @@ def call_model(
         with deadline(endpoint.timeout_s):
             if endpoint.provider == "anthropic":
                 kwargs, extra = _split_params(params, _ANTHROPIC_NAMED)
-                message = client.messages.create(
+                raw = client.messages.with_raw_response.create(
                     model=model,
                     max_tokens=max_tokens,
                     system=system,
@@ -334,6 +344,7 @@ def call_model(
                     extra_body=extra or None,
                     **kwargs,
                 )
+                message, stand_in = raw.parse(), from_stand_in(raw.headers)
             else:
                 kwargs, extra = _split_params(params, _OPENAI_NAMED)
                 # OpenAI's newer models refuse max_tokens; local OpenAI-compatible servers may only know it.
@@ -358,12 +369,12 @@ def call_model(
                     "/chat/completions", body=request, cast_to=httpx2.Response, options={"security": {"bearer_auth": True}}
                 )
                 completion = _json_as_the_sdk_reads_it(response)
+                stand_in = from_stand_in(response.headers)
     except (sdk_error, ValueError) as exc:
         # Every failure of the call becomes a category; a bug of ours (TypeError…) still surfaces.
         raise _failure(exc, endpoint) from exc
-    if endpoint.provider == "anthropic":
-        return _anthropic_reply(message, tool_name)
-    return _openai_reply(completion)
+    reply = _anthropic_reply(message, tool_name) if endpoint.provider == "anthropic" else _openai_reply(completion)
+    return dataclasses.replace(reply, stand_in=True) if stand_in else reply
 
 
 @dataclass(frozen=True)
@@ -373,6 +384,7 @@ class Embedded:
     vectors: list[list[float]]
     input_tokens: int | None
     output_tokens: int | None = 0  # embeddings are billed on their input only
+    stand_in: bool = False  # the vectors came from the scripted stand-in (STAND_IN_HEADER)
 
 
 def call_embeddings(
@@ -397,6 +409,7 @@ def call_embeddings(
                 "/embeddings", body=request, cast_to=httpx2.Response, options={"security": {"bearer_auth": True}}
             )
             body = response.json()
+            stand_in = from_stand_in(response.headers)
         data = sorted(body["data"], key=lambda item: item["index"])
         vectors = _vectors([item["embedding"] for item in data])
         tokens = (body.get("usage") or {}).get("prompt_tokens")
@@ -406,7 +419,7 @@ def call_embeddings(
         raise ProviderFailure(
             "server error", _redact(f"unreadable response: {type(exc).__name__}: {exc}", endpoint), retryable=True
         ) from exc
-    return Embedded(vectors=vectors, input_tokens=tokens if isinstance(tokens, int) else None)
+    return Embedded(vectors=vectors, input_tokens=tokens if isinstance(tokens, int) else None, stand_in=stand_in)
 
 
 def _vectors(embeddings: list[Any]) -> Any:

@@ -245,6 +245,7 @@ class Engine:
             hit = {"model": spec.model, "outcome": earlier, "scores": None, "reason": "(cached before its reason was kept)"}
         stored = _stored_opinion(hit)
         if stored is not None:
+            j.stand_in = j.stand_in or (isinstance(hit, dict) and hit.get("stand_in") is True)
             return stored | {"cached": True}
         tally = Tally()
         asked = self._asking.ask(self._judge_of(role, spec), system, user, tally)
@@ -256,13 +257,15 @@ class Engine:
             opinion = {"model": spec.model, "outcome": verdict.outcome, "scores": verdict.scores,
                        "reason": verdict.reason}
             if own_key is not None and self.cache is not None:
-                self.cache.put(own_key, opinion)
+                # Where the answer came from is kept with it, so a cached opinion still says so.
+                self.cache.put(own_key, opinion | {"stand_in": True} if tally.stand_in else opinion)
         j.provider_calls += tally.calls
         j.input_tokens += tally.input_tokens
         j.output_tokens += tally.output_tokens
         j.cost_usd = None if j.cost_usd is None or tally.cost is None else j.cost_usd + tally.cost
         j.calls_by_judge[role] = tally.calls
         j.cost_by_judge[role] = tally.cost
+        j.stand_in = j.stand_in or tally.stand_in
         return opinion | {"cached": False}
 
     def _messages(self, case: dict[str, Any]) -> tuple[str, str]:

@@ -62,13 +62,14 @@ def estimate_cost(price: Mapping[str, float], prompt_chars: int, max_tokens: int
 class Tally:
     """What one judgment's calls used, over every attempt and every judge asked."""
 
-    __slots__ = ("calls", "input_tokens", "output_tokens", "cost")
+    __slots__ = ("calls", "input_tokens", "output_tokens", "cost", "stand_in")
 
     def __init__(self) -> None:
         self.calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost: float | None = 0.0
+        self.stand_in = False  # an answer taken came from the scripted stand-in
 
     def add(self, input_tokens: int | None, output_tokens: int | None, cost: float | None) -> None:
         self.input_tokens += input_tokens or 0
@@ -80,4 +81,5 @@ class Tally:
         j.input_tokens = self.input_tokens
         j.output_tokens = self.output_tokens
         j.cost_usd = self.cost
+        j.stand_in = j.stand_in or self.stand_in
         return j

@@ -368,10 +368,12 @@ def ci_result_cases(*, result: CiResult) -> tuple[list[dict[str, Any]], int]:
 
 
 def stand_in_hashes(*, rubric: Rubric, results: list[CiResult]) -> set[str]:
-    """The config_hashes among `results` of this rubric's configs judged by the scripted stand-in: those CI
-    verdicts are the stand-in's, not a model's. One query, none without results."""
+    """The config_hashes among `results` of this rubric's configs the scripted stand-in served (a run of theirs
+    rests on its marked answers, JudgeConfig.uses_stand_in): those CI verdicts are the stand-in's, not a model's.
+    One query, none without results."""
     hashes = {result.config_hash for result in results}
     if not hashes:
         return set()
-    configs = JudgeConfig.objects.filter(rubric=rubric, config_hash__in=hashes).only("config_hash", "spec")
-    return {config.config_hash for config in configs if config.uses_stand_in}
+    served = Judgment.objects.filter(run__config_id=OuterRef("pk"), stand_in=True)
+    configs = JudgeConfig.objects.filter(rubric=rubric, config_hash__in=hashes).filter(Exists(served))
+    return set(configs.values_list("config_hash", flat=True))

@@ -125,6 +125,8 @@ def _insert() -> str:
         "cost_usd": "0", "latency_ms": "0", "cached": "TRUE", "contested": "FALSE", "secondary_outcome": "''",
         "variant": "NULL", "similarity": "(entry.j ->> 'similarity')::double precision", "opinions": "NULL",
         "calls_by_judge": "'{}'", "cost_by_judge": "'{}'", "created_at": "now()",
+        # The stand-in's verdict stays the stand-in's when the cache answers it (judges.engine Judgment.stand_in).
+        "stand_in": "(entry.j -> 'stand_in') = 'true'::jsonb",
     }
     column = {f.attname: f.column for f in Judgment._meta.concrete_fields if not f.primary_key}
     assert set(row) == set(column), "a Judgment column has no value here"

@@ -617,7 +617,7 @@ def judgments_record(
 JUDGMENT_FIELDS = (
     "run_id", "case_id", "repeat", "outcome", "scores", "reason", "raw_output", "error", "layer", "judge", "checks",
     "input_tokens", "output_tokens", "cost_usd", "latency_ms", "cached", "contested", "secondary_outcome", "variant",
-    "similarity", "opinions", "calls_by_judge", "cost_by_judge", "created_at",
+    "similarity", "opinions", "calls_by_judge", "cost_by_judge", "created_at", "stand_in",
 )
 
 
@@ -628,7 +628,7 @@ def _judgment_row(run: Run, case_id: int, result: EngineJudgment, variant: dict 
         result.error, result.layer, result.judge, jsonb(result.checks), result.input_tokens, result.output_tokens,
         None if result.cost_usd is None else Decimal(str(result.cost_usd)), result.latency_ms, result.cached,
         result.contested, result.secondary_outcome or "", jsonb(variant), result.similarity,
-        jsonb(result.opinions), jsonb(result.calls_by_judge), jsonb(result.cost_by_judge), now,
+        jsonb(result.opinions), jsonb(result.calls_by_judge), jsonb(result.cost_by_judge), now, result.stand_in,
     )
 
 

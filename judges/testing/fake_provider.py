@@ -42,6 +42,10 @@ providers' latencies are heavy-tailed), drawn from a generator per model seeded 
 model's name, so the same calls draw the same latencies again after a reset or a latency change. `_stats`
 reports the latency served (summed, in ms; a benchmark's ideal time is that sum over its concurrency) and
 the peak number of calls in flight.
+
+Every response says where it comes from: the header `X-Evalhub-Stand-In: scripted` (STAND_IN_HEADER), on
+chat, messages and embeddings answers and on faults alike; the engine reads it to mark a judgment the stand-in
+served (judges.engine.providers). `{"mark_stand_in": false}` leaves it off (only as a whole, not per model).
 """
 
 import argparse
@@ -73,6 +77,7 @@ from judges.engine.prompt import SCORE_FIELDS, parse_sections
 
 BANNER = "fake provider (scripted stand-in, not a model) listening on http://{host}:{port}"
 STAND_IN = "scripted stand-in, not a model"
+STAND_IN_HEADER = ("X-Evalhub-Stand-In", "scripted")
 
 FAULTS = (
     "401",
@@ -119,6 +124,9 @@ DEFAULTS: dict[str, Any] = {
     "gather": None,
     "rule": {"kind": "always_pass"},
     "script": None,  # a list of answers given in turn instead of the rule's verdict (an editor's, scripted)
+    # Every response carries STAND_IN_HEADER (the engine tells a stand-in's answers by it, never by a model's
+    # name); false: answer like a real provider would, so a test can check nothing else marks a stand-in.
+    "mark_stand_in": True,
 }
 # Where the whole prompt (system and user messages) sits among the sections a rule reads: not a section
 # name the prompt could hold (those are upper case), so case data cannot forge it.
@@ -339,6 +347,10 @@ class State:
         count = body.get("fault_count")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
             raise ValueError("fault_count: expected a non-negative integer or null")
+        if "mark_stand_in" in body and not isinstance(body["mark_stand_in"], bool):
+            raise ValueError("mark_stand_in: expected true or false")
+        if "mark_stand_in" in body and scope != "*":
+            raise ValueError("mark_stand_in: set for every model, not for one")
         if any(body.get(name, 0) < 0 for name in ("latency_ms", "latency_sigma")):
             raise ValueError("latency_ms and latency_sigma: expected numbers of at least 0")
         with self.lock:
@@ -533,6 +545,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if self.verbose:  # the request line only, never the headers: keys travel there
             sys.stderr.write(f"{self.address_string()} {format % args}\n")
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        super().send_response(code, message)
+        if self.state.scopes["*"]["mark_stand_in"]:  # read without the lock: a reply may be sent under it
+            self.send_header(*STAND_IN_HEADER)
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()

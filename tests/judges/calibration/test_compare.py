@@ -137,7 +137,8 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
     b = make_run(make_config(rubric, lead, note="b"), dataset, lead, {case: ["pass", "pass"] for case in cases})
     # session, user, the project door's membership, the project's run choices;
     # per run: the run, its cases' judgment counts, human verdicts, the not-evaluated judgments, reviewer labels,
-    # bias probes' judgments, changed cases, newest version (rules), and its outcomes on the page's cases — 4 + 2 × 9.
-    with django_assert_num_queries(22):
+    # bias probes' judgments, changed cases, newest version (rules), its outcomes on the page's cases, and whether
+    # the stand-in served it (Run.served_by_stand_in) — 4 + 2 × 10.
+    with django_assert_num_queries(24):
         response = lead_client.get(compare_url(a, b))
     assert response.status_code == 200

@@ -44,8 +44,8 @@ def agreement(client, url) -> str:
 def test_it_serves_a_second_view_from_the_cache(client, report, django_assert_num_queries):
     assert agreement(client, report["url"]) == "50.0 %"
     # session, user, the project door's membership, run, evidence key, rules' newest version, the page's reasons,
-    # the bias probe runs (their status is live): nothing recomputed.
-    with django_assert_num_queries(8):
+    # the bias probe runs (their status is live), whether the stand-in served the run: nothing recomputed.
+    with django_assert_num_queries(9):
         assert client.get(report["url"] + "?only=false_pass").status_code == 200
 
 

@@ -180,9 +180,9 @@ def test_its_query_count_does_not_grow_with_cases(lead_client, dataset, rubric, 
     # session, user, the project door's memberships, the project's run with its config, rubric and dataset; the
     # evidence key; judgments counted per case, cases with their human verdicts, the not-evaluated judgments,
     # reviewer labels, changed cases, newest version (rules), each repeat of the page's rows, bias probes'
-    # judgments and the probe runs (the agent models are read only for a model judge). (test_report_cache.py: the
-    # cached page.)
-    with django_assert_num_queries(14):
+    # judgments and the probe runs (the agent models are read only for a model judge), whether the stand-in served
+    # the run (Run.served_by_stand_in). (test_report_cache.py: the cached page.)
+    with django_assert_num_queries(15):
         response = lead_client.get(url(run))
     assert response.status_code == 200
 

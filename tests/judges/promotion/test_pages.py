@@ -257,11 +257,11 @@ def test_the_rubric_page_query_count_does_not_grow_with_history(client, lead_cli
     # session + user, the door (membership and project), rubric, evidence, staleness, judgments counted per case,
     # human verdicts, the not-evaluated judgments, the reviewers' labels on cases labeled twice, the newest drift
     # check, latest CI, whether runs
-    # exist, the promote and the renew forms' evidence menus (twice each: Django's ModelChoiceIterator queries
+    # exist, whether the stand-in served the evidence run, the promote and the renew forms' evidence menus (twice each: Django's ModelChoiceIterator queries
     # on each pass over the choices), the run they start on (the newest kept version, its runs, their
     # staleness), at observe whether another kept config exists to switch CI to (none here: the switch form is
     # not shown), recent audit entries, CI results, which of their judges is the scripted stand-in, the drift
     # checks over time and the drift run at work, the traffic judging pairs and the traffic form's dataset menu;
     # the release tier (its entry, its newest config, the newest again for its form's start, whether it has runs).
-    with django_assert_num_queries(32):
+    with django_assert_num_queries(33):
         assert lead_client.get(page_url(rubric)).status_code == 200

@@ -4,9 +4,8 @@ page's evidence summary and its CI results table (the report, run and config pag
 import pytest
 from django.urls import reverse
 
-from evalhub.demo.judges import DEMO_URL_ENV
 from judges.configs import services as config_services
-from judges.models import STAND_IN_ENDPOINTS, CiResult
+from judges.models import CiResult, JudgeConfig
 from judges.promotion.services import rubric_promote
 from tests.conftest import TEST_PROJECT
 from tests.judges.helpers import behavioral_spec
@@ -18,21 +17,32 @@ NOTE = 'data-testid="stand-in-note"'
 
 
 def judge(rubric, lead, *, stand_in: bool, note: str = ""):
-    """A judge named after a real model, served by the scripted stand-in (the demo's endpoint, as the demo's
-    judges and scripts/start.sh have it) or by a real provider's endpoint."""
-    endpoint = {"base_url_env": DEMO_URL_ENV} if stand_in else {}
-    spec = behavioral_spec(policy=note, model="gpt-4o-2024-08-06", **endpoint)
-    return config_services.judge_config_save(rubric=rubric, spec=spec, by=lead)
+    """A judge named after a real model on an ordinary endpoint variable: whether it is the stand-in is told by
+    its runs (served_by), never by its spec."""
+    config = config_services.judge_config_save(
+        rubric=rubric, spec=behavioral_spec(policy=note, model="gpt-4o-2024-08-06"), by=lead)
+    config.stand_in = stand_in  # read by served_by
+    return config
 
 
-def test_a_stand_in_is_told_by_its_endpoint_never_by_its_name(rubric, lead):
-    # Before: a config named gpt-4o-2024-08-06 served by the stand-in had no badge; one merely named
-    # "stand-in" had one.
-    assert judge(rubric, lead, stand_in=True).uses_stand_in
-    named = config_services.judge_config_save(
-        rubric=rubric, spec=behavioral_spec(policy="named", model="stand-in-judge", model_family="stand-in"), by=lead)
-    assert not named.uses_stand_in
-    assert DEMO_URL_ENV in STAND_IN_ENDPOINTS  # the demo's judges and scripts/start.sh name this endpoint
+def served_by(run):
+    """The run's judgments as the worker records a stand-in's when the config's judge is one (the whole path,
+    over HTTP: tests/judges/test_stand_in_by_origin.py)."""
+    if run.config.stand_in:
+        run.judgments.update(stand_in=True)
+    return run
+
+
+def run_of(rubric, dataset, lead, reviewer, config, **kwargs):
+    return served_by(evidence_run(rubric, dataset, lead, reviewer, config=config, **kwargs))
+
+
+def test_a_config_is_marked_by_its_runs_answers_never_by_its_name(rubric, dataset, lead, reviewer):
+    # Before: marked by its endpoint variable's name; now by its runs, and not before any run.
+    config = judge(rubric, lead, stand_in=True)
+    assert not config.uses_stand_in
+    run_of(rubric, dataset, lead, reviewer, config)
+    assert JudgeConfig.objects.get(pk=config.pk).uses_stand_in
 
 
 def section(html: str, testid: str) -> str:
@@ -48,7 +58,7 @@ def promotion_page(client, rubric) -> str:
 
 @pytest.mark.parametrize("stand_in", [True, False])
 def test_the_evidence_summary_says_when_the_stand_in_judged_it(lead_client, rubric, dataset, lead, reviewer, stand_in):
-    run = evidence_run(rubric, dataset, lead, reviewer, config=judge(rubric, lead, stand_in=stand_in))
+    run = run_of(rubric, dataset, lead, reviewer, judge(rubric, lead, stand_in=stand_in))
     rubric_promote(rubric=rubric, to_stage="observe", run=run, reason=REASON, by=lead)
     evidence = section(promotion_page(lead_client, rubric), "stage")
     assert (NOTE in evidence) is stand_in
@@ -60,8 +70,9 @@ def ci_result(rubric, config_hash: str) -> CiResult:
                                    passed=3, failed=1, not_evaluated=0, total=4, exit_code=0, token_name="ci")
 
 
-def test_the_ci_results_mark_the_runs_the_stand_in_judged(lead_client, rubric, lead):
+def test_the_ci_results_mark_the_runs_the_stand_in_judged(lead_client, rubric, dataset, lead, reviewer):
     stand_in, real = judge(rubric, lead, stand_in=True), judge(rubric, lead, stand_in=False, note="v2")
+    run_of(rubric, dataset, lead, reviewer, stand_in)
     ci_result(rubric, stand_in.config_hash)
     ci_result(rubric, real.config_hash)
     ci = section(promotion_page(lead_client, rubric), "ci-results")
@@ -92,9 +103,8 @@ def compare_page(client, a, b) -> str:
 ])
 def test_the_compare_page_says_which_runs_the_stand_in_judged(lead_client, rubric, dataset, lead, reviewer,
                                                               a_stand_in, b_stand_in, whose):
-    a = evidence_run(rubric, dataset, lead, reviewer, config=judge(rubric, lead, stand_in=a_stand_in, note="a"))
-    b = evidence_run(rubric, dataset, lead, reviewer, config=judge(rubric, lead, stand_in=b_stand_in, note="b"),
-                     prefix="other")
+    a = run_of(rubric, dataset, lead, reviewer, judge(rubric, lead, stand_in=a_stand_in, note="a"))
+    b = run_of(rubric, dataset, lead, reviewer, judge(rubric, lead, stand_in=b_stand_in, note="b"), prefix="other")
     html = compare_page(lead_client, a, b)
     if whose is None:
         assert NOTE not in html and "stand-in-badge" not in html

@@ -570,8 +570,8 @@ def test_it_shows_a_run_page_in_constant_queries(
     # session, user, the project door's membership (with the project), the project's run with
     # config/rubric/dataset/creator, the cases' count and page, the page's judgments, the layers and errors present;
     # the agent's pass rate: the audit draws, the drawn cases and the cases' tallies counted (no sample yet, so no
-    # drawn case's tally or human verdict to read)
-    with django_assert_num_queries(11):
+    # drawn case's tally or human verdict to read); whether the stand-in served the run (Run.served_by_stand_in)
+    with django_assert_num_queries(12):
         lead_client.get(url)
     # session, user, the door's membership, run (a partial: no navigation)
     with django_assert_num_queries(4):
