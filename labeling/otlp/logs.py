@@ -9,7 +9,6 @@ time, and its messages are read by the same code as a span's events (labeling/ot
 other events (an application's own logs) are not GenAI messages and are left alone.
 """
 
-import base64
 import hashlib
 import json
 from typing import Any
@@ -19,11 +18,13 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from labeling.importing.reading import json_error, parse_json
-from labeling.otlp.traces import (
+from labeling.otlp.traces import (  # the traces' own readers: one way to read OTLP/JSON's lists and hex ids
     Limits,
     OtlpBodyError,
     Span,
     _attributes,
+    _hex_as_base64,
+    _list,
     _value,
     check_json_size,
     check_protobuf_bounds,
@@ -71,23 +72,6 @@ def logs_request_from_json(text: str, limits: Limits | None = None) -> ExportLog
         raise OtlpBodyError(f"the body is not an OTLP logs request: {str(exc)[:300]}") from None
     check_protobuf_bounds(request.SerializeToString(), limits, logs=True)
     return request
-
-
-def _list(value: Any) -> list[dict]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise TypeError(f"expected a list, found {type(value).__name__}")
-    return [item for item in value if isinstance(item, dict)]
-
-
-def _hex_as_base64(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a hex string")
-    try:
-        return base64.b64encode(bytes.fromhex(value)).decode()
-    except ValueError:
-        raise ValueError(f"{name} {value[:40]!r} is not hex") from None
 
 
 def log_pieces(request: ExportLogsServiceRequest) -> tuple[dict[str, list[dict[str, Any]]], int]:
