@@ -1,4 +1,4 @@
-"""A stand-in is told by where its answers come from, never by a name (issue 45): the scripted stand-in marks every
+"""A stand-in is told by where its answers come from, never by a name: the scripted stand-in marks every
 answer (judges.testing.fake_provider.STAND_IN_HEADER), the engine notes it on each judgment, the worker records
 it, and the config page says so from its runs, the run, report and promotion pages from the run (the evidence run). A config named after a real model
 (`gpt-4o-2024-08-06`) reached through an ordinary variable is marked once the stand-in served it; a real-looking
