@@ -13,7 +13,6 @@ nothing of it used. Every refusal is counted in `OtlpRefusal` (a row a dataset, 
 import fcntl
 import hashlib
 import hmac
-import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager

@@ -122,8 +122,9 @@ def _over(limits: Limits, bound: str, what: str) -> OtlpBodyTooLarge:
 
 def check_protobuf_bounds(body: bytes, limits: Limits, *, logs: bool = False) -> None:
     """Walk the protobuf wire format of a traces request (or with `logs`, a logs request), without building a
-    message, down to its attribute values, and raise OtlpBodyTooLarge at the first bound passed. The walk stops there, so it costs at most
-    about `limits.values` steps whatever the body holds (a body of 5M bools is refused after 1,000 of them)."""
+    message, down to its attribute values, and raise OtlpBodyTooLarge at the first bound passed. The walk stops
+    there, so it costs at most about `limits.values` steps whatever the body holds (a body of 5M bools is refused
+    after 1,000 of them)."""
     view = memoryview(body)
     totals = {"spans": 0, "values": 0}
     signal = "logs" if logs else "traces"
@@ -151,7 +152,8 @@ def check_protobuf_bounds(body: bytes, limits: Limits, *, logs: bool = False) ->
                 if counted == "spans":
                     totals["spans"] += 1
                     if totals["spans"] > limits.spans:
-                        raise _over(limits, "spans", f"The number of {'log records' if logs else 'spans'} in the request")
+                        noun = "log records" if logs else "spans"
+                        raise _over(limits, "spans", f"The number of {noun} in the request")
                 elif counted:
                     counts[counted] += 1
                     if counts[counted] > getattr(limits, counted):
