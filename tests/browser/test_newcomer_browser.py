@@ -80,12 +80,14 @@ def test_a_newcomer_follows_the_demo_story_and_runs_a_behavioral_judge(live_serv
     page.fill("#id_repeats", "3")  # repeats 1 and 2 are cached from the demo's run: the third asks the stand-in
     page.click("text=Start the run")
     page.wait_for_url(f"{live_server.url}{STORE}/runs/*/")
-    assert "Scripted stand-in, not a model" in page.inner_text("[data-testid=stand-in-note]")
     deadline = time.monotonic() + 120
     while page.inner_text("[data-testid=run-status]") != "finished":
         assert time.monotonic() < deadline, f"the run did not finish: {page.inner_text('[data-testid=run-done]')}"
         time.sleep(0.3)
     shot(page, "newcomer_run_finished.png", full_page=False)
+    # The run says who answered once its answers are in: the stand-in marked every one of them.
+    page.reload()
+    assert "Scripted stand-in, not a model" in page.inner_text("[data-testid=stand-in-note]")
 
     connection.close()  # read what the worker committed
     run = Run.objects.order_by("-pk").first()

@@ -212,8 +212,9 @@ def test_the_promotion_page_queries_do_not_grow_with_drift_checks(client, rubric
     record_checks(rubric, run, lead, [(20 + i, 0.5, 0.64) for i in range(n)])
     client.force_login(lead)
     # The rubric page's queries (tests/judges/promotion/test_pages.py names them one by one) for this one promoted
-    # run (the release tier's four included); the same for 1 and 6 drift checks: drift checks add no query.
-    with django_assert_num_queries(31):
+    # run (the release tier's four included) and whether the stand-in served its evidence; the same for 1 and 6
+    # drift checks: drift checks add no query.
+    with django_assert_num_queries(32):
         assert client.get(reverse("judges:promotion_rubric", args=[TEST_PROJECT, rubric.slug])).status_code == 200
 
 

@@ -140,8 +140,8 @@ def test_the_reports_query_count_does_not_grow_with_moved_cases(lead_client, run
     # judgments counted per case, human verdicts, the not-evaluated judgments, reviewer labels, the newest finished
     # probes and their judgments counted per case, changed cases, newest version (rules), the page's repeats; the
     # probe runs and the variants of the moved cases listed; the agent models (the run's judge has a model:
-    # self-preference).
-    with django_assert_num_queries(17):
+    # self-preference), and whether the stand-in served the run (one check, whatever the cases).
+    with django_assert_num_queries(18):
         html = report(lead_client, run)
     assert html.count('data-case="case-0') >= moved
 
